@@ -1,0 +1,96 @@
+"""RequestContext and the visibility rule (DESIGN.md §1)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.uri import ContextURI, validate_segment
+
+Role = Literal["user", "agent", "admin"]
+_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class RequestContext(BaseModel):
+    """Who is asking: built by the server from credentials, never from a request body.
+
+    Visibility: ``shared``, ``user:<user_space>`` and ``agent:<agent_space>`` inside ``account_id``; an ``admin``
+    sees every space of its account. Nothing ever crosses accounts.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    account_id: str
+    role: Role = "user"
+    user_space: str | None = None
+    agent_space: str | None = None
+
+    @field_validator("account_id")
+    @classmethod
+    def _check_account(cls, v: str) -> str:
+        if not _ACCOUNT_RE.match(v) or v in (".", ".."):
+            raise ValueError("account_id must be 1-64 characters of letters, digits, '_', '-', '.'")
+        return v
+
+    @field_validator("user_space", "agent_space")
+    @classmethod
+    def _check_space(cls, v: str | None) -> str | None:
+        return None if v in (None, "") else validate_segment(v)
+
+    @classmethod
+    def parse(cls, spec: str) -> RequestContext:
+        """Parse ``account:role:user_space:agent_space`` (the CLI's ``--as``); empty trailing parts are ``None``.
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` when the spec is malformed.
+        """
+        parts = spec.split(":")
+        if not 1 <= len(parts) <= 4:
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID, f"--as expects account:role:user_space:agent_space, got {spec!r}"
+            )
+        parts += [""] * (4 - len(parts))
+        try:
+            return cls(
+                account_id=parts[0], role=parts[1] or "user", user_space=parts[2] or None, agent_space=parts[3] or None
+            )
+        except ValueError as err:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"invalid --as {spec!r}: {err}") from err
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    def visible_owner_spaces(self) -> list[str] | None:
+        """Owner spaces this caller sees, in a fixed order; ``None`` means every space of the account (admin)."""
+        if self.is_admin:
+            return None
+        spaces = ["shared"]
+        if self.user_space:
+            spaces.append(f"user:{self.user_space}")
+        if self.agent_space:
+            spaces.append(f"agent:{self.agent_space}")
+        return spaces
+
+    def can_see(self, owner_space: str) -> bool:
+        """Whether a node owned by ``owner_space`` (in this account) is visible to the caller."""
+        spaces = self.visible_owner_spaces()
+        return spaces is None or owner_space in spaces
+
+    def can_see_uri(self, uri: ContextURI) -> bool:
+        return self.can_see(uri.owner_space)
+
+    def can_write_uri(self, uri: ContextURI) -> bool:
+        """Writes: admins anywhere in the account; others only into their own user/agent space.
+
+        Shared resources are written by admins only (the embedded default runs as admin).
+        """
+        if self.is_admin:
+            return True
+        return uri.scope != "resources" and self.can_see(uri.owner_space)
+
+
+DEFAULT_CONTEXT = RequestContext(account_id="default", role="admin")

@@ -1,0 +1,154 @@
+"""Node, chunk and vector-record models shared by the stores and the pipelines (DESIGN.md §3-4). Pure data."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from context_engine.schema.uri import ContextType
+
+
+class Level(StrEnum):
+    """Levels of a node: L0 abstract, L1 overview, L2 content (DESIGN §1)."""
+
+    L0 = "L0"
+    L1 = "L1"
+    L2 = "L2"
+
+    @property
+    def index_level(self) -> int:
+        """The ``level`` field value used in the vector index (0, 1, 2)."""
+        return int(self.value[1])
+
+
+IndexStatus = Literal["indexed", "pending"]
+
+
+class NodeRecord(BaseModel):
+    """One node's metadata row (DESIGN §3). ``uri`` is the canonical URI string (directories end with ``/``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    account_id: str
+    uri: str
+    parent_uri: str | None
+    owner_space: str
+    context_type: ContextType | None
+    category: str | None = None
+    is_dir: bool
+    title: str = ""
+    has_overview: bool = False
+    has_content: bool = False
+    content_hash: str | None = None
+    index_status: IndexStatus = "indexed"
+    source: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class Relation(BaseModel):
+    """A directed edge between two nodes of one account."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_uri: str
+    to_uri: str
+    relation_type: str
+    weight: float = 1.0
+
+
+class Chunk(BaseModel):
+    """One L2 chunk of a document (DESIGN §4). ``breadcrumb`` is the heading path, a list so no separator is lost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc_id: str
+    chunk_index: int
+    total_chunks: int
+    title: str
+    breadcrumb: list[str]
+    text: str
+    category: str | None = None
+    source: str | None = None
+    token_estimate: int = 0
+
+
+class VectorRecord(BaseModel):
+    """One row of the vector index (DESIGN §3): a node's abstract at ``level=0`` or an L2 chunk at ``level=2``.
+
+    ``vector`` is an L2-normalised float32 array of shape ``(dim,)``.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    id: str
+    vector: np.ndarray
+    uri: str
+    parent_uri: str | None
+    account_id: str
+    owner_space: str
+    context_type: str
+    category: str = ""
+    level: int
+    doc_id: str = ""
+    chunk_index: int = 0
+    text: str = ""
+    breadcrumb: str = ""  # display form; the list lives in the content store
+
+
+class VectorFilter(BaseModel):
+    """A pre-filter every vector search must apply. ``account_id`` is mandatory (tenancy, DESIGN §1).
+
+    ``None`` for a field means no restriction on it; an empty list means nothing matches. ``uri_prefix`` restricts to
+    a subtree (a directory URI ending with ``/``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    account_id: str
+    owner_spaces: list[str] | None = None
+    levels: list[int] | None = None
+    context_types: list[str] | None = None
+    categories: list[str] | None = None
+    uri_prefix: str | None = None
+    parent_uris: list[str] | None = None
+    doc_ids: list[str] | None = None
+
+
+class VectorHit(BaseModel):
+    """A search hit. ``score`` is cosine similarity in [-1, 1], higher is better (``score_label='similarity'``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    score: float
+    score_label: Literal["similarity"] = "similarity"
+    uri: str
+    parent_uri: str | None
+    owner_space: str
+    context_type: str
+    category: str
+    level: int
+    doc_id: str
+    chunk_index: int
+    text: str
+    breadcrumb: str = ""
+
+
+class IngestReport(BaseModel):
+    """Counts at the end of a write (DESIGN §4): what was written, skipped and why something failed."""
+
+    nodes: int = 0
+    directories: int = 0
+    chunks: int = 0
+    vectors: int = 0
+    skipped: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    pending: int = 0
+    failures: list[dict[str, str]] = Field(default_factory=list)
+    uris: list[str] = Field(default_factory=list)

@@ -1,0 +1,159 @@
+"""Store protocols (DESIGN.md §3). Adapters implement these; nothing here names a vendor type.
+
+Every method is scoped by ``account_id`` (the tenant): an adapter never returns another account's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from context_engine.schema.nodes import Level, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
+
+
+@runtime_checkable
+class ContentStore(Protocol):
+    """``ContextFS``: the L0/L1/L2 text of each node. Writes are atomic per file (write, then rename)."""
+
+    def write_levels(self, account_id: str, uri: str, levels: dict[Level, str | None]) -> None:
+        """Write the given levels of one node; a ``None`` value removes that level. Creates the node if needed."""
+        ...
+
+    def read_level(self, account_id: str, uri: str, level: Level) -> str | None:
+        """The text of one level, or ``None`` when the node or that level does not exist."""
+        ...
+
+    def delete(self, account_id: str, uri: str) -> None:
+        """Remove a node and its whole subtree. Missing nodes are ignored."""
+        ...
+
+    def move(self, account_id: str, src_uri: str, dst_uri: str) -> None:
+        """Move a node (and its subtree) to a new URI whose parent exists or is created."""
+        ...
+
+
+@runtime_checkable
+class MetadataStore(Protocol):
+    """Nodes, relations, the vectors kept for exact search and rebuilds, and the index's model stamp.
+
+    ``transaction()`` groups writes so a failure leaves the store as it was.
+    """
+
+    def transaction(self) -> Any:
+        """A context manager; writes inside it commit together or not at all."""
+        ...
+
+    def upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None: ...
+
+    def get_node(self, account_id: str, uri: str) -> NodeRecord | None:
+        """Lookup by URI with or without the trailing slash."""
+        ...
+
+    def get_nodes(self, account_id: str, uris: Iterable[str]) -> dict[str, NodeRecord]:
+        """Batch lookup keyed by the canonical URI; missing URIs are absent."""
+        ...
+
+    def list_children(self, account_id: str, parent_uri: str) -> list[NodeRecord]:
+        """Direct children of a directory, ordered by URI."""
+        ...
+
+    def list_subtree(self, account_id: str, uri: str) -> list[NodeRecord]:
+        """The node and every descendant, ordered by URI."""
+        ...
+
+    def delete_nodes(self, account_id: str, uris: Sequence[str]) -> None: ...
+
+    def set_index_status(self, account_id: str, uris: Sequence[str], status: str) -> None: ...
+
+    def pending_nodes(self, account_id: str | None = None) -> list[NodeRecord]: ...
+
+    def count_nodes(self, account_id: str | None = None) -> dict[str, int]:
+        """Counts by kind: ``nodes``, ``files``, ``directories``, ``pending``."""
+        ...
+
+    def accounts(self) -> list[str]: ...
+
+    # relations
+    def add_relations(self, account_id: str, relations: Sequence[Relation]) -> None: ...
+
+    def get_relations(self, account_id: str, from_uri: str, limit: int | None = None) -> list[Relation]: ...
+
+    # vectors (exact search, reindex)
+    def put_vectors(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace vector rows by ``id``."""
+        ...
+
+    def delete_vectors(self, ids: Sequence[str]) -> None: ...
+
+    def vector_ids_for(self, account_id: str, uris: Sequence[str]) -> list[str]:
+        """Ids of every vector row whose ``uri`` is one of ``uris``."""
+        ...
+
+    def iter_vectors(self, account_id: str | None = None, batch_size: int = 2048) -> Iterable[list[VectorRecord]]: ...
+
+    def vector_generation(self) -> int:
+        """A counter bumped by every vector write or delete (cache invalidation for exact search)."""
+        ...
+
+    # index stamp
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """The vector index: cosine-similarity search with a mandatory pre-filter (DESIGN §3)."""
+
+    name: str
+
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace records by ``id``."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete records by ``id``; unknown ids are ignored."""
+        ...
+
+    def search(self, vector: np.ndarray, top_k: int, flt: VectorFilter) -> list[VectorHit]:
+        """The ``top_k`` records passing ``flt`` nearest to ``vector`` (L2-normalised, shape ``(dim,)``).
+
+        Ordered by score descending, ties by ``id`` ascending. Score: cosine similarity.
+
+        Raises:
+            ContextEngineError: ``RET-5001`` (retryable) when the backend fails.
+        """
+        ...
+
+    def count(self) -> int: ...
+
+    def optimize(self) -> None:
+        """Compaction and ANN-index maintenance; safe to call any time."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text to L2-normalised float32 vectors (DESIGN §14)."""
+
+    model_name: str
+    dim: int
+
+    def embed_documents(self, texts: Sequence[str], *, progress: Any = None) -> np.ndarray:
+        """Shape ``(len(texts), dim)``, float32, rows of unit L2 norm, in input order."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Shape ``(dim,)``, float32, unit L2 norm."""
+        ...
+
+
+def utcnow() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)
