@@ -1,1 +1,1 @@
-"""interfaces/cli."""
+"""The typer CLI."""

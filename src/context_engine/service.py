@@ -1,0 +1,413 @@
+"""``ContextEngineService``: the composition root (DESIGN.md §2, §10). The only place where parts are wired.
+
+Interfaces (CLI, HTTP, MCP, Python API) call these methods with an explicit :class:`RequestContext`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
+from context_engine.ingest.pipeline import Progress, WritePipeline
+from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
+from context_engine.schema.hits import SeedHit
+from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.uri import ContextURI, parse_uri
+from context_engine.settings import Settings, load_settings
+from context_engine.storage.content.local import LocalContentStore
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
+from context_engine.providers.embedder import build_embedder
+
+_STAMP_MODEL = "embedding_model"
+_STAMP_DIM = "embedding_dim"
+
+
+class NodeView(BaseModel):
+    """A node as ``ls``/``tree`` show it: metadata plus its L0 abstract."""
+
+    uri: str
+    is_dir: bool
+    context_type: str | None
+    category: str | None
+    owner_space: str
+    title: str
+    abstract: str
+    has_overview: bool
+    has_content: bool
+    index_status: str
+    children: list[NodeView] | None = None
+
+
+class ContextEngineService:
+    """Owns the stores, the embedder and the pipelines; every public method is tenant-bound by ``ctx``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        content: ContentStore | None = None,
+        metadata: MetadataStore | None = None,
+        index: VectorIndex | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.settings = settings
+        home = settings.home_path
+        home.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder or build_embedder(settings.embedding)
+        self.content = content or LocalContentStore(home / "content")
+        self.metadata = metadata or SqlMetadataStore.sqlite(home / "metadata.db")
+        self._check_stamp()
+        self.index = index or self._build_index(home)
+        self.pipeline = WritePipeline(self.content, self.metadata, self.index, self.embedder, settings.ingest)
+
+    # ------------------------------------------------------------------------------------------------ set-up
+    @classmethod
+    def open(cls, path_or_settings: str | Path | Settings | None = None, **kwargs: Any) -> ContextEngineService:
+        """Open (or create) an engine at a data directory or from ``Settings``; ``None`` uses the defaults."""
+        if isinstance(path_or_settings, Settings):
+            return cls(path_or_settings, **kwargs)
+        return cls(load_settings(path_or_settings), **kwargs)
+
+    def _build_index(self, home: Path) -> VectorIndex:
+        if self.settings.vector.backend == "exact":
+            from context_engine.storage.vector.exact import ExactVectorIndex
+
+            return ExactVectorIndex(self.metadata)
+        from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
+
+        return LanceDBVectorIndex(home / "vectors", self.embedder.dim, self.settings.vector)
+
+    def _check_stamp(self) -> None:
+        """The index records the model that built it; refuse to mix models (DESIGN §3)."""
+        model, dim = self.metadata.get_meta(_STAMP_MODEL), self.metadata.get_meta(_STAMP_DIM)
+        if model is None:
+            self.metadata.set_meta(_STAMP_MODEL, self.embedder.model_name)
+            self.metadata.set_meta(_STAMP_DIM, str(self.embedder.dim))
+            return
+        if model != self.embedder.model_name or dim != str(self.embedder.dim):
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"this data directory was indexed with {model} ({dim} dimensions) but the engine is configured with "
+                f"{self.embedder.model_name} ({self.embedder.dim}); use the same model or another --home",
+                {"index_model": model, "index_dim": dim, "configured_model": self.embedder.model_name},
+            )
+
+    def close(self) -> None:
+        """Release the stores. The engine can be reopened on the same directory."""
+        self.metadata.close()
+
+    def __enter__(self) -> ContextEngineService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------------ writes
+    def _writable(self, uri: str | ContextURI, ctx: RequestContext) -> ContextURI:
+        u = parse_uri(uri)
+        if not ctx.can_write_uri(u):
+            raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "not allowed to write there", {"uri": str(u)})
+        if u.context_type is None and u.segments:
+            raise ContextEngineError(
+                ErrorCode.URI_INVALID,
+                f"{u} is outside a context-type root: use ctx://resources/..., ctx://user/<space>/memories/... "
+                "or ctx://agent/<space>/skills/...",
+            )
+        return u
+
+    def add_resource(
+        self,
+        path: str | Path,
+        target_uri: str = "ctx://resources/",
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        strict: bool = False,
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """Add a file or a directory of ``.md``/``.markdown``/``.txt`` files below ``target_uri`` (DESIGN §4).
+
+        A single file that fails validation raises; in a directory, files that fail are counted in ``failed`` (with
+        the reason in ``failures``) and the others are written, unless ``strict`` makes any failure raise first.
+        Nothing is written before every file has been validated, parsed and embedded.
+
+        Raises:
+            ContextEngineError: ``WRT-4001`` invalid URI, ``WRT-4041`` missing path, ``WRT-4151`` unsupported type,
+                ``WRT-4131`` too large, ``WRT-4221`` empty/binary/invalid UTF-8, ``RET-4032`` not writable.
+        """
+        target = self._writable(target_uri, ctx)
+        if target.context_type != "resource":
+            raise ContextEngineError(ErrorCode.URI_INVALID, "resources go under ctx://resources/")
+        src = Path(path).expanduser()
+        found = collect(src, target, self.settings.ingest)
+        single = src.is_file()
+        docs: list[SourceDoc] = []
+        report_failures: list[dict[str, str]] = []
+        for fpath, uri in found.files:
+            try:
+                docs.append(load_file(fpath, uri, self.settings.ingest))
+            except ContextEngineError as err:
+                if single or strict:
+                    raise
+                report_failures.append({"path": str(fpath.relative_to(src)), "code": err.code.value, "error": err.message})
+        if strict and found.skipped:
+            rel, why = found.skipped[0]
+            raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
+        report = self.pipeline.write_documents(ctx.account_id, docs, progress=progress) if docs else IngestReport()
+        report.skipped = len(found.skipped)
+        report.failed = len(report_failures)
+        report.failures = report_failures
+        return report
+
+    def add_text(
+        self, text: str, uri: str | ContextURI, ctx: RequestContext = DEFAULT_CONTEXT, *, kind: str = "markdown"
+    ) -> IngestReport:
+        """Add one document given as text at ``uri`` (any context type)."""
+        u = self._writable(uri, ctx)
+        if u.is_dir:
+            raise ContextEngineError(ErrorCode.URI_INVALID, f"{u} names a directory; give a file URI")
+        body = decode_text(text.encode("utf-8"), str(u), self.settings.ingest)
+        doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), u.name.rsplit(".", 1)[0])
+        return self.pipeline.write_documents(ctx.account_id, [doc])
+
+    def add_memory(
+        self,
+        text: str,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        uri: str | None = None,
+        category: str | None = None,
+    ) -> IngestReport:
+        """Store a memory under ``ctx://user/<user_space>/memories/<category>/`` (DESIGN §4).
+
+        Without ``uri`` the name is a slug of the text plus a short hash, so the same text maps to the same node.
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` no user space in the context; ``WRT-4001`` bad URI or category.
+        """
+        if uri is None:
+            space = ctx.user_space or ("default" if ctx.is_admin else None)
+            if space is None:
+                raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
+            base = ContextURI.parse(f"ctx://user/{space}/memories/")
+            base = base.child(category or "general", is_dir=True)
+            target = base.child(_slug(text) + ".md")
+        else:
+            target = parse_uri(uri)
+            if target.context_type != "memory":
+                raise ContextEngineError(ErrorCode.URI_INVALID, f"{target} is not under .../memories/")
+        return self.add_text(text, target, ctx)
+
+    def add_skill(
+        self,
+        name: str,
+        description: str,
+        content: str,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        category: str | None = None,
+    ) -> IngestReport:
+        """Store a skill at ``ctx://agent/<agent_space>/skills/[<category>/]<name>.md``; L0 is ``name: description``.
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` no agent space or empty description; ``WRT-4001`` bad name.
+        """
+        space = ctx.agent_space or ("default" if ctx.is_admin else None)
+        if space is None:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no agent_space")
+        if not description.strip():
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a skill needs a description")
+        base = ContextURI.parse(f"ctx://agent/{space}/skills/")
+        if category:
+            base = base.child(category, is_dir=True)
+        target = self._writable(base.child(name if name.endswith(".md") else f"{name}.md"), ctx)
+        body = f"# {name}\n\n{description.strip()}\n\n{content.strip()}\n"
+        body = decode_text(body.encode("utf-8"), str(target), self.settings.ingest)
+        abstract = f"{name}: {' '.join(description.split())}"[: self.settings.ingest.l0_max_chars]
+        doc = SourceDoc(target, body, "markdown", "skill", content_hash(body, "skill"), name)
+        return self.pipeline.write_documents(ctx.account_id, [doc], abstracts={str(target): abstract})
+
+    def delete(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT, *, recursive: bool = False) -> IngestReport:
+        """Delete a node (a non-empty directory only with ``recursive``). Index records go first (DESIGN §3).
+
+        Raises:
+            ContextEngineError: ``RET-4032`` invisible or missing (same body); ``WRT-4091`` non-empty directory.
+        """
+        u = self._writable(uri, ctx)
+        self._visible_node(u, ctx)
+        return self.pipeline.delete(ctx.account_id, u, recursive=recursive)
+
+    def move(self, src: str, dst: str, ctx: RequestContext = DEFAULT_CONTEXT) -> IngestReport:
+        """Move a node and its subtree to ``dst`` (or into ``dst`` when it is an existing directory)."""
+        s = self._writable(src, ctx)
+        d = self._writable(dst, ctx)
+        self._visible_node(s, ctx)
+        return self.pipeline.move(ctx.account_id, s, d)
+
+    def reindex(
+        self, ctx: RequestContext = DEFAULT_CONTEXT, *, full: bool = False, progress: Progress | None = None
+    ) -> IngestReport:
+        """Push pending (or, with ``full``, all) vectors of the caller's account into the vector index."""
+        return self.pipeline.reindex(ctx.account_id, full=full, progress=progress)
+
+    # ------------------------------------------------------------------------------------------------ reads
+    def _visible_node(self, uri: ContextURI, ctx: RequestContext) -> NodeRecord:
+        """The node at ``uri`` if the caller may see it; the same ``RET-4032`` otherwise (no existence leak)."""
+        node = self.metadata.get_node(ctx.account_id, str(uri)) if ctx.can_see_uri(uri) else None
+        if node is None:
+            raise ContextEngineError(
+                ErrorCode.URI_FORBIDDEN, "the URI does not exist or is not visible to this caller", {"uri": str(uri)}
+            )
+        return node
+
+    def _view(self, node: NodeRecord, ctx: RequestContext) -> NodeView:
+        return NodeView(
+            uri=node.uri,
+            is_dir=node.is_dir,
+            context_type=node.context_type,
+            category=node.category,
+            owner_space=node.owner_space,
+            title=node.title,
+            abstract=self.content.read_level(ctx.account_id, node.uri, Level.L0) or "",
+            has_overview=node.has_overview,
+            has_content=node.has_content,
+            index_status=node.index_status,
+        )
+
+    def ls(self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT) -> list[NodeView]:
+        """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty."""
+        u = parse_uri(uri).as_dir() if not parse_uri(uri).segments else parse_uri(uri)
+        if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u)) is None:
+            return []
+        node = self._visible_node(u, ctx)
+        if not node.is_dir:
+            return [self._view(node, ctx)]
+        return [self._view(c, ctx) for c in self.metadata.list_children(ctx.account_id, node.uri) if ctx.can_see(c.owner_space)]
+
+    def tree(
+        self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT, *, max_depth: int = 3
+    ) -> NodeView | None:
+        """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract."""
+        u = parse_uri(uri)
+        if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u.as_dir())) is None:
+            return None
+        root = self._visible_node(u, ctx)
+
+        def build(node: NodeRecord, depth: int) -> NodeView:
+            view = self._view(node, ctx)
+            if node.is_dir and depth < max_depth:
+                view.children = [
+                    build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)
+                ]
+            return view
+
+        return build(root, 0)
+
+    def read(self, uri: str, level: Level | str = Level.L1, ctx: RequestContext = DEFAULT_CONTEXT) -> str:
+        """The text of one level of a node. ACL is checked before any content is touched.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` invisible or missing; ``RET-4004`` L2 of a directory (directories have
+                only L0 and L1) or a level the node lacks.
+        """
+        lv = Level(level)
+        node = self._visible_node(parse_uri(uri), ctx)
+        if lv is Level.L2 and node.is_dir:
+            raise ContextEngineError(
+                ErrorCode.LEVEL_NOT_AVAILABLE,
+                f"{node.uri} is a directory: it has L0 and L1 only; read a file below it for L2",
+            )
+        text = self.content.read_level(ctx.account_id, node.uri, lv)
+        if text is None:
+            raise ContextEngineError(ErrorCode.LEVEL_NOT_AVAILABLE, f"{node.uri} has no {lv.value}")
+        return text
+
+    def search(
+        self,
+        query: str,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        top_k: int = 10,
+        context_type: str | None = None,
+        target_uri: str | None = None,
+    ) -> list[SeedHit]:
+        """Plain first-round L0 vector search: nodes whose abstract is nearest to ``query``.
+
+        Filters are built from ``ctx`` (account, visible spaces) and only narrowed by the caller. Scores are cosine
+        similarity. Pending or deleted nodes are never returned.
+
+        Raises:
+            ContextEngineError: ``RET-4001`` empty query, ``RET-4002`` top_k outside 1..50, ``RET-4031`` target not
+                visible, ``RET-5001`` the vector index failed (retryable).
+        """
+        if not query or not query.strip():
+            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty")
+        if not 1 <= top_k <= 50:
+            raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be in 1..50, got {top_k}")
+        prefix = None
+        if target_uri:
+            t = parse_uri(target_uri)
+            if not ctx.can_see_uri(t):
+                raise ContextEngineError(ErrorCode.TARGET_FORBIDDEN, "target_uri is not visible to this caller")
+            prefix = str(t.as_dir()) if t.segments else t.root
+        flt = VectorFilter(
+            account_id=ctx.account_id,
+            owner_spaces=ctx.visible_owner_spaces(),
+            levels=[0],
+            context_types=[context_type] if context_type else None,
+            uri_prefix=prefix,
+        )
+        vec = self.embedder.embed_query(query)
+        raw = self.index.search(vec, top_k * 2 + 5, flt)
+        nodes = self.metadata.get_nodes(ctx.account_id, [h.uri for h in raw])
+        hits: list[SeedHit] = []
+        for h in raw:
+            node = nodes.get(h.uri)
+            if node is None or node.index_status != "indexed" or not ctx.can_see(node.owner_space):
+                continue
+            hits.append(
+                SeedHit(
+                    uri=node.uri,
+                    score=h.score,
+                    category=node.category or "",
+                    owner_space=node.owner_space,
+                    abstract=h.text,
+                    has_overview=node.has_overview,
+                    has_content=node.has_content,
+                    match_reason="l0_vector",
+                )
+            )
+            if len(hits) == top_k:
+                break
+        return hits
+
+    def stats(self, ctx: RequestContext = DEFAULT_CONTEXT) -> dict[str, Any]:
+        """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model."""
+        counts = self.metadata.count_nodes(ctx.account_id)
+        return {
+            "home": str(self.settings.home_path),
+            "account_id": ctx.account_id,
+            **counts,
+            "index_backend": self.index.name,
+            "index_records": self.index.count(),
+            "embedding_model": self.embedder.model_name,
+            "embedding_dim": self.embedder.dim,
+        }
+
+
+def _slug(text: str, max_len: int = 48) -> str:
+    """A file-name slug of ``text`` (letters, digits and CJK kept) plus an 8-hex hash for uniqueness."""
+    norm = unicodedata.normalize("NFC", text)
+    words = re.findall(r"\w+", norm.lower())
+    slug = "-".join(words)[:max_len].strip("-") or "memory"
+    return f"{slug}-{hashlib.sha256(norm.encode()).hexdigest()[:8]}"
+
+
+ContextEngine = ContextEngineService

@@ -1,0 +1,457 @@
+"""The embedded vector index: one LanceDB table in a local directory (DESIGN.md §3, §14).
+
+Search is cosine similarity with a mandatory SQL pre-filter built from :class:`VectorFilter` (the account is always
+part of it). Below ``VectorSettings.ann_index_min_rows`` rows the search is exact (flat); from there on
+:meth:`LanceDBVectorIndex.optimize` builds an IVF_PQ index and searches probe ``nprobes`` partitions and re-rank
+``refine_factor`` times the requested rows with exact distances. Rows written after the index was built are searched
+flat until the next :meth:`~LanceDBVectorIndex.optimize` folds them in, so nothing written is ever invisible.
+
+Every LanceDB or Arrow failure is translated here into :class:`ContextEngineError`: ``RET-5001`` for searches,
+``WRT-5001`` for writes and maintenance, both retryable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
+from context_engine.settings import VectorSettings
+
+__all__ = ["LanceDBVectorIndex", "build_predicate", "sql_string", "vector_schema"]
+
+_LOG = logging.getLogger(__name__)
+
+# String columns besides ``id``, in schema order (``parent_uri`` is the only nullable one).
+_TEXT_COLUMNS = ("uri", "parent_uri", "account_id", "owner_space", "context_type", "category", "doc_id")
+# Columns a search returns (everything but the vector; ``_distance`` is added by LanceDB).
+_RESULT_COLUMNS = [
+    "id",
+    "uri",
+    "parent_uri",
+    "owner_space",
+    "context_type",
+    "category",
+    "level",
+    "doc_id",
+    "chunk_index",
+    "text",
+    "breadcrumb",
+]
+# Ids per ``DELETE ... WHERE id IN (...)`` statement: keeps the SQL text small and the parse cheap.
+_DELETE_BATCH = 1_000
+# Extra rows fetched beyond ``top_k`` so that equal scores at the cut are ordered by id, not by storage order.
+_TIE_SLACK = 8
+# Scalar indexes that make the pre-filter cheap on a large table (measured in bench/vector_index.py).
+_SCALAR_INDEXES = {"account_id": "BITMAP", "level": "BITMAP", "owner_space": "BITMAP", "context_type": "BITMAP"}
+_VECTOR_INDEX_NAME = "vector_idx"
+
+
+def vector_schema(dim: int) -> pa.Schema:
+    """The Arrow schema of the vector table (DESIGN §3).
+
+    Args:
+        dim: embedding dimension; ``vector`` is ``fixed_size_list<float32>[dim]``.
+    """
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+            pa.field("uri", pa.string(), nullable=False),
+            pa.field("parent_uri", pa.string(), nullable=True),
+            pa.field("account_id", pa.string(), nullable=False),
+            pa.field("owner_space", pa.string(), nullable=False),
+            pa.field("context_type", pa.string(), nullable=False),
+            pa.field("category", pa.string(), nullable=False),
+            pa.field("level", pa.int32(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("chunk_index", pa.int32(), nullable=False),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("breadcrumb", pa.string(), nullable=False),
+        ]
+    )
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal for LanceDB/DataFusion: single quotes doubled, nothing else needs escaping.
+
+    DataFusion reads backslashes, ``%`` and ``_`` literally inside ``'...'`` (checked in the conformance tests).
+    """
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _in_list(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join(sql_string(str(v)) for v in values)})"
+
+
+def build_predicate(flt: VectorFilter) -> str | None:
+    """The SQL ``WHERE`` text for a filter, or ``None`` when the filter can match nothing (an empty list).
+
+    Fields are ANDed; a list becomes ``IN (...)``; ``uri_prefix`` becomes ``starts_with(uri, '...')``, which (unlike
+    ``LIKE``) has no wildcard characters to escape. The account restriction is always present.
+    """
+    lists: list[tuple[str, list[Any] | None]] = [
+        ("owner_space", flt.owner_spaces),
+        ("level", flt.levels),
+        ("context_type", flt.context_types),
+        ("category", flt.categories),
+        ("parent_uri", flt.parent_uris),
+        ("doc_id", flt.doc_ids),
+    ]
+    clauses = [f"account_id = {sql_string(flt.account_id)}"]
+    for column, values in lists:
+        if values is None:
+            continue
+        if not values:
+            return None
+        if column == "level":
+            clauses.append(f"level IN ({', '.join(str(int(v)) for v in values)})")
+        else:
+            clauses.append(_in_list(column, values))
+    if flt.uri_prefix is not None:
+        clauses.append(f"starts_with(uri, {sql_string(flt.uri_prefix)})")
+    return " AND ".join(clauses)
+
+
+class LanceDBVectorIndex:
+    """:class:`~context_engine.storage.protocols.VectorIndex` over one LanceDB table (DESIGN §3).
+
+    Opens the table ``settings.table_name`` under ``path``, creating it (empty, with :func:`vector_schema`) when
+    missing. Safe to share between threads of one process; LanceDB serialises the commits of concurrent writers.
+
+    Args:
+        path: the LanceDB directory (``<home>/vectors``); created if missing.
+        dim: the embedding dimension the caller writes and queries with.
+        settings: the ``vector`` settings section.
+
+    Raises:
+        ContextEngineError: ``IDX-4091`` when the existing table was built with another dimension (rebuild it with
+            ``context-engine reindex``); ``WRT-5001`` (retryable) when the directory cannot be opened.
+    """
+
+    name = "lancedb"
+
+    def __init__(self, path: Path, dim: int, settings: VectorSettings) -> None:
+        if dim < 1:
+            raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"Vector dimension must be positive, got {dim}.")
+        self._path = Path(path)
+        self._dim = dim
+        self._settings = settings
+        self._schema = vector_schema(dim)
+        self._lock = threading.Lock()
+        self._writes_since_optimize = 0
+        self._has_vector_index = False
+        #: Background maintenance failures (logged, not raised: the write that triggered them had succeeded).
+        self.maintenance_failures = 0
+        with self._write_errors("open the vector index"):
+            self._path.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self._path))
+            try:
+                self._table = self._db.open_table(settings.table_name)
+            except ValueError:  # not found; ``exist_ok`` covers a concurrent creator with the same schema
+                self._table = self._db.create_table(settings.table_name, schema=self._schema, exist_ok=True)
+        self._check_schema()
+        with self._write_errors("list the vector index's indexes"):
+            self._has_vector_index = self._find_vector_index() is not None
+
+    @property
+    def dim(self) -> int:
+        """The embedding dimension of every vector in the table."""
+        return self._dim
+
+    @property
+    def has_ann_index(self) -> bool:
+        """Whether an ANN (IVF_PQ) index exists, i.e. whether searches are approximate."""
+        return self._has_vector_index
+
+    # ------------------------------------------------------------------ writes
+
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace records by ``id`` in one LanceDB commit.
+
+        Within one call a repeated ``id`` keeps its last record. An empty table takes a plain append (no join);
+        otherwise one ``merge_insert`` on ``id`` updates matches and inserts the rest. Every
+        ``compact_every_writes`` writes, and when the table first reaches ``ann_index_min_rows``, runs
+        :meth:`optimize` (a failure there is logged and counted in :attr:`maintenance_failures`, not raised: the
+        records are written).
+
+        Args:
+            records: vectors of shape ``(dim,)``, finite, L2-normalised by the caller.
+
+        Raises:
+            ContextEngineError: ``IDX-4091`` when a vector's shape is not ``(dim,)``; ``WRT-4002`` when a vector is
+                not finite; ``WRT-5001`` (retryable) when LanceDB fails.
+        """
+        if not records:
+            return
+        batch = self._to_arrow(_last_per_id(records))
+        with self._write_errors("upsert vectors"):
+            if self._table.count_rows() == 0:
+                self._table.add(batch)
+            else:
+                (
+                    self._table.merge_insert("id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute(batch)
+                )
+        self._after_write()
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete records by ``id``; unknown ids are ignored. One commit per 1,000 ids.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when LanceDB fails; batches already deleted stay deleted.
+        """
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return
+        with self._write_errors("delete vectors"):
+            for start in range(0, len(unique), _DELETE_BATCH):
+                self._table.delete(_in_list("id", unique[start : start + _DELETE_BATCH]))
+        self._after_write()
+
+    def count(self) -> int:
+        """Number of records in the table (every account).
+
+        Raises:
+            ContextEngineError: ``RET-5001`` (retryable) when LanceDB fails.
+        """
+        with self._search_errors("count vectors"):
+            return int(self._table.count_rows())
+
+    def optimize(self) -> None:
+        """Build the ANN index when due, then compact the table and fold new rows into its indexes.
+
+        Once the table holds ``ann_index_min_rows`` rows and has no vector index, creates an IVF_PQ cosine index
+        (IVF_PQ because, with ``refine_factor`` re-ranking on exact vectors, it keeps recall under selective
+        pre-filters, builds fast and stays small; see ``bench/vector_index.py``) and the scalar indexes of the
+        filter columns. Then ``Table.optimize()``: merges small fragments, removes deleted rows, adds unindexed rows
+        to the existing indexes and drops versions older than LanceDB's default retention (7 days).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when LanceDB fails.
+        """
+        with self._lock:
+            self._writes_since_optimize = 0
+        with self._write_errors("optimize the vector index"):
+            if not self._has_vector_index and self._table.count_rows() >= self._settings.ann_index_min_rows:
+                self._create_indexes()
+            self._table.optimize()
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, vector: np.ndarray, top_k: int, flt: VectorFilter) -> list[VectorHit]:
+        """The ``top_k`` records passing ``flt`` nearest to ``vector``, pre-filtered (DESIGN §3, §5).
+
+        Args:
+            vector: the query, float, shape ``(dim,)``, L2-normalised.
+            top_k: maximum number of hits, ``>= 1``.
+            flt: the pre-filter; ``account_id`` always applies; an empty list in any field matches nothing.
+
+        Returns:
+            At most ``top_k`` hits ordered by ``score`` descending, then ``id`` ascending. ``score`` is cosine
+            similarity ``1 - cosine_distance`` in ``[-1, 1]`` (higher is more similar). Exact while the table has no
+            ANN index; afterwards approximate (IVF_PQ probing at least ``nprobes`` partitions, more when the filter
+            leaves too few rows, re-ranked exactly over ``refine_factor * limit`` candidates).
+
+        Raises:
+            ContextEngineError: ``IDX-4091`` when ``vector`` is not of shape ``(dim,)``; ``RET-4002`` when
+                ``top_k < 1``; ``RET-5001`` (retryable) when LanceDB fails.
+        """
+        if top_k < 1:
+            raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be at least 1, got {top_k}.")
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (self._dim,):
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"Query vector has shape {query.shape}, the index holds {self._dim}-dimensional vectors.",
+                {"expected_dim": self._dim, "got_shape": list(query.shape)},
+            )
+        predicate = build_predicate(flt)
+        if predicate is None:
+            return []
+        limit = top_k + _TIE_SLACK
+        with self._search_errors("search vectors"):
+            while True:
+                rows = self._query(query, predicate, limit)
+                rows.sort(key=lambda row: (-row["score"], row["id"]))
+                # A tie that reaches the last fetched row may continue past it: fetch more to order it by id.
+                if len(rows) < limit or rows[-1]["score"] != rows[top_k - 1]["score"]:
+                    break
+                limit *= 2
+        return [VectorHit(**row) for row in rows[:top_k]]
+
+    # ------------------------------------------------------------------ internals
+
+    def _query(self, query: np.ndarray, predicate: str, limit: int) -> list[dict[str, Any]]:
+        builder = (
+            self._table.search(query, vector_column_name="vector")
+            .distance_type("cosine")
+            .where(predicate, prefilter=True)
+            .select([*_RESULT_COLUMNS, "_distance"])
+            .limit(limit)
+        )
+        if self._has_vector_index:
+            # At least ``nprobes`` partitions; more (up to all) when a narrow filter leaves fewer than ``limit`` rows.
+            builder = (
+                builder.minimum_nprobes(self._settings.nprobes)
+                .maximum_nprobes(0)
+                .refine_factor(self._settings.refine_factor)
+            )
+        result = builder.to_arrow()
+        rows = result.drop_columns(["_distance"]).to_pylist()
+        scores = np.clip(1.0 - result.column("_distance").to_numpy().astype(np.float64), -1.0, 1.0)
+        for row, score in zip(rows, scores.tolist(), strict=True):
+            row["score"] = score
+        return rows
+
+    def _to_arrow(self, records: list[VectorRecord]) -> pa.Table:
+        n = len(records)
+        try:
+            vectors = np.stack([np.asarray(r.vector, dtype=np.float32) for r in records])
+        except ValueError as err:  # ragged shapes
+            raise self._dim_error([np.shape(r.vector) for r in records]) from err
+        if vectors.shape != (n, self._dim):
+            raise self._dim_error([vectors.shape[1:]])
+        if not np.isfinite(vectors).all():
+            bad = [records[i].id for i in np.flatnonzero(~np.isfinite(vectors).all(axis=1))[:5]]
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID, "Vectors must be finite (no NaN or infinity).", {"ids": bad}
+            )
+        columns: dict[str, pa.Array] = {
+            "id": pa.array([r.id for r in records], pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), self._dim),
+        }
+        for column in _TEXT_COLUMNS:
+            columns[column] = pa.array([getattr(r, column) for r in records], pa.string())
+        columns["level"] = pa.array(np.fromiter((r.level for r in records), np.int32, n))
+        columns["chunk_index"] = pa.array(np.fromiter((r.chunk_index for r in records), np.int32, n))
+        columns["text"] = pa.array([r.text for r in records], pa.string())
+        columns["breadcrumb"] = pa.array([r.breadcrumb for r in records], pa.string())
+        return pa.Table.from_pydict({f.name: columns[f.name] for f in self._schema}, schema=self._schema)
+
+    def _dim_error(self, shapes: list[Any]) -> ContextEngineError:
+        got = sorted({str(tuple(s)) for s in shapes if tuple(s) != (self._dim,)})
+        return ContextEngineError(
+            ErrorCode.INDEX_MODEL_MISMATCH,
+            f"Vectors must have shape ({self._dim},) to match the index; got {', '.join(got)}.",
+            {"expected_dim": self._dim, "got_shapes": got[:5]},
+        )
+
+    def _after_write(self) -> None:
+        with self._lock:
+            self._writes_since_optimize += 1
+            due = self._writes_since_optimize >= self._settings.compact_every_writes
+        try:
+            if not due and not self._has_vector_index:
+                due = self._table.count_rows() >= self._settings.ann_index_min_rows
+            if due:
+                self.optimize()
+        except ContextEngineError as err:
+            # The write itself committed; maintenance is retried at the next trigger or by an explicit optimize().
+            self.maintenance_failures += 1
+            _LOG.warning("vector index maintenance failed: %s", err.message, exc_info=err)
+        except Exception as err:  # noqa: BLE001 - a vendor error from count_rows, logged and counted as above
+            self.maintenance_failures += 1
+            _LOG.warning("vector index maintenance failed: %s", err, exc_info=err)
+
+    def _create_indexes(self) -> None:
+        rows = self._table.count_rows()
+        partitions = _ivf_partitions(rows)
+        sub_vectors = _pq_sub_vectors(self._dim)
+        self._table.create_index(
+            metric="cosine",
+            vector_column_name="vector",
+            index_type="IVF_PQ",
+            num_partitions=partitions,
+            num_sub_vectors=sub_vectors,
+            name=_VECTOR_INDEX_NAME,
+            replace=True,
+        )
+        existing = {idx.columns[0] for idx in self._table.list_indices() if idx.columns}
+        for column, kind in _SCALAR_INDEXES.items():
+            if column not in existing:
+                self._table.create_scalar_index(column, index_type=kind, replace=True)
+        self._has_vector_index = True
+
+    def _find_vector_index(self) -> Any:
+        for idx in self._table.list_indices():
+            if "vector" in (idx.columns or []):
+                return idx
+        return None
+
+    def _check_schema(self) -> None:
+        schema = self._table.schema
+        field = schema.field("vector") if "vector" in schema.names else None
+        found = getattr(field.type, "list_size", None) if field is not None else None
+        if found != self._dim:
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"The vector index at {self._path} holds {found}-dimensional vectors but the embedder produces "
+                f"{self._dim}; rebuild it with `context-engine reindex` or use the model it was built with.",
+                {"index_dim": found, "embedder_dim": self._dim, "table": self._settings.table_name},
+            )
+        missing = [name for name in self._schema.names if name not in schema.names]
+        if missing:
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"The vector index at {self._path} lacks columns {missing}; rebuild it with `context-engine reindex`.",
+                {"missing_columns": missing, "table": self._settings.table_name},
+            )
+
+    @contextmanager
+    def _write_errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except ContextEngineError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every vendor error is translated, never swallowed
+            raise ContextEngineError(
+                ErrorCode.STORAGE_FAILED,
+                f"Could not {action}: {type(err).__name__}: {err}",
+                {"backend": self.name, "path": str(self._path)},
+                retryable=True,
+            ) from err
+
+    @contextmanager
+    def _search_errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except ContextEngineError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every vendor error is translated, never swallowed
+            raise ContextEngineError(
+                ErrorCode.VECTOR_SEARCH_FAILED,
+                f"Could not {action}: {type(err).__name__}: {err}",
+                {"backend": self.name},
+                retryable=True,
+            ) from err
+
+
+def _last_per_id(records: Sequence[VectorRecord]) -> list[VectorRecord]:
+    """Records with unique ids, the last occurrence winning (a merge join rejects duplicate source keys)."""
+    latest = {r.id: r for r in records}
+    return list(latest.values()) if len(latest) != len(records) else list(records)
+
+
+def _ivf_partitions(rows: int) -> int:
+    """IVF partitions for ``rows`` vectors: about sqrt(rows), at least 256 training rows each."""
+    return max(1, min(int(np.sqrt(rows)), rows // 256, 4096))
+
+
+def _pq_sub_vectors(dim: int) -> int:
+    """PQ sub-vectors: 16 dimensions each when ``dim`` allows it (24 for 384), else the largest divisor giving >= 8."""
+    for width in (16, 8, 4, 2, 1):
+        if dim % width == 0 and dim // width >= 1:
+            return dim // width
+    return 1
