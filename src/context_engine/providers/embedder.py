@@ -55,6 +55,10 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 import torch
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                # A library must not print: the weight-loading bar would land in the CLI's --json output.
+                hf_logging.disable_progress_bar()
 
                 if self._settings.num_threads:
                     torch.set_num_threads(self._settings.num_threads)

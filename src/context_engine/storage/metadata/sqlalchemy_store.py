@@ -1,0 +1,800 @@
+"""The metadata store on SQLAlchemy 2: SQLite (WAL) embedded, PostgreSQL by URL only (DESIGN.md §3).
+
+Everything here is portable SQL. The only backend-specific code is the SQLite connection listener
+(:func:`_install_sqlite_listeners`): WAL journal, foreign keys, ``synchronous=NORMAL``, and explicit ``BEGIN`` /
+``BEGIN IMMEDIATE`` so that reads see one snapshot and writers queue on the busy timeout instead of failing.
+
+Ordering is done in Python (code-point order of ``str``), never by ``ORDER BY`` on text, because a PostgreSQL
+database with a locale collation sorts differently from SQLite; results are therefore identical on both.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, get_args
+
+import numpy as np
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    cast,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    inspect,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.types import DateTime, TypeDecorator
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation, VectorRecord
+from context_engine.schema.uri import ContextURI
+from context_engine.storage.vector.exact import VectorMatrix
+
+SCHEMA_VERSION = 1
+"""Schema version this code reads and writes; a database stamped with a newer one is refused."""
+
+GENERATION_KEY = "vector_generation"
+"""``meta`` key of the vector-write counter (see :meth:`SqlMetadataStore.vector_generation`)."""
+
+_IN_BATCH = 500  # bound on IN-list sizes: SQLite limits bound parameters per statement
+_WRITE_OPTION = "context_engine_write"  # execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)
+_STATUSES = frozenset(get_args(IndexStatus))
+
+
+# ---- ORM models ---------------------------------------------------------------------------------------------------
+class _UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores no offset: values are normalised to UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class NodeRow(_Base):
+    """``nodes``: one row per node. ``uri_key`` is :attr:`ContextURI.key` (no trailing slash except roots)."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (
+        UniqueConstraint("account_id", "uri_key", name="uq_nodes_account_uri_key"),
+        Index("ix_nodes_account_parent", "account_id", "parent_uri"),
+        Index("ix_nodes_index_status", "index_status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    uri: Mapped[str] = mapped_column(String(1024))
+    uri_key: Mapped[str] = mapped_column(String(1024))
+    parent_uri: Mapped[str | None] = mapped_column(String(1024))
+    owner_space: Mapped[str] = mapped_column(String(320))
+    context_type: Mapped[str | None] = mapped_column(String(16))
+    category: Mapped[str | None] = mapped_column(Text)
+    is_dir: Mapped[bool] = mapped_column(Boolean)
+    title: Mapped[str] = mapped_column(Text)
+    has_overview: Mapped[bool] = mapped_column(Boolean)
+    has_content: Mapped[bool] = mapped_column(Boolean)
+    content_hash: Mapped[str | None] = mapped_column(String(128))
+    index_status: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+
+
+class RelationRow(_Base):
+    """``relations``: directed, typed, weighted edges; URIs stored as written (NFC), matched with or without '/'."""
+
+    __tablename__ = "relations"
+    __table_args__ = (
+        UniqueConstraint("account_id", "from_uri", "to_uri", "relation_type", name="uq_relations_edge"),
+        Index("ix_relations_account_to", "account_id", "to_uri"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    from_uri: Mapped[str] = mapped_column(String(1024))
+    to_uri: Mapped[str] = mapped_column(String(1024))
+    relation_type: Mapped[str] = mapped_column(String(128))
+    weight: Mapped[float] = mapped_column(Float)
+
+
+class VectorRow(_Base):
+    """``vectors``: the rows of the vector index kept for exact search and rebuilds; ``vector`` is little-endian f32."""
+
+    __tablename__ = "vectors"
+    __table_args__ = (Index("ix_vectors_account_uri", "account_id", "uri"),)
+
+    id: Mapped[str] = mapped_column(String(1536), primary_key=True)
+    account_id: Mapped[str] = mapped_column(String(64), index=True)
+    uri: Mapped[str] = mapped_column(String(1024))
+    parent_uri: Mapped[str | None] = mapped_column(String(1024))
+    owner_space: Mapped[str] = mapped_column(String(320))
+    context_type: Mapped[str] = mapped_column(String(16))
+    category: Mapped[str] = mapped_column(Text)
+    level: Mapped[int] = mapped_column(Integer)
+    doc_id: Mapped[str] = mapped_column(Text)
+    chunk_index: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    breadcrumb: Mapped[str] = mapped_column(Text)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class MetaRow(_Base):
+    """``meta``: small key/value settings (the index stamp, the vector generation)."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class SchemaVersionRow(_Base):
+    """``schema_version``: exactly one row, ``id = 1``."""
+
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+_VECTORS = VectorRow.__table__
+_META = MetaRow.__table__
+
+
+# ---- the store ----------------------------------------------------------------------------------------------------
+class SqlMetadataStore:
+    """:class:`~context_engine.storage.protocols.MetadataStore` over SQLAlchemy (DESIGN.md §3).
+
+    Thread-safe: every call outside a transaction uses its own short session; :meth:`transaction` binds one session
+    to the calling thread until it ends. Every method is scoped by ``account_id`` where the protocol says so.
+
+    Args:
+        url: a SQLAlchemy database URL, e.g. ``sqlite:////abs/path/metadata.db`` or
+            ``postgresql+psycopg://user:pw@host/db``.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` for an unusable URL or a database with a newer schema version;
+            ``WRT-5001`` (retryable) when the database cannot be opened.
+    """
+
+    def __init__(self, url: str) -> None:
+        parsed: URL | None = None
+        try:
+            parsed = make_url(url)
+            is_sqlite = parsed.get_backend_name() == "sqlite"
+            kwargs: dict[str, Any] = {}
+            if is_sqlite:
+                # one connection may serve several threads over its life (pool); writers wait up to 30 s on a lock
+                kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30.0}
+            engine = create_engine(parsed, **kwargs)
+        except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as err:
+            # the driver's message may echo the URL with its password: name only the error and the masked URL
+            shown = parsed.render_as_string(hide_password=True) if parsed is not None else "(unparsable)"
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                f"unusable metadata database URL {shown}: {type(err).__name__}",
+                {"error": type(err).__name__},
+            ) from err
+        if is_sqlite:
+            _install_sqlite_listeners(engine)
+        self._engine: Engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._local = threading.local()
+        self._closed = False
+        try:
+            self._init_schema()
+        except BaseException:
+            engine.dispose()
+            raise
+
+    @classmethod
+    def sqlite(cls, path: Path) -> SqlMetadataStore:
+        """Open (or create) the embedded SQLite database at ``path``; its parent directory is created if needed."""
+        path = Path(path).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return cls(URL.create("sqlite", database=str(path)).render_as_string(hide_password=False))
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password hidden."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    # ---- sessions and transactions --------------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        """Create missing tables, stamp the schema version, refuse a newer one (``CFG-4001``)."""
+        try:
+            with self._engine.connect() as conn:
+                conn = conn.execution_options(**{_WRITE_OPTION: True})
+                with conn.begin():
+                    found = None
+                    if inspect(conn).has_table(SchemaVersionRow.__tablename__):
+                        found = conn.execute(select(func.max(SchemaVersionRow.version))).scalar()
+                    if found is not None and found > SCHEMA_VERSION:
+                        raise ContextEngineError(
+                            ErrorCode.CONFIG_INVALID,
+                            f"metadata database has schema version {found}, newer than {SCHEMA_VERSION} that this "
+                            "version of context-engine understands; upgrade context-engine",
+                            {"found": found, "supported": SCHEMA_VERSION},
+                        )
+                    _Base.metadata.create_all(conn)
+                    if found is None:
+                        conn.execute(insert(SchemaVersionRow).values(id=1, version=SCHEMA_VERSION))
+                    if conn.execute(select(_META.c.key).where(_META.c.key == GENERATION_KEY)).first() is None:
+                        conn.execute(insert(_META).values(key=GENERATION_KEY, value="0"))
+        except SQLAlchemyError as err:
+            raise _storage_error(err, "open") from err
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ContextEngineError(ErrorCode.STORAGE_FAILED, "the metadata store is closed", retryable=False)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes: every store call on this thread inside the block commits together or not at all.
+
+        Reads inside the block see its uncommitted writes (except :meth:`vector_generation` and
+        :meth:`load_vector_matrix`, which read committed data only); other threads see them only after the commit.
+        Nested blocks join the outermost one. An exception rolls everything back and propagates unchanged. On SQLite
+        the block holds the database's write lock from start to end, so keep slow work (embedding) outside it.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when beginning or committing fails.
+        """
+        self._check_open()
+        local = self._local
+        if getattr(local, "session", None) is not None:
+            local.depth += 1
+            try:
+                yield
+            finally:
+                local.depth -= 1
+            return
+        session = self._sessions()
+        try:
+            session.connection(execution_options={_WRITE_OPTION: True})
+        except SQLAlchemyError as err:
+            session.close()
+            raise _storage_error(err, "begin") from err
+        local.session, local.depth = session, 1
+        try:
+            yield
+            session.commit()
+        except SQLAlchemyError as err:
+            session.rollback()
+            raise _storage_error(err, "commit") from err
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            local.session = None
+            session.close()
+
+    @contextmanager
+    def _use(self, *, write: bool) -> Iterator[Session]:
+        """The thread's transaction session, or a new one committed (write) or discarded (read) at the end."""
+        self._check_open()
+        current: Session | None = getattr(self._local, "session", None)
+        try:
+            if current is not None:
+                yield current
+                current.flush()
+                current.expunge_all()  # later bulk statements must never meet stale identity-map objects
+                return
+            with self._sessions() as session:
+                if write:
+                    session.connection(execution_options={_WRITE_OPTION: True})
+                yield session
+                if write:
+                    session.commit()
+        except SQLAlchemyError as err:
+            raise _storage_error(err, "write" if write else "read") from err
+
+    @contextmanager
+    def _committed_read(self) -> Iterator[Session]:
+        """A fresh read session that sees committed data only, even inside this thread's transaction."""
+        self._check_open()
+        try:
+            with self._sessions() as session:
+                yield session
+        except SQLAlchemyError as err:
+            raise _storage_error(err, "read") from err
+
+    # ---- nodes ----------------------------------------------------------------------------------------------------
+    def upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None:
+        """Insert or update nodes by ``(account_id, uri_key)``; the last of duplicates wins.
+
+        The stored ``uri`` is canonical (NFC; a trailing ``/`` exactly when ``is_dir``), ``parent_uri`` the canonical
+        directory form. ``created_at`` defaults to now and is kept on update; ``updated_at`` defaults to now.
+
+        Raises:
+            ContextEngineError: ``WRT-4001`` for an invalid URI; ``WRT-5001`` (retryable) on a database failure.
+        """
+        values = [_node_values(n) for n in nodes]
+        if not values:
+            return
+        with self._use(write=True) as s:
+            by_account: dict[str, list[dict[str, Any]]] = {}
+            for v in values:
+                by_account.setdefault(v["account_id"], []).append(v)
+            for account_id, items in by_account.items():
+                existing: dict[str, NodeRow] = {}
+                for chunk in _chunks(sorted({v["uri_key"] for v in items})):
+                    stmt = select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
+                    existing.update((row.uri_key, row) for row in s.scalars(stmt))
+                for v in items:
+                    row = existing.get(v["uri_key"])
+                    if row is None:
+                        existing[v["uri_key"]] = row = NodeRow(**v)
+                        s.add(row)
+                    else:
+                        for name, value in v.items():
+                            if name != "created_at":
+                                setattr(row, name, value)
+
+    def get_node(self, account_id: str, uri: str) -> NodeRecord | None:
+        """The node at ``uri`` (with or without the trailing slash), or ``None``.
+
+        Raises:
+            ContextEngineError: ``WRT-4001`` for an invalid URI; ``WRT-5001`` on a database failure.
+        """
+        key = ContextURI.parse(uri).key
+        with self._use(write=False) as s:
+            row = s.scalars(select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.uri_key == key)).first()
+            return None if row is None else _node_record(row)
+
+    def get_nodes(self, account_id: str, uris: Iterable[str]) -> dict[str, NodeRecord]:
+        """Batch lookup keyed by the canonical stored URI; missing URIs are absent. Accepts either slash form."""
+        keys = sorted({ContextURI.parse(u).key for u in uris})
+        out: dict[str, NodeRecord] = {}
+        with self._use(write=False) as s:
+            for chunk in _chunks(keys):
+                stmt = select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
+                out.update((row.uri, _node_record(row)) for row in s.scalars(stmt))
+        return out
+
+    def list_children(self, account_id: str, parent_uri: str) -> list[NodeRecord]:
+        """Direct children of the directory ``parent_uri`` (either slash form), ordered by URI (code points)."""
+        parent = str(ContextURI.parse(parent_uri).as_dir())
+        with self._use(write=False) as s:
+            rows = s.scalars(select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.parent_uri == parent))
+            return sorted((_node_record(r) for r in rows), key=lambda n: n.uri)
+
+    def list_subtree(self, account_id: str, uri: str) -> list[NodeRecord]:
+        """The node at ``uri`` and every descendant, ordered by URI (code points).
+
+        Descendants match on the ``uri_key`` prefix ``key + '/'`` with ``%``/``_`` escaped; the prefix is checked
+        again in Python because SQLite's ``LIKE`` ignores ASCII case.
+        """
+        key = ContextURI.parse(uri).key
+        prefix = key if key.endswith("/") else key + "/"
+        with self._use(write=False) as s:
+            stmt = select(NodeRow).where(
+                NodeRow.account_id == account_id,
+                or_(NodeRow.uri_key == key, NodeRow.uri_key.startswith(prefix, autoescape=True)),
+            )
+            rows = [r for r in s.scalars(stmt) if r.uri_key == key or r.uri_key.startswith(prefix)]
+            return sorted((_node_record(r) for r in rows), key=lambda n: n.uri)
+
+    def list_all_nodes(self, account_id: str) -> list[NodeRecord]:
+        """Every node of the account, ordered by URI (code points)."""
+        with self._use(write=False) as s:
+            rows = s.scalars(select(NodeRow).where(NodeRow.account_id == account_id))
+            return sorted((_node_record(r) for r in rows), key=lambda n: n.uri)
+
+    def delete_nodes(self, account_id: str, uris: Sequence[str]) -> None:
+        """Delete exactly these nodes (not their subtrees) and every relation from or to them. Missing are ignored."""
+        keys = sorted({ContextURI.parse(u).key for u in uris})
+        if not keys:
+            return
+        forms = sorted({form for k in keys for form in _slash_forms(k)})
+        with self._use(write=True) as s:
+            for chunk in _chunks(forms):
+                s.execute(
+                    delete(RelationRow.__table__).where(
+                        RelationRow.account_id == account_id,
+                        or_(RelationRow.from_uri.in_(chunk), RelationRow.to_uri.in_(chunk)),
+                    )
+                )
+            for chunk in _chunks(keys):
+                s.execute(
+                    delete(NodeRow.__table__).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
+                )
+
+    def set_index_status(self, account_id: str, uris: Sequence[str], status: str) -> None:
+        """Set ``index_status`` (``indexed`` or ``pending``) of these nodes; missing nodes are ignored.
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` for an unknown status.
+        """
+        if status not in _STATUSES:
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID, f"index_status must be one of {sorted(_STATUSES)}, got {status!r}"
+            )
+        keys = sorted({ContextURI.parse(u).key for u in uris})
+        with self._use(write=True) as s:
+            for chunk in _chunks(keys):
+                s.execute(
+                    update(NodeRow.__table__)
+                    .where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
+                    .values(index_status=status)
+                )
+
+    def pending_nodes(self, account_id: str | None = None) -> list[NodeRecord]:
+        """Nodes with ``index_status='pending'`` (of one account, or all), ordered by ``(account_id, uri)``."""
+        stmt = select(NodeRow).where(NodeRow.index_status == "pending")
+        if account_id is not None:
+            stmt = stmt.where(NodeRow.account_id == account_id)
+        with self._use(write=False) as s:
+            return sorted((_node_record(r) for r in s.scalars(stmt)), key=lambda n: (n.account_id, n.uri))
+
+    def count_nodes(self, account_id: str | None = None) -> dict[str, int]:
+        """Counts of one account (or all): ``{"nodes", "files", "directories", "pending"}``."""
+        stmt = select(NodeRow.is_dir, NodeRow.index_status, func.count()).group_by(
+            NodeRow.is_dir, NodeRow.index_status
+        )
+        if account_id is not None:
+            stmt = stmt.where(NodeRow.account_id == account_id)
+        out = {"nodes": 0, "files": 0, "directories": 0, "pending": 0}
+        with self._use(write=False) as s:
+            for is_dir, status, n in s.execute(stmt):
+                out["nodes"] += n
+                out["directories" if is_dir else "files"] += n
+                if status == "pending":
+                    out["pending"] += n
+        return out
+
+    def accounts(self) -> list[str]:
+        """Accounts holding at least one node or vector row, sorted."""
+        with self._use(write=False) as s:
+            found = set(s.scalars(select(NodeRow.account_id).distinct()))
+            found.update(s.scalars(select(VectorRow.account_id).distinct()))
+        return sorted(found)
+
+    # ---- relations ------------------------------------------------------------------------------------------------
+    def add_relations(self, account_id: str, relations: Sequence[Relation]) -> None:
+        """Insert edges, or update the weight of an existing ``(from_uri, to_uri, relation_type)`` edge.
+
+        URIs are validated and NFC-normalised; their slash form is kept as written.
+        """
+        edges: dict[tuple[str, str, str], float] = {}
+        for rel in relations:
+            edge = (str(ContextURI.parse(rel.from_uri)), str(ContextURI.parse(rel.to_uri)), rel.relation_type)
+            edges[edge] = rel.weight
+        if not edges:
+            return
+        with self._use(write=True) as s:
+            existing: dict[tuple[str, str, str], RelationRow] = {}
+            for chunk in _chunks(sorted({e[0] for e in edges})):
+                stmt = select(RelationRow).where(RelationRow.account_id == account_id, RelationRow.from_uri.in_(chunk))
+                existing.update(((r.from_uri, r.to_uri, r.relation_type), r) for r in s.scalars(stmt))
+            for (from_uri, to_uri, relation_type), weight in edges.items():
+                row = existing.get((from_uri, to_uri, relation_type))
+                if row is None:
+                    s.add(
+                        RelationRow(
+                            account_id=account_id,
+                            from_uri=from_uri,
+                            to_uri=to_uri,
+                            relation_type=relation_type,
+                            weight=weight,
+                        )
+                    )
+                else:
+                    row.weight = weight
+
+    def get_relations(self, account_id: str, from_uri: str, limit: int | None = None) -> list[Relation]:
+        """Edges leaving ``from_uri`` (either slash form), by weight descending, then ``to_uri``, then type.
+
+        ``limit=None`` returns all; ``limit <= 0`` returns none.
+        """
+        forms = _slash_forms(ContextURI.parse(from_uri).key)
+        if limit is not None and limit <= 0:
+            return []
+        with self._use(write=False) as s:
+            stmt = select(RelationRow).where(RelationRow.account_id == account_id, RelationRow.from_uri.in_(forms))
+            rels = [
+                Relation(from_uri=r.from_uri, to_uri=r.to_uri, relation_type=r.relation_type, weight=r.weight)
+                for r in s.scalars(stmt)
+            ]
+        rels.sort(key=lambda r: (-r.weight, r.to_uri, r.relation_type, r.from_uri))
+        return rels if limit is None else rels[:limit]
+
+    # ---- vectors --------------------------------------------------------------------------------------------------
+    def put_vectors(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace vector rows by ``id`` (the last of duplicate ids wins); bumps the vector generation.
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` for a vector that is not a finite, non-empty 1-D array;
+                ``WRT-5001`` (retryable) on a database failure.
+        """
+        rows = {r.id: _vector_values(r) for r in records}
+        if not rows:
+            return
+        with self._use(write=True) as s:
+            for chunk in _chunks(list(rows)):
+                s.execute(delete(_VECTORS).where(_VECTORS.c.id.in_(chunk)))
+            values = list(rows.values())
+            for start in range(0, len(values), _IN_BATCH):
+                s.execute(insert(_VECTORS), values[start : start + _IN_BATCH])
+            _bump_generation(s)
+
+    def delete_vectors(self, ids: Sequence[str]) -> None:
+        """Delete vector rows by ``id``; unknown ids are ignored. Bumps the generation when a row was deleted."""
+        unique = sorted(set(ids))
+        if not unique:
+            return
+        with self._use(write=True) as s:
+            deleted = 0
+            for chunk in _chunks(unique):
+                deleted += s.execute(delete(_VECTORS).where(_VECTORS.c.id.in_(chunk))).rowcount or 0
+            if deleted:
+                _bump_generation(s)
+
+    def vector_ids_for(self, account_id: str, uris: Sequence[str]) -> list[str]:
+        """Ids (sorted) of the account's vector rows whose ``uri`` is one of ``uris`` (either slash form)."""
+        forms = sorted({form for u in uris for form in _slash_forms(ContextURI.parse(u).key)})
+        out: list[str] = []
+        with self._use(write=False) as s:
+            for chunk in _chunks(forms):
+                stmt = select(_VECTORS.c.id).where(_VECTORS.c.account_id == account_id, _VECTORS.c.uri.in_(chunk))
+                out.extend(s.scalars(stmt))
+        return sorted(out)
+
+    def get_vectors(self, account_id: str, uris: Sequence[str]) -> list[VectorRecord]:
+        """The account's vector rows whose ``uri`` is one of ``uris`` (either slash form).
+
+        Ordered by ``(uri, level, chunk_index, id)``; ``vector`` is float32 of shape ``(dim,)``.
+        """
+        forms = sorted({form for u in uris for form in _slash_forms(ContextURI.parse(u).key)})
+        out: list[VectorRecord] = []
+        with self._use(write=False) as s:
+            for chunk in _chunks(forms):
+                stmt = select(_VECTORS).where(_VECTORS.c.account_id == account_id, _VECTORS.c.uri.in_(chunk))
+                out.extend(_vector_record(r._mapping) for r in s.execute(stmt))
+        return sorted(out, key=lambda r: (r.uri, r.level, r.chunk_index, r.id))
+
+    def iter_vectors(self, account_id: str | None = None, batch_size: int = 2048) -> Iterator[list[VectorRecord]]:
+        """Every vector row (of one account, or all) in batches of at most ``batch_size``, keyset-paged by ``id``.
+
+        Each batch is read in its own short session (or in this thread's open transaction), so rows written while
+        iterating may or may not appear. ``VectorRecord.vector`` is a float32 array of shape ``(dim,)``.
+
+        Raises:
+            ValueError: when ``batch_size < 1``.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        last: str | None = None
+        while True:
+            stmt = select(_VECTORS).order_by(_VECTORS.c.id).limit(batch_size)
+            if account_id is not None:
+                stmt = stmt.where(_VECTORS.c.account_id == account_id)
+            if last is not None:
+                stmt = stmt.where(_VECTORS.c.id > last)
+            with self._use(write=False) as s:
+                rows = s.execute(stmt).all()
+            if not rows:
+                return
+            yield [_vector_record(r._mapping) for r in rows]
+            if len(rows) < batch_size:
+                return
+            last = rows[-1].id
+
+    def count_vectors(self, account_id: str | None = None) -> int:
+        """Number of vector rows (of one account, or all); an extension used by ``ExactVectorIndex.count``."""
+        stmt = select(func.count()).select_from(_VECTORS)
+        if account_id is not None:
+            stmt = stmt.where(_VECTORS.c.account_id == account_id)
+        with self._use(write=False) as s:
+            return int(s.execute(stmt).scalar_one())
+
+    def vector_generation(self) -> int:
+        """The committed value of the vector-write counter kept in ``meta`` (one primary-key read).
+
+        It increases with every committed :meth:`put_vectors` and effective :meth:`delete_vectors`, also those of
+        other processes, and never reflects uncommitted writes, so a value is never reused after a rollback.
+        """
+        with self._committed_read() as s:
+            return _read_generation(s)
+
+    def load_vector_matrix(self, account_id: str) -> VectorMatrix:
+        """All committed vector rows of one account as column arrays, sorted by ``id`` (code points).
+
+        The generation is read first in the same read transaction, so the matrix is never older than
+        ``VectorMatrix.generation`` says. Used by ``ExactVectorIndex`` (DESIGN §3, exact search).
+
+        Raises:
+            ContextEngineError: ``IDX-4091`` when the account's rows have different dimensions;
+                ``WRT-5001`` (retryable) on a database failure.
+        """
+        columns = [c for c in _VECTORS.c if c.name != "account_id"]
+        with self._committed_read() as s:
+            generation = _read_generation(s)
+            rows = s.execute(
+                select(*columns).where(_VECTORS.c.account_id == account_id).order_by(_VECTORS.c.id)
+            ).all()
+        if not rows:
+            return VectorMatrix.empty(generation)
+        cols = dict(zip([c.name for c in columns], zip(*rows, strict=True), strict=True))
+        blobs: tuple[bytes, ...] = cols.pop("vector")
+        sizes = {len(b) for b in blobs}
+        if len(sizes) != 1 or 0 in sizes or next(iter(sizes)) % 4:
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                "stored vectors of this account have different dimensions; run `context-engine reindex`",
+                {"byte_sizes": sorted(sizes)[:8]},
+            )
+        matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(rows), -1)
+        ids = list(cols.pop("id"))
+        return VectorMatrix.from_columns(generation, ids=ids, matrix=matrix, **{k: list(v) for k, v in cols.items()})
+
+    # ---- meta -----------------------------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """The value stored under ``key``, or ``None``."""
+        with self._use(write=False) as s:
+            return s.execute(select(_META.c.value).where(_META.c.key == key)).scalar()
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` (insert or replace)."""
+        with self._use(write=True) as s:
+            if not s.execute(update(_META).where(_META.c.key == key).values(value=value)).rowcount:
+                s.execute(insert(_META).values(key=key, value=value))
+
+    def close(self) -> None:
+        """Release every connection. Idempotent; later calls raise ``WRT-5001`` (not retryable)."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------------
+def _install_sqlite_listeners(engine: Engine) -> None:
+    """SQLite only: WAL, foreign keys, ``synchronous=NORMAL``; explicit ``BEGIN`` (``IMMEDIATE`` for writes).
+
+    pysqlite's own transaction handling is turned off (``isolation_level = None``) so that SQLAlchemy's ``begin``
+    is a real ``BEGIN``: reads get one snapshot, and writers take the lock up front and wait on the busy timeout
+    instead of failing when a read lock cannot be upgraded (the SQLAlchemy-documented pysqlite recipe).
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _storage_error(err: SQLAlchemyError, operation: str) -> ContextEngineError:
+    """``WRT-5001`` (retryable) naming the driver's message, never the statement's parameters."""
+    reason = str(getattr(err, "orig", None) or type(err).__name__)[:200]
+    return ContextEngineError(
+        ErrorCode.STORAGE_FAILED,
+        f"metadata store {operation} failed: {reason}",
+        {"error": type(err).__name__, "operation": operation},
+        retryable=True,
+    )
+
+
+def _chunks(items: Sequence[str], size: int = _IN_BATCH) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _slash_forms(key: str) -> list[str]:
+    """Both spellings of a node's URI: ``key`` and ``key/`` (roots already end with '/')."""
+    return [key] if key.endswith("/") else [key, key + "/"]
+
+
+def _node_values(node: NodeRecord) -> dict[str, Any]:
+    parsed = ContextURI.parse(node.uri)
+    canonical = parsed.as_dir() if node.is_dir else parsed.as_file()
+    now = datetime.now(UTC)
+    return {
+        "account_id": node.account_id,
+        "uri": str(canonical),
+        "uri_key": canonical.key,
+        "parent_uri": None if node.parent_uri is None else str(ContextURI.parse(node.parent_uri).as_dir()),
+        "owner_space": node.owner_space,
+        "context_type": node.context_type,
+        "category": node.category,
+        "is_dir": node.is_dir,
+        "title": node.title,
+        "has_overview": node.has_overview,
+        "has_content": node.has_content,
+        "content_hash": node.content_hash,
+        "index_status": node.index_status,
+        "source": node.source,
+        "created_at": node.created_at or now,
+        "updated_at": node.updated_at or now,
+    }
+
+
+def _node_record(row: NodeRow) -> NodeRecord:
+    return NodeRecord(
+        account_id=row.account_id,
+        uri=row.uri,
+        parent_uri=row.parent_uri,
+        owner_space=row.owner_space,
+        context_type=row.context_type,  # type: ignore[arg-type]  # validated by NodeRecord
+        category=row.category,
+        is_dir=row.is_dir,
+        title=row.title,
+        has_overview=row.has_overview,
+        has_content=row.has_content,
+        content_hash=row.content_hash,
+        index_status=row.index_status,  # type: ignore[arg-type]
+        source=row.source,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _vector_values(record: VectorRecord) -> dict[str, Any]:
+    vec = np.ascontiguousarray(record.vector, dtype="<f4")
+    if vec.ndim != 1 or vec.size == 0 or not np.isfinite(vec).all():
+        raise ContextEngineError(
+            ErrorCode.REQUEST_INVALID,
+            f"vector of record {record.id!r} must be a finite, non-empty 1-D array",
+            {"id": record.id, "shape": list(vec.shape)},
+        )
+    values = record.model_dump(exclude={"vector"})
+    values["vector"] = vec.tobytes()
+    return values
+
+
+def _vector_record(row: Any) -> VectorRecord:
+    values = dict(row)
+    values["vector"] = np.frombuffer(values["vector"], dtype="<f4").astype(np.float32)
+    return VectorRecord(**values)
+
+
+def _read_generation(session: Session) -> int:
+    value = session.execute(select(_META.c.value).where(_META.c.key == GENERATION_KEY)).scalar()
+    return int(value) if value is not None else 0
+
+
+def _bump_generation(session: Session) -> None:
+    """Atomic ``value = value + 1`` (a row lock on PostgreSQL, the write lock on SQLite): no lost increments."""
+    bumped = cast(cast(_META.c.value, BigInteger) + 1, String)
+    if not session.execute(update(_META).where(_META.c.key == GENERATION_KEY).values(value=bumped)).rowcount:
+        session.execute(insert(_META).values(key=GENERATION_KEY, value="1"))

@@ -1,0 +1,46 @@
+"""Shared fixtures: the real embedding model (loaded once per session) and engines on temporary directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from context_engine.providers.embedder import SentenceTransformerEmbedder
+from context_engine.settings import EmbeddingSettings, load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data; skips the test (saying why) where the shared data is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not available at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    emb = SentenceTransformerEmbedder(EmbeddingSettings())
+    emb.warm_up()
+    return emb
+
+
+@pytest.fixture
+def make_engine(tmp_path, embedder):
+    """Factory: ``make_engine(**settings_overrides)`` opens a ContextEngineService on a fresh directory."""
+    from context_engine.service import ContextEngineService
+
+    opened = []
+
+    def make(home: Path | None = None, parts: dict | None = None, **overrides):
+        settings = load_settings(home or tmp_path / "home", **overrides)
+        engine = ContextEngineService(settings, embedder=embedder, **(parts or {}))
+        opened.append(engine)
+        return engine
+
+    yield make
+    for e in opened:
+        e.close()

@@ -1,0 +1,568 @@
+"""Conformance suite for every :class:`MetadataStore` adapter (DESIGN.md §3; STYLE.md, Tests).
+
+Each test runs against every backend through the parametrised ``metadata_store`` / ``metadata_backend`` fixtures
+(``tests/storage/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, text
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.nodes import NodeRecord, Relation, VectorRecord
+from context_engine.schema.uri import ContextURI
+from context_engine.storage.protocols import MetadataStore
+
+from .conftest import MetadataBackend
+
+A, B = "acc-a", "acc-b"
+
+
+def node(uri: str, account_id: str = A, **fields: object) -> NodeRecord:
+    """A node whose derived fields (parent, owner space, type, category, is_dir) follow from its URI."""
+    parsed = ContextURI.parse(uri)
+    values: dict[str, object] = {
+        "account_id": account_id,
+        "uri": str(parsed),
+        "parent_uri": None if parsed.parent is None else str(parsed.parent),
+        "owner_space": parsed.owner_space,
+        "context_type": parsed.context_type,
+        "category": parsed.category,
+        "is_dir": parsed.is_dir,
+        "title": parsed.name,
+    }
+    values.update(fields)
+    return NodeRecord(**values)  # type: ignore[arg-type]
+
+
+def vec(i: int, dim: int = 8, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed * 1000 + i).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def vrec(id: str, uri: str, account_id: str = A, i: int = 0, **fields: object) -> VectorRecord:
+    parsed = ContextURI.parse(uri)
+    values: dict[str, object] = {
+        "id": id,
+        "vector": vec(i),
+        "uri": uri,
+        "parent_uri": None if parsed.parent is None else str(parsed.parent),
+        "account_id": account_id,
+        "owner_space": parsed.owner_space,
+        "context_type": parsed.context_type or "resource",
+        "level": 0,
+    }
+    values.update(fields)
+    return VectorRecord(**values)  # type: ignore[arg-type]
+
+
+def uris(nodes: list[NodeRecord]) -> list[str]:
+    return [n.uri for n in nodes]
+
+
+def all_vectors(store: MetadataStore, account_id: str | None = None) -> dict[str, VectorRecord]:
+    return {r.id: r for batch in store.iter_vectors(account_id) for r in batch}
+
+
+def assert_same_vector_records(got: dict[str, VectorRecord], want: dict[str, VectorRecord]) -> None:
+    assert sorted(got) == sorted(want)
+    for key, r in want.items():
+        g = got[key]
+        assert g.vector.dtype == np.float32
+        np.testing.assert_array_equal(g.vector, r.vector)
+        assert g.model_dump(exclude={"vector"}) == r.model_dump(exclude={"vector"})
+
+
+TREE = [
+    "ctx://resources/",
+    "ctx://resources/docs/",
+    "ctx://resources/docs/b.md",
+    "ctx://resources/docs/a.md",
+    "ctx://resources/docs/sub/",
+    "ctx://resources/docs/sub/deep.md",
+    "ctx://resources/docsx/",
+    "ctx://resources/docsx/c.md",
+]
+
+
+# ---- basics -------------------------------------------------------------------------------------------------------
+def test_adapter_satisfies_protocol(metadata_store: MetadataStore) -> None:
+    assert isinstance(metadata_store, MetadataStore)
+    assert metadata_store.count_nodes() == {"nodes": 0, "files": 0, "directories": 0, "pending": 0}
+    assert metadata_store.accounts() == []
+    assert metadata_store.get_meta("missing") is None
+
+
+def test_upsert_and_get_with_and_without_trailing_slash(metadata_store: MetadataStore) -> None:
+    created = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    directory = node("ctx://resources/docs/", category="kubernetes", has_overview=True, created_at=created)
+    leaf = node(
+        "ctx://resources/docs/a.md",
+        title="Pod crash loops",
+        has_content=True,
+        content_hash="sha256:abc",
+        source="/tmp/a.md",
+        created_at=created,
+        updated_at=created + timedelta(hours=1),
+    )
+    metadata_store.upsert_nodes([directory, leaf])
+
+    for spelling in ("ctx://resources/docs/", "ctx://resources/docs"):
+        got = metadata_store.get_node(A, spelling)
+        assert got is not None and got.uri == "ctx://resources/docs/" and got.is_dir
+        assert got.category == "kubernetes" and got.has_overview
+    for spelling in ("ctx://resources/docs/a.md", "ctx://resources/docs/a.md/"):
+        got = metadata_store.get_node(A, spelling)
+        assert got is not None
+        assert got.model_dump() == leaf.model_dump()
+    got = metadata_store.get_node(A, "ctx://resources/docs")
+    assert got is not None and got.created_at == created and got.created_at.tzinfo is not None
+    assert got.updated_at is not None and got.updated_at.utcoffset() == timedelta(0)
+    assert metadata_store.get_node(A, "ctx://resources/nope.md") is None
+
+
+def test_uri_is_canonicalised_and_timestamps_are_utc(metadata_store: MetadataStore) -> None:
+    plus_two = timezone(timedelta(hours=2))
+    metadata_store.upsert_nodes(
+        [
+            # a directory written without its slash, a decomposed 'é' (NFD), a non-UTC timestamp
+            node("ctx://resources/cafe\u0301", is_dir=True, parent_uri="ctx://resources", created_at=None),
+            node("ctx://resources/x.md", updated_at=datetime(2024, 1, 1, 14, 0, tzinfo=plus_two)),
+        ]
+    )
+    got = metadata_store.get_node(A, "ctx://resources/caf\u00e9")
+    assert got is not None and got.uri == "ctx://resources/caf\u00e9/" and got.parent_uri == "ctx://resources/"
+    assert got.created_at is not None and got.created_at.tzinfo is not None
+    assert abs(got.created_at - datetime.now(UTC)) < timedelta(minutes=5)
+    x = metadata_store.get_node(A, "ctx://resources/x.md")
+    assert x is not None and x.updated_at == datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
+    assert x.updated_at.utcoffset() == timedelta(0)
+    children = uris(metadata_store.list_children(A, "ctx://resources/"))
+    assert children == ["ctx://resources/caf\u00e9/", "ctx://resources/x.md"]
+
+
+def test_upsert_replaces_fields_and_keeps_created_at(metadata_store: MetadataStore) -> None:
+    first = datetime(2024, 1, 1, tzinfo=UTC)
+    metadata_store.upsert_nodes([node("ctx://resources/a.md", title="old", created_at=first, updated_at=first)])
+    later = datetime(2024, 2, 1, tzinfo=UTC)
+    metadata_store.upsert_nodes(
+        [node("ctx://resources/a.md", title="new", content_hash="h2", created_at=later, updated_at=later)]
+    )
+    got = metadata_store.get_node(A, "ctx://resources/a.md")
+    assert got is not None
+    assert (got.title, got.content_hash, got.created_at, got.updated_at) == ("new", "h2", first, later)
+    assert metadata_store.count_nodes(A)["nodes"] == 1
+
+
+def test_upsert_last_duplicate_in_one_call_wins(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node("ctx://resources/a.md", title="one"), node("ctx://resources/a.md", title="two")])
+    got = metadata_store.get_node(A, "ctx://resources/a.md")
+    assert got is not None and got.title == "two"
+    assert metadata_store.count_nodes(A)["nodes"] == 1
+
+
+def test_invalid_uri_is_rejected_and_nothing_written(metadata_store: MetadataStore) -> None:
+    with pytest.raises(ContextEngineError) as info:
+        bad = node("ctx://resources/b.md").model_copy(update={"uri": "ctx://x/y"})
+        metadata_store.upsert_nodes([node("ctx://resources/ok.md"), bad])
+    assert info.value.code is ErrorCode.URI_INVALID
+    assert metadata_store.count_nodes() == {"nodes": 0, "files": 0, "directories": 0, "pending": 0}
+    with pytest.raises(ContextEngineError) as info:
+        metadata_store.get_node(A, "ctx://resources/a//b")
+    assert info.value.code is ErrorCode.URI_INVALID
+
+
+def test_get_nodes_batch(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in TREE])
+    wanted = ["ctx://resources/docs", "ctx://resources/docs/a.md/", "ctx://resources/missing.md", "ctx://resources/"]
+    got = metadata_store.get_nodes(A, wanted)
+    assert sorted(got) == ["ctx://resources/", "ctx://resources/docs/", "ctx://resources/docs/a.md"]
+    assert all(key == rec.uri for key, rec in got.items())
+    assert metadata_store.get_nodes(A, []) == {}
+    many = [f"ctx://resources/bulk/f{i:04d}.md" for i in range(1_200)]  # more than one IN batch
+    metadata_store.upsert_nodes([node(u) for u in many])
+    assert sorted(metadata_store.get_nodes(A, many)) == sorted(many)
+
+
+def test_list_children_are_direct_and_ordered(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in reversed(TREE)])
+    expected = ["ctx://resources/docs/a.md", "ctx://resources/docs/b.md", "ctx://resources/docs/sub/"]
+    assert uris(metadata_store.list_children(A, "ctx://resources/docs/")) == expected
+    assert uris(metadata_store.list_children(A, "ctx://resources/docs")) == expected
+    assert uris(metadata_store.list_children(A, "ctx://resources/")) == [
+        "ctx://resources/docs/",
+        "ctx://resources/docsx/",
+    ]
+    assert metadata_store.list_children(A, "ctx://resources/docs/a.md") == []
+
+
+def test_list_subtree_respects_segment_boundaries(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in TREE])
+    expected = [
+        "ctx://resources/docs/",
+        "ctx://resources/docs/a.md",
+        "ctx://resources/docs/b.md",
+        "ctx://resources/docs/sub/",
+        "ctx://resources/docs/sub/deep.md",
+    ]
+    assert uris(metadata_store.list_subtree(A, "ctx://resources/docs/")) == expected
+    assert uris(metadata_store.list_subtree(A, "ctx://resources/docs")) == expected
+    assert uris(metadata_store.list_subtree(A, "ctx://resources/docs/a.md")) == ["ctx://resources/docs/a.md"]
+    assert uris(metadata_store.list_subtree(A, "ctx://resources/")) == sorted(TREE)
+    assert metadata_store.list_subtree(A, "ctx://resources/nothing/") == []
+
+
+@pytest.mark.parametrize(
+    ("root", "inside", "outside"),
+    [
+        ("p_", ["p_/", "p_/f.md"], ["pa/", "pa/g.md", "p__/", "p__/x.md"]),
+        ("p%", ["p%/", "p%/h.md"], ["p%q/", "p%q/i.md", "pz/", "pz/j.md"]),
+        ("a", ["a/", "a/k.md"], ["ab/", "ab/l.md", "A/", "A/m.md"]),
+    ],
+)
+def test_list_subtree_treats_like_wildcards_and_case_literally(
+    metadata_store: MetadataStore, root: str, inside: list[str], outside: list[str]
+) -> None:
+    base = "ctx://resources/"
+    metadata_store.upsert_nodes([node(base + u) for u in inside + outside])
+    assert uris(metadata_store.list_subtree(A, base + root)) == sorted(base + u for u in inside)
+    assert uris(metadata_store.list_subtree(A, base + root + "/")) == sorted(base + u for u in inside)
+
+
+def test_list_all_nodes(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in reversed(TREE)] + [node("ctx://user/u1/memories/x.md")])
+    metadata_store.upsert_nodes([node("ctx://resources/docs/", account_id=B)])
+    assert uris(metadata_store.list_all_nodes(A)) == sorted([*TREE, "ctx://user/u1/memories/x.md"])
+    assert uris(metadata_store.list_all_nodes(B)) == ["ctx://resources/docs/"]
+    assert metadata_store.list_all_nodes("nobody") == []
+
+
+# ---- deletes and relations ----------------------------------------------------------------------------------------
+def test_delete_nodes_removes_exactly_them_and_their_relations(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in TREE])
+    metadata_store.add_relations(
+        A,
+        [
+            Relation(from_uri="ctx://resources/docs/a.md", to_uri="ctx://resources/docsx/c.md", relation_type="see"),
+            Relation(from_uri="ctx://resources/docsx/c.md", to_uri="ctx://resources/docs/a.md", relation_type="see"),
+            Relation(from_uri="ctx://resources/docsx/c.md", to_uri="ctx://resources/docs", relation_type="in"),
+            Relation(from_uri="ctx://resources/docsx/c.md", to_uri="ctx://resources/docs/b.md", relation_type="see"),
+        ],
+    )
+    metadata_store.delete_nodes(A, ["ctx://resources/docs/a.md", "ctx://resources/docs/", "ctx://resources/gone.md"])
+    assert metadata_store.get_node(A, "ctx://resources/docs/a.md") is None
+    assert metadata_store.get_node(A, "ctx://resources/docs/") is None
+    assert metadata_store.get_node(A, "ctx://resources/docs/b.md") is not None  # not recursive
+    assert metadata_store.get_relations(A, "ctx://resources/docs/a.md") == []
+    assert [(r.to_uri, r.relation_type) for r in metadata_store.get_relations(A, "ctx://resources/docsx/c.md")] == [
+        ("ctx://resources/docs/b.md", "see")
+    ]
+    metadata_store.delete_nodes(A, [])
+
+
+def test_relations_upsert_order_and_limit(metadata_store: MetadataStore) -> None:
+    src = "ctx://resources/docs/"
+    metadata_store.add_relations(
+        A,
+        [
+            Relation(from_uri=src, to_uri="ctx://resources/z.md", relation_type="see", weight=0.5),
+            Relation(from_uri=src, to_uri="ctx://resources/b.md", relation_type="see", weight=0.9),
+            Relation(from_uri=src, to_uri="ctx://resources/a.md", relation_type="see", weight=0.5),
+            Relation(from_uri=src, to_uri="ctx://resources/a.md", relation_type="cites", weight=0.5),
+        ],
+    )
+    heavier = Relation(from_uri=src, to_uri="ctx://resources/z.md", relation_type="see", weight=1.0)
+    metadata_store.add_relations(A, [heavier])
+    got = metadata_store.get_relations(A, "ctx://resources/docs")
+    assert [(r.to_uri, r.relation_type, r.weight) for r in got] == [
+        ("ctx://resources/z.md", "see", 1.0),
+        ("ctx://resources/b.md", "see", 0.9),
+        ("ctx://resources/a.md", "cites", 0.5),
+        ("ctx://resources/a.md", "see", 0.5),
+    ]
+    assert all(r.from_uri == src for r in got)
+    assert [r.to_uri for r in metadata_store.get_relations(A, src, limit=2)] == [
+        "ctx://resources/z.md",
+        "ctx://resources/b.md",
+    ]
+    assert metadata_store.get_relations(A, src, limit=0) == []
+    assert len(metadata_store.get_relations(A, src, limit=100)) == 4
+    assert metadata_store.get_relations(A, "ctx://resources/z.md") == []
+
+
+# ---- index status and counts --------------------------------------------------------------------------------------
+def test_pending_status_and_counts(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in TREE])
+    metadata_store.upsert_nodes([node("ctx://resources/docs/", account_id=B, index_status="pending")])
+    assert metadata_store.pending_nodes(A) == []
+    some = ["ctx://resources/docsx/c.md", "ctx://resources/docs", "ctx://resources/x"]  # x does not exist
+    metadata_store.set_index_status(A, some, "pending")
+    assert uris(metadata_store.pending_nodes(A)) == ["ctx://resources/docs/", "ctx://resources/docsx/c.md"]
+    assert [(n.account_id, n.uri) for n in metadata_store.pending_nodes()] == [
+        (A, "ctx://resources/docs/"),
+        (A, "ctx://resources/docsx/c.md"),
+        (B, "ctx://resources/docs/"),
+    ]
+    assert metadata_store.count_nodes(A) == {"nodes": 8, "files": 4, "directories": 4, "pending": 2}
+    assert metadata_store.count_nodes(B) == {"nodes": 1, "files": 0, "directories": 1, "pending": 1}
+    assert metadata_store.count_nodes() == {"nodes": 9, "files": 4, "directories": 5, "pending": 3}
+    metadata_store.set_index_status(A, ["ctx://resources/docs/"], "indexed")
+    assert uris(metadata_store.pending_nodes(A)) == ["ctx://resources/docsx/c.md"]
+    with pytest.raises(ContextEngineError) as info:
+        metadata_store.set_index_status(A, ["ctx://resources/docs/"], "done")
+    assert info.value.code is ErrorCode.REQUEST_INVALID
+
+
+def test_accounts(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node("ctx://resources/a.md", account_id=B), node("ctx://resources/a.md")])
+    metadata_store.put_vectors([vrec("v", "ctx://resources/v.md", account_id="acc-c")])
+    assert metadata_store.accounts() == [A, B, "acc-c"]
+
+
+# ---- vectors ------------------------------------------------------------------------------------------------------
+def test_vectors_put_replace_delete_iter(metadata_store: MetadataStore) -> None:
+    records = [
+        vrec(f"v{i}", f"ctx://resources/docs/f{i % 3}.md", i=i, level=2, doc_id=f"d{i % 3}", chunk_index=i, text=str(i))
+        for i in range(5)
+    ]
+    records.append(vrec("dir", "ctx://resources/docs/", i=9, parent_uri="ctx://resources/", breadcrumb="A > B"))
+    metadata_store.put_vectors(records)
+    want = {r.id: r for r in records}
+    assert_same_vector_records(all_vectors(metadata_store), want)
+    assert [len(b) for b in metadata_store.iter_vectors(A, batch_size=2)] == [2, 2, 2]
+    assert [len(b) for b in metadata_store.iter_vectors(A, batch_size=4)] == [4, 2]
+
+    replaced = vrec("v1", "ctx://resources/other.md", i=42, text="new", category="c")
+    metadata_store.put_vectors([replaced])
+    want["v1"] = replaced
+    assert_same_vector_records(all_vectors(metadata_store, A), want)
+
+    found = metadata_store.vector_ids_for(A, ["ctx://resources/docs/f0.md", "ctx://resources/docs"])
+    assert found == ["dir", "v0", "v3"]
+    got = metadata_store.get_vectors(A, ["ctx://resources/docs/f0.md", "ctx://resources/docs/f2.md/"])
+    assert [r.id for r in got] == ["v0", "v3", "v2"]  # by (uri, level, chunk_index)
+
+    metadata_store.delete_vectors(["v0", "v3", "unknown"])
+    del want["v0"], want["v3"]
+    assert_same_vector_records(all_vectors(metadata_store), want)
+    metadata_store.delete_vectors([])
+    assert metadata_store.vector_ids_for(A, ["ctx://resources/docs/f0.md"]) == []
+
+
+def test_vectors_with_bad_shape_are_rejected(metadata_store: MetadataStore) -> None:
+    for bad in (np.full(8, np.nan, np.float32), np.ones((2, 4), np.float32), np.zeros(0, np.float32)):
+        with pytest.raises(ContextEngineError) as info:
+            batch = [vrec("ok", "ctx://resources/a.md"), vrec("bad", "ctx://resources/b.md", vector=bad)]
+            metadata_store.put_vectors(batch)
+        assert info.value.code is ErrorCode.REQUEST_INVALID
+    assert all_vectors(metadata_store) == {}
+
+
+def test_vector_generation_increases_with_vector_writes(metadata_store: MetadataStore) -> None:
+    g0 = metadata_store.vector_generation()
+    metadata_store.upsert_nodes([node("ctx://resources/a.md")])
+    metadata_store.set_meta("k", "v")
+    assert metadata_store.vector_generation() == g0
+    metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
+    g1 = metadata_store.vector_generation()
+    assert g1 > g0
+    metadata_store.put_vectors([vrec("a", "ctx://resources/a.md", i=3)])
+    g2 = metadata_store.vector_generation()
+    assert g2 > g1
+    metadata_store.delete_vectors(["a"])
+    assert metadata_store.vector_generation() > g2
+
+
+def test_meta_set_get_replace(metadata_store: MetadataStore) -> None:
+    metadata_store.set_meta("embedding_model", "all-MiniLM-L6-v2")
+    metadata_store.set_meta("embedding_dim", "384")
+    metadata_store.set_meta("embedding_dim", "768")
+    assert metadata_store.get_meta("embedding_model") == "all-MiniLM-L6-v2"
+    assert metadata_store.get_meta("embedding_dim") == "768"
+
+
+# ---- transactions -------------------------------------------------------------------------------------------------
+def _snapshot(store: MetadataStore) -> tuple[object, ...]:
+    return (
+        [n.model_dump() for n in store.list_all_nodes(A)],
+        [r.model_dump() for r in store.get_relations(A, "ctx://resources/docs/a.md")],
+        {k: (v.model_dump(exclude={"vector"}), v.vector.tolist()) for k, v in all_vectors(store).items()},
+        store.get_meta("stamp"),
+        store.vector_generation(),
+        store.count_nodes(),
+    )
+
+
+def test_transaction_rolls_back_everything_on_exception(metadata_store: MetadataStore) -> None:
+    metadata_store.upsert_nodes([node(u) for u in TREE])
+    metadata_store.add_relations(
+        A, [Relation(from_uri="ctx://resources/docs/a.md", to_uri="ctx://resources/docs/b.md", relation_type="see")]
+    )
+    metadata_store.put_vectors([vrec("v1", "ctx://resources/docs/a.md"), vrec("v2", "ctx://resources/docs/b.md", i=2)])
+    metadata_store.set_meta("stamp", "model-a")
+    before = _snapshot(metadata_store)
+
+    with pytest.raises(RuntimeError, match="boom"), metadata_store.transaction():
+        metadata_store.upsert_nodes([node("ctx://resources/new.md"), node("ctx://resources/docs/a.md", title="new")])
+        metadata_store.delete_nodes(A, ["ctx://resources/docs/b.md"])
+        metadata_store.set_index_status(A, ["ctx://resources/docsx/c.md"], "pending")
+        metadata_store.add_relations(
+            A, [Relation(from_uri="ctx://resources/docs/a.md", to_uri="ctx://resources/new.md", relation_type="x")]
+        )
+        metadata_store.put_vectors([vrec("v1", "ctx://resources/docs/a.md", i=7), vrec("v3", "ctx://resources/new.md")])
+        metadata_store.delete_vectors(["v2"])
+        metadata_store.set_meta("stamp", "model-b")
+        # reads inside the transaction see its own writes
+        assert metadata_store.get_node(A, "ctx://resources/new.md") is not None
+        assert metadata_store.get_node(A, "ctx://resources/docs/b.md") is None
+        assert metadata_store.get_meta("stamp") == "model-b"
+        assert sorted(all_vectors(metadata_store)) == ["v1", "v3"]
+        raise RuntimeError("boom")
+
+    assert _snapshot(metadata_store) == before
+
+
+def test_transaction_commits_together_and_nested_blocks_join(metadata_store: MetadataStore) -> None:
+    with metadata_store.transaction():
+        metadata_store.upsert_nodes([node("ctx://resources/a.md")])
+        with metadata_store.transaction():
+            metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
+        metadata_store.set_meta("stamp", "m")
+    assert metadata_store.get_node(A, "ctx://resources/a.md") is not None
+    assert sorted(all_vectors(metadata_store)) == ["a"]
+    assert metadata_store.get_meta("stamp") == "m"
+
+    with pytest.raises(ValueError), metadata_store.transaction():
+        metadata_store.upsert_nodes([node("ctx://resources/b.md")])
+        with metadata_store.transaction():  # an exception in an inner block rolls back the outer one
+            metadata_store.set_meta("stamp", "n")
+            raise ValueError("inner")
+    assert metadata_store.get_node(A, "ctx://resources/b.md") is None
+    assert metadata_store.get_meta("stamp") == "m"
+
+
+def test_uncommitted_writes_are_invisible_to_other_threads(metadata_store: MetadataStore) -> None:
+    seen: dict[str, object] = {}
+
+    def look(label: str) -> None:
+        seen[label] = (
+            metadata_store.get_node(A, "ctx://resources/a.md") is not None,
+            metadata_store.get_meta("stamp"),
+            sorted(all_vectors(metadata_store)),
+        )
+
+    generation = metadata_store.vector_generation()
+    with metadata_store.transaction():
+        metadata_store.upsert_nodes([node("ctx://resources/a.md")])
+        metadata_store.set_meta("stamp", "m")
+        metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
+        reader = threading.Thread(target=look, args=("during",))
+        reader.start()
+        reader.join()
+        assert metadata_store.vector_generation() == generation  # committed value only
+    reader = threading.Thread(target=look, args=("after",))
+    reader.start()
+    reader.join()
+    assert seen == {"during": (False, None, []), "after": (True, "m", ["a"])}
+    assert metadata_store.vector_generation() > generation
+
+
+def test_concurrent_writers_from_threads(metadata_store: MetadataStore) -> None:
+    errors: list[BaseException] = []
+
+    def writer(t: int) -> None:
+        try:
+            for i in range(20):
+                with metadata_store.transaction():
+                    metadata_store.upsert_nodes([node(f"ctx://resources/t{t}/f{i}.md")])
+                    metadata_store.put_vectors([vrec(f"t{t}-{i}", f"ctx://resources/t{t}/f{i}.md", i=i)])
+        except BaseException as err:  # noqa: BLE001 - collected and asserted below
+            errors.append(err)
+
+    g0 = metadata_store.vector_generation()
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert metadata_store.count_nodes(A)["files"] == 80
+    assert len(all_vectors(metadata_store)) == 80
+    assert metadata_store.vector_generation() == g0 + 80  # no lost increments
+
+
+# ---- tenancy ------------------------------------------------------------------------------------------------------
+def test_account_isolation_across_every_method(metadata_store: MetadataStore) -> None:
+    shared = ["ctx://resources/", "ctx://resources/docs/", "ctx://resources/docs/a.md"]
+    metadata_store.upsert_nodes([node(u, account_id=A, title="A") for u in shared])
+    metadata_store.upsert_nodes([node(u, account_id=B, title="B", index_status="pending") for u in shared])
+    metadata_store.upsert_nodes([node("ctx://resources/docs/only-b.md", account_id=B, title="B")])
+    rel = Relation(from_uri="ctx://resources/docs/a.md", to_uri="ctx://resources/docs/", relation_type="in")
+    metadata_store.add_relations(B, [rel])
+    metadata_store.put_vectors([vrec("b1", "ctx://resources/docs/a.md", account_id=B)])
+
+    def only_a(nodes: list[NodeRecord]) -> bool:
+        return all(n.account_id == A and n.title == "A" for n in nodes)
+
+    a_doc = metadata_store.get_node(A, "ctx://resources/docs/a.md")
+    assert a_doc is not None and only_a([a_doc])
+    assert metadata_store.get_node(A, "ctx://resources/docs/only-b.md") is None
+    assert only_a(list(metadata_store.get_nodes(A, shared + ["ctx://resources/docs/only-b.md"]).values()))
+    assert uris(metadata_store.list_children(A, "ctx://resources/docs/")) == ["ctx://resources/docs/a.md"]
+    assert only_a(metadata_store.list_subtree(A, "ctx://resources/"))
+    assert uris(metadata_store.list_subtree(A, "ctx://resources/")) == shared
+    assert only_a(metadata_store.list_all_nodes(A))
+    assert metadata_store.pending_nodes(A) == []
+    assert metadata_store.count_nodes(A) == {"nodes": 3, "files": 1, "directories": 2, "pending": 0}
+    assert metadata_store.get_relations(A, "ctx://resources/docs/a.md") == []
+    assert metadata_store.vector_ids_for(A, ["ctx://resources/docs/a.md"]) == []
+    assert metadata_store.get_vectors(A, ["ctx://resources/docs/a.md"]) == []
+    assert list(metadata_store.iter_vectors(A)) == []
+
+    # writes through account A never touch account B
+    metadata_store.set_index_status(A, shared, "pending")
+    metadata_store.delete_nodes(A, shared)
+    assert metadata_store.list_all_nodes(A) == []
+    assert len(metadata_store.list_all_nodes(B)) == 4
+    assert metadata_store.get_relations(B, "ctx://resources/docs/a.md") == [rel]
+    assert metadata_store.count_nodes(B)["pending"] == 3
+
+
+# ---- persistence and schema ---------------------------------------------------------------------------------------
+def test_reopen_after_close_finds_everything(metadata_backend: MetadataBackend) -> None:
+    store = metadata_backend.open()
+    store.upsert_nodes([node(u) for u in TREE])
+    see = Relation(from_uri="ctx://resources/docs/a.md", to_uri="ctx://resources/docs/b.md", relation_type="see")
+    store.add_relations(A, [see])
+    store.put_vectors([vrec("v1", "ctx://resources/docs/a.md", text="hello")])
+    store.set_meta("stamp", "model-a")
+    store.set_index_status(A, ["ctx://resources/docs/b.md"], "pending")
+    before = _snapshot(store)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(ContextEngineError) as info:
+        store.get_node(A, "ctx://resources/docs/")
+    assert info.value.code is ErrorCode.STORAGE_FAILED
+
+    again = metadata_backend.open()
+    assert _snapshot(again) == before
+    assert uris(again.pending_nodes(A)) == ["ctx://resources/docs/b.md"]
+
+
+def test_newer_schema_version_is_refused(metadata_backend: MetadataBackend) -> None:
+    metadata_backend.open().close()
+    engine = create_engine(metadata_backend.url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE schema_version SET version = version + 1"))
+    finally:
+        engine.dispose()
+    with pytest.raises(ContextEngineError) as info:
+        metadata_backend.open()
+    assert info.value.code is ErrorCode.CONFIG_INVALID
+    assert info.value.details["found"] == 2 and info.value.details["supported"] == 1
