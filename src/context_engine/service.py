@@ -16,6 +16,8 @@ from pydantic import BaseModel
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
 from context_engine.ingest.pipeline import Progress, WritePipeline
+from context_engine.observability.metrics import Metrics
+from context_engine.providers.embedder import build_embedder
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
@@ -24,7 +26,6 @@ from context_engine.settings import Settings, load_settings
 from context_engine.storage.content.local import LocalContentStore
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
-from context_engine.providers.embedder import build_embedder
 
 _STAMP_MODEL = "embedding_model"
 _STAMP_DIM = "embedding_dim"
@@ -66,6 +67,7 @@ class ContextEngineService:
         self.metadata = metadata or SqlMetadataStore.sqlite(home / "metadata.db")
         self._check_stamp()
         self.index = index or self._build_index(home)
+        self.metrics = Metrics()
         self.pipeline = WritePipeline(self.content, self.metadata, self.index, self.embedder, settings.ingest)
 
     # ------------------------------------------------------------------------------------------------ set-up

@@ -705,5 +705,5 @@ def test_lancedb_compacts_every_n_writes(vector_index_factory: VectorIndexFactor
     index.delete(["c0", "c1"])
     assert len(calls) == 2  # after writes 3 and 6 of 8
     assert index.count() == 5
-    assert index._table.stats().fragment_stats.num_fragments <= 3
+    assert index._table.stats()["fragment_stats"]["num_fragments"] <= 2  # compacted at write 6, then one append
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -29,6 +30,22 @@ from context_engine.settings import IngestSettings
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex, utcnow
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+class WriteListener(Protocol):
+    """Derived indexes kept in sync with every write and delete (the hint index, BM25).
+
+    Called after the metadata commit, with what was committed. A listener must not raise for ordinary input; if it
+    does, the write stands (the source of truth is committed) and the error propagates to the caller.
+    """
+
+    def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
+        """``nodes`` were created or replaced; ``vectors`` are all their vector rows (level 0 and level 2)."""
+        ...
+
+    def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
+        """``uris`` no longer exist (after a delete, or the old side of a move)."""
+        ...
 
 
 def vector_id(account_id: str, uri: str, level: int, chunk_index: int) -> str:
@@ -54,7 +71,9 @@ class WritePipeline:
         index: VectorIndex,
         embedder: Embedder,
         settings: IngestSettings,
+        listeners: Sequence[WriteListener] = (),
     ) -> None:
+        self._listeners = list(listeners)
         self._content = content
         self._metadata = metadata
         self._index = index
@@ -103,6 +122,7 @@ class WritePipeline:
         nodes = prepared + dirs
         vectors = self._embed(account_id, nodes, progress)
         stale = self._commit(account_id, nodes, vectors)
+        self._notify_written(account_id, nodes, vectors)
         report.pending = self._index_or_mark_pending(account_id, nodes, vectors, stale)
         report.nodes = len(prepared)
         report.directories = len(dirs)
@@ -110,6 +130,21 @@ class WritePipeline:
         report.vectors = len(vectors)
         report.uris = [p.record.uri for p in prepared]
         return report
+
+    def add_listener(self, listener: WriteListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify_written(
+        self, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]
+    ) -> None:
+        if self._listeners and nodes:
+            records = [n.record for n in nodes]
+            for listener in self._listeners:
+                listener.nodes_written(account_id, records, vectors)
+
+    def _notify_deleted(self, account_id: str, uris: Sequence[str]) -> None:
+        for listener in self._listeners:
+            listener.nodes_deleted(account_id, uris)
 
     def _check_no_file_ancestors(self, account_id: str, docs: Sequence[SourceDoc]) -> None:
         ancestors = {str(a) for d in docs for a in d.uri.ancestors()}
@@ -309,6 +344,7 @@ class WritePipeline:
             self._metadata.delete_vectors(ids)
             self._metadata.delete_nodes(account_id, uris)
         self._content.delete(account_id, node.uri)
+        self._notify_deleted(account_id, uris)
         report = IngestReport(nodes=len(subtree), vectors=len(ids), uris=uris)
         self._refresh_directories(account_id, ContextURI.parse(node.uri).parent)
         return report
@@ -321,6 +357,7 @@ class WritePipeline:
         dirs = self._prepare_directories(account_id, dir_uris, [], utcnow())
         vectors = self._embed(account_id, dirs, None)
         stale = self._commit(account_id, dirs, vectors)
+        self._notify_written(account_id, dirs, vectors)
         self._index_or_mark_pending(account_id, dirs, vectors, stale)
 
     # ------------------------------------------------------------------------------------------------ move
@@ -403,12 +440,15 @@ class WritePipeline:
             self._metadata.upsert_nodes([m.record for m in moved])
             self._metadata.put_vectors(new_vectors)
             self._content.move(account_id, node.uri, new_prefix)
+        self._notify_deleted(account_id, [n.uri for n in subtree])
+        self._notify_written(account_id, moved, new_vectors)
         pending = self._index_or_mark_pending(account_id, moved, new_vectors, set())
         # New parents may not exist yet: create and summarise them, then refresh the old side.
         dir_uris = {str(a) for a in dst.ancestors()}
         dirs = self._prepare_directories(account_id, dir_uris, [moved[0].record], now)
         dvec = self._embed(account_id, dirs, None)
         stale = self._commit(account_id, dirs, dvec)
+        self._notify_written(account_id, dirs, dvec)
         self._index_or_mark_pending(account_id, dirs, dvec, stale)
         self._refresh_directories(account_id, src.parent)
         return IngestReport(nodes=len(subtree), vectors=len(new_vectors), pending=pending, uris=[new_prefix])

@@ -22,6 +22,7 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
+from lancedb.index import Bitmap, IvfSq
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
@@ -52,7 +53,7 @@ _DELETE_BATCH = 1_000
 # Extra rows fetched beyond ``top_k`` so that equal scores at the cut are ordered by id, not by storage order.
 _TIE_SLACK = 8
 # Scalar indexes that make the pre-filter cheap on a large table (measured in bench/vector_index.py).
-_SCALAR_INDEXES = {"account_id": "BITMAP", "level": "BITMAP", "owner_space": "BITMAP", "context_type": "BITMAP"}
+_SCALAR_INDEXES = ("account_id", "level", "owner_space", "context_type")
 _VECTOR_INDEX_NAME = "vector_idx"
 
 
@@ -367,22 +368,17 @@ class LanceDBVectorIndex:
 
     def _create_indexes(self) -> None:
         rows = self._table.count_rows()
-        partitions = _ivf_partitions(rows)
-        sub_vectors = _pq_sub_vectors(self._dim)
         self._table.create_index(
-            metric="cosine",
-            vector_column_name="vector",
-            index_type="IVF_PQ",
-            num_partitions=partitions,
-            num_sub_vectors=sub_vectors,
+            "vector",
+            config=IvfSq(distance_type="cosine", num_partitions=_ivf_partitions(rows)),
             name=_VECTOR_INDEX_NAME,
             replace=True,
         )
-        existing = {idx.columns[0] for idx in self._table.list_indices() if idx.columns}
-        for column, kind in _SCALAR_INDEXES.items():
-            if column not in existing:
-                self._table.create_scalar_index(column, index_type=kind, replace=True)
         self._has_vector_index = True
+        existing = {column for idx in self._table.list_indices() for column in (idx.columns or [])}
+        for column in _SCALAR_INDEXES:
+            if column not in existing:
+                self._table.create_index(column, config=Bitmap(), replace=True)
 
     def _find_vector_index(self) -> Any:
         for idx in self._table.list_indices():
@@ -448,10 +444,3 @@ def _ivf_partitions(rows: int) -> int:
     """IVF partitions for ``rows`` vectors: about sqrt(rows), at least 256 training rows each."""
     return max(1, min(int(np.sqrt(rows)), rows // 256, 4096))
 
-
-def _pq_sub_vectors(dim: int) -> int:
-    """PQ sub-vectors: 16 dimensions each when ``dim`` allows it (24 for 384), else the largest divisor giving >= 8."""
-    for width in (16, 8, 4, 2, 1):
-        if dim % width == 0 and dim // width >= 1:
-            return dim // width
-    return 1

@@ -1,0 +1,130 @@
+"""Shared CLI plumbing: the typer app, global options, engine opening, output and error envelopes.
+
+Global options: ``--home PATH`` (``CE_HOME``), ``--json`` (machine-readable output), ``--as
+account:role:user_space:agent_space`` (the RequestContext; default: account ``default``, role ``admin``).
+Errors print the envelope ``{code, message, details, request_id}`` and exit with the code's exit status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from context_engine.errors import ContextEngineError
+from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
+from context_engine.schema.nodes import IngestReport
+
+app = typer.Typer(
+    name="context-engine",
+    help="ContextEngine: store memories, skills and resources as L0/L1/L2 nodes under ctx:// URIs and retrieve them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err_console = Console(stderr=True)
+
+
+class _State:
+    home: Path | None = None
+    json: bool = False
+    ctx: RequestContext = DEFAULT_CONTEXT
+
+
+state = _State()
+
+
+@app.callback()
+def _main(
+    home: Annotated[
+        Path | None, typer.Option("--home", envvar="CE_HOME", help="Data directory (default ~/.context-engine).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_: Annotated[
+        str | None,
+        typer.Option("--as", help="Act as account:role:user_space:agent_space (default: default:admin)."),
+    ] = None,
+) -> None:
+    state.home = home
+    state.json = json_out
+    if as_:
+        try:
+            state.ctx = RequestContext.parse(as_)
+        except ContextEngineError as e:
+            fail(e)
+
+
+def fail(e: ContextEngineError) -> None:
+    if state.json:
+        out.print_json(data=e.envelope())
+    else:
+        err_console.print(f"[bold red]error {e.code.value}[/]: {e.message}")
+        if e.details:
+            err_console.print(f"[dim]details: {json.dumps(e.details, ensure_ascii=False)}[/]")
+    raise typer.Exit(e.code.exit_code)
+
+
+@contextmanager
+def open_engine() -> Iterator[Any]:
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+
+    try:
+        engine = ContextEngineService(load_settings(state.home) if state.home else load_settings())
+    except ContextEngineError as e:
+        fail(e)
+    try:
+        yield engine
+    except ContextEngineError as e:
+        fail(e)
+    finally:
+        engine.close()
+
+
+def emit(data: Any) -> None:
+    out.print_json(json.dumps(data, ensure_ascii=False, default=str))
+
+
+def print_report(report: IngestReport, what: str) -> None:
+    if state.json:
+        emit(report.model_dump(exclude={"uris"}))
+        return
+    out.print(
+        f"[green]{what}[/]: nodes={report.nodes} directories={report.directories} chunks={report.chunks} "
+        f"vectors={report.vectors} unchanged={report.unchanged} skipped={report.skipped} failed={report.failed}"
+        + (f" [yellow]pending={report.pending} (run `context-engine reindex`)[/]" if report.pending else "")
+    )
+    for f in report.failures:
+        out.print(f"  [red]failed[/] {f['path']}: {f['code']} {f['error']}")
+
+
+@contextmanager
+def progress_bar() -> Iterator[Any]:
+    if state.json:
+        yield None
+        return
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield tick
+
+

@@ -1,0 +1,186 @@
+"""Store commands: init, add, add-memory, add-skill, ls, tree, read, search, rm, mv, reindex, stats (DESIGN §10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from context_engine.errors import ErrorCode
+from context_engine.interfaces.cli.common import app, emit, open_engine, out, print_report, progress_bar, state
+from context_engine.schema.nodes import Level
+
+
+@app.command()
+def init() -> None:
+    """Create the data directory and its stores (idempotent)."""
+    with open_engine() as engine:
+        info = engine.stats(state.ctx)
+    if state.json:
+        emit(info)
+    else:
+        out.print(f"initialised [bold]{info['home']}[/] (model {info['embedding_model']}, index {info['index_backend']})")
+
+
+@app.command()
+def add(
+    path: Annotated[Path, typer.Argument(help="A file or a directory of .md/.markdown/.txt files.")],
+    uri: Annotated[str, typer.Argument(help="Target URI under ctx://resources/ (a directory ends with '/').")] = (
+        "ctx://resources/"
+    ),
+    strict: Annotated[bool, typer.Option(help="Fail on the first bad file instead of skipping it.")] = False,
+) -> None:
+    """Add resources: parse, chunk, summarise (L0/L1), embed and index them."""
+    with open_engine() as engine, progress_bar() as tick:
+        report = engine.add_resource(path, uri, state.ctx, strict=strict, progress=tick)
+    print_report(report, "added")
+    if report.failed and not report.nodes and not report.unchanged:
+        raise typer.Exit(ErrorCode.CONTENT_INVALID.exit_code)
+
+
+@app.command("add-memory")
+def add_memory(
+    text: Annotated[str, typer.Argument(help="The memory text.")],
+    uri: Annotated[str | None, typer.Option(help="Explicit URI under ctx://user/<space>/memories/.")] = None,
+    category: Annotated[str | None, typer.Option(help="Category, e.g. preference, profile, event.")] = None,
+) -> None:
+    """Store a memory in the caller's user space."""
+    with open_engine() as engine:
+        report = engine.add_memory(text, state.ctx, uri=uri, category=category)
+    print_report(report, "memory added" + (f" at {report.uris[0]}" if report.uris else " (unchanged)"))
+
+
+@app.command("add-skill")
+def add_skill(
+    name: Annotated[str, typer.Argument(help="Skill name (a URI segment).")],
+    description: Annotated[str, typer.Option("--description", "-d", help="One-line description (the L0).")],
+    content: Annotated[str | None, typer.Option("--content", help="The skill body (markdown).")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="Read the body from a file.")] = None,
+    category: Annotated[str | None, typer.Option(help="Tool family.")] = None,
+) -> None:
+    """Store a skill in the caller's agent space."""
+    body = file.read_text(encoding="utf-8") if file else (content or "")
+    with open_engine() as engine:
+        report = engine.add_skill(name, description, body, state.ctx, category=category)
+    print_report(report, "skill added" + (f" at {report.uris[0]}" if report.uris else " (unchanged)"))
+
+
+@app.command()
+def ls(uri: Annotated[str, typer.Argument(help="A directory URI.")] = "ctx://resources/") -> None:
+    """List a directory's children with their L0 abstracts."""
+    with open_engine() as engine:
+        nodes = engine.ls(uri, state.ctx)
+    if state.json:
+        emit([n.model_dump(exclude={"children"}) for n in nodes])
+        return
+    table = Table("uri", "type", "abstract", show_lines=False)
+    for n in nodes:
+        table.add_row(n.uri, "dir" if n.is_dir else "file", n.abstract)
+    out.print(table)
+
+
+@app.command()
+def tree(
+    uri: Annotated[str, typer.Argument(help="Root of the tree.")] = "ctx://resources/",
+    depth: Annotated[int, typer.Option(min=0, max=20, help="Levels to show.")] = 3,
+    files: Annotated[bool, typer.Option(help="Show files, not only directories.")] = False,
+) -> None:
+    """Show the directory tree with each node's L0."""
+    with open_engine() as engine:
+        root = engine.tree(uri, state.ctx, max_depth=depth)
+    if state.json:
+        emit(root.model_dump() if root else None)
+        return
+    if root is None:
+        out.print(f"{uri} is empty")
+        return
+
+    def label(n: Any) -> str:
+        return f"[bold]{n.uri}[/]  [dim]{n.abstract}[/]"
+
+    t = Tree(label(root))
+
+    def walk(node: Any, branch: Tree) -> None:
+        for c in node.children or []:
+            if c.is_dir or files:
+                walk(c, branch.add(label(c)))
+
+    walk(root, t)
+    out.print(t)
+
+
+@app.command()
+def read(
+    uri: Annotated[str, typer.Argument(help="A node URI.")],
+    level: Annotated[Level, typer.Option("--level", "-l", help="L0 abstract, L1 overview or L2 content.")] = Level.L1,
+) -> None:
+    """Read one level of a node."""
+    with open_engine() as engine:
+        text = engine.read(uri, level, state.ctx)
+    if state.json:
+        emit({"uri": uri, "level": level.value, "text": text})
+    else:
+        out.print(text, markup=False, highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results, 1..50.")] = 10,
+    context_type: Annotated[str | None, typer.Option(help="memory, skill or resource.")] = None,
+    target_uri: Annotated[str | None, typer.Option(help="Restrict to this subtree.")] = None,
+) -> None:
+    """First-round L0 vector search."""
+    with open_engine() as engine:
+        hits = engine.search(query, state.ctx, top_k=top_k, context_type=context_type, target_uri=target_uri)
+    if state.json:
+        emit([h.model_dump() for h in hits])
+        return
+    table = Table("#", "uri", "score", "abstract")
+    for i, h in enumerate(hits, 1):
+        table.add_row(str(i), h.uri, f"{h.score:.3f}", h.abstract)
+    out.print(table)
+
+
+@app.command()
+def rm(
+    uri: Annotated[str, typer.Argument(help="Node to delete.")],
+    recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Delete a directory and its subtree.")] = False,
+) -> None:
+    """Delete a node."""
+    with open_engine() as engine:
+        report = engine.delete(uri, state.ctx, recursive=recursive)
+    print_report(report, "deleted")
+
+
+@app.command()
+def mv(src: Annotated[str, typer.Argument()], dst: Annotated[str, typer.Argument()]) -> None:
+    """Move or rename a node and its subtree."""
+    with open_engine() as engine:
+        report = engine.move(src, dst, state.ctx)
+    print_report(report, "moved")
+
+
+@app.command()
+def reindex(full: Annotated[bool, typer.Option(help="Rebuild every vector, not only pending nodes.")] = False) -> None:
+    """Push pending (or all) vectors from the metadata store into the vector index."""
+    with open_engine() as engine, progress_bar() as tick:
+        report = engine.reindex(state.ctx, full=full, progress=tick)
+    print_report(report, "reindexed")
+
+
+@app.command()
+def stats() -> None:
+    """Counts of nodes, files, directories, pending nodes and index records."""
+    with open_engine() as engine:
+        info = engine.stats(state.ctx)
+    if state.json:
+        emit(info)
+        return
+    table = Table("key", "value")
+    for k, v in info.items():
+        table.add_row(k, str(v))
+    out.print(table)

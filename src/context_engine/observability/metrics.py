@@ -1,0 +1,91 @@
+"""Prometheus metrics (DESIGN.md §9). One :class:`Metrics` per service, on its own registry (no globals).
+
+Mapping from seed 000 §8 names to Prometheus names (all prefixed ``ce_``):
+
+| seed 000 §8 name | Prometheus metric |
+|---|---|
+| ``retrieval.search_memory.qps`` | ``ce_retrieval_search_memory_requests_total`` (counter; qps = ``rate()``) |
+| ``retrieval.search_memory.p95_ms`` | ``ce_retrieval_search_memory_duration_seconds`` (histogram; p95 = ``histogram_quantile(0.95, ...)``) |
+| ``retrieval.search_memory.threshold_filtered.count`` | ``ce_retrieval_search_memory_threshold_filtered_total`` |
+| ``retrieval.seed.hit_count`` | ``ce_retrieval_seed_hits_total`` |
+| ``retrieval.recheck.input_count`` | ``ce_retrieval_recheck_input_total`` |
+| ``retrieval.recheck.pass_count`` | ``ce_retrieval_recheck_pass_total`` |
+| ``retrieval.recheck.drop_count`` | ``ce_retrieval_recheck_drop_total{reason}`` |
+| ``retrieval.read.l1.count`` / ``retrieval.read.l2.count`` | ``ce_retrieval_read_total{level="L1"|"L2"}`` |
+| ``retrieval.fallback.count`` | ``ce_retrieval_fallback_total{code}`` (every degradation, by error code) |
+
+Also: ``ce_retrieval_stage_duration_seconds{stage}``; lookup_knowledge: ``ce_lookup_knowledge_requests_total``,
+``ce_lookup_knowledge_duration_seconds``, ``ce_lookup_knowledge_relevance_total{level}``,
+``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+# Seconds; dense at the low end where the in-process pipeline lives.
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """The engine's metrics on ``registry`` (a fresh one by default, so tests and services never share counters)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.search_requests = Counter(
+            "ce_retrieval_search_memory_requests", "search_memory calls (seed: retrieval.search_memory.qps)", registry=r
+        )
+        self.search_duration = Histogram(
+            "ce_retrieval_search_memory_duration_seconds",
+            "search_memory latency (seed: retrieval.search_memory.p95_ms)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.stage_duration = Histogram(
+            "ce_retrieval_stage_duration_seconds",
+            "Per-stage latency of search_memory",
+            ["stage"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.threshold_filtered = Counter(
+            "ce_retrieval_search_memory_threshold_filtered",
+            "Candidates removed by the score threshold (seed: retrieval.search_memory.threshold_filtered.count)",
+            registry=r,
+        )
+        self.seed_hits = Counter("ce_retrieval_seed_hits", "L0 seed hits (seed: retrieval.seed.hit_count)", registry=r)
+        self.recheck_input = Counter(
+            "ce_retrieval_recheck_input", "Candidates into recheck (seed: retrieval.recheck.input_count)", registry=r
+        )
+        self.recheck_pass = Counter(
+            "ce_retrieval_recheck_pass", "Candidates passing recheck (seed: retrieval.recheck.pass_count)", registry=r
+        )
+        self.recheck_drop = Counter(
+            "ce_retrieval_recheck_drop",
+            "Candidates dropped by recheck (seed: retrieval.recheck.drop_count)",
+            ["reason"],
+            registry=r,
+        )
+        self.reads = Counter(
+            "ce_retrieval_read", "read_memory calls by level (seed: retrieval.read.l1/l2.count)", ["level"], registry=r
+        )
+        self.fallbacks = Counter(
+            "ce_retrieval_fallback",
+            "Degradations by error code (seed: retrieval.fallback.count)",
+            ["code"],
+            registry=r,
+        )
+        self.lookup_requests = Counter("ce_lookup_knowledge_requests", "lookup_knowledge calls", registry=r)
+        self.lookup_duration = Histogram(
+            "ce_lookup_knowledge_duration_seconds", "lookup_knowledge latency", buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.lookup_relevance = Counter(
+            "ce_lookup_knowledge_relevance", "Evidence blocks by relevance level", ["level"], registry=r
+        )
+        self.lookup_fallback = Counter(
+            "ce_lookup_knowledge_fallback", "Semantic-layer fallbacks and retries by reason", ["reason"], registry=r
+        )
+        self.lookup_dedup = Counter(
+            "ce_lookup_knowledge_dedup", "Documents withheld because the session already had them", registry=r
+        )
