@@ -90,7 +90,9 @@ def passes(r: VectorRecord, flt: VectorFilter) -> bool:
     return flt.uri_prefix is None or r.uri.startswith(flt.uri_prefix)
 
 
-def reference(records: Iterable[VectorRecord], query: np.ndarray, top_k: int, flt: VectorFilter) -> list[tuple[str, float]]:
+def reference(
+    records: Iterable[VectorRecord], query: np.ndarray, top_k: int, flt: VectorFilter
+) -> list[tuple[str, float]]:
     """Exact top-k ``(id, cosine similarity)`` by score desc, id asc, computed in float64."""
     q = np.asarray(query, dtype=np.float64)
     scored = [(r.id, float(np.asarray(r.vector, dtype=np.float64) @ q)) for r in records if passes(r, flt)]
@@ -129,6 +131,19 @@ def test_adapter_satisfies_protocol(vector_index: VectorIndex) -> None:
 def test_search_on_empty_index_returns_nothing(vector_index: VectorIndex) -> None:
     q = unit(np.random.default_rng(1), 1)[0]
     assert vector_index.search(q, 5, VectorFilter(account_id="acc-a")) == []
+
+
+def test_top_k_below_one_returns_nothing(vector_index: VectorIndex) -> None:
+    v = unit(np.random.default_rng(2), 1)[0]
+    vector_index.upsert([rec("a", v)])
+    assert vector_index.search(v, 0, VectorFilter(account_id="acc-a")) == []
+
+
+def test_query_of_another_dimension_is_a_model_mismatch(vector_index: VectorIndex) -> None:
+    vector_index.upsert([rec("a", unit(np.random.default_rng(4), 1)[0])])
+    with pytest.raises(ContextEngineError) as info:
+        vector_index.search(unit(np.random.default_rng(5), 1, VECTOR_DIM * 2)[0], 3, VectorFilter(account_id="acc-a"))
+    assert info.value.code is ErrorCode.INDEX_MODEL_MISMATCH
 
 
 def test_nearest_first_with_numpy_cosine_scores(vector_index: VectorIndex) -> None:
@@ -355,9 +370,7 @@ def test_every_filter_field_narrows(
         assert len(hits) < 48  # the filter really narrowed
 
 
-@pytest.mark.parametrize(
-    "field", ["owner_spaces", "levels", "context_types", "categories", "parent_uris", "doc_ids"]
-)
+@pytest.mark.parametrize("field", ["owner_spaces", "levels", "context_types", "categories", "parent_uris", "doc_ids"])
 def test_empty_list_matches_nothing(vector_index: VectorIndex, filter_corpus: FilterCorpus, field: str) -> None:
     flt = VectorFilter(account_id="acc-a", **{field: []})
     assert vector_index.search(filter_corpus.query, 10, flt) == []
@@ -492,6 +505,21 @@ def test_reopen_finds_records(vector_index_factory: VectorIndexFactory) -> None:
     assert again.count() == 25
 
 
+def test_second_handle_sees_writes_at_once(vector_index_factory: VectorIndexFactory) -> None:
+    """Two handles on one directory (a server and a CLI process): each sees the other's commits immediately."""
+    rng = np.random.default_rng(44)
+    v1, v2 = unit(rng, 2)
+    writer, reader = vector_index_factory.open(), vector_index_factory.open()
+    flt = VectorFilter(account_id="acc-a")
+    assert reader.search(v1, 3, flt) == []
+    writer.upsert([rec("w1", v1), rec("w2", v2)])
+    assert reader.count() == 2 and ids(reader.search(v1, 1, flt)) == ["w1"]
+    writer.delete(["w1"])
+    assert reader.count() == 1 and ids(reader.search(v1, 3, flt)) == ["w2"]
+    reader.upsert([rec("w1", v1)])
+    assert ids(writer.search(v1, 1, flt)) == ["w1"]
+
+
 def test_dimension_mismatch_on_reopen(vector_index_factory: VectorIndexFactory) -> None:
     if vector_index_factory.backend != "lancedb":
         pytest.skip("the exact index stores no dimension of its own; the engine's model stamp covers it")
@@ -570,13 +598,13 @@ def test_randomised_top10_equals_exact_reference(vector_index: VectorIndex) -> N
 
 def test_ann_path_recall_and_filtering(vector_index_factory: VectorIndexFactory) -> None:
     """With an ANN index forced (small ``ann_index_min_rows``), recall@10 vs exact >= 0.9 and filters still hold."""
-    settings = VectorSettings(ann_index_min_rows=256, compact_every_writes=1_000)
+    settings = VectorSettings(ann_index_min_rows=256, compact_every_writes=1_000, nprobes=1)
     index = vector_index_factory.open(settings=settings)
     records = random_corpus(61, 3_000, VECTOR_DIM, clusters=24)
     index.upsert(records)
     index.optimize()
     if vector_index_factory.backend == "lancedb":
-        assert getattr(index, "has_ann_index") is True
+        assert index.has_ann_index is True
     by_id = {r.id: r for r in records}
 
     rng = np.random.default_rng(67)
@@ -588,6 +616,8 @@ def test_ann_path_recall_and_filtering(vector_index_factory: VectorIndexFactory)
         hits = index.search(q, 10, flt)
         expected = {i for i, _ in reference(records, q, 10, flt)}
         assert all(passes(by_id[h.id], flt) for h in hits), flt
+        # Scores are exact cosine similarities even on the ANN path (re-ranked on the stored vectors).
+        assert all(abs(h.score - float(by_id[h.id].vector @ q)) < SCORE_TOL for h in hits)
         assert hits == sorted(hits, key=lambda h: (-h.score, h.id))
         assert len(hits) == len(expected)  # a narrow filter never starves the result
         found += len(expected & set(ids(hits)))
@@ -678,12 +708,9 @@ def test_lancedb_write_failure_is_retryable_wrt_5001(
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
-def test_lancedb_rejects_wrong_shapes(lancedb_index: Any) -> None:
+def test_lancedb_rejects_bad_vectors_on_write(lancedb_index: Any) -> None:
     with pytest.raises(ContextEngineError) as info:
         lancedb_index.upsert([rec("a", np.ones(VECTOR_DIM + 1, np.float32))])
-    assert info.value.code is ErrorCode.INDEX_MODEL_MISMATCH
-    with pytest.raises(ContextEngineError) as info:
-        lancedb_index.search(np.ones(VECTOR_DIM - 1, np.float32), 3, VectorFilter(account_id="acc-a"))
     assert info.value.code is ErrorCode.INDEX_MODEL_MISMATCH
     bad = np.full(VECTOR_DIM, np.nan, np.float32)
     with pytest.raises(ContextEngineError) as info:
@@ -692,7 +719,29 @@ def test_lancedb_rejects_wrong_shapes(lancedb_index: Any) -> None:
     assert lancedb_index.count() == 0
 
 
-def test_lancedb_compacts_every_n_writes(vector_index_factory: VectorIndexFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lancedb_builds_indexes_when_thresholds_are_crossed(vector_index_factory: VectorIndexFactory) -> None:
+    if vector_index_factory.backend != "lancedb":
+        pytest.skip("LanceDB adapter specifics")
+    index = vector_index_factory.open(settings=VectorSettings(ann_index_min_rows=12_000, compact_every_writes=1_000))
+    records = random_corpus(89, 13_000, VECTOR_DIM)
+    index.upsert(records[:9_000])
+    assert not index.has_ann_index and not list(index._table.list_indices())
+    index.upsert(records[9_000:11_000])  # past 10k rows: the BITMAP indexes, no ANN yet
+    assert {i.columns[0] for i in index._table.list_indices()} == {"account_id", "level", "owner_space", "context_type"}
+    assert not index.has_ann_index
+    index.upsert(records[11_000:])  # past ann_index_min_rows: the ANN index, without an explicit optimize()
+    assert index.has_ann_index and index.maintenance_failures == 0
+    flt = VectorFilter(account_id="acc-1", levels=[0])
+    hits = index.search(records[5].vector, 10, flt)
+    expected = reference(records, records[5].vector, 10, flt)
+    assert len({h.id for h in hits} & {i for i, _ in expected}) >= 9
+    # A second handle (as another process would open) sees the index too.
+    assert vector_index_factory.open().has_ann_index
+
+
+def test_lancedb_compacts_every_n_writes(
+    vector_index_factory: VectorIndexFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if vector_index_factory.backend != "lancedb":
         pytest.skip("LanceDB adapter specifics")
     index = vector_index_factory.open(settings=VectorSettings(compact_every_writes=3))
@@ -706,4 +755,3 @@ def test_lancedb_compacts_every_n_writes(vector_index_factory: VectorIndexFactor
     assert len(calls) == 2  # after writes 3 and 6 of 8
     assert index.count() == 5
     assert index._table.stats()["fragment_stats"]["num_fragments"] <= 2  # compacted at write 6, then one append
-
