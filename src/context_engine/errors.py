@@ -26,6 +26,8 @@ class ErrorCode(StrEnum):
     VECTOR_SEARCH_FAILED = "RET-5001"
     RECHECK_FAILED = "RET-5002"
     ASSEMBLY_FAILED = "RET-5003"
+    EXPANSION_TRUNCATED = "RET-5004"  # hierarchical expansion stopped by its time budget (warning)
+    REDACTION_DEGRADED = "RET-5005"  # secret-detection library failed; our patterns alone redacted (warning)
     # write path
     URI_INVALID = "WRT-4001"
     REQUEST_INVALID = "WRT-4002"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 DEFAULT_HOME = Path("~/.context-engine")
@@ -122,6 +122,138 @@ class KnowledgeSettings(_Section):
     )
 
 
+class PlannerSettings(_Section):
+    """``QueryPlanner`` (DESIGN §5, seed 000 §4.2)."""
+
+    session_max_messages: int = Field(
+        4, ge=0, le=50, description="Most recent user messages of session_archive the planner reads."
+    )
+    followup_max_chars: int = Field(
+        32,
+        ge=0,
+        le=1000,
+        description="A query naming no intent and at most this long (characters) is a follow-up: the last user "
+        "message of the session is appended to the embedded text.",
+    )
+    session_context_max_chars: int = Field(
+        200, ge=0, le=4000, description="Characters of session text appended to a follow-up query."
+    )
+    default_categories: dict[Literal["memory", "skill", "resource"], tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="Categories filled in (as a narrowing filter) when the caller gives none, per context type; "
+        "empty: no restriction.",
+    )
+
+
+class SeedSettings(_Section):
+    """``L0Retriever``."""
+
+    overfetch: int = Field(
+        2, ge=1, le=10, description="Index rows fetched per wanted seed, so dropped pending/invisible rows are replaced."
+    )
+    extra_rows: int = Field(5, ge=0, le=200, description="Index rows fetched on top of overfetch * top_k.")
+
+
+class HierarchySettings(_Section):
+    """``HierarchicalSearcher`` (DESIGN §5)."""
+
+    max_depth: int = Field(2, ge=0, le=4, description="Levels expanded below each start directory (0: no expansion).")
+    children_per_dir: int = Field(8, ge=1, le=200, description="Children kept per directory (best L0 similarity).")
+    dirs_per_level: int = Field(6, ge=1, le=200, description="Child directories expanded further per level (beam).")
+    max_start_dirs: int = Field(12, ge=1, le=200, description="Start directories (roots + seed parents) per query.")
+    budget_ms: int = Field(
+        50, ge=1, le=60_000, description="Time budget of one expansion (ms); once spent, deeper levels are skipped."
+    )
+    ancestor_levels: int = Field(2, ge=1, le=8, description="Ancestors counted in hierarchy_score (parent first).")
+    ancestor_decay: float = Field(
+        0.5, gt=0.0, le=1.0, description="Weight of each further ancestor relative to the previous one."
+    )
+    hits_per_top_k: int = Field(
+        2, ge=1, le=20, description="Expansion candidates kept per wanted result (best provisional score first)."
+    )
+    parallel_workers: int = Field(
+        3, ge=1, le=16, description="Typed queries searched and expanded concurrently (1: one after another)."
+    )
+
+
+class ScoringSettings(_Section):
+    """Final score (seed 000 §6): a weighted sum of 0..1 components; weights are divided by their sum."""
+
+    weight_vector: float = Field(0.65, ge=0.0, le=1.0, description="Weight of the L0 vector score.")
+    weight_hierarchy: float = Field(0.20, ge=0.0, le=1.0, description="Weight of hierarchy_score.")
+    weight_category: float = Field(0.10, ge=0.0, le=1.0, description="Weight of category_boost.")
+    weight_target: float = Field(0.05, ge=0.0, le=1.0, description="Weight of target_uri_boost.")
+    default_score_threshold: float = Field(
+        0.2, ge=0.0, le=1.0, description="Threshold on the final score when the request gives none."
+    )
+    category_synonyms: dict[str, tuple[str, ...]] = Field(
+        default_factory=lambda: {
+            "preference": ("偏好", "喜欢", "喜好", "prefer", "preference", "preferences", "favorite", "favourite"),
+            "profile": ("背景", "身份", "个人资料", "profile", "background", "who am i"),
+            "event": ("事件", "经历", "发生", "event", "events", "happened"),
+        },
+        description="Words in a query that name a category (besides the category name itself), for category_boost.",
+    )
+
+    @model_validator(mode="after")
+    def _weights_positive(self) -> ScoringSettings:
+        if self.weight_vector + self.weight_hierarchy + self.weight_category + self.weight_target <= 0:
+            raise ValueError("at least one scoring weight must be positive")
+        return self
+
+
+class AssemblySettings(_Section):
+    """``RetrievalAssembler``: when to recommend an explicit read (final score, 0..1)."""
+
+    read_l1_min_score: float = Field(
+        0.3, ge=0.0, le=1.0, description="A file hit with an overview and at least this score gets read_l1."
+    )
+    read_l2_min_score: float = Field(
+        0.5, ge=0.0, le=1.0, description="A file hit with content and at least this score gets read_l2."
+    )
+
+
+class ReadSettings(_Section):
+    """``MemoryReadService`` (DESIGN §6)."""
+
+    l2_excerpt_max_chars: int = Field(
+        12_000, ge=256, le=10_000_000, description="L2 longer than this is returned as an excerpt (characters)."
+    )
+    max_relations: int = Field(50, ge=0, le=1000, description="Upper bound of a request's max_relations.")
+    max_batch_uris: int = Field(50, ge=1, le=1000, description="URIs per read_batch call.")
+
+
+class RedactionSettings(_Section):
+    """Secret redaction of L1/L2 text returned by read_memory (DESIGN §6)."""
+
+    enabled: bool = Field(True, description="Redact secrets before text leaves read_memory.")
+    detect_secrets: bool = Field(True, description="Run the detect-secrets plugins as well as our own patterns.")
+
+
+class RetrievalSettings(_Section):
+    """search_memory / read_memory (DESIGN §5-6, §12)."""
+
+    l0_source: Literal["auto", "memory", "index"] = Field(
+        "auto",
+        description="Where level-0 similarities come from: 'index' (the vector index, every call), 'memory' (an "
+        "in-process matrix of each account's level-0 vectors, loaded from the metadata store), 'auto' (memory once "
+        "loaded and current, the index meanwhile).",
+    )
+    memory_max_rows: int = Field(
+        300_000, ge=0, description="Accounts with more level-0 rows than this are always searched through the index."
+    )
+    memory_warm_after_searches: int = Field(
+        2, ge=0, le=1_000_000, description="auto: load an account's matrix in the background after this many searches."
+    )
+    planner: PlannerSettings = PlannerSettings()
+    seed: SeedSettings = SeedSettings()
+    hierarchy: HierarchySettings = HierarchySettings()
+    scoring: ScoringSettings = ScoringSettings()
+    assembly: AssemblySettings = AssemblySettings()
+    read: ReadSettings = ReadSettings()
+    redaction: RedactionSettings = RedactionSettings()
+
+
 class Settings(BaseSettings):
     """Engine configuration. ``home`` is the data directory (``--home`` / ``CE_HOME``)."""
 
@@ -138,6 +270,7 @@ class Settings(BaseSettings):
     vector: VectorSettings = VectorSettings()
     ingest: IngestSettings = IngestSettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -54,6 +54,7 @@ def _main(
 ) -> None:
     state.home = home
     state.json = json_out
+    state.ctx = DEFAULT_CONTEXT  # reset: one process may run several invocations (tests, shells)
     if as_:
         try:
             state.ctx = RequestContext.parse(as_)

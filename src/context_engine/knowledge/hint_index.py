@@ -1,0 +1,544 @@
+"""The hint layer of lookup_knowledge: ``KnowledgeIndexService.analyze_query`` (DESIGN.md §7.1; seed 001 §3).
+
+A keyword/entity index built at ingest (the service subscribes to the write pipeline as a ``WriteListener``) from
+each document's title and file name (alert names), breadcrumbs (distinctive headings), the error codes, metric names
+and service names in its chunks, and its domain (``knowledge/domains.py``). The index lives in the metadata database
+(``storage/metadata/audit.py``) and is compiled per account into dictionaries held in memory; a per-account
+generation counter tells every process when its copy is stale.
+
+What it returns is a hint, never evidence: document URIs, titles, the query keywords found and the domains they
+point at. The semantic layer always runs; the hints only (a) choose a domain filter for its first attempt
+(``single_domain_or_null``), (b) add a small documented rank boost and (c) decide the ``PRECISE`` level.
+
+Term kinds in the index:
+
+* ``alert``: the title or file stem when it is an identifier (``KubePodCrashLooping``), keyed by its words
+  concatenated (``kubepodcrashlooping``), so ``KubePodCrashLooping``, ``kube pod crash looping`` and
+  ``Kube-Pod-Crash-Looping`` in a query all find it;
+* ``title``: a title that is a phrase (``容器频繁重启``, ``Disk Pressure``), keyed by its words;
+* ``heading``: a heading of two to six words that is not a generic section name (Meaning, Diagnosis, 排查, ...);
+* ``error_code``: ``ORA-00600``/``RET-4001``-like codes and Kubernetes reasons (``CrashLoopBackOff``, ``OOMKilled``);
+* ``metric``: Prometheus metric and recording-rule names (``kube_pod_container_status_restarts_total``);
+* ``service``: hyphenated component names in code spans or containing a component word (``kube-apiserver``).
+
+Matching: a keyword found in at most ``hint_max_doc_freq`` documents makes each of them a *strong* match; a more
+frequent one is reported in ``broad_keywords`` only. A document whose title words the query mostly contains (at
+least two words and half of them) is a *weak* match. Domains come from the query's domain terms, from alert-like
+tokens with a domain's title prefix, and from the strong matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from context_engine.ingest.parse import split_breadcrumb
+from context_engine.knowledge.domains import domain_vocabularies
+from context_engine.knowledge.tokenize import (
+    has_cjk,
+    join_key,
+    norm,
+    singular,
+    split_identifier,
+    strip_placeholders,
+    tokenize,
+)
+from context_engine.schema.context import RequestContext
+from context_engine.schema.knowledge import HintMatch, HintResult
+from context_engine.schema.nodes import NodeRecord, VectorRecord
+from context_engine.schema.uri import ContextURI
+from context_engine.settings import DomainVocabulary, KnowledgeSettings
+from context_engine.storage.metadata.audit import HintDoc, HintTerm, SqlAuditStore
+from context_engine.storage.protocols import MetadataStore
+
+EXTRACTOR_VERSION = 1
+"""Bump when term extraction changes: every account's hint index is then rebuilt from the metadata store."""
+
+STRONG_KINDS = frozenset({"alert", "title", "heading", "error_code", "metric", "service"})
+
+#: Section names every runbook has: they name no document.
+GENERIC_HEADINGS = frozenset(
+    norm(h)
+    for h in (
+        "meaning", "impact", "diagnosis", "mitigation", "summary", "overview", "description", "troubleshooting",
+        "resolution", "solution", "solutions", "steps", "references", "reference", "links", "see also", "notes",
+        "note", "prerequisites", "background", "procedure", "verification", "introduction", "purpose", "about",
+        "details", "context", "next steps", "additional resources", "related alerts", "possible causes", "causes",
+        "cause", "symptoms", "remediation", "how to fix", "fix", "escalation", "readme", "index", "untitled",
+        "含义", "影响", "诊断", "缓解", "排查", "处理", "解决", "解决方案", "概述", "说明", "步骤", "参考", "原因",
+        "描述", "简介", "摘要", "概要", "介绍", "处理步骤", "排查步骤",
+    )
+)
+_STOP_WORDS = frozenset(
+    "a an the is are was be been has have had of to in on for and or not no too with by at as it its this that any "
+    "some more than less all from into over under per via while within".split()
+)
+
+_METRIC_RE = re.compile(r"(?<![\w$])[a-z][a-z0-9]*(?::[a-z0-9_]+)*(?:_[a-z0-9]+){2,}(?::[a-z0-9_]+)*(?![\w(])")
+_ERROR_CODE_RE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,9}-\d{2,6}(?![\w-])")
+_K8S_REASONS = frozenset(
+    norm(r)
+    for r in (
+        "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "OOMKilled", "CreateContainerConfigError",
+        "CreateContainerError", "InvalidImageName", "ContainerCannotRun", "DeadlineExceeded", "Evicted",
+        "NodeAffinity", "FailedScheduling", "FailedMount", "FailedAttachVolume", "BackoffLimitExceeded",
+        "RunContainerError", "PostStartHookError", "ErrImageNeverPull",
+    )
+)
+_REASON_RE = re.compile(r"\b(?:[A-Z][a-z]+){1,4}(?:BackOff|Killed|Error|Pull|Exceeded|Failed|Evicted)\b|\bEvicted\b")
+_INLINE_CODE_RE = re.compile(r"`([^`\n]{2,80})`")
+_SERVICE_RE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w/-])")
+_COMPONENT_WORDS = frozenset(
+    "kube etcd prometheus alertmanager operator exporter controller apiserver scheduler proxy manager reloader "
+    "metrics dns coredns ovn ovs ceph virt kubelet grafana thanos daemon server agent gateway registry ingress "
+    "router collector".split()
+)
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*$")
+
+
+# ---- extraction (ingest side) ---------------------------------------------------------------------------------------
+def phrase_key(text: str) -> str:
+    """The key of a phrase: its tokens' keys joined (no space between Chinese words)."""
+    return join_key([t.key for t in tokenize(text)])
+
+
+def alert_key(name: str) -> str:
+    """The key of an identifier-like name: its words concatenated (``KubePodCrashLooping`` -> ``kubepodcrashlooping``)."""
+    return "".join(split_identifier(name))
+
+
+def is_identifier(name: str) -> bool:
+    """Whether ``name`` is one identifier (an alert name) rather than a phrase."""
+    return bool(_IDENTIFIER_RE.match(name)) and len(name) >= 3
+
+
+def title_words(title: str) -> tuple[str, ...]:
+    """Distinct words of a title in order, singular, without stop words (weak matching)."""
+    if has_cjk(title):
+        raw = [w for t in tokenize(title) for w in ([t.key] if t.cjk else split_identifier(t.text))]
+    elif is_identifier(title):
+        raw = split_identifier(title)
+    else:
+        raw = [w for t in tokenize(title) for w in split_identifier(t.text)]
+    out = [singular(w) for w in raw if w and w not in _STOP_WORDS]
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True, slots=True)
+class DomainResolver:
+    """Maps documents and query tokens to domains (the rules are in ``knowledge/domains.py``)."""
+
+    aliases: dict[str, str]
+    prefixes: tuple[tuple[str, str], ...]  # (prefix, domain), longest first
+    terms: dict[str, str]  # phrase key -> domain
+    max_term_tokens: int
+
+    @classmethod
+    def build(cls, vocab: dict[str, DomainVocabulary]) -> DomainResolver:
+        aliases: dict[str, str] = {}
+        prefixes: list[tuple[str, str]] = []
+        terms: dict[str, str] = {}
+        for domain in sorted(vocab):
+            v = vocab[domain]
+            aliases.update({norm(a): domain for a in v.path_aliases})
+            prefixes.extend((p, domain) for p in v.title_prefixes)
+            for term in v.terms:
+                key = phrase_key(term)
+                if key:
+                    terms.setdefault(key, domain)
+        prefixes.sort(key=lambda p: (-len(p[0]), p[0]))
+        longest = max((len(tokenize(t)) for v in vocab.values() for t in v.terms), default=1)
+        return cls(aliases, tuple(prefixes), terms, longest)
+
+    def title_domain(self, title: str) -> str | None:
+        """The domain whose title prefix starts ``title`` at a CamelCase boundary (longest prefix first)."""
+        for prefix, domain in self.prefixes:
+            if title.startswith(prefix):
+                rest = title[len(prefix) :]
+                if not rest or not rest[0].islower():
+                    return domain
+        return None
+
+    def document_domain(self, uri: str, title: str, category: str | None) -> str | None:
+        """The domain of a document (rules 1-4 of ``knowledge/domains.py``)."""
+        parsed = ContextURI.parse(uri)
+        dirs = [norm(s) for s in parsed.segments[: -1 if not parsed.is_dir else None]]
+        if dirs and dirs[-1] in self.aliases:
+            return self.aliases[dirs[-1]]
+        stem = parsed.name.rsplit(".", 1)[0]
+        found = self.title_domain(title) or self.title_domain(stem)
+        if found:
+            return found
+        for seg in reversed(dirs[:-1]):
+            if seg in self.aliases:
+                return self.aliases[seg]
+        return category
+
+    def signature(self) -> str:
+        return json.dumps([sorted(self.aliases.items()), list(self.prefixes)], ensure_ascii=False)
+
+
+def extract_document(
+    node: NodeRecord, chunks: Sequence[VectorRecord], resolver: DomainResolver
+) -> tuple[HintDoc, list[HintTerm]]:
+    """The hint-index entry of one document: its domain, title words and keyword terms (see the module doc).
+
+    Args:
+        node: the file's metadata row.
+        chunks: its level=2 vector rows (text and display breadcrumb).
+        resolver: the domain rules.
+    """
+    uri = node.uri
+    stem = ContextURI.parse(uri).name.rsplit(".", 1)[0]
+    terms: dict[str, str] = {}
+
+    def add(key: str, kind: str) -> None:
+        if key and key not in GENERIC_HEADINGS and key not in terms:
+            terms[key] = kind
+
+    for name in dict.fromkeys(n for n in (node.title, stem) if n):
+        if is_identifier(name):
+            add(alert_key(name), "alert")
+            add(norm(name), "alert")
+        elif has_cjk(name) or len(tokenize(name)) >= 2:
+            add(phrase_key(name), "title")
+    for chunk in chunks:
+        for heading in split_breadcrumb(chunk.breadcrumb)[1:]:
+            toks = tokenize(heading)
+            cjk_chars = sum(len(t.text) for t in toks if t.cjk)
+            if 2 <= len(toks) <= 6 or (cjk_chars >= 3 and len(toks) <= 6):
+                add(phrase_key(heading), "heading")
+        text = chunk.text
+        for m in _METRIC_RE.finditer(text):
+            add(m.group(), "metric")
+        for m in _ERROR_CODE_RE.finditer(text):
+            add(norm(m.group()), "error_code")
+        for m in _REASON_RE.finditer(text):
+            if norm(m.group()) in _K8S_REASONS:
+                add(norm(m.group()), "error_code")
+        code = " ".join(_INLINE_CODE_RE.findall(text))
+        for m in _SERVICE_RE.finditer(code):
+            add(m.group(), "service")
+        for m in _SERVICE_RE.finditer(text):
+            if any(part in _COMPONENT_WORDS for part in m.group().split("-")):
+                add(m.group(), "service")
+    doc = HintDoc(
+        uri=uri,
+        parent_uri=node.parent_uri,
+        owner_space=node.owner_space,
+        context_type=node.context_type or "",
+        title=node.title or stem,
+        domain=resolver.document_domain(uri, node.title or stem, node.category),
+        title_words=title_words(node.title or stem),
+    )
+    return doc, [HintTerm(uri, key, kind) for key, kind in sorted(terms.items())]
+
+
+# ---- the compiled per-account index -----------------------------------------------------------------------------
+@dataclass
+class _Compiled:
+    generation: int
+    docs: dict[str, HintDoc]
+    postings: dict[str, tuple[tuple[str, str], ...]]  # key -> ((uri, kind), ...)
+    word_docs: dict[str, frozenset[str]]  # title word -> uris
+    max_phrase_tokens: int
+    max_alert_words: int
+    domain_docs: dict[str, tuple[str, ...]]
+    _filters: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, generation: int, docs: Iterable[HintDoc], terms: Iterable[HintTerm]) -> _Compiled:
+        by_uri = {d.uri: d for d in docs}
+        postings: dict[str, list[tuple[str, str]]] = {}
+        max_phrase, max_alert = 1, 1
+        for t in terms:
+            if t.uri not in by_uri:
+                continue
+            postings.setdefault(t.term, []).append((t.uri, t.kind))
+            if t.kind == "alert":
+                max_alert = max(max_alert, len(split_identifier(by_uri[t.uri].title)) + 1)
+            elif t.kind in ("title", "heading"):
+                max_phrase = max(max_phrase, t.term.count(" ") + 1 + (len(t.term) if has_cjk(t.term) else 0))
+        word_docs: dict[str, set[str]] = {}
+        domain_docs: dict[str, list[str]] = {}
+        for d in by_uri.values():
+            for w in d.title_words:
+                word_docs.setdefault(w, set()).add(d.uri)
+            if d.domain:
+                domain_docs.setdefault(d.domain, []).append(d.uri)
+        return cls(
+            generation=generation,
+            docs=by_uri,
+            postings={k: tuple(sorted(set(v))) for k, v in postings.items()},
+            word_docs={k: frozenset(v) for k, v in word_docs.items()},
+            max_phrase_tokens=min(max_phrase, 8),
+            max_alert_words=min(max_alert, 12),
+            domain_docs={k: tuple(sorted(v)) for k, v in domain_docs.items()},
+        )
+
+    def domain_filter(self, domain: str) -> tuple[str, list[str]]:
+        """How to restrict a vector search to ``domain``: ``("parent_uris", dirs)`` when the domain's documents are
+        exactly the documents of some directories (compact), else ``("doc_ids", uris)``. Empty when none."""
+        found = self._filters.get(domain)
+        if found is None:
+            uris = set(self.domain_docs.get(domain, ()))
+            parents = {self.docs[u].parent_uri for u in uris}
+            whole = all(d.domain == domain for d in self.docs.values() if d.parent_uri in parents)
+            if uris and whole and None not in parents:
+                found = ("parent_uris", sorted(p for p in parents if p is not None))
+            else:
+                found = ("doc_ids", sorted(uris))
+            self._filters[domain] = found
+        return found
+
+
+# ---- the service ------------------------------------------------------------------------------------------------
+class KnowledgeIndexService:
+    """The hint index: kept in sync with writes (a ``WriteListener``) and queried by :meth:`analyze_query`.
+
+    Args:
+        store: where the index rows and its generation live.
+        metadata: the source of truth, read to rebuild an account's index when it is missing or was built by another
+            extractor version.
+        settings: the ``knowledge`` section (context types indexed, ``hint_max_doc_freq``, domain vocabularies).
+    """
+
+    def __init__(self, store: SqlAuditStore, metadata: MetadataStore, settings: KnowledgeSettings) -> None:
+        self._store = store
+        self._metadata = metadata
+        self._settings = settings
+        self._types = frozenset(settings.context_types)
+        self.resolver = DomainResolver.build(domain_vocabularies(settings))
+        self._version = hashlib.sha256(
+            json.dumps([EXTRACTOR_VERSION, sorted(self._types), self.resolver.signature()]).encode()
+        ).hexdigest()[:16]
+        self._cache: dict[str, _Compiled] = {}
+        self._lock = threading.Lock()
+
+    # ---- write side (WriteListener) --------------------------------------------------------------------------------
+    def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
+        """Index the written files (replacing their old entries); a stale or missing index is rebuilt instead."""
+        files = [n for n in nodes if not n.is_dir]
+        if not files:
+            return
+        _, version = self._store.hint_state(account_id)
+        if version != self._version:
+            self.rebuild(account_id)
+            return
+        chunks: dict[str, list[VectorRecord]] = {}
+        for v in vectors:
+            if v.level == 2:
+                chunks.setdefault(v.uri, []).append(v)
+        docs: list[HintDoc] = []
+        terms: list[HintTerm] = []
+        for node in files:
+            if node.context_type in self._types:
+                doc, doc_terms = extract_document(node, sorted(chunks.get(node.uri, []), key=_chunk_order), self.resolver)
+                docs.append(doc)
+                terms.extend(doc_terms)
+        self._store.replace_hint_docs(account_id, [n.uri for n in files], docs, terms)
+
+    def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
+        """Drop the entries of deleted (or moved-away) nodes."""
+        if uris:
+            self._store.replace_hint_docs(account_id, list(uris), [], [])
+
+    def rebuild(self, account_id: str) -> int:
+        """Rebuild the account's index from the metadata store; returns the number of documents indexed."""
+        nodes = [
+            n for n in self._metadata.list_all_nodes(account_id) if not n.is_dir and n.context_type in self._types
+        ]
+        docs: list[HintDoc] = []
+        terms: list[HintTerm] = []
+        for start in range(0, len(nodes), 256):
+            batch = nodes[start : start + 256]
+            chunks: dict[str, list[VectorRecord]] = {}
+            for v in self._metadata.get_vectors(account_id, [n.uri for n in batch]):
+                if v.level == 2:
+                    chunks.setdefault(v.uri, []).append(v)
+            for node in batch:
+                doc, doc_terms = extract_document(node, chunks.get(node.uri, []), self.resolver)
+                docs.append(doc)
+                terms.extend(doc_terms)
+        self._store.replace_hint_docs(account_id, [], docs, terms, version=self._version, clear_all=True)
+        return len(docs)
+
+    # ---- read side -------------------------------------------------------------------------------------------------
+    def _index(self, account_id: str) -> _Compiled:
+        generation, version = self._store.hint_state(account_id)
+        cached = self._cache.get(account_id)
+        if cached is not None and cached.generation == generation and version == self._version:
+            return cached
+        with self._lock:
+            cached = self._cache.get(account_id)
+            if cached is not None and cached.generation == generation and version == self._version:
+                return cached
+            if version != self._version:
+                self.rebuild(account_id)
+            generation, _, docs, terms = self._store.load_hint_index(account_id)
+            compiled = _Compiled.build(generation, docs, terms)
+            self._cache[account_id] = compiled
+            return compiled
+
+    def domain_filter(self, account_id: str, domain: str) -> tuple[str, list[str]]:
+        """The vector-filter restriction for ``domain`` (see :meth:`_Compiled.domain_filter`)."""
+        return self._index(account_id).domain_filter(domain)
+
+    def document_domains(self, account_id: str, uris: Iterable[str]) -> dict[str, str | None]:
+        """The domain of each indexed document among ``uris``."""
+        docs = self._index(account_id).docs
+        return {u: docs[u].domain for u in uris if u in docs}
+
+    def analyze_query(self, query: str, ctx: RequestContext, *, uri_prefix: str | None = None) -> HintResult:
+        """Hints for ``query`` (seed 001 §3): ``matches, matched_keywords, domains, single_domain_or_null``.
+
+        Only documents the caller can see (and inside ``uri_prefix`` when given) are matched. Template placeholders
+        (``<namespace>``) are ignored. No document text is returned.
+
+        Args:
+            query: the raw query, English and/or Chinese.
+            ctx: the caller; its account's index is used.
+            uri_prefix: restrict matches to this subtree (a directory URI).
+
+        Returns:
+            Matches ordered strong first, then by URI; keywords and domains sorted.
+        """
+        idx = self._index(ctx.account_id)
+        text = strip_placeholders(query)
+        toks = tokenize(text)
+        if not toks:
+            return HintResult()
+        visible = ctx.visible_owner_spaces()
+
+        def allowed(uri: str) -> bool:
+            doc = idx.docs[uri]
+            return (visible is None or doc.owner_space in visible) and (uri_prefix is None or uri.startswith(uri_prefix))
+
+        found: dict[str, str] = {}  # key -> display text
+        keys = [t.key for t in toks]
+        for i, j, key in _ngrams(keys, idx.max_phrase_tokens, spaced=True):
+            if key in idx.postings and key not in found:
+                found[key] = text[toks[i].start : toks[j].end]
+        words: list[tuple[str, int]] = []
+        for i, t in enumerate(toks):
+            words.extend((w, i) for w in ([t.key] if t.cjk else split_identifier(t.text)))
+        for i, j, key in _ngrams([w for w, _ in words], idx.max_alert_words, spaced=False):
+            if key in idx.postings and key not in found:
+                found[key] = text[toks[words[i][1]].start : toks[words[j][1]].end]
+
+        strong: dict[str, dict[str, set[str]]] = {}  # uri -> {"keywords", "kinds"}
+        matched_keywords: set[str] = set()
+        broad: set[str] = set()
+        for key, shown in found.items():
+            docs = [(u, k) for u, k in idx.postings[key] if k in STRONG_KINDS and allowed(u)]
+            if not docs:
+                continue
+            matched_keywords.add(shown)
+            if len({u for u, _ in docs}) > self._settings.hint_max_doc_freq:
+                broad.add(shown)
+                continue
+            for uri, kind in docs:
+                entry = strong.setdefault(uri, {"keywords": set(), "kinds": set()})
+                entry["keywords"].add(shown)
+                entry["kinds"].add(kind)
+
+        qwords = {singular(w) for w, _ in words} | {w for w, _ in words}
+        qwords |= {words[i][0] + words[i + 1][0] for i in range(len(words) - 1)}
+        weak: dict[str, list[str]] = {}
+        candidates = {u for w in qwords for u in idx.word_docs.get(w, ())}
+        for uri in candidates:
+            if uri in strong or not allowed(uri):
+                continue
+            parts = idx.docs[uri].title_words
+            covered = _covered(parts, qwords)
+            if len(covered) >= 2 and len(covered) * 2 >= len(parts):
+                weak[uri] = covered
+
+        domain_terms: dict[str, set[str]] = {}
+        r = self.resolver
+        for i, j, key in _ngrams(keys, r.max_term_tokens, spaced=True):
+            domain = r.terms.get(key) or (r.terms.get(singular(key)) if i == j else None)
+            if domain:
+                domain_terms.setdefault(domain, set()).add(text[toks[i].start : toks[j].end])
+        for t in toks:
+            if not t.cjk and len(split_identifier(t.text)) >= 2 and t.text[1:] != t.text[1:].lower():
+                domain = r.title_domain(t.text)
+                if domain:
+                    domain_terms.setdefault(domain, set()).add(t.text)
+        for uri, entry in strong.items():
+            domain = idx.docs[uri].domain
+            if domain:
+                domain_terms.setdefault(domain, set()).update(entry["keywords"])
+        matched_keywords |= {term for terms in domain_terms.values() for term in terms}
+
+        matches = [
+            HintMatch(
+                uri=uri,
+                title=idx.docs[uri].title,
+                domain=idx.docs[uri].domain,
+                strength="strong",
+                keywords=sorted(entry["keywords"]),
+                kinds=sorted(entry["kinds"]),
+            )
+            for uri, entry in sorted(strong.items())
+        ] + [
+            HintMatch(
+                uri=uri,
+                title=idx.docs[uri].title,
+                domain=idx.docs[uri].domain,
+                strength="weak",
+                keywords=covered,
+                kinds=["title_words"],
+            )
+            for uri, covered in sorted(weak.items())
+        ]
+        domains = sorted(domain_terms)
+        return HintResult(
+            matches=matches,
+            matched_keywords=sorted(matched_keywords),
+            domains=domains,
+            single_domain_or_null=domains[0] if len(domains) == 1 else None,
+            domain_terms={d: sorted(v) for d, v in sorted(domain_terms.items())},
+            broad_keywords=sorted(broad),
+        )
+
+
+def _covered(parts: Sequence[str], qwords: set[str]) -> list[str]:
+    """Title words of a document present in the query, directly or as a two-word compound (``start`` + ``up``)."""
+    covered: list[str] = []
+    for i, p in enumerate(parts):
+        if (
+            p in qwords
+            or (i + 1 < len(parts) and p + parts[i + 1] in qwords)
+            or (i > 0 and parts[i - 1] + p in qwords)
+        ):
+            covered.append(p)
+    return covered
+
+
+def _ngrams(keys: Sequence[str], max_n: int, *, spaced: bool) -> Iterable[tuple[int, int, str]]:
+    """``(first, last, key)`` of every run of 1..``max_n`` consecutive keys, joined by :func:`join_key` (``spaced``)
+    or concatenated; built incrementally so a query costs O(len * max_n) short string operations."""
+    n = len(keys)
+    for i in range(n):
+        key = ""
+        for j in range(i, min(n, i + max_n)):
+            part = keys[j]
+            if not key:
+                key = part
+            elif spaced:
+                key = join_key([key, part])
+            else:
+                key += part
+            yield i, j, key
+
+
+def _chunk_order(v: VectorRecord) -> int:
+    return v.chunk_index
+
+
+__all__ = ["DomainResolver", "KnowledgeIndexService", "extract_document"]

@@ -1,0 +1,239 @@
+"""Request, response and query models of ``search_memory`` and ``read_memory`` (seed 000 §3.1, §4.1; DESIGN.md §5-6).
+
+Field names and types follow seed 000 exactly. Two additions, both documented where they are defined:
+``SearchMemoryResponse.retryable`` (the "retryable" flag that seed 000 §7 asks for on ``RET-5001``) and the typed
+shapes of ``filters.time_range``, ``session_archive`` and ``planner_hints``, which the seed leaves as "object".
+
+Range checks that have an error code of their own (``top_k`` -> ``RET-4002``, ``score_threshold`` -> ``RET-4003``,
+empty query -> ``RET-4001``) are made by the search pipeline, not by pydantic, so callers get the documented code.
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from context_engine.schema.hits import RetrievedBlock, SeedHit
+
+ContextTypeName = Literal["memory", "skill", "resource"]
+TraceLevel = Literal["basic", "detailed"]
+ReadLevel = Literal["L1", "L2"]
+
+#: Planner order when several intents match (seed 000 §4.2: memory > skill > resource).
+CONTEXT_TYPE_ORDER: tuple[ContextTypeName, ...] = ("memory", "skill", "resource")
+
+TOP_K_MIN, TOP_K_MAX, TOP_K_DEFAULT = 1, 50, 10
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeRange(_Model):
+    """A half-open interval ``[start, end)`` on a node's ``updated_at`` (UTC when no offset is given).
+
+    Either bound may be absent. Applied exactly by the candidate rechecker (the vector index holds no timestamps).
+    """
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+class QueryFilters(_Model):
+    """``TypedQuery.filters`` (seed 000 §3.1).
+
+    Attributes:
+        account_id: always the caller's account, injected by the server from the RequestContext; a caller's value is
+            never read (DESIGN §1).
+        owner_space: an optional narrowing to one owner space (``shared``, ``user:<s>``, ``agent:<s>``); ANDed with
+            the caller's visible spaces, so it can only narrow.
+        time_range: optional narrowing on ``updated_at``.
+    """
+
+    account_id: str | None = None
+    owner_space: str | None = None
+    time_range: TimeRange | None = None
+
+
+class QueryHints(_Model):
+    """``TypedQuery.hints`` (seed 000 §3.1).
+
+    Attributes:
+        intent: what the planner decided and why, e.g. ``"memory"``, ``"fallback"``, ``"session:skill"``,
+            ``"hint:resource"``.
+        must_have_terms: every term must occur (case-insensitively) in a candidate's abstract or URI.
+        exclude_terms: a candidate whose abstract or URI contains any of these is dropped.
+    """
+
+    intent: str | None = None
+    must_have_terms: list[str] = Field(default_factory=list)
+    exclude_terms: list[str] = Field(default_factory=list)
+
+
+class TypedQuery(_Model):
+    """One typed query produced by the planner (seed 000 §3.1).
+
+    Attributes:
+        text: the text that is embedded (the user's query, possibly with follow-up context from the session).
+        context_type: ``memory``, ``skill`` or ``resource``; the retriever restricts to it (and to ``level == 0``).
+        categories: a narrowing filter on the node category (the caller's ``categories``, or the configured default
+            categories of the type when the caller gave none). Empty means no restriction.
+        target_uri: a visible, existing directory (or file) whose subtree the search is restricted to, or ``None``.
+        top_k: results wanted from this typed query, 1..50.
+        filters: see :class:`QueryFilters`.
+        hints: see :class:`QueryHints`.
+    """
+
+    text: str
+    context_type: ContextTypeName
+    categories: list[str] = Field(default_factory=list)
+    target_uri: str | None = None
+    top_k: int = TOP_K_DEFAULT
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    hints: QueryHints = Field(default_factory=QueryHints)
+
+
+class SessionMessage(BaseModel):
+    """One recent message of a session archive. Unknown keys are ignored (archives come from many clients)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: str = "user"
+    content: str = ""
+
+
+class SessionArchive(BaseModel):
+    """The typed view of ``search_memory.session_archive`` (recent messages of the conversation).
+
+    Accepts ``{"messages": [{"role": ..., "content": ...} | "text", ...], "summary": "..."}``; unknown keys are
+    ignored. The planner reads the most recent user messages to classify a follow-up query that names no intent.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    messages: list[SessionMessage] = Field(default_factory=list)
+    summary: str | None = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _strings_are_user_messages(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"role": "user", "content": v} if isinstance(v, str) else v for v in value]
+        return value
+
+
+class PlannerHints(_Model):
+    """The typed view of ``search_memory.planner_hints``. Unknown keys are rejected (``RET-4001``).
+
+    Attributes:
+        intent: force one context type (``memory``, ``skill``, ``resource``).
+        context_types: force several context types (kept in the planner order memory > skill > resource).
+        terms: extra terms appended to the embedded query text.
+        must_have_terms: copied into every typed query's hints.
+        exclude_terms: copied into every typed query's hints.
+    """
+
+    intent: ContextTypeName | None = None
+    context_types: list[ContextTypeName] = Field(default_factory=list)
+    terms: list[str] = Field(default_factory=list)
+    must_have_terms: list[str] = Field(default_factory=list)
+    exclude_terms: list[str] = Field(default_factory=list)
+
+
+class SearchMemoryRequest(_Model):
+    """``search_memory`` request (seed 000 §4.1.1).
+
+    ``top_k`` (1..50), ``score_threshold`` (finite, 0..1, compared with the final score) and ``query`` (non-empty)
+    are validated by the pipeline with their own error codes. ``score_threshold=None`` uses the configured default;
+    ``score_gte`` switches the comparison from ``>`` to ``>=``. ``owner_space``, ``target_uri`` and ``categories``
+    only narrow what the caller may see.
+    """
+
+    query: str
+    top_k: int = TOP_K_DEFAULT
+    score_threshold: float | None = None
+    score_gte: bool = False
+    categories: list[str] = Field(default_factory=list)
+    target_uri: str | None = None
+    owner_space: str | None = None
+    session_archive: dict[str, Any] | None = None
+    planner_hints: dict[str, Any] | None = None
+    include_debug: bool = False
+    trace_level: TraceLevel = "basic"
+
+
+class NextActions(_Model):
+    """Suggested explicit drill-downs (seed 000 §4.1.1). Never executed by ``search_memory``."""
+
+    recommended_read_l1_uris: list[str] = Field(default_factory=list)
+    recommended_read_l2_uris: list[str] = Field(default_factory=list)
+
+
+class SearchTrace(_Model):
+    """Per-request trace of ``search_memory`` (seed 000 §4.1.1; DESIGN §5). Milliseconds, rounded to integers.
+
+    ``hierarchical_ms`` includes scoring; ``assemble_ms`` includes merging, deduplication and the threshold.
+    ``warnings`` holds one ``"<code>: <message>"`` string per degradation; ``event_count`` counts trace events.
+    """
+
+    planner_ms: int = 0
+    seed_ms: int = 0
+    recheck_ms: int = 0
+    hierarchical_ms: int = 0
+    assemble_ms: int = 0
+    warnings: list[str] = Field(default_factory=list)
+    event_count: int = 0
+
+
+class SearchMemoryResponse(_Model):
+    """``search_memory`` response (seed 000 §4.1.1).
+
+    Attributes:
+        request_id: unique per call; echoed in logs and error envelopes.
+        typed_queries: what the planner produced, in planner order.
+        seed_hits: the first-round L0 hits of every typed query that passed the recheck, deduplicated by URI (best
+            first). Their ``score`` is the raw cosine similarity (see :class:`SeedHit`).
+        hits: the ranked result blocks (L0 data only; ``score`` is the final score in 0..1).
+        next_actions: URIs recommended for an explicit ``read_memory`` at L1 or L2.
+        trace: stage timings, warnings, event count.
+        thinking_trace: the stage-by-stage decisions; only with ``include_debug=true`` and ``trace_level=detailed``.
+        retryable: ``True`` when a degradation (``RET-5001``) means the same request may give more later. An
+            addition to seed 000 §4.1.1 that seed 000 §7 asks for ("empty hits + retryable flag").
+    """
+
+    request_id: str
+    typed_queries: list[TypedQuery]
+    seed_hits: list[SeedHit]
+    hits: list[RetrievedBlock]
+    next_actions: NextActions
+    trace: SearchTrace
+    thinking_trace: dict[str, Any] | None = None
+    retryable: bool = False
+
+
+class ReadMemoryRequest(_Model):
+    """``read_memory`` request (seed 000 §4.1.2). ``max_relations`` is validated (0..50, ``RET-4001``) by the reader."""
+
+    uri: str
+    level: ReadLevel = "L1"
+    expand_relations: bool = False
+    max_relations: int = 0
+    include_debug: bool = False
+
+
+class ReadTrace(_Model):
+    """``read_memory`` trace (seed 000 §4.1.2), milliseconds."""
+
+    read_ms: int = 0
+    relations_ms: int = 0
+
+
+class ReadMemoryResponse(_Model):
+    """``read_memory`` response (seed 000 §4.1.2)."""
+
+    request_id: str
+    block: RetrievedBlock
+    trace: ReadTrace

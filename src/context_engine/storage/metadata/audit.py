@@ -1,0 +1,417 @@
+"""lookup_knowledge's tables in the metadata database (DESIGN.md §3, §7, §9, §13).
+
+Three kinds of rows, all scoped by ``account_id``, all portable SQL (SQLite embedded, PostgreSQL by URL):
+
+* ``tool_invocations``: one audit row per tool call (seed 001 §7), with ``retrieval_details`` as JSON.
+* ``retrieved_docs``: the per-session ledger of :class:`~context_engine.knowledge.retrieved_doc_tracker.RetrievedDocTracker`
+  (``session_id + doc_key`` with an expiry time), kept in the database so replicas share it (DESIGN §13).
+* ``knowledge_hint_docs`` / ``knowledge_hint_terms``: the hint layer's keyword index, derived at ingest; a per-account
+  generation counter in ``meta`` (``hint_generation:<account>``) is bumped in the same transaction as every change so
+  every process knows when its in-memory copy is stale.
+
+The tables hang off the same declarative base and engine as :mod:`.sqlalchemy_store` (same database, same
+transactions, same SQLite locking), so an invocation row and its ledger marks commit together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    cast,
+    delete,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.knowledge import ToolInvocation
+from context_engine.storage.metadata.sqlalchemy_store import _IN_BATCH, _META, SqlMetadataStore, _Base, _UTCDateTime
+
+_JSON = JSON().with_variant(JSONB(), "postgresql")
+_HINT_GENERATION = "hint_generation:{account}"
+_HINT_VERSION = "hint_version:{account}"
+
+
+# ---- ORM models ---------------------------------------------------------------------------------------------------
+class ToolInvocationRow(_Base):
+    """``tool_invocations``: one row per tool call (seed 001 §7). ``seq`` orders rows with equal timestamps."""
+
+    __tablename__ = "tool_invocations"
+    __table_args__ = (
+        UniqueConstraint("invocation_id", name="uq_tool_invocations_id"),
+        Index("ix_tool_invocations_account_session", "account_id", "session_id", "created_at"),
+        Index("ix_tool_invocations_account_time", "account_id", "created_at"),
+        Index("ix_tool_invocations_account_tool", "account_id", "tool_name", "created_at"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    invocation_id: Mapped[str] = mapped_column(String(64))
+    account_id: Mapped[str] = mapped_column(String(64))
+    session_id: Mapped[str | None] = mapped_column(String(256))
+    tool_name: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+    caller: Mapped[dict[str, Any]] = mapped_column(_JSON)
+    input_params: Mapped[dict[str, Any]] = mapped_column(_JSON)
+    retrieval_layer: Mapped[str] = mapped_column(String(32))
+    l0_match_count: Mapped[int] = mapped_column(Integer)
+    l1_match_count: Mapped[int] = mapped_column(Integer)
+    retrieval_details: Mapped[dict[str, Any]] = mapped_column(_JSON)
+    relevance_level: Mapped[str] = mapped_column(String(32))
+    dedup_reason: Mapped[str | None] = mapped_column(Text)
+    output_preview: Mapped[str] = mapped_column(Text)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    success: Mapped[bool] = mapped_column(Boolean)
+    error_code: Mapped[str | None] = mapped_column(String(16))
+    error_message: Mapped[str | None] = mapped_column(Text)
+
+
+class RetrievedDocRow(_Base):
+    """``retrieved_docs``: documents already returned in a session; a row past ``expires_at`` counts as absent."""
+
+    __tablename__ = "retrieved_docs"
+    __table_args__ = (
+        UniqueConstraint("account_id", "session_id", "doc_key", name="uq_retrieved_docs_key"),
+        Index("ix_retrieved_docs_expires", "expires_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    session_id: Mapped[str] = mapped_column(String(256))
+    doc_key: Mapped[str] = mapped_column(String(1024))
+    invocation_id: Mapped[str] = mapped_column(String(64))
+    retrieved_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+
+
+class HintDocRow(_Base):
+    """``knowledge_hint_docs``: one row per indexed document (title, domain, title words for weak matching)."""
+
+    __tablename__ = "knowledge_hint_docs"
+    __table_args__ = (UniqueConstraint("account_id", "uri", name="uq_knowledge_hint_docs_uri"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    uri: Mapped[str] = mapped_column(String(1024))
+    parent_uri: Mapped[str | None] = mapped_column(String(1024))
+    owner_space: Mapped[str] = mapped_column(String(320))
+    context_type: Mapped[str] = mapped_column(String(16))
+    title: Mapped[str] = mapped_column(Text)
+    domain: Mapped[str | None] = mapped_column(String(128))
+    title_words: Mapped[list[str]] = mapped_column(_JSON)
+
+
+class HintTermRow(_Base):
+    """``knowledge_hint_terms``: ``(document, normalised term, kind)``; kinds are listed in ``knowledge.hint_index``."""
+
+    __tablename__ = "knowledge_hint_terms"
+    __table_args__ = (Index("ix_knowledge_hint_terms_account_uri", "account_id", "uri"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    uri: Mapped[str] = mapped_column(String(1024))
+    term: Mapped[str] = mapped_column(String(512))
+    kind: Mapped[str] = mapped_column(String(32))
+
+
+_TABLES = [t.__table__ for t in (ToolInvocationRow, RetrievedDocRow, HintDocRow, HintTermRow)]
+
+
+# ---- plain records ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HintDoc:
+    """A document of the hint index."""
+
+    uri: str
+    parent_uri: str | None
+    owner_space: str
+    context_type: str
+    title: str
+    domain: str | None
+    title_words: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HintTerm:
+    """One keyword of a document: ``term`` is normalised (NFKC, case-folded); ``kind`` says where it came from."""
+
+    uri: str
+    term: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """A document already returned in a session: by which invocation and when."""
+
+    doc_key: str
+    invocation_id: str
+    retrieved_at: datetime
+    expires_at: datetime
+
+
+# ---- the store ----------------------------------------------------------------------------------------------------
+class SqlAuditStore:
+    """Invocations, the session ledger and the hint index, in the metadata store's database.
+
+    Args:
+        metadata: the open :class:`SqlMetadataStore` whose engine, sessions and transactions are shared (a call
+            inside ``metadata.transaction()`` joins it). The tables are created here when missing.
+
+    Raises:
+        ContextEngineError: ``WRT-5001`` (retryable) on a database failure, from every method.
+    """
+
+    def __init__(self, metadata: SqlMetadataStore) -> None:
+        self._store = metadata
+        try:
+            with metadata._engine.begin() as conn:  # noqa: SLF001 - same package: one engine per database
+                _Base.metadata.create_all(conn, tables=_TABLES)
+        except Exception as err:  # noqa: BLE001 - translated, never swallowed
+            raise ContextEngineError(
+                ErrorCode.STORAGE_FAILED,
+                f"could not create the lookup_knowledge tables: {type(err).__name__}",
+                {"error": type(err).__name__},
+                retryable=True,
+            ) from err
+
+    @contextmanager
+    def _use(self, *, write: bool) -> Iterator[Session]:
+        with self._store._use(write=write) as s:  # noqa: SLF001 - shared session handling (WAL, BEGIN IMMEDIATE)
+            yield s
+
+    # ---- tool invocations -----------------------------------------------------------------------------------------
+    def record_invocation(
+        self,
+        row: ToolInvocation,
+        *,
+        ledger_keys: Sequence[str] = (),
+        ledger_ttl_s: int = 0,
+    ) -> dict[str, LedgerEntry]:
+        """Insert one invocation and mark ``ledger_keys`` as retrieved in its session, in one transaction.
+
+        A key already marked (and not expired) keeps its first invocation; an expired mark is renewed.
+
+        Returns:
+            The ledger entries that already existed (not expired) for ``ledger_keys`` at commit time: documents
+            another call of the same session marked first.
+        """
+        values = row.model_dump(mode="json")
+        values["created_at"] = row.created_at
+        existing: dict[str, LedgerEntry] = {}
+        with self._use(write=True) as s:
+            s.execute(insert(ToolInvocationRow.__table__), [values])
+            if ledger_keys and row.session_id is not None:
+                existing = self._mark(s, row.account_id, row.session_id, ledger_keys, row.invocation_id,
+                                      row.created_at, ledger_ttl_s)
+        return existing
+
+    def _mark(
+        self,
+        s: Session,
+        account_id: str,
+        session_id: str,
+        keys: Sequence[str],
+        invocation_id: str,
+        now: datetime,
+        ttl_s: int,
+    ) -> dict[str, LedgerEntry]:
+        table = RetrievedDocRow.__table__
+        rows = self._ledger_rows(s, account_id, session_id, keys)
+        expires = now + timedelta(seconds=ttl_s)
+        live: dict[str, LedgerEntry] = {}
+        for key in dict.fromkeys(keys):
+            found = rows.get(key)
+            if found is None:
+                s.execute(
+                    insert(table).values(
+                        account_id=account_id, session_id=session_id, doc_key=key, invocation_id=invocation_id,
+                        retrieved_at=now, expires_at=expires,
+                    )
+                )
+            elif found.expires_at <= now:
+                s.execute(
+                    update(table)
+                    .where(table.c.account_id == account_id, table.c.session_id == session_id, table.c.doc_key == key)
+                    .values(invocation_id=invocation_id, retrieved_at=now, expires_at=expires)
+                )
+            else:
+                live[key] = found
+        return live
+
+    def _ledger_rows(
+        self, s: Session, account_id: str, session_id: str, keys: Sequence[str]
+    ) -> dict[str, LedgerEntry]:
+        table = RetrievedDocRow.__table__
+        out: dict[str, LedgerEntry] = {}
+        unique = sorted(set(keys))
+        for start in range(0, len(unique), _IN_BATCH):
+            chunk = unique[start : start + _IN_BATCH]
+            stmt = select(table.c.doc_key, table.c.invocation_id, table.c.retrieved_at, table.c.expires_at).where(
+                table.c.account_id == account_id, table.c.session_id == session_id, table.c.doc_key.in_(chunk)
+            )
+            for key, inv, at, exp in s.execute(stmt):
+                out[key] = LedgerEntry(key, inv, _utc(at), _utc(exp))
+        return out
+
+    def get_invocation(self, account_id: str, invocation_id: str) -> ToolInvocation | None:
+        """The invocation with this id in the account, or ``None`` (also for another account's id)."""
+        table = ToolInvocationRow.__table__
+        with self._use(write=False) as s:
+            row = s.execute(
+                select(table).where(table.c.account_id == account_id, table.c.invocation_id == invocation_id)
+            ).first()
+        return None if row is None else _invocation(row._mapping)
+
+    def list_invocations(
+        self,
+        account_id: str,
+        *,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        newest_first: bool = True,
+    ) -> list[ToolInvocation]:
+        """Invocations of the account, optionally of one session and/or tool, with ``since <= created_at < until``.
+
+        Ordered by ``(created_at, seq)``, newest first unless ``newest_first`` is false; ``limit``/``offset`` page.
+        """
+        table = ToolInvocationRow.__table__
+        stmt = select(table).where(table.c.account_id == account_id)
+        if session_id is not None:
+            stmt = stmt.where(table.c.session_id == session_id)
+        if tool_name is not None:
+            stmt = stmt.where(table.c.tool_name == tool_name)
+        if since is not None:
+            stmt = stmt.where(table.c.created_at >= since)
+        if until is not None:
+            stmt = stmt.where(table.c.created_at < until)
+        order = (table.c.created_at.desc(), table.c.seq.desc()) if newest_first else (table.c.created_at, table.c.seq)
+        stmt = stmt.order_by(*order).limit(max(0, limit)).offset(max(0, offset))
+        with self._use(write=False) as s:
+            return [_invocation(r._mapping) for r in s.execute(stmt)]
+
+    # ---- session ledger -------------------------------------------------------------------------------------------
+    def seen_documents(
+        self, account_id: str, session_id: str, doc_keys: Sequence[str], now: datetime
+    ) -> dict[str, LedgerEntry]:
+        """Entries of ``doc_keys`` already retrieved in the session and not expired at ``now``."""
+        if not doc_keys:
+            return {}
+        with self._use(write=False) as s:
+            rows = self._ledger_rows(s, account_id, session_id, doc_keys)
+        return {k: e for k, e in rows.items() if e.expires_at > now}
+
+    def purge_expired(self, now: datetime) -> int:
+        """Delete every ledger row expired at ``now`` (all accounts); returns how many."""
+        table = RetrievedDocRow.__table__
+        with self._use(write=True) as s:
+            return s.execute(delete(table).where(table.c.expires_at <= now)).rowcount or 0
+
+    # ---- hint index -----------------------------------------------------------------------------------------------
+    def hint_state(self, account_id: str) -> tuple[int, str | None]:
+        """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
+        gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
+        with self._store._committed_read() as s:  # noqa: SLF001 - committed data only, like vector_generation
+            rows = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
+        return int(rows.get(gen_key, 0)), rows.get(ver_key)
+
+    def replace_hint_docs(
+        self,
+        account_id: str,
+        uris: Sequence[str],
+        docs: Sequence[HintDoc],
+        terms: Sequence[HintTerm],
+        *,
+        version: str | None = None,
+        clear_all: bool = False,
+    ) -> None:
+        """Drop the hint rows of ``uris`` (or of the whole account with ``clear_all``), insert ``docs`` and ``terms``,
+        set the version when given, and bump the account's hint generation, in one transaction."""
+        docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
+        drop = sorted(set(uris) | {d.uri for d in docs})
+        with self._use(write=True) as s:
+            if clear_all:
+                s.execute(delete(docs_t).where(docs_t.c.account_id == account_id))
+                s.execute(delete(terms_t).where(terms_t.c.account_id == account_id))
+            else:
+                for start in range(0, len(drop), _IN_BATCH):
+                    chunk = drop[start : start + _IN_BATCH]
+                    s.execute(delete(docs_t).where(docs_t.c.account_id == account_id, docs_t.c.uri.in_(chunk)))
+                    s.execute(delete(terms_t).where(terms_t.c.account_id == account_id, terms_t.c.uri.in_(chunk)))
+            doc_values = [
+                {
+                    "account_id": account_id, "uri": d.uri, "parent_uri": d.parent_uri, "owner_space": d.owner_space,
+                    "context_type": d.context_type, "title": d.title, "domain": d.domain,
+                    "title_words": list(d.title_words),
+                }
+                for d in docs
+            ]
+            term_values = [{"account_id": account_id, "uri": t.uri, "term": t.term[:512], "kind": t.kind} for t in terms]
+            for start in range(0, len(doc_values), _IN_BATCH):
+                s.execute(insert(docs_t), doc_values[start : start + _IN_BATCH])
+            for start in range(0, len(term_values), _IN_BATCH):
+                s.execute(insert(terms_t), term_values[start : start + _IN_BATCH])
+            _bump(s, _HINT_GENERATION.format(account=account_id))
+            if version is not None:
+                _put_meta(s, _HINT_VERSION.format(account=account_id), version)
+
+    def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
+        """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
+        docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
+        gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
+        with self._store._committed_read() as s:  # noqa: SLF001
+            meta = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
+            docs = [
+                HintDoc(r.uri, r.parent_uri, r.owner_space, r.context_type, r.title, r.domain, tuple(r.title_words))
+                for r in s.execute(select(docs_t).where(docs_t.c.account_id == account_id))
+            ]
+            terms = [
+                HintTerm(r.uri, r.term, r.kind)
+                for r in s.execute(
+                    select(terms_t.c.uri, terms_t.c.term, terms_t.c.kind).where(terms_t.c.account_id == account_id)
+                )
+            ]
+        return int(meta.get(gen_key, 0)), meta.get(ver_key), docs, terms
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------------
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _invocation(row: Any) -> ToolInvocation:
+    values = {k: row[k] for k in ToolInvocation.model_fields if k in row}
+    values["created_at"] = _utc(row["created_at"])
+    return ToolInvocation.model_validate(values)
+
+
+def _bump(s: Session, key: str) -> None:
+    bumped = cast(cast(_META.c.value, BigInteger) + 1, String)
+    if not s.execute(update(_META).where(_META.c.key == key).values(value=bumped)).rowcount:
+        s.execute(insert(_META).values(key=key, value="1"))
+
+
+def _put_meta(s: Session, key: str, value: str) -> None:
+    if not s.execute(update(_META).where(_META.c.key == key).values(value=value)).rowcount:
+        s.execute(insert(_META).values(key=key, value=value))
