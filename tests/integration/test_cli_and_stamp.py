@@ -61,11 +61,53 @@ def test_cli_errors_print_envelope_and_exit_code(tmp_path, monkeypatch, args, co
     empty.write_bytes(b"")
     filled = [a.format(src=src, missing=tmp_path / "missing.md", empty=empty) for a in args]
     monkeypatch.setattr(
-        "context_engine.providers.embedder.build_embedder", lambda settings: embedder, raising=True
+        "context_engine.providers.embedder.build_embedder", lambda settings, **kw: embedder, raising=True
     )
-    monkeypatch.setattr("context_engine.service.build_embedder", lambda settings: embedder, raising=True)
+    monkeypatch.setattr("context_engine.service.build_embedder", lambda settings, **kw: embedder, raising=True)
     result = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "--json", *filled])
     assert result.exit_code == exit_code, result.output
     body = json.loads(result.output)
     assert body["code"] == code and body["message"]
     assert set(body) == {"code", "message", "details", "request_id"}
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "needle"),
+    [
+        ("bogus = 1\n", {}, "bogus"),
+        ("[ingest]\nchunk_max_tokens = 'many'\n", {}, "ingest.chunk_max_tokens"),
+        ("[ingest\n", {}, "not valid TOML"),
+        ("", {"CE_INGEST__CHUNK_MAX_TOKENS": "abc"}, "ingest.chunk_max_tokens"),
+    ],
+)
+def test_bad_configuration_is_a_clean_cfg_error(tmp_path, monkeypatch, toml, env, needle):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(toml, encoding="utf-8")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    result = CliRunner().invoke(app, ["--home", str(home), "--json", "stats"])
+    assert result.exit_code == 2, result.output
+    body = json.loads(result.output)
+    assert body["code"] == "CFG-4001" and needle in body["message"]
+
+
+def test_home_that_is_a_file_is_a_clean_error(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    result = CliRunner().invoke(app, ["--home", str(f), "--json", "stats"])
+    assert result.exit_code == 2 and json.loads(result.output)["code"] == "CFG-4001"
+
+
+def test_add_skill_needs_exactly_one_body_source(tmp_path):
+    body = tmp_path / "b.md"
+    body.write_text("steps", encoding="utf-8")
+    for extra in ([], ["--content", "x", "--file", str(body)]):
+        r = CliRunner().invoke(app, ["--home", str(tmp_path / "h"), "--json", "add-skill", "s", "-d", "desc", *extra])
+        assert r.exit_code == 2 and json.loads(r.output)["code"] == "WRT-4002"
+
+
+def test_as_errors_are_plain_text_without_markup(tmp_path):
+    r = CliRunner().invoke(app, ["--home", str(tmp_path / "h"), "--as", "a:b:c:d:e", "stats"])
+    assert r.exit_code == 2
+    assert "a:b:c:d:e" in r.output

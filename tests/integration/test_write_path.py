@@ -232,3 +232,21 @@ def test_memory_and_skill(make_engine):
     assert exc.value.code is ErrorCode.URI_FORBIDDEN
     assert all(h.uri != uri for h in engine.search("preferred answer language", bob))
     assert engine.search("preferred answer language", alice)[0].uri == uri
+
+
+def test_move_keeps_context_type_and_renames_directories(seeded):
+    with pytest.raises(ContextEngineError) as exc:
+        seeded.move("ctx://resources/ops/disk.md", "ctx://user/default/memories/general/disk.md")
+    assert exc.value.code is ErrorCode.URI_INVALID
+    seeded.move("ctx://resources/ops/", "ctx://resources/operations/")
+    moved = seeded.metadata.get_node("default", "ctx://resources/operations/")
+    assert moved.title == "operations"
+    assert "operations" in seeded.read("ctx://resources/operations/", "L0")
+    assert "ctx://resources/operations/" in [n.uri for n in seeded.ls("ctx://resources/")]
+    assert seeded.metadata.get_node("default", "ctx://resources/ops/") is None
+
+
+def test_memory_abstract_is_its_lead_not_a_slug(make_engine):
+    engine = make_engine()
+    r = engine.add_memory("Alice's team runs on GKE in europe-west1. They deploy on Fridays.")
+    assert engine.read(r.uris[0], "L0") == "Alice's team runs on GKE in europe-west1. They deploy on Fridays."

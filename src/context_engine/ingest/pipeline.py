@@ -148,7 +148,7 @@ class WritePipeline:
 
     def _check_no_file_ancestors(self, account_id: str, docs: Sequence[SourceDoc]) -> None:
         ancestors = {str(a) for d in docs for a in d.uri.ancestors()}
-        for uri, node in self._metadata.get_nodes(account_id, ancestors).items():
+        for node in self._metadata.get_nodes(account_id, ancestors).values():
             if not node.is_dir:
                 raise ContextEngineError(ErrorCode.CONFLICT, f"{node.uri} is a file, so it cannot hold other nodes")
 
@@ -335,7 +335,8 @@ class WritePipeline:
         subtree = self._metadata.list_subtree(account_id, node.uri)
         if node.is_dir and len(subtree) > 1 and not recursive:
             raise ContextEngineError(
-                ErrorCode.CONFLICT, f"{node.uri} is a non-empty directory ({len(subtree) - 1} nodes); use recursive"
+                ErrorCode.CONFLICT,
+                f"{node.uri} is a non-empty directory ({len(subtree) - 1} nodes); delete it with --recursive",
             )
         uris = [n.uri for n in subtree]
         ids = self._metadata.vector_ids_for(account_id, uris)
@@ -385,9 +386,11 @@ class WritePipeline:
             raise ContextEngineError(ErrorCode.CONFLICT, f"{dst} already exists")
         if dst.is_within(src):
             raise ContextEngineError(ErrorCode.CONFLICT, f"cannot move {src} inside itself")
-        if dst.context_type is None:
+        if dst.context_type != src.context_type:
             raise ContextEngineError(
-                ErrorCode.URI_INVALID, f"{dst} is outside a context-type root (memories/, skills/ or resources/)"
+                ErrorCode.URI_INVALID,
+                f"cannot move a {src.context_type} to {dst}: a move stays within its context type "
+                "(resources/, memories/ or skills/)",
             )
         for a in self._metadata.get_nodes(account_id, [str(a) for a in dst.ancestors()]).values():
             if not a.is_dir:
@@ -405,6 +408,7 @@ class WritePipeline:
             nu = remap(n.uri)
             rec = n.model_copy(
                 update={
+                    "title": (nu.name or str(nu)) if n.is_dir else n.title,
                     "uri": str(nu),
                     "parent_uri": str(nu.parent) if nu.parent else None,
                     "owner_space": nu.owner_space,
@@ -443,8 +447,9 @@ class WritePipeline:
         self._notify_deleted(account_id, [n.uri for n in subtree])
         self._notify_written(account_id, moved, new_vectors)
         pending = self._index_or_mark_pending(account_id, moved, new_vectors, set())
-        # New parents may not exist yet: create and summarise them, then refresh the old side.
-        dir_uris = {str(a) for a in dst.ancestors()}
+        # New parents may not exist yet: create and summarise them (and a moved directory, whose own summary names
+        # it), then refresh the old side.
+        dir_uris = {str(a) for a in dst.ancestors()} | ({new_prefix} if src.is_dir else set())
         dirs = self._prepare_directories(account_id, dir_uris, [moved[0].record], now)
         dvec = self._embed(account_id, dirs, None)
         stale = self._commit(account_id, dirs, dvec)

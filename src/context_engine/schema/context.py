@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.uri import ContextURI, validate_segment
@@ -57,8 +57,9 @@ class RequestContext(BaseModel):
             return cls(
                 account_id=parts[0], role=parts[1] or "user", user_space=parts[2] or None, agent_space=parts[3] or None
             )
-        except ValueError as err:
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"invalid --as {spec!r}: {err}") from err
+        except ValidationError as err:
+            why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False))
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"invalid --as {spec!r}: {why}") from None
 
     @property
     def is_admin(self) -> bool:

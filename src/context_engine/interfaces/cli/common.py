@@ -8,6 +8,7 @@ Errors print the envelope ``{code, message, details, request_id}`` and exit with
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from context_engine.errors import ContextEngineError
@@ -28,8 +30,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err_console = Console(stderr=True)
+# Piped output gets a wide console so URIs in tables are never cut (they are meant to be copied into `read`).
+_PIPE_WIDTH = 240
+out = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH, emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 class _State:
@@ -66,9 +70,9 @@ def fail(e: ContextEngineError) -> None:
     if state.json:
         out.print_json(data=e.envelope())
     else:
-        err_console.print(f"[bold red]error {e.code.value}[/]: {e.message}")
+        err_console.print(f"[bold red]error {e.code.value}[/]: {escape(e.message)}")
         if e.details:
-            err_console.print(f"[dim]details: {json.dumps(e.details, ensure_ascii=False)}[/]")
+            err_console.print(f"[dim]details: {escape(json.dumps(e.details, ensure_ascii=False))}[/]")
     raise typer.Exit(e.code.exit_code)
 
 
@@ -95,7 +99,7 @@ def emit(data: Any) -> None:
 
 def print_report(report: IngestReport, what: str) -> None:
     if state.json:
-        emit(report.model_dump(exclude={"uris"}))
+        emit(report.model_dump())
         return
     out.print(
         f"[green]{what}[/]: nodes={report.nodes} directories={report.directories} chunks={report.chunks} "

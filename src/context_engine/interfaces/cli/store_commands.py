@@ -1,4 +1,7 @@
-"""Store commands: init, add, add-memory, add-skill, ls, tree, read, search, rm, mv, reindex, stats (DESIGN §10)."""
+"""Store commands: init, add, add-memory, add-skill, ls, tree, rm, mv, reindex, stats (DESIGN §10).
+
+``search`` and ``read`` live in ``memory_commands.py`` (search_memory / read_memory).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,8 @@ import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from context_engine.errors import ErrorCode
-from context_engine.interfaces.cli.common import app, emit, open_engine, out, print_report, progress_bar, state
-from context_engine.schema.nodes import Level
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, print_report, progress_bar, state
 
 
 @app.command()
@@ -62,7 +64,12 @@ def add_skill(
     category: Annotated[str | None, typer.Option(help="Tool family.")] = None,
 ) -> None:
     """Store a skill in the caller's agent space."""
-    body = file.read_text(encoding="utf-8") if file else (content or "")
+    if (content is None) == (file is None):
+        fail(ContextEngineError(ErrorCode.REQUEST_INVALID, "give the skill body with exactly one of --content or --file"))
+    try:
+        body = file.read_text(encoding="utf-8") if file else (content or "")
+    except (OSError, UnicodeDecodeError) as err:
+        fail(ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"cannot read {file}: {err}"))
     with open_engine() as engine:
         report = engine.add_skill(name, description, body, state.ctx, category=category)
     print_report(report, "skill added" + (f" at {report.uris[0]}" if report.uris else " (unchanged)"))
@@ -110,39 +117,6 @@ def tree(
 
     walk(root, t)
     out.print(t)
-
-
-@app.command()
-def read(
-    uri: Annotated[str, typer.Argument(help="A node URI.")],
-    level: Annotated[Level, typer.Option("--level", "-l", help="L0 abstract, L1 overview or L2 content.")] = Level.L1,
-) -> None:
-    """Read one level of a node."""
-    with open_engine() as engine:
-        text = engine.read(uri, level, state.ctx)
-    if state.json:
-        emit({"uri": uri, "level": level.value, "text": text})
-    else:
-        out.print(text, markup=False, highlight=False)
-
-
-@app.command()
-def search(
-    query: Annotated[str, typer.Argument(help="What to look for.")],
-    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results, 1..50.")] = 10,
-    context_type: Annotated[str | None, typer.Option(help="memory, skill or resource.")] = None,
-    target_uri: Annotated[str | None, typer.Option(help="Restrict to this subtree.")] = None,
-) -> None:
-    """First-round L0 vector search."""
-    with open_engine() as engine:
-        hits = engine.search(query, state.ctx, top_k=top_k, context_type=context_type, target_uri=target_uri)
-    if state.json:
-        emit([h.model_dump() for h in hits])
-        return
-    table = Table("#", "uri", "score", "abstract")
-    for i, h in enumerate(hits, 1):
-        table.add_row(str(i), h.uri, f"{h.score:.3f}", h.abstract)
-    out.print(table)
 
 
 @app.command()
