@@ -44,3 +44,13 @@ def make_engine(tmp_path, embedder):
     yield make
     for e in opened:
         e.close()
+
+
+# Hypothesis runs derandomized by default so CI is deterministic; HYPOTHESIS_PROFILE=explore searches afresh.
+import os  # noqa: E402
+
+from hypothesis import settings as _hyp_settings  # noqa: E402
+
+_hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
+_hyp_settings.register_profile("explore", derandomize=False, print_blob=True)
+_hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -12,7 +12,8 @@ from typing import Any
 
 
 class ErrorCode(StrEnum):
-    """Error codes. ``RET-*`` come from DESIGN §8; ``WRT-*``, ``IDX-*``, ``AUTH-*`` extend it in the same form."""
+    """Error codes. ``RET-*`` come from DESIGN §8; ``WRT-*``, ``IDX-*``, ``AUTH-*``, ``API-*`` extend it in the same
+    form."""
 
     # search_memory / read_memory (DESIGN §8, seed 000 §7)
     QUERY_INVALID = "RET-4001"
@@ -44,6 +45,11 @@ class ErrorCode(StrEnum):
     CONFIG_INVALID = "CFG-4001"
     # authentication
     UNAUTHENTICATED = "AUTH-4011"
+    # service interfaces (HTTP, MCP): requests that reach no engine method, and failures not otherwise coded
+    ROUTE_NOT_FOUND = "API-4041"
+    METHOD_NOT_ALLOWED = "API-4051"
+    INTERNAL = "API-5001"  # an unexpected server error: generic message to the client, details in the server log
+    NOT_READY = "API-5031"  # the engine is still starting or is shutting down (retryable)
 
     @property
     def http_status(self) -> int:

@@ -7,23 +7,46 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 import unicodedata
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
 from context_engine.ingest.pipeline import Progress, WritePipeline
+from context_engine.knowledge.hint_index import KnowledgeIndexService
+from context_engine.knowledge.lookup import LookupKnowledgeService
+from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
+from context_engine.knowledge.semantic_search import VectorSearchService
+from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.schema.hits import SeedHit
+from context_engine.schema.knowledge import (
+    EvidenceVerification,
+    LookupRequest,
+    LookupResult,
+    SemanticMode,
+    SessionTraceSummary,
+    ToolInvocation,
+)
 from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.query import (
+    ReadMemoryRequest,
+    ReadMemoryResponse,
+    SearchMemoryRequest,
+    SearchMemoryResponse,
+)
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.content.local import LocalContentStore
+from context_engine.storage.keyword.bm25_index import BM25Index
+from context_engine.storage.metadata.audit import SqlAuditStore
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 
@@ -47,6 +70,43 @@ class NodeView(BaseModel):
     children: list[NodeView] | None = None
 
 
+class SimilarHit(BaseModel):
+    """One document of a raw semantic search (``similar_search``): its best-matching record.
+
+    ``score`` is the cosine similarity of the query and that record (a ``level=2`` chunk or the ``level=0``
+    abstract), in [-1, 1], higher is better (``score_label='similarity'``). ``doc_id`` is the document URI.
+    """
+
+    rank: int
+    doc_id: str
+    uri: str
+    score: float
+    score_label: str = "similarity"
+    title: str
+    category: str
+    level: int
+    chunk_index: int
+    breadcrumb: str
+    text: str
+
+
+class SimilarSearchResult(BaseModel):
+    """``similar_search`` output: documents best first (score descending, ties by doc id).
+
+    ``backend`` is the index that answered (``None`` when every attempt failed, then ``retryable`` is true and
+    ``warnings`` holds a ``RET-5001`` line); ``fallback_reason`` is set when auto mode fell back to exact search.
+    """
+
+    results: list[SimilarHit]
+    level: int
+    mode: str
+    backend: str | None
+    fallback_reason: str | None = None
+    warnings: list[str] = []
+    retryable: bool = False
+    took_ms: float
+
+
 class ContextEngineService:
     """Owns the stores, the embedder and the pipelines; every public method is tenant-bound by ``ctx``."""
 
@@ -61,14 +121,24 @@ class ContextEngineService:
     ) -> None:
         self.settings = settings
         home = settings.home_path
-        home.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder or build_embedder(settings.embedding)
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID, f"cannot use {home} as the data directory: {err.strerror}"
+            ) from err
+        self.embedder = embedder or build_embedder(settings.embedding, home=home)
         self.content = content or LocalContentStore(home / "content")
         self.metadata = metadata or SqlMetadataStore.sqlite(home / "metadata.db")
         self._check_stamp()
         self.index = index or self._build_index(home)
         self.metrics = Metrics()
         self.pipeline = WritePipeline(self.content, self.metadata, self.index, self.embedder, settings.ingest)
+        # BM25 over the same records (DESIGN §14), loaded lazily on its first search and kept in sync on every write.
+        self.keyword_index = BM25Index(settings.keyword, source=self.metadata)
+        self.pipeline.add_listener(self.keyword_index)
+        self._init_knowledge(home)
+        self._init_retrieval()
 
     # ------------------------------------------------------------------------------------------------ set-up
     @classmethod
@@ -102,9 +172,76 @@ class ContextEngineService:
                 {"index_model": model, "index_dim": dim, "configured_model": self.embedder.model_name},
             )
 
+    def _init_knowledge(self, home: Path) -> None:
+        """lookup_knowledge (DESIGN §7): the hint index (a write listener), the semantic layer with the exact
+        fallback, session dedup and the audit trail, whose tables live in the metadata database."""
+        from context_engine.storage.vector.exact import ExactVectorIndex
+
+        ks = self.settings.knowledge
+        self._audit_db: SqlMetadataStore | None = None
+        if isinstance(self.metadata, SqlMetadataStore):
+            self.audit = SqlAuditStore(self.metadata)
+        else:  # a metadata store of another kind: the audit tables get their own SQLite file
+            self._audit_db = SqlMetadataStore.sqlite(home / "knowledge.db")
+            self.audit = SqlAuditStore(self._audit_db)
+        self.hint_index = KnowledgeIndexService(self.audit, self.metadata, ks)
+        self.pipeline.add_listener(self.hint_index)
+        exact = self.index if self.index.name == "exact" else ExactVectorIndex(self.metadata)
+        self.knowledge = LookupKnowledgeService(
+            ks,
+            hints=self.hint_index,
+            search=VectorSearchService(self.index, exact),
+            metadata=self.metadata,
+            embedder=self.embedder,
+            tracker=RetrievedDocTracker(self.audit, ks.dedup_ttl_s),
+            recorder=ToolInvocationRecorder(self.audit, ks),
+            metrics=self.metrics,
+        )
+
+    def _init_retrieval(self) -> None:
+        """search_memory / read_memory (DESIGN §5-6): the stages, each with its settings section, and the level-0
+        similarity source (vector index, or the in-memory matrix kept current as a write listener)."""
+        from context_engine.retrieval.assembler import RetrievalAssembler
+        from context_engine.retrieval.candidate_rechecker import CandidateRechecker
+        from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
+        from context_engine.retrieval.l0_retriever import L0Retriever
+        from context_engine.retrieval.l0_source import L0MemoryCache, L0Source
+        from context_engine.retrieval.memory_read_service import MemoryReadService
+        from context_engine.retrieval.query_planner import QueryPlanner
+        from context_engine.retrieval.redaction import Redactor
+        from context_engine.retrieval.scoring import Scorer
+        from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
+
+        rs = self.settings.retrieval
+        self.l0_cache = L0MemoryCache(self.metadata, rs)
+        self.pipeline.add_listener(self.l0_cache)
+        self.l0_source = L0Source(self.index, self.l0_cache, self.metadata, rs)
+        self.redactor = Redactor(rs.redaction, self.metrics)
+        self.reader = MemoryReadService(self.content, self.metadata, self.redactor, rs.read, self.metrics)
+        scorer = Scorer(rs.scoring)
+        self.search_pipeline = SearchMemoryPipeline(
+            planner=QueryPlanner(rs.planner),
+            retriever=L0Retriever(self.l0_source, self.metadata, self.embedder, rs.seed),
+            searcher=HierarchicalSearcher(rs.hierarchy, scorer),
+            rechecker=CandidateRechecker(),
+            scorer=scorer,
+            assembler=RetrievalAssembler(rs.assembly, self.redactor),
+            source=self.l0_source,
+            embedder=self.embedder,
+            metadata=self.metadata,
+            redactor=self.redactor,
+            metrics=self.metrics,
+            settings=rs,
+        )
+        self.read_pipeline = ReadMemoryPipeline(self.reader)
+
     def close(self) -> None:
         """Release the stores. The engine can be reopened on the same directory."""
+        self.search_pipeline.close()
+        self.l0_cache.close()
         self.metadata.close()
+        if self._audit_db is not None:
+            self._audit_db.close()
 
     def __enter__(self) -> ContextEngineService:
         return self
@@ -169,14 +306,24 @@ class ContextEngineService:
         return report
 
     def add_text(
-        self, text: str, uri: str | ContextURI, ctx: RequestContext = DEFAULT_CONTEXT, *, kind: str = "markdown"
+        self,
+        text: str,
+        uri: str | ContextURI,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        kind: str = "markdown",
+        title_hint: str | None = None,
     ) -> IngestReport:
-        """Add one document given as text at ``uri`` (any context type)."""
+        """Add one document given as text at ``uri`` (any context type).
+
+        ``title_hint`` is the title used when the text has no H1 (default: the file name without extension).
+        """
         u = self._writable(uri, ctx)
         if u.is_dir:
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{u} names a directory; give a file URI")
         body = decode_text(text.encode("utf-8"), str(u), self.settings.ingest)
-        doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), u.name.rsplit(".", 1)[0])
+        hint = title_hint or u.name.rsplit(".", 1)[0]
+        doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), hint)
         return self.pipeline.write_documents(ctx.account_id, [doc])
 
     def add_memory(
@@ -205,7 +352,7 @@ class ContextEngineService:
             target = parse_uri(uri)
             if target.context_type != "memory":
                 raise ContextEngineError(ErrorCode.URI_INVALID, f"{target} is not under .../memories/")
-        return self.add_text(text, target, ctx)
+        return self.add_text(text, target, ctx, title_hint=_leading_words(text))
 
     def add_skill(
         self,
@@ -390,6 +537,205 @@ class ContextEngineService:
                 break
         return hits
 
+    def similar_search(
+        self,
+        query: str,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        top_k: int = 10,
+        level: int = 2,
+        mode: SemanticMode | None = None,
+        context_types: list[str] | None = None,
+        categories: list[str] | None = None,
+        target_uri: str | None = None,
+    ) -> SimilarSearchResult:
+        """Raw semantic search, one result per document: no planner, no hint layer, no session dedup, no audit row.
+
+        Backs ``POST /api/search/similar`` (live evaluation, seed 001 §9). ``level=2`` searches L2 chunks (the
+        corpus of lookup_knowledge; ``context_types`` defaults to ``knowledge.context_types``), ``level=0`` the
+        nodes' abstracts (the corpus of search_memory's first round). The semantic layer's modes apply (``auto``:
+        the configured index, exact search on error). Chunks are over-fetched and collapsed to their best chunk per
+        document; pending, deleted and invisible nodes are never returned.
+
+        Raises:
+            ContextEngineError: ``RET-4001`` empty query or a level other than 0 or 2, ``RET-4002`` top_k outside
+                1..1000, ``RET-4031`` target not visible, ``WRT-4001`` malformed target URI. A failing vector search
+                is not an error: the result is empty, ``retryable`` and carries a ``RET-5001`` warning.
+        """
+        started = time.perf_counter()
+        if not query or not query.strip():
+            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty")
+        if not 1 <= top_k <= 1000:
+            raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be in 1..1000, got {top_k}")
+        if level not in (0, 2):
+            raise ContextEngineError(ErrorCode.QUERY_INVALID, f"level must be 0 or 2, got {level}")
+        prefix = None
+        if target_uri:
+            t = parse_uri(target_uri)
+            if not ctx.can_see_uri(t):
+                raise ContextEngineError(ErrorCode.TARGET_FORBIDDEN, "target_uri is not visible to this caller")
+            prefix = str(t.as_dir()) if t.segments else t.root
+        if context_types is None and level == 2:
+            context_types = list(self.settings.knowledge.context_types)
+        flt = VectorFilter(
+            account_id=ctx.account_id,
+            owner_spaces=ctx.visible_owner_spaces(),
+            levels=[level],
+            context_types=context_types or None,
+            categories=categories or None,
+            uri_prefix=prefix,
+        )
+        mode = mode or self.settings.knowledge.mode
+        fetch = top_k * 2 + 5 if level == 0 else min(top_k * 8 + 20, 4000)
+        found = self.knowledge.search.search_similar_documents(
+            self.embedder.embed_query(query), flt, top_k=fetch, min_similarity=-1.0, mode=mode
+        )
+        warnings = []
+        if found.failed:
+            warnings.append(f"{ErrorCode.VECTOR_SEARCH_FAILED.value}: vector search failed ({found.error_code})")
+        best: dict[str, Any] = {}
+        for h in found.hits:  # score descending: the first record of a document is its best
+            doc = h.doc_id or h.uri
+            if doc not in best:
+                best[doc] = h
+        nodes = self.metadata.get_nodes(ctx.account_id, [h.uri for h in best.values()])
+        results: list[SimilarHit] = []
+        for doc, h in sorted(best.items(), key=lambda kv: (-kv[1].score, kv[0])):
+            node = nodes.get(h.uri)
+            if node is None or node.index_status != "indexed" or not ctx.can_see(node.owner_space):
+                continue
+            results.append(
+                SimilarHit(
+                    rank=len(results) + 1,
+                    doc_id=doc,
+                    uri=node.uri,
+                    score=h.score,
+                    title=node.title,
+                    category=node.category or h.category or "",
+                    level=h.level,
+                    chunk_index=h.chunk_index,
+                    breadcrumb=h.breadcrumb,
+                    text=h.text,
+                )
+            )
+            if len(results) == top_k:
+                break
+        return SimilarSearchResult(
+            results=results,
+            level=level,
+            mode=mode,
+            backend=found.backend,
+            fallback_reason=found.fallback_reason,
+            warnings=warnings,
+            retryable=found.failed,
+            took_ms=round((time.perf_counter() - started) * 1000.0, 3),
+        )
+
+    # ------------------------------------------------------------------------------------------------ lookup_knowledge
+    def lookup_knowledge(
+        self,
+        query: str | LookupRequest,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        session_id: str | None = None,
+        top_k: int | None = None,
+        mode: SemanticMode | None = None,
+        min_similarity: float | None = None,
+        target_uri: str | None = None,
+        context_token_budget: int | None = None,
+    ) -> LookupResult:
+        """Find the runbook sections for an alert or symptom, say how sure, dedup per session, audit (DESIGN §7).
+
+        Either pass a :class:`LookupRequest` or the query and keyword options (``None`` takes the configured
+        default). Evidence blocks are ordered by ``rank_score`` (similarity plus the hint boost) descending; each
+        carries ``score`` (distance-like), ``raw_score`` (cosine similarity) and a relevance level. One
+        ``tool_invocation`` row is written per call (``result.invocation_id``).
+
+        Raises:
+            ContextEngineError: ``RET-4001`` empty query or bad session id, ``RET-4002`` top_k outside 1..50,
+                ``RET-4003`` invalid min_similarity, ``RET-4031`` target not visible. A failing vector search is not
+                an error: the result is empty with ``evidence_status='search_failed'`` and a ``RET-5001`` warning.
+        """
+        if isinstance(query, LookupRequest):
+            request = query
+        else:
+            try:
+                request = LookupRequest(
+                    query=query,
+                    session_id=session_id,
+                    top_k=top_k,
+                    mode=mode,
+                    min_similarity=min_similarity,
+                    target_uri=target_uri,
+                    context_token_budget=context_token_budget,
+                )
+            except ValidationError as err:
+                fields = [".".join(map(str, e["loc"])) for e in err.errors()]
+                raise ContextEngineError(
+                    ErrorCode.QUERY_INVALID, f"invalid lookup_knowledge request: {', '.join(fields)}", {"fields": fields}
+                ) from err
+        return self.knowledge.lookup(request, ctx)
+
+    def list_invocations(
+        self,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[ToolInvocation]:
+        """``tool_invocation`` rows of the caller's account, newest first, by session, tool and time
+        (``since <= created_at < until``), paged by ``limit``/``offset`` (DESIGN §9)."""
+        return self.knowledge.recorder.list_invocations(
+            ctx, session_id=session_id, tool_name=tool_name, since=since, until=until, limit=limit, offset=offset
+        )
+
+    def session_trace_summary(self, session_id: str, ctx: RequestContext = DEFAULT_CONTEXT) -> SessionTraceSummary:
+        """A per-session summary of the tool calls (counts, documents, dedups, fallbacks, one line per call)."""
+        return self.knowledge.recorder.session_summary(session_id, ctx)
+
+    def verify_evidence(
+        self, invocation_id: str, excerpt: str, ctx: RequestContext = DEFAULT_CONTEXT
+    ) -> EvidenceVerification:
+        """Whether ``excerpt`` is backed by an evidence ref recorded for the invocation (exact substring, or after
+        whitespace normalisation); an invocation of another account is reported as not found."""
+        return self.knowledge.recorder.verify_evidence(invocation_id, excerpt, ctx)
+
+    def search_memory(
+        self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+    ) -> SearchMemoryResponse:
+        """search_memory (DESIGN §5, seed 000 §4.1.1): L0-first retrieval; never reads L1/L2.
+
+        ``request`` is a :class:`SearchMemoryRequest` or the query text with the other request fields as keyword
+        arguments (``top_k=5``, ``target_uri=...``). Tenancy comes from ``ctx`` only.
+
+        Raises:
+            ContextEngineError: ``RET-4001``/``RET-4002``/``RET-4003`` invalid request, ``RET-4031`` target not
+                visible. Degradations (``RET-4041``, ``RET-4221``, ``RET-5001``..``RET-5004``) are not raised: they
+                are in ``response.trace.warnings`` (``RET-5001`` also sets ``response.retryable``).
+        """
+        if isinstance(request, str):
+            request = SearchMemoryRequest(query=request, **fields)
+        return self.search_pipeline.run(request, ctx)
+
+    def read_memory(
+        self, request: ReadMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+    ) -> ReadMemoryResponse:
+        """read_memory (DESIGN §6, seed 000 §4.1.2): an explicit L1/L2 read of one URI, secrets redacted.
+
+        ``request`` is a :class:`ReadMemoryRequest` or the URI with the other fields as keyword arguments.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` (403) for an invisible or missing URI, with one and the same body;
+                ``RET-4004`` for a level the node lacks (L2 of a directory); ``RET-4001`` for bad parameters.
+        """
+        if isinstance(request, str):
+            request = ReadMemoryRequest(uri=request, **fields)
+        return self.read_pipeline.run(request, ctx)
+
     def stats(self, ctx: RequestContext = DEFAULT_CONTEXT) -> dict[str, Any]:
         """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model."""
         counts = self.metadata.count_nodes(ctx.account_id)
@@ -402,6 +748,15 @@ class ContextEngineService:
             "embedding_model": self.embedder.model_name,
             "embedding_dim": self.embedder.dim,
         }
+
+
+def _leading_words(text: str, max_chars: int = 80) -> str:
+    """The start of the first line, cut on a word boundary: a memory's title, so its abstract is just its lead."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    if len(line) <= max_chars:
+        return line
+    cut = line[:max_chars]
+    return cut.rsplit(" ", 1)[0] if " " in cut else cut
 
 
 def _slug(text: str, max_len: int = 48) -> str:

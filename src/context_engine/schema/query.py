@@ -134,6 +134,7 @@ class PlannerHints(_Model):
         terms: extra terms appended to the embedded query text.
         must_have_terms: copied into every typed query's hints.
         exclude_terms: copied into every typed query's hints.
+        time_range: copied into every typed query's ``filters.time_range`` (a narrowing on ``updated_at``).
     """
 
     intent: ContextTypeName | None = None
@@ -141,6 +142,7 @@ class PlannerHints(_Model):
     terms: list[str] = Field(default_factory=list)
     must_have_terms: list[str] = Field(default_factory=list)
     exclude_terms: list[str] = Field(default_factory=list)
+    time_range: TimeRange | None = None
 
 
 class SearchMemoryRequest(_Model):
@@ -215,7 +217,12 @@ class SearchMemoryResponse(_Model):
 
 
 class ReadMemoryRequest(_Model):
-    """``read_memory`` request (seed 000 §4.1.2). ``max_relations`` is validated (0..50, ``RET-4001``) by the reader."""
+    """``read_memory`` request (seed 000 §4.1.2).
+
+    ``max_relations`` is validated by the reader (0..``retrieval.read.max_relations``, else ``RET-4001``) and only
+    used with ``expand_relations``. ``include_debug`` is accepted as the seed defines it; a read has no thinking
+    trace, so it changes nothing today.
+    """
 
     uri: str
     level: ReadLevel = "L1"

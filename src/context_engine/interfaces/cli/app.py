@@ -8,7 +8,13 @@ Each command group lives in its own module and registers itself on the one ``app
 
 from __future__ import annotations
 
-from context_engine.interfaces.cli import store_commands  # noqa: F401  (registers commands)
+from context_engine.interfaces.cli import (
+    eval_commands,  # noqa: F401  (registers commands)
+    knowledge_commands,  # noqa: F401  (registers commands)
+    memory_commands,  # noqa: F401  (registers commands)
+    server_commands,  # noqa: F401  (registers commands)
+    store_commands,  # noqa: F401  (registers commands)
+)
 from context_engine.interfaces.cli.common import app
 
 __all__ = ["app", "main"]

@@ -182,9 +182,9 @@ class SqlAuditStore:
     def __init__(self, metadata: SqlMetadataStore) -> None:
         self._store = metadata
         try:
-            with metadata._engine.begin() as conn:  # noqa: SLF001 - same package: one engine per database
+            with metadata._engine.begin() as conn:
                 _Base.metadata.create_all(conn, tables=_TABLES)
-        except Exception as err:  # noqa: BLE001 - translated, never swallowed
+        except Exception as err:
             raise ContextEngineError(
                 ErrorCode.STORAGE_FAILED,
                 f"could not create the lookup_knowledge tables: {type(err).__name__}",
@@ -194,7 +194,7 @@ class SqlAuditStore:
 
     @contextmanager
     def _use(self, *, write: bool) -> Iterator[Session]:
-        with self._store._use(write=write) as s:  # noqa: SLF001 - shared session handling (WAL, BEGIN IMMEDIATE)
+        with self._store._use(write=write) as s:
             yield s
 
     # ---- tool invocations -----------------------------------------------------------------------------------------
@@ -219,8 +219,9 @@ class SqlAuditStore:
         with self._use(write=True) as s:
             s.execute(insert(ToolInvocationRow.__table__), [values])
             if ledger_keys and row.session_id is not None:
-                existing = self._mark(s, row.account_id, row.session_id, ledger_keys, row.invocation_id,
-                                      row.created_at, ledger_ttl_s)
+                existing = self._mark(
+                    s, row.account_id, row.session_id, ledger_keys, row.invocation_id, row.created_at, ledger_ttl_s
+                )
         return existing
 
     def _mark(
@@ -242,8 +243,12 @@ class SqlAuditStore:
             if found is None:
                 s.execute(
                     insert(table).values(
-                        account_id=account_id, session_id=session_id, doc_key=key, invocation_id=invocation_id,
-                        retrieved_at=now, expires_at=expires,
+                        account_id=account_id,
+                        session_id=session_id,
+                        doc_key=key,
+                        invocation_id=invocation_id,
+                        retrieved_at=now,
+                        expires_at=expires,
                     )
                 )
             elif found.expires_at <= now:
@@ -256,9 +261,7 @@ class SqlAuditStore:
                 live[key] = found
         return live
 
-    def _ledger_rows(
-        self, s: Session, account_id: str, session_id: str, keys: Sequence[str]
-    ) -> dict[str, LedgerEntry]:
+    def _ledger_rows(self, s: Session, account_id: str, session_id: str, keys: Sequence[str]) -> dict[str, LedgerEntry]:
         table = RetrievedDocRow.__table__
         out: dict[str, LedgerEntry] = {}
         unique = sorted(set(keys))
@@ -332,7 +335,7 @@ class SqlAuditStore:
     def hint_state(self, account_id: str) -> tuple[int, str | None]:
         """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
-        with self._store._committed_read() as s:  # noqa: SLF001 - committed data only, like vector_generation
+        with self._store._committed_read() as s:
             rows = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
         return int(rows.get(gen_key, 0)), rows.get(ver_key)
 
@@ -361,13 +364,20 @@ class SqlAuditStore:
                     s.execute(delete(terms_t).where(terms_t.c.account_id == account_id, terms_t.c.uri.in_(chunk)))
             doc_values = [
                 {
-                    "account_id": account_id, "uri": d.uri, "parent_uri": d.parent_uri, "owner_space": d.owner_space,
-                    "context_type": d.context_type, "title": d.title, "domain": d.domain,
+                    "account_id": account_id,
+                    "uri": d.uri,
+                    "parent_uri": d.parent_uri,
+                    "owner_space": d.owner_space,
+                    "context_type": d.context_type,
+                    "title": d.title,
+                    "domain": d.domain,
                     "title_words": list(d.title_words),
                 }
                 for d in docs
             ]
-            term_values = [{"account_id": account_id, "uri": t.uri, "term": t.term[:512], "kind": t.kind} for t in terms]
+            term_values = [
+                {"account_id": account_id, "uri": t.uri, "term": t.term[:512], "kind": t.kind} for t in terms
+            ]
             for start in range(0, len(doc_values), _IN_BATCH):
                 s.execute(insert(docs_t), doc_values[start : start + _IN_BATCH])
             for start in range(0, len(term_values), _IN_BATCH):
@@ -380,7 +390,7 @@ class SqlAuditStore:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
         docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
-        with self._store._committed_read() as s:  # noqa: SLF001
+        with self._store._committed_read() as s:
             meta = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
             docs = [
                 HintDoc(r.uri, r.parent_uri, r.owner_space, r.context_type, r.title, r.domain, tuple(r.title_words))

@@ -1,0 +1,639 @@
+"""search_memory latency on memory trees of 10k and 100k nodes, per stage and in total (DESIGN.md §12).
+
+Usage::
+
+    python bench/search_memory.py [--sizes 10000 100000] [--queries 500] [--sources memory index]
+                                  [--pool 12000] [--workdir bench/.cache/search_memory]
+
+What it builds, per size (cached under ``--workdir``, which is gitignored, and reused by the next run):
+
+* Three accounts (50% / 30% / 20% of the nodes), each with shared resources (runbook-like abstracts under
+  ``ctx://resources/<service>/<component>/``), memories of 12-40 users (``ctx://user/<u>/memories/<category>/``) and
+  skills of 3-8 agents (``ctx://agent/<a>/skills/<family>/``), with their directories. About 8% of the texts are
+  Chinese.
+* Texts come from templates; a pool of ``--pool`` distinct file texts plus every directory text is embedded once with
+  the real model and cached (``emb-*.npy``). Each file takes a pool text and the pool vector with a little noise (so
+  the ~8 copies of a text at 100k nodes do not tie exactly).
+* Rows are written in bulk through the stores' batch APIs, not through the write pipeline (embedding 100k texts
+  would take ~15 min): ``MetadataStore.upsert_nodes`` / ``put_vectors`` and ``VectorIndex.upsert`` (one level-0 row
+  per node and two level-2 chunk rows per file, as ingest would write), then ``optimize()`` (at 100k nodes the
+  ~300k-row LanceDB table gets its ANN index). Content files are written only for a 500-file sample, used by the
+  read_memory figures: search_memory never reads content.
+
+What it measures: ``--queries`` generated queries (English and Chinese; ~40% name no intent, so they plan three
+typed queries) from random callers (users with their agent, and admins), after a warm-up, in-process, one thread,
+with the real embedder. Per stage (from the request trace): planner, embed (query embedding, inside seed),
+seed_search (seed minus embed), hierarchical (expansion + scoring), recheck, assemble; and the total wall time of
+``ContextEngineService.search_memory``. Never run as a test; figures depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from context_engine.observability import trace as trace_module
+from context_engine.retrieval import search_memory as search_module
+from context_engine.schema.context import RequestContext
+from context_engine.schema.nodes import Level, NodeRecord, VectorRecord
+from context_engine.schema.query import SearchMemoryRequest
+from context_engine.schema.uri import ContextURI
+from context_engine.service import ContextEngineService
+from context_engine.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STORE_VERSION = "3"
+ACCOUNTS = (("acme", 0.5), ("globex", 0.3), ("initech", 0.2))
+SERVICES = [
+    "payments",
+    "checkout",
+    "auth",
+    "search",
+    "billing",
+    "inventory",
+    "notifications",
+    "gateway",
+    "ledger",
+    "catalog",
+    "orders",
+    "shipping",
+    "analytics",
+    "profile",
+    "media",
+]
+SERVICES_ZH = [
+    "支付",
+    "结算",
+    "认证",
+    "搜索",
+    "计费",
+    "库存",
+    "通知",
+    "网关",
+    "账本",
+    "商品",
+    "订单",
+    "物流",
+    "分析",
+    "用户",
+    "媒体",
+]
+COMPONENTS = [
+    "database",
+    "cache",
+    "queue",
+    "api",
+    "worker",
+    "scheduler",
+    "load balancer",
+    "storage volume",
+    "certificate",
+    "dns",
+    "pod",
+    "node",
+    "cron job",
+    "replica set",
+    "ingress",
+]
+COMPONENTS_ZH = [
+    "数据库",
+    "缓存",
+    "消息队列",
+    "接口",
+    "工作进程",
+    "调度器",
+    "负载均衡",
+    "存储卷",
+    "证书",
+    "域名解析",
+    "容器组",
+    "节点",
+    "定时任务",
+    "副本集",
+    "入口",
+]
+SYMPTOMS = [
+    "high latency",
+    "an error rate above five percent",
+    "out of memory kills",
+    "a disk that is almost full",
+    "an exhausted connection pool",
+    "crash looping containers",
+    "a certificate about to expire",
+    "replication lag",
+    "CPU throttling",
+    "too many open files",
+    "slow queries",
+    "a growing message backlog",
+    "5xx responses",
+    "pods stuck in pending",
+    "lost heartbeats",
+]
+SYMPTOMS_ZH = [
+    "延迟升高",
+    "错误率超过百分之五",
+    "内存溢出被杀",
+    "磁盘快满了",
+    "连接池耗尽",
+    "容器频繁重启",
+    "证书即将过期",
+    "复制延迟",
+    "CPU 被限流",
+    "打开文件过多",
+    "慢查询",
+    "消息积压",
+    "大量 5xx",
+    "容器组一直挂起",
+    "心跳丢失",
+]
+ACTIONS = [
+    "restart the worker",
+    "scale out the deployment",
+    "rotate the credentials",
+    "raise the memory limit",
+    "flush the cache",
+    "fail over to the replica",
+    "renew the certificate",
+    "drain the node",
+    "compact the table",
+    "roll back the last release",
+]
+STYLES = ["concise", "detailed", "bullet-point", "code-first", "formal", "friendly", "step-by-step", "short"]
+LANGS = ["in English", "in Chinese", "with examples", "without jargon", "with links to runbooks", "with diagrams"]
+CITIES = ["Berlin", "Shanghai", "Austin", "Dublin", "Singapore", "Toronto", "Paris", "Tokyo"]
+ROLES = ["site reliability engineer", "backend developer", "data engineer", "team lead", "product manager"]
+EVENTS = ["handled an outage", "shipped a migration", "ran a load test", "reviewed the on-call runbook", "rotated keys"]
+TECH = ["PostgreSQL 17", "Kafka", "Redis Cluster", "Kubernetes 1.33", "gRPC", "S3", "ClickHouse"]
+MEMORY_CATEGORIES = ["preference", "profile", "event", "project"]
+SKILL_FAMILIES = ["kubectl", "database", "network", "release", "security"]
+
+
+def camel(*words: str) -> str:
+    return "".join(w[:1].upper() + w[1:] for part in words for w in part.replace("-", " ").split())
+
+
+# ----------------------------------------------------------------------------------------------- text pool
+def resource_text(rng: random.Random) -> tuple[str, str, str]:
+    """(service, component, abstract) of a runbook-like document."""
+    s, c, y = rng.randrange(len(SERVICES)), rng.randrange(len(COMPONENTS)), rng.randrange(len(SYMPTOMS))
+    if rng.random() < 0.08:
+        text = f"{SERVICES_ZH[s]}{COMPONENTS_ZH[c]}{SYMPTOMS_ZH[y]}：{SERVICES_ZH[s]}服务的{COMPONENTS_ZH[c]}出现{SYMPTOMS_ZH[y]}，按手册排查。"
+    else:
+        title = camel(SERVICES[s], COMPONENTS[c], SYMPTOMS[y].split()[-1])
+        text = (
+            f"{title}: the {COMPONENTS[c]} of the {SERVICES[s]} service shows {SYMPTOMS[y]}; "
+            f"{rng.choice(ACTIONS)} to mitigate (variant {rng.randrange(1000)})."
+        )
+    return SERVICES[s], COMPONENTS[c].replace(" ", "-"), text
+
+
+def memory_text(rng: random.Random, category: str) -> str:
+    name = rng.choice(["I", "The user"])
+    if category == "preference":
+        if rng.random() < 0.1:
+            return f"我喜欢{rng.choice(['简洁', '详细', '带代码示例', '分步骤'])}的回答，{rng.choice(['用中文', '用英文', '附上链接'])}。"
+        return f"{name} prefers {rng.choice(STYLES)} answers {rng.choice(LANGS)} about {rng.choice(SERVICES)}."
+    if category == "profile":
+        return f"{name} works on the {rng.choice(SERVICES)} team in {rng.choice(CITIES)} as a {rng.choice(ROLES)}."
+    if category == "event":
+        return f"On day {rng.randrange(1, 366)} {name.lower() if name == 'The user' else name} {rng.choice(EVENTS)} for {rng.choice(SERVICES)}."
+    return (
+        f"{name} is migrating the {rng.choice(SERVICES)} {rng.choice(COMPONENTS)} to {rng.choice(TECH)} this quarter."
+    )
+
+
+def skill_text(rng: random.Random, family: str) -> str:
+    action = rng.choice(ACTIONS)
+    service = rng.choice(SERVICES)
+    return (
+        f"{action.replace(' ', '-')}-{service}: {action.capitalize()} of the {service} service using {family} tooling."
+    )
+
+
+def build_pool(size: int, seed: int = 7) -> dict[str, list[str]]:
+    """Distinct texts by kind (resource 50%, memory 35% over its categories, skill 15% over families)."""
+    rng = random.Random(seed)
+    pool: dict[str, list[str]] = defaultdict(list)
+    seen: set[str] = set()
+
+    def add(key: str, text: str) -> None:
+        if text not in seen:
+            seen.add(text)
+            pool[key].append(text)
+
+    while len(seen) < size:
+        r = rng.random()
+        if r < 0.5:
+            s, c, text = resource_text(rng)
+            add(f"res:{s}/{c}", text)
+        elif r < 0.85:
+            cat = rng.choice(MEMORY_CATEGORIES)
+            add(f"mem:{cat}", memory_text(rng, cat))
+        else:
+            fam = rng.choice(SKILL_FAMILIES)
+            add(f"skill:{fam}", skill_text(rng, fam))
+    return dict(pool)
+
+
+# ----------------------------------------------------------------------------------------------- embedding cache
+class EmbeddingCache:
+    """Text -> vector, persisted under the work directory; only unseen texts are embedded."""
+
+    def __init__(self, workdir: Path, embedder) -> None:
+        self.dir = workdir / "emb"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder
+        self.index: dict[str, int] = {}
+        self.chunks: list[np.ndarray] = []
+        texts_file, vec_file = self.dir / "texts.json", self.dir / "vectors.npy"
+        if texts_file.exists() and vec_file.exists():
+            texts = json.loads(texts_file.read_text(encoding="utf-8"))
+            vectors = np.load(vec_file)
+            if len(texts) == len(vectors) and vectors.shape[1] == embedder.dim:
+                self.index = {t: i for i, t in enumerate(texts)}
+                self.chunks = [vectors]
+
+    def vectors(self, texts: list[str]) -> np.ndarray:
+        missing = sorted({t for t in texts if t not in self.index})
+        if missing:
+            started = time.perf_counter()
+            print(f"  embedding {len(missing)} new texts (cached afterwards) ...", flush=True)
+            new = self.embedder.embed_documents(missing)
+            base = sum(len(c) for c in self.chunks)
+            for i, t in enumerate(missing):
+                self.index[t] = base + i
+            self.chunks.append(new.astype(np.float32))
+            allv = np.concatenate(self.chunks)
+            self.chunks = [allv]
+            texts_sorted = [None] * len(self.index)
+            for t, i in self.index.items():
+                texts_sorted[i] = t
+            np.save(self.dir / "vectors.npy", allv)
+            (self.dir / "texts.json").write_text(json.dumps(texts_sorted, ensure_ascii=False), encoding="utf-8")
+            print(f"  embedded in {time.perf_counter() - started:.0f} s", flush=True)
+        allv = self.chunks[0]
+        return allv[[self.index[t] for t in texts]]
+
+
+# ----------------------------------------------------------------------------------------------- store
+def plan_tree(n_nodes: int, pool: dict[str, list[str]], seed: int = 11):
+    """Files per account: (account, uri, text) plus per-account directory structure. ~98% files, ~2% dirs."""
+    rng = random.Random(seed)
+    files: list[tuple[str, str, str]] = []
+    n_files = int(n_nodes * 0.975)
+    res_keys = sorted(k for k in pool if k.startswith("res:"))
+    for account, share in ACCOUNTS:
+        count = int(n_files * share)
+        users = [f"u{i:02d}" for i in range(max(12, count // 2500))]
+        agents = [f"a{i}" for i in range(max(3, count // 12000))]
+        for i in range(count):
+            r = rng.random()
+            if r < 0.5:
+                key = rng.choice(res_keys)
+                service, component = key[4:].split("/")
+                text = rng.choice(pool[key])
+                uri = f"ctx://resources/{service}/{component}/r{i}.md"
+            elif r < 0.85:
+                cat = rng.choice(MEMORY_CATEGORIES)
+                text = rng.choice(pool[f"mem:{cat}"])
+                uri = f"ctx://user/{rng.choice(users)}/memories/{cat}/m{i}.md"
+            else:
+                fam = rng.choice(SKILL_FAMILIES)
+                text = rng.choice(pool[f"skill:{fam}"])
+                uri = f"ctx://agent/{rng.choice(agents)}/skills/{fam}/s{i}.md"
+            files.append((account, uri, text))
+    return files
+
+
+def dir_texts(files: list[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
+    """A directory abstract per (account, dir uri), like the extractive summarizer's: name, count, first titles."""
+    children: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for account, uri, text in files:
+        u = ContextURI.parse(uri)
+        title = text.split(":")[0].split("：")[0][:60]
+        child_title = title
+        for parent in u.ancestors():
+            if parent.context_type is None:
+                break
+            children[(account, str(parent))].append(child_title)
+            child_title = parent.name or str(parent)
+    out = {}
+    for (account, d), titles in children.items():
+        name = ContextURI.parse(d).name or d
+        first = sorted(set(titles))[:4]
+        out[(account, d)] = f"{name}: {len(titles)} items: {', '.join(first)}"
+    return out
+
+
+def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedder) -> None:
+    marker = home / f"complete-v{STORE_VERSION}"
+    if marker.exists():
+        print(f"  reusing the store at {home}")
+        return
+    if home.exists():
+        import shutil
+
+        shutil.rmtree(home)
+    started = time.perf_counter()
+    pool = build_pool(pool_size)
+    cache = EmbeddingCache(workdir, embedder)
+    pool_texts = sorted(t for texts in pool.values() for t in texts)
+    files = plan_tree(n_nodes, pool)
+    dirs = dir_texts(files)
+    vec_of_text = dict(zip(pool_texts, cache.vectors(pool_texts), strict=True))
+    dir_keys = sorted(dirs)
+    dir_vecs = dict(zip(dir_keys, cache.vectors([dirs[k] for k in dir_keys]), strict=True))
+    print(f"  {len(files)} files, {len(dirs)} directories, pool {len(pool_texts)} texts", flush=True)
+
+    engine = ContextEngineService(load_settings(home), embedder=embedder)
+    rng = np.random.default_rng(5)
+    from context_engine.ingest.pipeline import vector_id
+
+    def noisy(v: np.ndarray) -> np.ndarray:
+        w = v + rng.standard_normal(v.shape).astype(np.float32) * (0.12 / np.sqrt(v.size))
+        return w / np.linalg.norm(w)
+
+    nodes: list[NodeRecord] = []
+    vectors: list[VectorRecord] = []
+    for account, uri, text in files:
+        u = ContextURI.parse(uri)
+        parent = str(u.parent)
+        nodes.append(
+            NodeRecord(
+                account_id=account,
+                uri=uri,
+                parent_uri=parent,
+                owner_space=u.owner_space,
+                context_type=u.context_type,
+                category=u.category,
+                is_dir=False,
+                title=text.split(":")[0][:80],
+                has_overview=True,
+                has_content=True,
+                content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                index_status="indexed",
+                source="bench",
+            )
+        )
+        v0 = noisy(vec_of_text[text])
+        common = {
+            "uri": uri,
+            "parent_uri": parent,
+            "account_id": account,
+            "owner_space": u.owner_space,
+            "context_type": u.context_type or "",
+            "category": u.category or "",
+            "doc_id": uri,
+        }
+        vectors.append(VectorRecord(id=vector_id(account, uri, 0, 0), vector=v0, level=0, text=text, **common))
+        for ci in range(2):
+            vectors.append(
+                VectorRecord(
+                    id=vector_id(account, uri, 2, ci),
+                    vector=noisy(v0),
+                    level=2,
+                    chunk_index=ci,
+                    text=f"{text} (section {ci + 1})",
+                    **common,
+                )
+            )
+    for (account, d), text in dirs.items():
+        u = ContextURI.parse(d)
+        parent = str(u.parent) if u.parent else None
+        nodes.append(
+            NodeRecord(
+                account_id=account,
+                uri=d,
+                parent_uri=parent,
+                owner_space=u.owner_space,
+                context_type=u.context_type,
+                category=u.category,
+                is_dir=True,
+                title=u.name or d,
+                has_overview=True,
+                has_content=False,
+                index_status="indexed",
+                source="bench",
+            )
+        )
+        vectors.append(
+            VectorRecord(
+                id=vector_id(account, d, 0, 0),
+                vector=dir_vecs[(account, d)],
+                uri=d,
+                parent_uri=parent,
+                account_id=account,
+                owner_space=u.owner_space,
+                context_type=u.context_type or "",
+                category=u.category or "",
+                level=0,
+                doc_id=d,
+                text=text,
+            )
+        )
+    print(f"  writing {len(nodes)} node rows and {len(vectors)} vector rows ...", flush=True)
+    t = time.perf_counter()
+    for start in range(0, len(nodes), 5000):
+        with engine.metadata.transaction():
+            engine.metadata.upsert_nodes(nodes[start : start + 5000])
+    for start in range(0, len(vectors), 10000):
+        with engine.metadata.transaction():
+            engine.metadata.put_vectors(vectors[start : start + 10000])
+    print(f"  metadata written in {time.perf_counter() - t:.0f} s", flush=True)
+    t = time.perf_counter()
+    for start in range(0, len(vectors), 50000):
+        engine.index.upsert(vectors[start : start + 50000])
+    engine.index.optimize()
+    print(
+        f"  vector index written and optimised in {time.perf_counter() - t:.0f} s "
+        f"(ANN index: {getattr(engine.index, 'has_ann_index', 'n/a')})",
+        flush=True,
+    )
+    # content for a sample (read_memory figures) and the directories above it
+    sample = random.Random(3).sample(files, min(500, len(files)))
+    for account, uri, text in sample:
+        body = f"# {text.split(':')[0]}\n\n{text}\n\n## Diagnosis\n\nCheck the dashboards.\n\n## Mitigation\n\n{text}\n"
+        engine.content.write_levels(
+            account, uri, {Level.L0: text, Level.L1: f"{text}\n- Diagnosis\n- Mitigation", Level.L2: body}
+        )
+    engine.close()
+    marker.write_text(json.dumps({"nodes": len(nodes), "vectors": len(vectors)}), encoding="utf-8")
+    (home / "sample.json").write_text(json.dumps([[a, u] for a, u, _ in sample]), encoding="utf-8")
+    (home / "callers.json").write_text(json.dumps(callers(files)), encoding="utf-8")
+    print(f"  store built in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def callers(files: list[tuple[str, str, str]]) -> list[list[str | None]]:
+    spaces: dict[str, dict[str, set[str]]] = defaultdict(lambda: {"user": set(), "agent": set()})
+    for account, uri, _ in files:
+        u = ContextURI.parse(uri)
+        if u.space:
+            spaces[account][u.scope].add(u.space)
+    out: list[list[str | None]] = []
+    rng = random.Random(9)
+    for account, kinds in sorted(spaces.items()):
+        users, agents = sorted(kinds["user"]), sorted(kinds["agent"])
+        for _ in range(40):
+            out.append([account, "user", rng.choice(users), rng.choice(agents)])
+        out.append([account, "admin", None, None])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- queries
+def make_queries(n: int, seed: int = 21) -> list[str]:
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < n:
+        r = rng.random()
+        s = rng.randrange(len(SERVICES))
+        c = rng.randrange(len(COMPONENTS))
+        y = rng.randrange(len(SYMPTOMS))
+        if r < 0.35:  # no intent word: three typed queries
+            out.append(f"{SERVICES[s]} {COMPONENTS[c]} {SYMPTOMS[y]}")
+        elif r < 0.45:
+            out.append(f"{SERVICES_ZH[s]}{COMPONENTS_ZH[c]}{SYMPTOMS_ZH[y]}怎么处理")
+        elif r < 0.6:
+            out.append(f"how to {rng.choice(ACTIONS)} for {SERVICES[s]}")
+        elif r < 0.75:
+            out.append(f"runbook for {SYMPTOMS[y]} on the {SERVICES[s]} {COMPONENTS[c]}")
+        elif r < 0.9:
+            out.append(
+                rng.choice(
+                    [
+                        "what are my preferences for answers",
+                        "remember which team I work on",
+                        "我的回答偏好是什么",
+                        f"my background with {SERVICES[s]}",
+                        "recall what I migrated this quarter",
+                    ]
+                )
+            )
+        else:
+            out.append(f"{SERVICES[s]} 服务 {COMPONENTS_ZH[c]} 的文档")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- measuring
+class RecordingTrace(trace_module.TraceRecorder):
+    last: RecordingTrace | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        RecordingTrace.last = self
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def measure(engine, queries, contexts, warmup: int) -> dict[str, list[float]]:
+    search_module.TraceRecorder = RecordingTrace  # per-request float timings
+    samples: dict[str, list[float]] = defaultdict(list)
+    typed_counts = []
+    for i, q in enumerate(queries[:warmup] + queries):
+        ctx = contexts[i % len(contexts)]
+        start = time.perf_counter()
+        response = engine.search_memory(SearchMemoryRequest(query=q, top_k=10), ctx)
+        total = (time.perf_counter() - start) * 1e3
+        if i < warmup:
+            continue
+        t = RecordingTrace.last.timings_ms
+        samples["total"].append(total)
+        for stage in ("planner", "embed", "seed", "hierarchical", "recheck", "assemble"):
+            samples[stage].append(t.get(stage, 0.0))
+        samples["seed_search"].append(t.get("seed", 0.0) - t.get("embed", 0.0))
+        samples["other"].append(
+            total - sum(t.get(s, 0.0) for s in ("planner", "seed", "hierarchical", "recheck", "assemble"))
+        )
+        typed_counts.append(len(response.typed_queries))
+        samples["hits"].append(len(response.hits))
+    search_module.TraceRecorder = trace_module.TraceRecorder
+    samples["typed_queries"] = typed_counts
+    return samples
+
+
+def report(title: str, samples: dict[str, list[float]]) -> None:
+    print(
+        f"\n  {title}  ({len(samples['total'])} queries, mean typed queries "
+        f"{np.mean(samples['typed_queries']):.2f}, mean hits {np.mean(samples['hits']):.1f})"
+    )
+    print(f"  {'stage':<14}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'share':>8}")
+    total_mean = float(np.mean(samples["total"]))
+    for stage in ("planner", "embed", "seed_search", "hierarchical", "recheck", "assemble", "other", "total"):
+        vals = samples[stage]
+        share = float(np.mean(vals)) / total_mean if total_mean else 0.0
+        print(f"  {stage:<14}{pct(vals, 50):9.2f}{pct(vals, 95):9.2f}{np.mean(vals):9.2f}{share:8.0%}")
+    print(f"  throughput     {1000.0 / total_mean:9.1f} queries/s (one thread)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--sources", nargs="+", default=["memory", "index"], choices=["memory", "index", "auto"])
+    parser.add_argument("--pool", type=int, default=12_000, help="distinct file texts embedded once")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".cache" / "search_memory")
+    parser.add_argument(
+        "--torch-threads", type=int, default=0, help="torch intra-op threads for the query embedding (0: default)"
+    )
+    args = parser.parse_args()
+
+    from context_engine.providers.embedder import SentenceTransformerEmbedder
+    from context_engine.settings import EmbeddingSettings
+
+    embedder = SentenceTransformerEmbedder(EmbeddingSettings(num_threads=args.torch_threads))
+    embedder.warm_up()
+    import torch
+
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (1 min), "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    queries = make_queries(args.queries)
+    for size in args.sizes:
+        home = args.workdir / f"store-{size}"
+        print(f"\n== {size} nodes ==")
+        build_store(home, size, args.pool, args.workdir, embedder)
+        contexts = [
+            RequestContext(account_id=a, role=r, user_space=u, agent_space=g)
+            for a, r, u, g in json.loads((home / "callers.json").read_text())
+        ]
+        random.Random(1).shuffle(contexts)
+        for source in args.sources:
+            engine = ContextEngineService(load_settings(home, retrieval={"l0_source": source}), embedder=embedder)
+            if source != "index":
+                for account, _ in ACCOUNTS:
+                    t = time.perf_counter()
+                    engine.l0_cache.load(account)
+                    print(f"  level-0 matrix of {account}: loaded in {time.perf_counter() - t:.2f} s")
+            print(f"  load average now {os.getloadavg()[0]:.1f}")
+            report(
+                f"search_memory, {size} nodes, level-0 source '{source}'",
+                measure(engine, queries, contexts, args.warmup),
+            )
+            engine.close()
+        engine = ContextEngineService(load_settings(home), embedder=embedder)
+        sample = json.loads((home / "sample.json").read_text())
+        for level in ("L1", "L2"):
+            times = []
+            for account, uri in sample[:300]:
+                ctx = RequestContext(account_id=account, role="admin")
+                t = time.perf_counter()
+                engine.read_memory(uri, ctx, level=level)
+                times.append((time.perf_counter() - t) * 1e3)
+            print(f"  read_memory {level}: p50 {pct(times, 50):.2f} ms, p95 {pct(times, 95):.2f} ms")
+        engine.close()
+
+
+if __name__ == "__main__":
+    main()

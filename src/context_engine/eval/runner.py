@@ -1,0 +1,228 @@
+"""One evaluation from options to report: which methods, which embedders, which mode (DESIGN §11).
+
+``offline``: dense (per embedder), BM25, and their fusions (``rrf``, ``weighted``) in process; or, with
+``candidates``, a stored TREC run scored with no engine at all. ``live``: the server at ``url`` through
+``POST /api/search/similar``. The result is an :class:`~context_engine.eval.report.EvalReport`, checked against the
+dataset's baseline file when one exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.eval.baselines import BaselineFile, check_results, find_baseline
+from context_engine.eval.datasets import EvalDataset
+from context_engine.eval.harness import MethodResult, fuse_runs, run_retriever
+from context_engine.eval.report import EvalReport
+from context_engine.eval.retrievers import BM25Retriever, DenseRetriever, FixtureRetriever, LiveRetriever
+from context_engine.settings import Settings
+from context_engine.storage.protocols import Embedder
+
+__all__ = ["ALL_METHODS", "EvalOptions", "default_baselines_dir", "run_eval"]
+
+ALL_METHODS = ("dense", "bm25", "rrf", "weighted")
+Method = Literal["dense", "bm25", "rrf", "weighted"]
+
+
+@dataclass
+class EvalOptions:
+    """What to run. Defaults come from ``Settings.eval`` and ``Settings.keyword`` when left ``None``.
+
+    Attributes:
+        methods: offline methods (``dense``, ``bm25``, ``rrf``, ``weighted``).
+        embedders: embedding backends for the dense side (default: the configured one).
+        mode: ``offline`` or ``live``.
+        url, api_key, strip_prefix: live mode (see :class:`LiveRetriever`).
+        candidates: a TREC run file to score instead of retrieving (offline, no engine).
+        rrf_k, dense_weight, depth: fusion parameters.
+        top_k, context_k: results kept per query; results counted as context.
+        cache_dir: document-vector cache.
+        variant: a label for this configuration (keys the baseline entries together with method and model).
+    """
+
+    methods: Sequence[str] = ALL_METHODS
+    embedders: Sequence[str] | None = None
+    mode: Literal["offline", "live"] = "offline"
+    url: str | None = None
+    api_key: str | None = None
+    strip_prefix: str | None = None
+    candidates: Path | None = None
+    rrf_k: int | None = None
+    dense_weight: float | None = None
+    depth: int | None = None
+    top_k: int | None = None
+    context_k: int | None = None
+    cache_dir: Path | None = None
+    variant: str = ""
+
+
+def default_baselines_dir() -> Path | None:
+    """``./eval/baselines`` when it exists, else the repository's ``eval/baselines`` (source checkouts)."""
+    for cand in (Path.cwd() / "eval" / "baselines", Path(__file__).resolve().parents[3] / "eval" / "baselines"):
+        if cand.is_dir():
+            return cand
+    return None
+
+
+def run_eval(
+    dataset: EvalDataset,
+    settings: Settings,
+    options: EvalOptions,
+    *,
+    embedder_factory: Callable[[str], Embedder] | None = None,
+    baselines_dir: Path | None = None,
+    update_baselines: bool = False,
+    command: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> EvalReport:
+    """Run the methods of ``options`` on ``dataset`` and return the report (baseline checks included).
+
+    Args:
+        dataset: the test set.
+        settings: engine settings (embedding, keyword, eval sections).
+        options: see :class:`EvalOptions`.
+        embedder_factory: backend name -> embedder (default: :func:`build_embedder` on ``settings``).
+        baselines_dir: where ``<dataset slug>.json`` baselines live (``None``: no checks).
+        update_baselines: write the results as the new expected values (references kept).
+        command: the command line, recorded in the report and the baseline file.
+        progress: ``(stage, done, total)`` callback.
+
+    Raises:
+        ContextEngineError: ``WRT-4002`` invalid options (live without url, unknown method, dense without corpus).
+    """
+    ev, kw = settings.eval, settings.keyword
+    top_k = options.top_k or ev.top_k
+    context_k = options.context_k or ev.context_k
+    rrf_k = options.rrf_k or kw.rrf_k
+    dense_weight = options.dense_weight if options.dense_weight is not None else kw.dense_weight
+    depth = options.depth or kw.fusion_depth
+    results: list[MethodResult] = []
+
+    def tick(stage: str, total: int) -> Callable[[int], None]:
+        done = 0
+
+        def inner(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress(stage, done, total)
+
+        return inner
+
+    if options.mode == "live":
+        if not options.url:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "live mode needs --url")
+        live = LiveRetriever(
+            options.url, api_key=options.api_key, timeout_s=ev.live_timeout_s, strip_prefix=options.strip_prefix
+        )
+        results.append(
+            run_retriever(dataset, live, top_k=top_k, context_k=context_k, progress=tick("live", len(dataset.queries)))
+        )
+    elif options.candidates is not None:
+        fixture = FixtureRetriever(options.candidates)
+        results.append(run_retriever(dataset, fixture, top_k=top_k, context_k=context_k))
+    else:
+        unknown = [m for m in options.methods if m not in ALL_METHODS]
+        if unknown:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"unknown method(s) {unknown}; use {ALL_METHODS}")
+        if not dataset.corpus:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"{dataset.key} has no corpus: run it live")
+        wanted = set(options.methods)
+        need_dense = bool(wanted & {"dense", "rrf", "weighted"})
+        need_bm25 = bool(wanted & {"bm25", "rrf", "weighted"})
+        bm25_res = None
+        if need_bm25:
+            bm25 = BM25Retriever(kw)
+            bm25_res = run_retriever(
+                dataset, bm25, top_k=max(top_k, depth), context_k=context_k, progress=tick("bm25", len(dataset.queries))
+            )
+            bm25.close()
+            if "bm25" in wanted:
+                results.append(_cut(bm25_res, top_k, dataset, context_k))
+        if need_dense:
+            factory = embedder_factory or _default_factory(settings)
+            for backend in options.embedders or [settings.embedding.backend]:
+                embedder = factory(backend)
+                cache = options.cache_dir or ev.cache_dir or settings.home_path / "eval-cache"
+                dense = DenseRetriever(
+                    embedder, cache_dir=cache, progress=tick(f"embed {backend}", len(dataset.corpus))
+                )
+                try:
+                    dense_res = run_retriever(
+                        dataset,
+                        dense,
+                        top_k=max(top_k, depth),
+                        context_k=context_k,
+                        progress=tick(f"dense {backend}", len(dataset.queries)),
+                    )
+                finally:
+                    dense.close()
+                if "dense" in wanted:
+                    results.append(_cut(dense_res, top_k, dataset, context_k))
+                for method in ("rrf", "weighted"):
+                    if method in wanted and bm25_res is not None:
+                        results.append(
+                            fuse_runs(
+                                dataset,
+                                dense_res,
+                                bm25_res,
+                                method=method,
+                                rrf_k=rrf_k,
+                                dense_weight=dense_weight,
+                                depth=depth,
+                                top_k=top_k,
+                                context_k=context_k,
+                            )
+                        )
+    for r in results:
+        r.variant = options.variant
+    order = {m: i for i, m in enumerate(("dense", "bm25", "rrf", "weighted", "live", "fixture"))}
+    results.sort(key=lambda r: (r.model or "", order.get(r.method, 99)))
+    report = EvalReport(
+        dataset, results, options.mode if options.candidates is None else "offline-fixture", command=command
+    )
+    if baselines_dir is not None:
+        path = find_baseline(baselines_dir, dataset.slug)
+        if update_baselines:
+            base = BaselineFile.read(path) if path.is_file() else BaselineFile(dataset=dataset.key)
+            base.update(results, dataset_hash=dataset.hash, command=command)
+            base.write(path)
+        if path.is_file():
+            base = BaselineFile.read(path)
+            report.checks = check_results(base, results, dataset_hash=dataset.hash, tolerance=settings.eval.tolerance)
+            report.baseline_path = str(path)
+    return report
+
+
+def _cut(res: MethodResult, top_k: int, dataset: EvalDataset, context_k: int) -> MethodResult:
+    """The result with each query's list cut to ``top_k`` (the component runs are fetched deeper for fusion)."""
+    if res.config.get("top_k") == top_k:
+        return res
+    from context_engine.eval.harness import score_run
+
+    run = {q: r[:top_k] for q, r in res.run.items()}
+    config = {**res.config, "top_k": top_k}
+    return score_run(
+        dataset,
+        run,
+        res.latencies,
+        method=res.method,
+        model=res.model,
+        config=config,
+        context_k=context_k,
+        prepare_s=res.prepare_s,
+    )
+
+
+def _default_factory(settings: Settings) -> Callable[[str], Embedder]:
+    from context_engine.providers.embedder import build_embedder
+
+    def make(backend: str) -> Embedder:
+        emb_settings = settings.embedding.model_copy(update={"backend": backend})
+        return build_embedder(emb_settings, home=settings.home_path)
+
+    return make

@@ -1,0 +1,134 @@
+"""search_memory / read_memory commands: ``search`` and ``read`` (DESIGN.md §5-6, §10). Thin over the service.
+
+``search QUERY`` runs the full search_memory pipeline for the ``--as`` context and prints a table (uri, level_hit,
+score, read_recommendation) followed by the next actions and any warnings; ``--json`` prints the hits (a list of
+RetrievedBlock objects), ``--json --full`` the whole response. ``read URI --level L0|L1|L2`` reads one level:
+L1/L2 through read_memory (ACL first, secrets redacted, L2 possibly an excerpt), L0 from the content store after
+the same ACL check.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.cli.common import app, emit, err_console, fail, open_engine, out, state
+from context_engine.schema.nodes import Level
+from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest
+
+
+def _session(path: Path | None) -> dict | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, f"--session {path}: not a readable JSON file ({err})"))
+    if isinstance(data, list):
+        return {"messages": data}
+    return data
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results, 1..50.")] = 10,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Minimum final score (0..1); default from config.")
+    ] = None,
+    gte: Annotated[bool, typer.Option("--gte", help="Keep scores equal to the threshold (>= instead of >).")] = False,
+    category: Annotated[list[str] | None, typer.Option("--category", "-c", help="Narrow to categories.")] = None,
+    target_uri: Annotated[str | None, typer.Option(help="Restrict to this visible subtree.")] = None,
+    owner_space: Annotated[
+        str | None, typer.Option(help="Narrow to one owner space: shared, user:<s> or agent:<s>.")
+    ] = None,
+    context_type: Annotated[
+        str | None, typer.Option(help="Force the context type (memory, skill or resource) instead of planning it.")
+    ] = None,
+    session: Annotated[
+        Path | None, typer.Option(help="JSON file with recent messages (a list, or {messages: [...]}).")
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Include the detailed thinking trace (with --json --full).")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="With --json: print the whole response, not only the hits.")
+    ] = False,
+) -> None:
+    """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
+    request = SearchMemoryRequest(
+        query=query,
+        top_k=top_k,
+        score_threshold=threshold,
+        score_gte=gte,
+        categories=list(category or []),
+        target_uri=target_uri,
+        owner_space=owner_space,
+        session_archive=_session(session),
+        planner_hints={"intent": context_type} if context_type else None,
+        include_debug=debug,
+        trace_level="detailed" if debug else "basic",
+    )
+    with open_engine() as engine:
+        response = engine.search_memory(request, state.ctx)
+    if state.json:
+        emit(response.model_dump(mode="json") if full else [h.model_dump(mode="json") for h in response.hits])
+        return
+    table = Table(show_lines=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("uri", overflow="fold", ratio=1)
+    table.add_column("level_hit", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("read_recommendation", no_wrap=True)
+    for i, h in enumerate(response.hits, 1):
+        table.add_row(str(i), h.uri, h.level_hit, f"{h.score:.3f}", h.read_recommendation)
+    out.print(table)
+    for h in response.hits:  # next_actions, in rank order
+        if h.read_recommendation != "none":
+            level = "L1" if h.read_recommendation == "read_l1" else "L2"
+            out.print(f"[dim]next:[/] context-engine read {h.uri} --level {level}", highlight=False)
+    for warning in response.trace.warnings:
+        err_console.print(f"[yellow]warning[/] {warning}", highlight=False)
+
+
+@app.command()
+def read(
+    uri: Annotated[str, typer.Argument(help="A node URI.")],
+    level: Annotated[Level, typer.Option("--level", "-l", help="L0 abstract, L1 overview or L2 content.")] = Level.L1,
+    relations: Annotated[
+        int, typer.Option("--relations", help="Add up to this many one-hop relations (L1/L2).", min=0, max=1000)
+    ] = 0,
+) -> None:
+    """read_memory: one level of a node (secrets redacted; L2 may be an excerpt)."""
+    with open_engine() as engine:
+        if level is Level.L0:
+            text = engine.read(uri, Level.L0, state.ctx)
+            payload = {"uri": uri, "level": "L0", "text": text}
+        else:
+            response = engine.read_memory(
+                ReadMemoryRequest(uri=uri, level=level.value, expand_relations=relations > 0, max_relations=relations),
+                state.ctx,
+            )
+            block = response.block
+            text = (block.overview if level is Level.L1 else block.content_excerpt) or ""
+            payload = {
+                "uri": block.uri,
+                "level": level.value,
+                "text": text,
+                "request_id": response.request_id,
+                "block": block.model_dump(mode="json"),
+            }
+    if state.json:
+        emit(payload)
+        return
+    out.print(text, markup=False, highlight=False)
+    if level is not Level.L0:
+        for rel in payload["block"]["relations"]:
+            out.print(
+                f"[dim]related ({rel['relation_type']}, {rel['weight']:.2f}):[/] {rel['to_uri']}", highlight=False
+            )

@@ -1,0 +1,218 @@
+"""Server commands: ``serve`` (HTTP API + MCP over streamable HTTP), ``mcp`` (MCP over stdio) and
+``keys create|list|revoke`` (API keys). DESIGN.md §10; docs/interfaces.md.
+
+``serve`` and ``mcp`` configure structured logging (JSON lines on stderr) before anything else; stdout stays free
+(for the MCP stdio protocol). ``keys`` opens only the metadata database, not the embedding model.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from context_engine.errors import ContextEngineError
+from context_engine.interfaces.cli.common import app, emit, err_console, fail, out, state
+from context_engine.schema.context import RequestContext
+from context_engine.settings import Settings, load_settings
+
+keys_app = typer.Typer(
+    name="keys", help="API keys for the HTTP and MCP servers (stored hashed, each bound to a RequestContext).",
+    no_args_is_help=True,
+)
+app.add_typer(keys_app)
+
+
+def _settings(**overrides: Any) -> Settings:
+    try:
+        return load_settings(state.home, **overrides) if state.home else load_settings(**overrides)
+    except ValueError as err:  # pydantic validation of the overrides (e.g. a bad port)
+        from context_engine.errors import ErrorCode
+
+        fail(ContextEngineError(ErrorCode.CONFIG_INVALID, f"invalid settings: {err}"))
+        raise  # unreachable: fail() exits
+
+
+@contextmanager
+def _key_store(settings: Settings) -> Iterator[Any]:
+    from context_engine.storage.metadata.keys import ApiKeyStore
+    from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+
+    try:
+        metadata = SqlMetadataStore.sqlite(settings.home_path / "metadata.db")
+    except ContextEngineError as e:
+        fail(e)
+    try:
+        yield ApiKeyStore(metadata, cache_ttl_s=0)
+    except ContextEngineError as e:
+        fail(e)
+    finally:
+        metadata.close()
+
+
+# ---- serve ----------------------------------------------------------------------------------------------------------
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default http.host, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(min=0, max=65535, help="TCP port (default http.port, 8420).")] = None,
+    allow_root: Annotated[
+        list[Path] | None,
+        typer.Option("--allow-root", help="Server-side directory that add-resource-by-path may read (repeatable)."),
+    ] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs) and the MCP streamable HTTP endpoint (/mcp) with uvicorn."""
+    import uvicorn
+
+    from context_engine.interfaces.http import create_app
+    from context_engine.interfaces.http.auth import is_loopback_host
+    from context_engine.observability.logging import configure_logging, get_logger
+
+    http: dict[str, Any] = {}
+    if host is not None:
+        http["host"] = host
+    if port is not None:
+        http["port"] = port
+    if allow_root:
+        http["allowed_upload_roots"] = tuple(p.expanduser().resolve() for p in allow_root)
+    settings = _settings(http=http) if http else _settings()
+    configure_logging(settings.logging)
+    h = settings.http
+    with _key_store(settings) as keys:
+        active = keys.active_count()
+    loopback = is_loopback_host(h.host)
+    anonymous = loopback and (h.anonymous_loopback == "always" or (h.anonymous_loopback == "auto" and active == 0))
+    shown = f"[{h.host}]" if ":" in h.host else h.host
+    err_console.print(
+        f"ContextEngine on http://{shown}:{h.port}  (OpenAPI /docs, MCP {h.mcp_path}, data {settings.home_path})"
+    )
+    if anonymous:
+        why = "http.anonymous_loopback=always" if h.anonymous_loopback == "always" else "no API key exists yet"
+        err_console.print(
+            f"[yellow]anonymous access is ON for loopback clients[/] ({why}): requests without an API key act as "
+            f"account '{settings.default_account}', role admin. Create a key with `context-engine keys create` to "
+            "require keys."
+        )
+    else:
+        err_console.print(f"API keys required ({active} active key{'s' if active != 1 else ''}).")
+        if active == 0:
+            err_console.print(
+                "[red]no API key exists: every request will get 401. Run `context-engine keys create`.[/]"
+            )
+    get_logger("context_engine.http").info(
+        "serve", host=h.host, port=h.port, anonymous_access=anonymous, active_keys=active, home=str(settings.home_path)
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=h.host,
+        port=h.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        lifespan="on",
+    )
+
+
+# ---- mcp (stdio) ----------------------------------------------------------------------------------------------------
+@app.command()
+def mcp() -> None:
+    """Serve the MCP tools over stdio (for MCP clients that launch the server); logs go to stderr.
+
+    The tools act as the global --as context (default: account default, role admin)."""
+    from context_engine.interfaces.mcp.server import build_mcp_server
+    from context_engine.observability.logging import configure_logging
+
+    settings = _settings()
+    configure_logging(settings.logging, stream=sys.stderr)
+    ctx: RequestContext = state.ctx
+    holder: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[dict[str, Any]]:
+        import anyio.to_thread
+
+        from context_engine.interfaces.http.app import warm_up_engine
+        from context_engine.service import ContextEngineService
+
+        holder["service"] = await anyio.to_thread.run_sync(lambda: ContextEngineService(settings))
+        await anyio.to_thread.run_sync(warm_up_engine, holder["service"])
+        try:
+            yield {}
+        finally:
+            holder.pop("service").close()
+
+    def service() -> Any:
+        return holder["service"]
+
+    server = build_mcp_server(service, lambda _request: ctx, lifespan=lifespan, log_level=settings.logging.level)
+    try:
+        server.run("stdio")
+    except ContextEngineError as e:
+        fail(e)
+
+
+# ---- keys -----------------------------------------------------------------------------------------------------------
+def _key_row(k: Any) -> dict[str, Any]:
+    return {**k.model_dump(mode="json"), "active": k.active}
+
+
+@keys_app.command("create")
+def keys_create(
+    context: Annotated[
+        str, typer.Argument(help="The RequestContext the key acts as: account:role:user_space:agent_space.")
+    ],
+    name: Annotated[str, typer.Option("--name", "-n", help="A label, e.g. who or what uses the key.")] = "",
+) -> None:
+    """Create an API key; the key is printed once and cannot be shown again."""
+    try:
+        ctx = RequestContext.parse(context)
+    except ContextEngineError as e:
+        fail(e)
+    with _key_store(_settings()) as keys:
+        info, token = keys.create(ctx, name)
+    if state.json:
+        emit({**_key_row(info), "api_key": token})
+        return
+    out.print(f"[green]created key {info.key_id}[/] for {ctx.account_id}:{ctx.role}:"
+              f"{ctx.user_space or ''}:{ctx.agent_space or ''}")
+    out.print(token, markup=False, highlight=False)
+    err_console.print("Store it now: only its hash is kept. Use it as 'Authorization: Bearer <key>'.")
+
+
+@keys_app.command("list")
+def keys_list(
+    account: Annotated[str | None, typer.Option(help="Only this account.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include revoked keys.")] = False,
+) -> None:
+    """List API keys (never their secrets)."""
+    with _key_store(_settings()) as keys:
+        found = keys.list(account, include_revoked=all_)
+    if state.json:
+        emit([_key_row(k) for k in found])
+        return
+    table = Table("key_id", "name", "account", "role", "user_space", "agent_space", "created", "last used", "revoked")
+    for k in found:
+        table.add_row(
+            k.key_id, k.name, k.account_id, k.role, k.user_space or "", k.agent_space or "",
+            k.created_at.strftime("%Y-%m-%d %H:%M"),
+            k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "",
+            k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "",
+        )
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (from `keys list`) or the key itself.")],
+) -> None:
+    """Revoke an API key: it stops working at once (within http.key_cache_ttl_s on a running server)."""
+    with _key_store(_settings()) as keys:
+        info = keys.revoke(key_id)
+    if state.json:
+        emit(_key_row(info))
+    else:
+        out.print(f"revoked key {info.key_id}")

@@ -1,0 +1,255 @@
+"""The FastAPI application factory (DESIGN.md §10): thin routes over one :class:`ContextEngineService`.
+
+``create_app(settings)`` builds the app; its lifespan opens the engine once per process (the embedding model loads
+there, ~6 s) unless a ready ``service`` is passed in (tests, embedding in another app). The MCP streamable HTTP
+endpoint (``http.mcp_path``, default ``/mcp``) is mounted on the same server, behind the same API keys.
+
+Layers, outermost first: :class:`~.middleware.RequestMiddleware` (request id, body limit, access log, HTTP
+metrics, 500 envelope) -> FastAPI (routing, validation, the envelope handlers of :mod:`.errors`) -> routes
+(:mod:`.routes`) -> :mod:`.calls` -> the service. Blocking service calls run in a thread pool (sync routes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI
+from starlette.requests import HTTPConnection
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.http.auth import Authenticator, is_loopback_host
+from context_engine.interfaces.http.errors import envelope_response, install_error_handlers
+from context_engine.interfaces.http.middleware import HttpMetrics, RequestMiddleware
+from context_engine.observability.logging import get_logger
+from context_engine.schema.context import RequestContext
+from context_engine.settings import HttpSettings, Settings, load_settings
+from context_engine.storage.metadata.keys import ApiKeyStore
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+
+log = get_logger("context_engine.http")
+
+UPLOAD_PATH = "/api/v1/resources/upload"
+
+API_DESCRIPTION = """\
+ContextEngine over HTTP: the same service as the CLI, the MCP tools and the Python API.
+
+* **Authentication**: `Authorization: Bearer <API key>` (create keys with `context-engine keys create`). Each key is
+  bound to one RequestContext (account, role, user space, agent space). On a loopback bind with no key in the store
+  the embedded single-user default (account `default`, role `admin`) may be used without a key.
+* **Errors**: every error is the envelope `{code, message, details, request_id}`; the HTTP status is the three digits
+  after the dash of `code` (e.g. `RET-4032` -> 403).
+* **Request ids**: send `X-Request-ID` (1-64 of `[A-Za-z0-9._:-]`) or get a generated one back in the same header.
+"""
+
+
+@dataclass
+class EngineState:
+    """What the routes need, on ``app.state.engine``; filled by the lifespan."""
+
+    settings: Settings
+    service: Any = None  # ContextEngineService once open
+    owns_service: bool = False
+    keys: ApiKeyStore | None = None
+    authenticator: Authenticator | None = None
+    http_metrics: HttpMetrics | None = None
+    mcp: Any = None
+
+    def ready(self) -> Any:
+        """The open service, or ``API-5031`` while the engine is starting or stopping."""
+        if self.service is None or self.authenticator is None:
+            raise ContextEngineError(ErrorCode.NOT_READY, "the engine is starting or stopping; retry", retryable=True)
+        return self.service
+
+
+class McpHttpEndpoint:
+    """The MCP streamable HTTP ASGI app behind API-key authentication (the same keys and 401 envelope as the API).
+
+    The caller's principal is stored in ``scope["state"]``; the MCP tools read it from the transport request.
+    """
+
+    def __init__(self, state: EngineState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = (scope.get("state") or {}).get("request_id")
+        try:
+            self.state.ready()
+            assert self.state.authenticator is not None and self.state.mcp is not None
+            await self.state.authenticator.authenticate(HTTPConnection(scope))
+        except ContextEngineError as err:
+            await envelope_response(err, request_id)(scope, receive, send)
+            return
+        await self.state.mcp.session_manager.asgi_app(scope, receive, send)
+
+
+def _mcp_context(request: Any) -> RequestContext:
+    """RequestContext of an MCP call over HTTP: what :class:`McpHttpEndpoint` authenticated."""
+    ctx = None if request is None else (request.scope.get("state") or {}).get("ctx")
+    if ctx is None:
+        raise ContextEngineError(ErrorCode.UNAUTHENTICATED, "missing API key")
+    return ctx
+
+
+def create_app(settings: Settings | None = None, *, service: Any = None, embedder: Any = None) -> FastAPI:
+    """Build the HTTP application.
+
+    Args:
+        settings: the engine settings (``http`` section: bind host, limits, anonymous policy, MCP path).
+            Default: ``service.settings`` or ``load_settings()``.
+        service: an open ``ContextEngineService`` to serve (not closed by the app). ``None``: the lifespan opens
+            one from ``settings`` and closes it at shutdown.
+        embedder: passed to the service the lifespan opens (tests share one loaded model).
+    """
+    settings = settings or (service.settings if service is not None else load_settings())
+    http = settings.http
+    state = EngineState(settings=settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if service is None:
+                from context_engine.service import ContextEngineService
+
+                state.service = await anyio.to_thread.run_sync(
+                    lambda: ContextEngineService(settings, embedder=embedder)
+                )
+                state.owns_service = True
+                stack.callback(_close, state)
+            else:
+                state.service = service
+            await anyio.to_thread.run_sync(warm_up_engine, state.service)
+            metadata = state.service.metadata
+            if not isinstance(metadata, SqlMetadataStore):
+                raise ContextEngineError(ErrorCode.CONFIG_INVALID, "API keys need the SQL metadata store")
+            state.keys = ApiKeyStore(metadata, cache_ttl_s=http.key_cache_ttl_s)
+            state.http_metrics = HttpMetrics.on(state.service.metrics.registry)
+            anyio.to_thread.current_default_thread_limiter().total_tokens = http.threadpool_workers
+            if state.mcp is not None:  # a fresh session manager per lifespan (each can run only once)
+                _mount_mcp_manager(state.mcp, http)
+                await stack.enter_async_context(state.mcp.session_manager.run())
+            state.authenticator = Authenticator(
+                state.keys, http, RequestContext(account_id=settings.default_account, role="admin")
+            )
+            log.info(
+                "http_ready",
+                host=http.host,
+                port=http.port,
+                anonymous_loopback=state.authenticator.anonymous_policy(),
+                active_keys=state.keys.active_count(),
+                mcp_path=http.mcp_path if state.mcp is not None else None,
+            )
+            try:
+                yield
+            finally:
+                state.authenticator = None
+
+    app = FastAPI(
+        title="ContextEngine",
+        version=_version(),
+        description=API_DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "retrieval", "description": "search_memory / read_memory (DESIGN §5-6)."},
+            {"name": "knowledge", "description": "lookup_knowledge and its audit trail (DESIGN §7)."},
+            {"name": "write", "description": "Add, delete and move nodes (DESIGN §4)."},
+            {"name": "browse", "description": "ls / tree with L0 abstracts."},
+            {"name": "operations", "description": "Health, readiness and Prometheus metrics (DESIGN §9)."},
+        ],
+    )
+    app.state.engine = state
+    install_error_handlers(app)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    from context_engine.interfaces.http.routes import router
+
+    app.include_router(router)
+    if http.mcp_enabled:
+        from context_engine.interfaces.mcp.server import build_mcp_server
+
+        state.mcp = build_mcp_server(lambda: state.ready(), _mcp_context, log_level=settings.logging.level)
+        app.router.routes.append(
+            Route(http.mcp_path, endpoint=McpHttpEndpoint(state), methods=["GET", "POST", "DELETE"],
+                  include_in_schema=False)
+        )
+    app.add_middleware(
+        RequestMiddleware,
+        max_request_bytes=http.max_request_bytes,
+        max_upload_bytes=http.max_upload_bytes,
+        upload_paths=frozenset({UPLOAD_PATH}),
+        metrics=lambda: state.http_metrics,
+    )
+    return app
+
+
+def _mount_mcp_manager(mcp: Any, http: HttpSettings) -> None:
+    """Create the MCP server's streamable HTTP session manager: stateless (any replica can answer any request),
+    JSON responses, the HTTP body limit, and DNS-rebinding protection on a loopback bind (as the SDK does)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = None
+    if is_loopback_host(http.host):
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    mcp.streamable_http_app(
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        max_request_body_size=http.max_request_bytes,
+        host=http.host,
+    )
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema without its default ``422 HTTPValidationError`` responses: validation errors are ``400``
+    envelopes here (``RET-4001``/``WRT-4002``), documented on each operation with the other error statuses."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    spec = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes, tags=app.openapi_tags
+    )
+    default_422 = "#/components/schemas/HTTPValidationError"
+    for ops in spec.get("paths", {}).values():
+        for op in ops.values():
+            resp = op.get("responses", {}).get("422")
+            ref = ((resp or {}).get("content", {}).get("application/json", {}).get("schema", {}) or {}).get("$ref")
+            if ref == default_422:
+                del op["responses"]["422"]
+    schemas = spec.get("components", {}).get("schemas", {})
+    text = str(spec.get("paths"))
+    for name in ("HTTPValidationError", "ValidationError"):
+        if f"#/components/schemas/{name}'" not in text:
+            schemas.pop(name, None)
+    app.openapi_schema = spec
+    return spec
+
+
+def warm_up_engine(service: Any) -> None:
+    """Load the embedding model now (once per process), not on the first request."""
+    warm = getattr(service.embedder, "warm_up", None)
+    if callable(warm):
+        warm()
+
+
+def _close(state: EngineState) -> None:
+    service, state.service = state.service, None
+    if service is not None:
+        service.close()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("context-engine")
+    except PackageNotFoundError:
+        return "0"

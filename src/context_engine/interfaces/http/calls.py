@@ -1,0 +1,206 @@
+"""The engine calls that the HTTP routes and the MCP tools share, so the same question gets the same answer (and the
+same log line) whichever way it is asked. No FastAPI or MCP imports here: both interfaces call these functions.
+
+Each function takes the service, a typed request and the caller's :class:`RequestContext`, calls exactly one
+service method, and writes one structured log event with the seed 000 §8 fields (query text only as
+``query_hash`` unless ``logging.log_query_text``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.http.models import (
+    AddMemoryRequest,
+    AddResourcePathRequest,
+    AddResourceTextRequest,
+    AddSkillRequest,
+    SimilarSearchRequest,
+)
+from context_engine.observability.logging import get_logger, query_fields
+from context_engine.schema.context import RequestContext
+from context_engine.schema.knowledge import LookupRequest, LookupResult
+from context_engine.schema.nodes import IngestReport
+from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
+from context_engine.schema.uri import parse_uri
+from context_engine.service import ContextEngineService, SimilarSearchResult
+
+log = get_logger("context_engine.interfaces")
+
+
+# ---- retrieval ------------------------------------------------------------------------------------------------------
+def search_memory(service: ContextEngineService, req: SearchMemoryRequest, ctx: RequestContext) -> SearchMemoryResponse:
+    """``service.search_memory``. The pipeline itself writes the ``search_memory`` event with the seed 000 §8 fields
+    (``query_hash, typed_query_count, top_k, seed_count, final_count, warnings, recheck_drop_reasons``...)."""
+    return service.search_memory(req, ctx)
+
+
+def read_memory(service: ContextEngineService, req: ReadMemoryRequest, ctx: RequestContext) -> ReadMemoryResponse:
+    """``service.read_memory`` plus a ``read_memory`` log event (URI and level, never the text)."""
+    resp = service.read_memory(req, ctx)
+    log.info("read_memory", uri=req.uri, level=req.level, relations=len(resp.block.relations))
+    return resp
+
+
+def lookup_knowledge(service: ContextEngineService, req: LookupRequest, ctx: RequestContext) -> LookupResult:
+    """``service.lookup_knowledge`` plus a ``lookup_knowledge`` log event."""
+    result = service.lookup_knowledge(req, ctx)
+    log.info(
+        "lookup_knowledge",
+        **query_fields(req.query, service.settings.logging),
+        top_k=req.top_k,
+        session_id=req.session_id,
+        invocation_id=result.invocation_id,
+        evidence_status=result.evidence_status,
+        relevance_level=result.relevance_level.value if result.relevance_level else None,
+        final_count=len(result.evidence_blocks),
+        fallback_reason=result.traces.fallback_reason,
+        dedup_reason=result.dedup_reason,
+        warnings=result.traces.warnings,
+        engine_request_id=result.traces.request_id,
+    )
+    return result
+
+
+def similar_search(
+    service: ContextEngineService, req: SimilarSearchRequest, ctx: RequestContext
+) -> SimilarSearchResult:
+    """``service.similar_search`` (raw semantic search, one result per document) plus a log event."""
+    result = service.similar_search(
+        req.query,
+        ctx,
+        top_k=req.top_k,
+        level=req.level,
+        mode=req.mode,
+        context_types=list(req.context_types) if req.context_types is not None else None,
+        categories=req.categories,
+        target_uri=req.target_uri,
+    )
+    log.info(
+        "similar_search",
+        **query_fields(req.query, service.settings.logging),
+        top_k=req.top_k,
+        level=req.level,
+        final_count=len(result.results),
+        backend=result.backend,
+        warnings=result.warnings,
+    )
+    return result
+
+
+# ---- writes ---------------------------------------------------------------------------------------------------------
+def _path_refused(roots: Sequence[Path]) -> ContextEngineError:
+    # One message for "outside the roots" and "missing": the server's file system is not probed through the API.
+    return ContextEngineError(
+        ErrorCode.PATH_NOT_FOUND,
+        "path not found below an allowed upload root (http.allowed_upload_roots)"
+        if roots
+        else "adding server-side paths is disabled: configure http.allowed_upload_roots, or upload the files",
+        {"allowed_roots_configured": bool(roots)},
+    )
+
+
+def resolve_server_path(raw: str, roots: Sequence[Path]) -> Path:
+    """The real path of ``raw`` when it exists below one of ``roots`` (symlinks resolved), else ``WRT-4041``.
+
+    A relative ``raw`` is taken relative to the first root. In a directory, a symlink whose target lies outside the
+    roots refuses the whole request (so a link cannot smuggle other server files into the store).
+    """
+    real_roots = [Path(r).expanduser().resolve() for r in roots]
+    if not real_roots or not raw or "\x00" in raw:
+        raise _path_refused(roots)
+    p = Path(raw).expanduser()
+    if not p.is_absolute():
+        p = real_roots[0] / p
+    real = p.resolve()
+
+    def inside(x: Path) -> bool:
+        return any(x == r or r in x.parents for r in real_roots)
+
+    if not inside(real) or not real.exists():
+        raise _path_refused(roots)
+    if real.is_dir():
+        for child in real.rglob("*"):
+            if child.is_symlink() and not inside(child.resolve()):
+                raise _path_refused(roots)
+    return real
+
+
+def add_resource_path(
+    service: ContextEngineService, req: AddResourcePathRequest, ctx: RequestContext
+) -> IngestReport:
+    """Add a server-side file or directory found below ``http.allowed_upload_roots`` (see
+    :func:`resolve_server_path`)."""
+    path = resolve_server_path(req.path, service.settings.http.allowed_upload_roots)
+    report = service.add_resource(path, req.target_uri, ctx, strict=req.strict)
+    log.info("add_resource", source="path", target_uri=req.target_uri, nodes=report.nodes, failed=report.failed)
+    return report
+
+
+def add_resource_text(service: ContextEngineService, req: AddResourceTextRequest, ctx: RequestContext) -> IngestReport:
+    """Add one resource document given as text (``uri`` must be a file URI under ``ctx://resources/``)."""
+    uri = parse_uri(req.uri)
+    if uri.context_type != "resource":
+        raise ContextEngineError(ErrorCode.URI_INVALID, f"{uri} is not under ctx://resources/", {"uri": str(uri)})
+    report = service.add_text(req.text, uri, ctx)
+    log.info("add_resource", source="text", target_uri=str(uri), nodes=report.nodes)
+    return report
+
+
+def add_resource_files(
+    service: ContextEngineService, files: Sequence[tuple[str, bytes]], target_uri: str, ctx: RequestContext,
+    *, strict: bool, workdir: Path,
+) -> IngestReport:
+    """Add uploaded files (``(file name, bytes)``) below ``target_uri``, staged in ``workdir`` (a fresh directory).
+
+    File names are reduced to their last path component and must be valid URI segments (``WRT-4001``). One file
+    behaves like ``add_resource`` of a file (it raises on a bad file); several behave like a directory (bad files
+    are counted in ``failed``, unless ``strict``). Messages never show ``workdir``.
+    """
+    from context_engine.schema.uri import validate_segment
+
+    if not files:
+        raise ContextEngineError(ErrorCode.REQUEST_INVALID, "no file in the upload (multipart field 'files')")
+    names: set[str] = set()
+    for name, data in files:
+        base = validate_segment(Path(name.replace("\\", "/")).name or name)
+        if base.startswith("."):
+            raise ContextEngineError(ErrorCode.URI_INVALID, f"hidden file name {base!r} is not allowed")
+        if base in names:
+            raise ContextEngineError(ErrorCode.CONFLICT, f"file name {base!r} appears twice in the upload")
+        names.add(base)
+        (workdir / base).write_bytes(data)
+    source = workdir / next(iter(names)) if len(files) == 1 else workdir
+    try:
+        report = service.add_resource(source, target_uri, ctx, strict=strict)
+    except ContextEngineError as err:
+        hidden = str(workdir)
+        if hidden in err.message or hidden in str(err.details):
+            raise ContextEngineError(
+                err.code,
+                err.message.replace(hidden + "/", "").replace(hidden, "."),
+                _strip(err.details, hidden),
+                retryable=err.retryable,
+            ) from None
+        raise
+    log.info("add_resource", source="upload", files=len(files), target_uri=target_uri, nodes=report.nodes)
+    return report
+
+
+def _strip(details: dict[str, Any], hidden: str) -> dict[str, Any]:
+    return {k: (v.replace(hidden + "/", "") if isinstance(v, str) else v) for k, v in details.items()}
+
+
+def add_memory(service: ContextEngineService, req: AddMemoryRequest, ctx: RequestContext) -> IngestReport:
+    report = service.add_memory(req.text, ctx, uri=req.uri, category=req.category)
+    log.info("add_memory", category=req.category, uris=report.uris)
+    return report
+
+
+def add_skill(service: ContextEngineService, req: AddSkillRequest, ctx: RequestContext) -> IngestReport:
+    report = service.add_skill(req.name, req.description, req.content, ctx, category=req.category)
+    log.info("add_skill", uris=report.uris)
+    return report

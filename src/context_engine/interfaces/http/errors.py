@@ -1,0 +1,142 @@
+"""The one error envelope over HTTP (DESIGN.md §8): ``{code, message, details, request_id}``.
+
+* :class:`ContextEngineError` -> its envelope with the status of the error table (``ErrorCode.http_status``).
+* Request validation (pydantic) -> ``400`` with ``RET-4001`` on read endpoints and ``WRT-4002`` on write endpoints
+  (routes tagged ``write``); ``details.errors`` lists each problem's location, message and type, never the input.
+* Starlette's own 404/405 -> ``API-4041``/``API-4051``.
+* Anything else -> ``500`` ``API-5001`` with a generic message; the traceback goes to the server log with the
+  ``request_id``, never to the client (see :mod:`.middleware`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from context_engine.errors import ContextEngineError, ErrorCode
+
+WRITE_TAG = "write"
+
+
+class ErrorEnvelope(BaseModel):
+    """The error body of every endpoint (DESIGN §8). ``code`` decides the HTTP status (see docs/interfaces.md)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "code": "RET-4032",
+                    "message": "the URI does not exist or is not visible to this caller",
+                    "details": {"uri": "ctx://resources/ops/x.md"},
+                    "request_id": "4f1c2a9e0b7d4e55",
+                }
+            ]
+        },
+    )
+
+    code: str = Field(description="Error code, e.g. RET-4001; the three digits after the dash are the HTTP status.")
+    message: str = Field(description="What is wrong and how to fix it.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Machine-readable context (never secrets).")
+    request_id: str | None = Field(None, description="The request id (X-Request-ID), also in the server log.")
+
+
+def _status_doc(description: str) -> dict[str, Any]:
+    return {"model": ErrorEnvelope, "description": description}
+
+
+COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _status_doc("Invalid request (RET-4001..4003, WRT-4001/4002)."),
+    401: _status_doc("No valid API key (AUTH-4011)."),
+    413: _status_doc("Request body over the size limit (WRT-4131)."),
+    500: _status_doc("Unexpected server error (API-5001); details are in the server log under the request_id."),
+    503: _status_doc("The engine is starting or stopping (API-5031); retry."),
+}
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    **COMMON_ERRORS,
+    403: _status_doc("The URI or target is not visible to this caller, or does not exist (RET-4031/4032)."),
+}
+WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **READ_ERRORS,
+    404: _status_doc("Server-side path not found or not below an allowed root (WRT-4041)."),
+    409: _status_doc("Conflict, e.g. a non-empty directory without recursive (WRT-4091)."),
+    415: _status_doc("Unsupported file type (WRT-4151)."),
+    422: _status_doc("Content empty, binary or not UTF-8 (WRT-4221)."),
+}
+
+
+def request_id_of(request: Request) -> str | None:
+    """The id the middleware assigned to this request (``None`` outside the middleware, e.g. in unit tests)."""
+    state = request.scope.get("state") or {}
+    return state.get("request_id")
+
+
+def envelope_response(
+    err: ContextEngineError, request_id: str | None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The JSON response for ``err``: its envelope with the status from the error table."""
+    hdrs = dict(headers or {})
+    if err.code is ErrorCode.UNAUTHENTICATED:
+        hdrs.setdefault("WWW-Authenticate", 'Bearer realm="context-engine"')
+    if request_id:
+        hdrs.setdefault("X-Request-ID", request_id)
+    return JSONResponse(err.envelope(request_id), status_code=err.code.http_status, headers=hdrs)
+
+
+def _validation_code(request: Request) -> ErrorCode:
+    route = request.scope.get("route")
+    tags = getattr(route, "tags", None) or []
+    return ErrorCode.REQUEST_INVALID if WRITE_TAG in tags else ErrorCode.QUERY_INVALID
+
+
+def _clean_errors(errors: Any) -> list[dict[str, Any]]:
+    """Location, message and type of each validation problem; the caller's input is not echoed back."""
+    out: list[dict[str, Any]] = []
+    for e in list(errors)[:20]:
+        out.append({"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": e.get("type")})
+    return out
+
+
+async def _on_engine_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ContextEngineError)
+    return envelope_response(exc, request_id_of(request))
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = _clean_errors(exc.errors())
+    where = ", ".join(".".join(e["loc"]) + ": " + e["msg"] for e in errors[:3])
+    err = ContextEngineError(_validation_code(request), f"invalid request: {where}", {"errors": errors})
+    return envelope_response(err, request_id_of(request))
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        err = ContextEngineError(ErrorCode.ROUTE_NOT_FOUND, f"no endpoint at {request.url.path}; see /docs")
+    elif exc.status_code == 405:
+        err = ContextEngineError(
+            ErrorCode.METHOD_NOT_ALLOWED, f"{request.method} is not allowed on {request.url.path}; see /docs"
+        )
+    elif exc.status_code == 413:
+        err = ContextEngineError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
+    elif exc.status_code in (401, 403):
+        err = ContextEngineError(ErrorCode.UNAUTHENTICATED, "missing or invalid API key")
+    elif exc.status_code >= 500:
+        err = ContextEngineError(ErrorCode.INTERNAL, "internal error")
+    else:
+        err = ContextEngineError(ErrorCode.REQUEST_INVALID, str(exc.detail))
+    headers = dict(exc.headers or {})
+    return envelope_response(err, request_id_of(request), headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the envelope handlers on ``app`` (unexpected exceptions are handled by the middleware)."""
+    app.add_exception_handler(ContextEngineError, _on_engine_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)

@@ -1,0 +1,123 @@
+"""Request and response models that exist only at the HTTP/MCP boundary (``XRequest`` in, ``XResponse`` out).
+
+The retrieval and knowledge endpoints use the engine's own models (``SearchMemoryRequest``, ``LookupRequest``,
+``LookupResult``...) unchanged, so every interface returns the same shapes. Range checks that have an error code of
+their own (``top_k`` -> ``RET-4002``...) are left to the engine, so callers get the documented code, not a generic
+validation error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from context_engine.schema.knowledge import SemanticMode, SessionTraceSummary, ToolInvocation
+from context_engine.schema.query import ContextTypeName
+from context_engine.service import NodeView
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- raw semantic search (live evaluation) --------------------------------------------------------------------------
+class SimilarSearchRequest(_Request):
+    """``POST /api/search/similar`` (seed 001 §9 live acceptance): raw semantic search, one result per document.
+
+    ``top_k`` 1..1000 (``RET-4002``); ``level`` 2 searches L2 chunks (lookup_knowledge's corpus), 0 the nodes'
+    abstracts (search_memory's first round).
+    """
+
+    query: str = Field(description="The query text.")
+    top_k: int = Field(10, description="Documents wanted, 1..1000.")
+    level: Literal[0, 2] = Field(2, description="2: L2 chunks (best chunk per document); 0: L0 abstracts.")
+    mode: SemanticMode | None = Field(None, description="auto (index, exact on error), primary or fallback (exact).")
+    context_types: list[ContextTypeName] | None = Field(
+        None, description="Restrict to these context types (level 2 default: knowledge.context_types)."
+    )
+    categories: list[str] | None = Field(None, description="Restrict to these categories.")
+    target_uri: str | None = Field(None, description="Restrict to this visible subtree.")
+
+
+# ---- writes ---------------------------------------------------------------------------------------------------------
+class AddResourcePathRequest(_Request):
+    """Add a server-side file or directory. ``path`` must lie below one of ``http.allowed_upload_roots`` (a relative
+    path is taken relative to the first root); symlinks leading outside the roots are refused."""
+
+    path: str = Field(description="Server-side path of a file or a directory of .md/.markdown/.txt files.")
+    target_uri: str = Field("ctx://resources/", description="Target under ctx://resources/ (a directory ends with /).")
+    strict: bool = Field(False, description="Fail on the first bad file instead of skipping it.")
+
+
+class AddResourceTextRequest(_Request):
+    """Add one resource document given as text at a file URI under ``ctx://resources/``."""
+
+    text: str = Field(description="The document (markdown or plain text).")
+    uri: str = Field(description="File URI under ctx://resources/, e.g. ctx://resources/ops/disk-full.md.")
+
+
+class AddMemoryRequest(_Request):
+    """Store a memory in the caller's user space (``ctx://user/<space>/memories/<category>/``)."""
+
+    text: str = Field(description="The memory text.")
+    uri: str | None = Field(None, description="Explicit URI under ctx://user/<space>/memories/.")
+    category: str | None = Field(None, description="Category, e.g. preference, profile, event.")
+
+
+class AddSkillRequest(_Request):
+    """Store a skill in the caller's agent space (``ctx://agent/<space>/skills/[<category>/]<name>.md``)."""
+
+    name: str = Field(description="Skill name (a URI segment).")
+    description: str = Field(description="One-line description; becomes the L0.")
+    content: str = Field("", description="The skill body (markdown).")
+    category: str | None = Field(None, description="Tool family.")
+
+
+class DeleteRequest(_Request):
+    uri: str = Field(description="Node to delete.")
+    recursive: bool = Field(False, description="Delete a directory and its subtree.")
+
+
+class MoveRequest(_Request):
+    src: str = Field(description="Node to move.")
+    dst: str = Field(description="New URI, or an existing directory to move into.")
+
+
+# ---- browsing and audit ---------------------------------------------------------------------------------------------
+class LsResponse(BaseModel):
+    uri: str
+    nodes: list[NodeView]
+
+
+class TreeResponse(BaseModel):
+    uri: str
+    root: NodeView | None = Field(description="The subtree, or null when the scope root is still empty.")
+
+
+class ToolInvocationList(BaseModel):
+    invocations: list[ToolInvocation]
+    limit: int
+    offset: int
+
+
+class VerifyEvidenceRequest(_Request):
+    """Check that a quoted excerpt is backed by an evidence ref recorded for a lookup_knowledge invocation."""
+
+    invocation_id: str = Field(description="The invocation_id of a lookup_knowledge result.")
+    excerpt: str = Field(description="The quoted text to verify.")
+
+
+SessionSummaryResponse = SessionTraceSummary
+
+
+# ---- operations -----------------------------------------------------------------------------------------------------
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class ReadyResponse(BaseModel):
+    status: Literal["ready"] = "ready"
+    embedding_model: str
+    index_backend: str
+    auth: str = Field(description="api_key, or how anonymous loopback access is enabled.")

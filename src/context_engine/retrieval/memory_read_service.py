@@ -1,0 +1,275 @@
+"""MemoryReadService: explicit L1/L2 reads by URI (DESIGN.md §6, seed 000 §4.2 "MemoryReadService").
+
+Order of operations, so that nothing about an invisible node can leak:
+
+1. Parse the URI; ask the :class:`RequestContext` whether its owner space is visible. No storage is touched for an
+   invisible URI.
+2. Look the node up in the metadata store. A missing node gives exactly the same ``RET-4032`` (403) as an
+   invisible one: same message, details ``{"uri": <the URI as given, normalised>}``.
+3. Read the level from the content store; redact secrets (``Redactor``, patterns + detect-secrets); cut L2 to an
+   excerpt of at most ``l2_excerpt_max_chars`` characters at a line boundary.
+4. With ``expand_relations``, add up to ``max_relations`` one-hop relations, dropping every target the caller cannot
+   see or that no longer exists (silently: reporting them would leak their existence).
+
+L1 gives the overview (scope, structure, key points), L2 the content (seed 000 §4.2 分层返回契约). Directories have
+no L2 (``RET-4004``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.observability.metrics import Metrics
+from context_engine.retrieval.redaction import Redactor
+from context_engine.schema.context import RequestContext
+from context_engine.schema.hits import RelationRef, RetrievedBlock
+from context_engine.schema.nodes import Level, NodeRecord
+from context_engine.schema.uri import ContextURI
+from context_engine.settings import ReadSettings
+from context_engine.storage.protocols import ContentStore, MetadataStore
+
+__all__ = ["MemoryReadService", "forbidden"]
+
+ReadLevelName = Literal["L0", "L1", "L2"]
+_FORBIDDEN_MESSAGE = "the URI does not exist or is not visible to this caller"
+
+
+def forbidden(uri: str) -> ContextEngineError:
+    """The one ``RET-4032`` for a URI that is invisible *or* missing (no existence leak)."""
+    return ContextEngineError(ErrorCode.URI_FORBIDDEN, _FORBIDDEN_MESSAGE, {"uri": uri})
+
+
+def _shown(uri: str) -> str:
+    """The URI as echoed in an error: normalised when it parses, else as given (truncated)."""
+    try:
+        return str(ContextURI.parse(uri))
+    except ContextEngineError:
+        return uri if len(uri) <= 120 else uri[:117] + "..."
+
+
+def excerpt(text: str, max_chars: int, total_chars: int | None = None) -> str:
+    """``text`` when it fits, else its first lines up to ``max_chars`` plus a marker saying how much was cut.
+
+    ``total_chars`` is the length of the whole original when ``text`` is already only its beginning.
+    """
+    total = len(text) if total_chars is None else total_chars
+    if len(text) <= max_chars and total <= len(text):
+        return text
+    cut = text.rfind("\n", 0, max_chars)
+    if cut < max_chars // 2:
+        cut = min(max_chars, len(text))
+    return text[:cut].rstrip() + f"\n\n…[excerpt: the first {cut} of {total} characters]"
+
+
+class MemoryReadService:
+    """Explicit reads with ACL, redaction and one-hop relations.
+
+    Args:
+        content: the content store (L0/L1/L2 text).
+        metadata: the metadata store (nodes, relations).
+        redactor: secret redaction.
+        settings: the ``retrieval.read`` section.
+        metrics: counts reads by level (``retrieval.read.l1/l2.count``); ``None``: not counted.
+    """
+
+    def __init__(
+        self,
+        content: ContentStore,
+        metadata: MetadataStore,
+        redactor: Redactor,
+        settings: ReadSettings,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._content = content
+        self._metadata = metadata
+        self._redactor = redactor
+        self._settings = settings
+        self._metrics = metrics
+
+    # ---- public API (seed 000 §4.2) --------------------------------------------------------------------------------
+    def read(
+        self,
+        uri: str,
+        level: ReadLevelName = "L1",
+        expand_relations: bool = False,
+        max_relations: int = 0,
+        ctx: RequestContext | None = None,
+    ) -> RetrievedBlock:
+        """One node at one level.
+
+        Args:
+            uri: the node's URI (a directory with or without its trailing ``/``).
+            level: ``L1`` (overview) or ``L2`` (content excerpt); ``L0`` (abstract) is accepted as well for the CLI.
+            expand_relations: add one-hop relations.
+            max_relations: how many relations at most (0..``read.max_relations``).
+            ctx: the caller; ``None`` is refused like an invisible URI.
+
+        Returns:
+            A block with ``level_hit`` = ``level``, ``abstract`` always, ``overview`` for L1, ``content_excerpt`` for
+            L2 (redacted, possibly cut), ``score`` 1.0, ``match_reason`` ``explicit_read``, and ``read_recommendation``
+            ``read_l2`` after an L1 read of a file with content, else ``none``.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` (403) for an invisible or missing URI, or an unparsable one, all with the
+                same message; ``RET-4004`` when the node has no such level (L2 of a directory); ``RET-4001`` for a
+                level or ``max_relations`` out of range.
+        """
+        self._check_level(level)
+        self._check_max_relations(max_relations)
+        node = self._visible(uri, ctx)
+        assert ctx is not None  # _visible refuses None
+        block = self._block(node, level, ctx)
+        if expand_relations and max_relations > 0:
+            block.relations = self._relations(node, max_relations, ctx)
+        return block
+
+    def read_batch(
+        self, uris: Sequence[str], level: ReadLevelName = "L1", ctx: RequestContext | None = None
+    ) -> list[RetrievedBlock]:
+        """Several nodes at one level, in the given order (all or nothing).
+
+        Every URI is checked (visibility, then one batched existence lookup) before any content is read; one
+        invisible or missing URI fails the whole batch with the same ``RET-4032`` a single read gives.
+
+        Raises:
+            ContextEngineError: as :meth:`read`; ``RET-4001`` for more than ``read.max_batch_uris`` URIs.
+        """
+        self._check_level(level)
+        if len(uris) > self._settings.max_batch_uris:
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                f"read_batch takes at most {self._settings.max_batch_uris} URIs, got {len(uris)}",
+                {"field": "uris", "limit": self._settings.max_batch_uris},
+            )
+        if ctx is None:
+            raise forbidden(_shown(uris[0]) if uris else "")
+        parsed: list[ContextURI] = []
+        for uri in uris:
+            u = self._parse_visible(uri, ctx)
+            parsed.append(u)
+        found = self._metadata.get_nodes(ctx.account_id, [str(u) for u in parsed])
+        by_key = {ContextURI.parse(n.uri).key: n for n in found.values()}
+        nodes: list[NodeRecord] = []
+        for raw, u in zip(uris, parsed, strict=True):
+            node = by_key.get(u.key)
+            if node is None or not ctx.can_see(node.owner_space):
+                raise forbidden(_shown(raw))
+            nodes.append(node)
+        return [self._block(n, level, ctx) for n in nodes]
+
+    def relations(self, uri: str, max_relations: int, ctx: RequestContext | None = None) -> list[RelationRef]:
+        """Up to ``max_relations`` one-hop relations of a visible node, to visible, existing targets only.
+
+        Raises:
+            ContextEngineError: as :meth:`read` for the URI; ``RET-4001`` for ``max_relations`` out of range.
+        """
+        self._check_max_relations(max_relations)
+        node = self._visible(uri, ctx)
+        assert ctx is not None
+        return self._relations(node, max_relations, ctx) if max_relations > 0 else []
+
+    # ---- internals -----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_level(level: str) -> None:
+        if level not in ("L0", "L1", "L2"):
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID, f"level must be L1 or L2, got {level!r}", {"field": "level"}
+            )
+
+    def _check_max_relations(self, max_relations: int) -> None:
+        if not 0 <= max_relations <= self._settings.max_relations:
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                f"max_relations must be in 0..{self._settings.max_relations}, got {max_relations}",
+                {"field": "max_relations"},
+            )
+
+    @staticmethod
+    def _parse_visible(uri: str, ctx: RequestContext) -> ContextURI:
+        """Parse and check visibility, touching no storage; any failure is the one 403."""
+        try:
+            u = ContextURI.parse(uri)
+        except ContextEngineError as err:
+            raise forbidden(_shown(uri)) from err
+        if not ctx.can_see_uri(u):
+            raise forbidden(str(u))
+        return u
+
+    def _visible(self, uri: str, ctx: RequestContext | None) -> NodeRecord:
+        if ctx is None:
+            raise forbidden(_shown(uri))
+        u = self._parse_visible(uri, ctx)
+        node = self._metadata.get_node(ctx.account_id, str(u))
+        if node is None or not ctx.can_see(node.owner_space):
+            raise forbidden(str(u))
+        return node
+
+    def _block(self, node: NodeRecord, level: str, ctx: RequestContext) -> RetrievedBlock:
+        lv = Level(level)
+        if lv is Level.L2 and node.is_dir:
+            raise ContextEngineError(
+                ErrorCode.LEVEL_NOT_AVAILABLE,
+                f"{node.uri} is a directory: it has L0 and L1 only; read a file below it for L2",
+                {"uri": node.uri},
+            )
+        abstract = self._content.read_level(ctx.account_id, node.uri, Level.L0)
+        abstract = self._redactor.redact(abstract, library=False).text if abstract else abstract
+        overview = content = None
+        if lv is not Level.L0:
+            text = self._content.read_level(ctx.account_id, node.uri, lv)
+            if text is None:
+                raise ContextEngineError(
+                    ErrorCode.LEVEL_NOT_AVAILABLE, f"{node.uri} has no {lv.value}", {"uri": node.uri}
+                )
+            if lv is Level.L1:
+                overview = self._redactor.redact(text).text
+            else:
+                # Redact a margin beyond the excerpt so a secret straddling the cut is recognised whole; only the
+                # redacted text is ever cut and returned.
+                limit = self._settings.l2_excerpt_max_chars
+                head = text[: limit + 2048]
+                content = excerpt(self._redactor.redact(head).text, limit, total_chars=len(text))
+            if self._metrics is not None:
+                self._metrics.reads.labels(level=lv.value).inc()
+        recommendation = "read_l2" if lv is not Level.L2 and not node.is_dir and node.has_content else "none"
+        return RetrievedBlock(
+            uri=node.uri,
+            level_hit=lv.value,
+            score=1.0,
+            category=node.category or "",
+            owner_space=node.owner_space,
+            abstract=abstract,
+            overview=overview,
+            content_excerpt=content,
+            relations=[],
+            has_overview=node.has_overview,
+            has_content=node.has_content,
+            read_recommendation=recommendation,
+            match_reason="explicit_read",
+        )
+
+    def _relations(self, node: NodeRecord, max_relations: int, ctx: RequestContext) -> list[RelationRef]:
+        edges = self._metadata.get_relations(ctx.account_id, node.uri)
+        candidates: list[tuple[str, str, float]] = []
+        for edge in edges:
+            try:
+                target = ContextURI.parse(edge.to_uri)
+            except ContextEngineError:
+                continue
+            if ctx.can_see_uri(target):
+                candidates.append((str(target), edge.relation_type, edge.weight))
+        if not candidates:
+            return []
+        existing = self._metadata.get_nodes(ctx.account_id, [c[0] for c in candidates])
+        by_key = {ContextURI.parse(n.uri).key: n for n in existing.values()}
+        out: list[RelationRef] = []
+        for to_uri, relation_type, weight in candidates:
+            target_node = by_key.get(ContextURI.parse(to_uri).key)
+            if target_node is None or not ctx.can_see(target_node.owner_space):
+                continue
+            out.append(RelationRef(to_uri=target_node.uri, relation_type=relation_type, weight=weight))
+            if len(out) == max_relations:
+                break
+        return out

@@ -1,0 +1,81 @@
+"""Per-request state shared by the search_memory stages: the query's level-0 scorer, a metadata cache, the trace.
+
+A :class:`SearchRun` is created once per request by the pipeline (``retrieval/search_memory.py``) and passed to
+each stage, so the query is embedded once, its similarities are computed once, and every node's metadata row is
+fetched at most once, in batches.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from context_engine.observability.trace import TraceRecorder
+from context_engine.retrieval.l0_source import L0Scorer
+from context_engine.schema.context import RequestContext
+from context_engine.schema.nodes import NodeRecord
+from context_engine.storage.protocols import MetadataStore
+
+
+class RequestNodes:
+    """Metadata rows of one account, fetched in batches (one ``get_nodes`` call per batch) and kept for the request.
+
+    Thread-safe. A URI that was fetched and is absent is remembered as absent.
+    """
+
+    def __init__(self, metadata: MetadataStore, account_id: str) -> None:
+        self._metadata = metadata
+        self._account = account_id
+        self._rows: dict[str, NodeRecord | None] = {}
+        self._lock = threading.Lock()
+        self.fetches = 0
+
+    def fetch(self, uris: Iterable[str]) -> dict[str, NodeRecord | None]:
+        """Rows for ``uris`` (``None`` for missing nodes); only URIs not seen before are queried."""
+        wanted = list(dict.fromkeys(uris))
+        with self._lock:
+            missing = [u for u in wanted if u not in self._rows]
+        if missing:
+            found = self._metadata.get_nodes(self._account, missing)
+            with self._lock:
+                self.fetches += 1
+                for u in missing:
+                    self._rows[u] = found.get(u)
+        with self._lock:
+            return {u: self._rows[u] for u in wanted}
+
+    def get(self, uri: str) -> NodeRecord | None:
+        """The row for ``uri`` if it was fetched and exists."""
+        with self._lock:
+            return self._rows.get(uri)
+
+
+def unusable_reason(node: NodeRecord | None, ctx: RequestContext) -> str | None:
+    """Why a vector hit must not be returned, or ``None`` when it may be (DESIGN §3: never a searchable orphan).
+
+    ``missing``: no metadata row any more (deleted after indexing); ``pending``: its index write has not finished;
+    ``not_visible``: its owner space is not visible to the caller.
+    """
+    if node is None:
+        return "missing"
+    if node.index_status != "indexed":
+        return "pending"
+    if not ctx.can_see(node.owner_space):
+        return "not_visible"
+    return None
+
+
+@dataclass
+class SearchRun:
+    """What one search_memory request shares between stages.
+
+    Attributes:
+        scorer: similarities of the request's query vector to the account's level-0 records.
+        nodes: the request's metadata cache.
+        trace: the request's trace recorder.
+    """
+
+    scorer: L0Scorer
+    nodes: RequestNodes
+    trace: TraceRecorder = field(default_factory=TraceRecorder)

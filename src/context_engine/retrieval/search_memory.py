@@ -1,0 +1,449 @@
+"""The search_memory and read_memory pipelines (DESIGN.md §5-6, §8-9; seed 000 §4-7).
+
+``search_memory``: validate -> tenancy scope (target_uri checked before any search) -> ``QueryPlanner.plan`` ->
+embed the query once -> ``L0Retriever.search`` per typed query -> ``HierarchicalSearcher.expand`` + ``Scorer`` ->
+``CandidateRechecker.recheck`` -> merge typed queries, dedupe by URI, threshold, top_k ->
+``RetrievalAssembler.assemble``. Each stage is timed and traced; every degradation of seed 000 §7 becomes a
+``trace.warnings`` line and a ``retrieval.fallback.count`` increment:
+
+========  ===============================================  =============================================
+code      when                                             result
+========  ===============================================  =============================================
+RET-4041  target_uri visible but missing                   target ignored
+RET-4221  planner cannot classify                          memory + skill + resource
+RET-5001  query embedding or vector search failed          empty hits, ``retryable=true`` (during expansion:
+                                                           seeds kept without expansion)
+RET-5002  recheck failed                                   candidates kept unchecked
+RET-5003  assembly failed                                  ``hits`` empty, ``seed_hits`` returned raw
+RET-5004  expansion time budget spent                      shallower expansion
+========  ===============================================  =============================================
+
+``read_memory``: ``MemoryReadService.read`` (ACL before storage) then, when asked, its one-hop relations; timed as
+``read_ms`` and ``relations_ms``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.observability.metrics import Metrics
+from context_engine.observability.trace import TraceRecorder
+from context_engine.retrieval.assembler import RetrievalAssembler
+from context_engine.retrieval.candidate_rechecker import CandidateRechecker
+from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
+from context_engine.retrieval.l0_retriever import L0Retriever
+from context_engine.retrieval.l0_source import L0Source
+from context_engine.retrieval.memory_read_service import MemoryReadService
+from context_engine.retrieval.query_planner import QueryPlanner
+from context_engine.retrieval.redaction import Redactor
+from context_engine.retrieval.run import RequestNodes, SearchRun
+from context_engine.retrieval.scope import effective_owner_spaces
+from context_engine.retrieval.scoring import Scorer, dedupe_by_uri, passes_threshold
+from context_engine.schema.context import RequestContext
+from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
+from context_engine.schema.query import (
+    TOP_K_MAX,
+    TOP_K_MIN,
+    NextActions,
+    ReadMemoryRequest,
+    ReadMemoryResponse,
+    ReadTrace,
+    SearchMemoryRequest,
+    SearchMemoryResponse,
+    SearchTrace,
+    TypedQuery,
+)
+from context_engine.schema.uri import ContextURI
+from context_engine.settings import RetrievalSettings
+from context_engine.storage.protocols import Embedder, MetadataStore
+
+__all__ = ["ReadMemoryPipeline", "SearchMemoryPipeline"]
+
+_LOG = logging.getLogger("context_engine.retrieval")
+_MAX_QUERY_CHARS = 4096
+_DEGRADED_SEARCH = (ErrorCode.VECTOR_SEARCH_FAILED, ErrorCode.EMBEDDING_FAILED)
+
+
+def _new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+class SearchMemoryPipeline:
+    """Orchestrates the search_memory stages; plain code that reads top to bottom (STYLE.md).
+
+    Args:
+        planner, retriever, searcher, rechecker, scorer, assembler: the stages.
+        source: the level-0 similarity source (index or in-memory).
+        embedder: embeds the query (once per request).
+        metadata: for the target check and hydration.
+        redactor: pattern redaction of the returned seed abstracts.
+        metrics: request, stage, seed, recheck, threshold and fallback counters.
+        settings: the ``retrieval`` section.
+    """
+
+    def __init__(
+        self,
+        *,
+        planner: QueryPlanner,
+        retriever: L0Retriever,
+        searcher: HierarchicalSearcher,
+        rechecker: CandidateRechecker,
+        scorer: Scorer,
+        assembler: RetrievalAssembler,
+        source: L0Source,
+        embedder: Embedder,
+        metadata: MetadataStore,
+        redactor: Redactor,
+        metrics: Metrics,
+        settings: RetrievalSettings,
+    ) -> None:
+        self.planner = planner
+        self.retriever = retriever
+        self.searcher = searcher
+        self.rechecker = rechecker
+        self.scorer = scorer
+        self.assembler = assembler
+        self.source = source
+        self._embedder = embedder
+        self._metadata = metadata
+        self._redactor = redactor
+        self._metrics = metrics
+        self._settings = settings
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the worker threads (if any were started)."""
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------------------ search
+    def run(self, request: SearchMemoryRequest, ctx: RequestContext) -> SearchMemoryResponse:
+        """Execute one search_memory request for ``ctx`` (DESIGN §5; seed 000 §4.1.1).
+
+        Returns:
+            The response; degradations are in ``trace.warnings`` (see the module docstring), never raised.
+
+        Raises:
+            ContextEngineError: ``RET-4001`` empty/invalid query, owner_space, target_uri or hints; ``RET-4002``
+                top_k outside 1..50; ``RET-4003`` invalid score_threshold; ``RET-4031`` target_uri not visible
+                (the same whether or not it exists); ``WRT-5001`` when the metadata store fails.
+        """
+        started = time.perf_counter()
+        request_id = _new_request_id()
+        detailed = request.include_debug and request.trace_level == "detailed"
+        trace = TraceRecorder(detailed=detailed, metrics=self._metrics)
+        self._metrics.search_requests.inc()
+        threshold = self._validate(request)
+        target = self._check_target(request.target_uri, ctx, trace)
+
+        with trace.stage("planner"):
+            typed = self.planner.plan(
+                request.query,
+                request.session_archive,
+                request.planner_hints,
+                ctx,
+                top_k=request.top_k,
+                categories=request.categories,
+                target_uri=target,
+                owner_space=request.owner_space,
+                trace=trace,
+            )
+        if detailed:
+            trace.detail("planner", "typed_queries", [tq.model_dump(mode="json") for tq in typed])
+
+        run: SearchRun | None = None
+        seeds: list[list[SeedHit]] = [[] for _ in typed]
+        retryable = False
+        with trace.stage("seed"):
+            try:
+                with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
+                    vector = self._embedder.embed_query(typed[0].text)
+                scorer = self.source.scorer(ctx.account_id, vector)
+                run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace)
+                seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
+            except ContextEngineError as err:
+                if err.code not in _DEGRADED_SEARCH:
+                    raise
+                what = "query embedding" if err.code is ErrorCode.EMBEDDING_FAILED else "vector search"
+                trace.warn(
+                    ErrorCode.VECTOR_SEARCH_FAILED,
+                    f"{what} failed ({err.code.value}); no hits this time, retry later",
+                    stage="seed",
+                )
+                retryable, run = True, None
+        self._metrics.seed_hits.inc(sum(len(s) for s in seeds))
+        if run is None:
+            return self._respond(request, ctx, request_id, typed, [], [], trace, started, retryable)
+
+        with trace.stage("hierarchical"):
+            expanded = self.searcher.expand_all(typed, seeds, ctx, run=run, map_fn=self._mapper(run))
+            retryable = retryable or trace.has(ErrorCode.VECTOR_SEARCH_FAILED)
+            scored = [self.scorer.score(tq, hits) for tq, hits in zip(typed, expanded, strict=True)]
+
+        with trace.stage("recheck"):
+            kept: list[list[NodeHit]] = []
+            for tq, hits in zip(typed, scored, strict=True):
+                kept.append(self.rechecker.recheck(tq, hits, ctx, trace=trace))
+            total_in, total_out = sum(len(h) for h in scored), sum(len(h) for h in kept)
+            self._metrics.recheck_input.inc(total_in)
+            self._metrics.recheck_pass.inc(total_out)
+            for reason, count in trace.drop_reasons("recheck").items():
+                self._metrics.recheck_drop.labels(reason=reason).inc(count)
+            trace.detail("recheck", "in", total_in)
+            trace.detail("recheck", "out", total_out)
+
+        with trace.stage("assemble"):
+            origin: dict[int, int] = {}
+            pool: list[NodeHit] = []
+            for index, hits in enumerate(kept):
+                for h in hits:
+                    origin[id(h)] = index
+                    pool.append(h)
+            merged = dedupe_by_uri(pool)
+            passing = [h for h in merged if passes_threshold(h.score, threshold, request.score_gte)]
+            filtered = len(merged) - len(passing)
+            if filtered:
+                self._metrics.threshold_filtered.inc(filtered)
+            final = passing[: request.top_k]
+            trace.event("assemble", "ranked", candidates=len(merged), below_threshold=filtered, final=len(final))
+            if detailed:
+                trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})
+                trace.detail("assemble", "scores", [_components(h) for h in merged])
+            surviving_seeds = {h.uri for hits in kept for h in hits if h.source == "seed"}
+            seed_out = _dedupe_seeds(s for group in seeds for s in group if s.uri in surviving_seeds)
+            try:
+                blocks = self._assemble(typed, final, origin, ctx)
+            except Exception as err:  # noqa: BLE001 - a degradation by design (seed 000 §7), recorded as RET-5003
+                trace.warn(
+                    ErrorCode.ASSEMBLY_FAILED,
+                    f"assembly failed ({type(err).__name__}); returning the raw seed_hits",
+                    stage="assemble",
+                )
+                blocks = []
+        return self._respond(request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable)
+
+    # ---- steps ----------------------------------------------------------------------------------------------------
+    def _validate(self, request: SearchMemoryRequest) -> float:
+        """Check the request; return the threshold in force."""
+        query = request.query
+        if not isinstance(query, str) or not query.strip():
+            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty", {"field": "query"})
+        if len(query) > _MAX_QUERY_CHARS:
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                f"query is longer than {_MAX_QUERY_CHARS} characters",
+                {"field": "query", "limit": _MAX_QUERY_CHARS},
+            )
+        if any(ord(c) < 32 and c not in "\t\n\r" for c in query):
+            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query contains control characters", {"field": "query"})
+        if isinstance(request.top_k, bool) or not TOP_K_MIN <= request.top_k <= TOP_K_MAX:
+            raise ContextEngineError(
+                ErrorCode.TOP_K_OUT_OF_RANGE,
+                f"top_k must be in {TOP_K_MIN}..{TOP_K_MAX}, got {request.top_k}",
+                {"field": "top_k", "min": TOP_K_MIN, "max": TOP_K_MAX},
+            )
+        threshold = request.score_threshold
+        if threshold is not None and (not math.isfinite(threshold) or not 0.0 <= threshold <= 1.0):
+            raise ContextEngineError(
+                ErrorCode.SCORE_THRESHOLD_INVALID,
+                f"score_threshold must be a number in 0..1 (final scores are normalised), got {threshold}",
+                {"field": "score_threshold", "min": 0.0, "max": 1.0},
+            )
+        if request.owner_space is not None and not _valid_owner_space(request.owner_space):
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                "owner_space must be 'shared', 'user:<space>' or 'agent:<space>'",
+                {"field": "owner_space"},
+            )
+        if any(not isinstance(c, str) or not c.strip() for c in request.categories):
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID, "categories must be non-empty strings", {"field": "categories"}
+            )
+        return threshold if threshold is not None else self.scorer.default_threshold
+
+    def _check_target(self, target_uri: str | None, ctx: RequestContext, trace: TraceRecorder) -> str | None:
+        """The canonical target, or ``None`` (absent, or missing: ``RET-4041``). Visibility is checked first, from
+        the context alone, so an invisible target gives ``RET-4031`` whether or not it exists (seed 000 §9)."""
+        if not target_uri:
+            return None
+        try:
+            t = ContextURI.parse(target_uri)
+        except ContextEngineError as err:
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID, f"target_uri is not a valid URI: {err.message}", {"field": "target_uri"}
+            ) from err
+        if not ctx.can_see_uri(t):
+            raise ContextEngineError(
+                ErrorCode.TARGET_FORBIDDEN,
+                "target_uri does not exist or is not visible to this caller",
+                {"field": "target_uri"},
+            )
+        node = self._metadata.get_node(ctx.account_id, str(t))
+        if node is None or not ctx.can_see(node.owner_space):
+            trace.warn(
+                ErrorCode.TARGET_NOT_FOUND,
+                "target_uri does not exist; searching without it",
+                stage="planner",
+            )
+            return None
+        return node.uri
+
+    def _assemble(
+        self, typed: Sequence[TypedQuery], final: Sequence[NodeHit], origin: dict[int, int], ctx: RequestContext
+    ) -> list[RetrievedBlock]:
+        """Assemble each typed query's share of the final ranking, then restore the ranking order."""
+        blocks: dict[str, RetrievedBlock] = {}
+        for index, tq in enumerate(typed):
+            share = [h for h in final if origin.get(id(h)) == index]
+            if share:
+                for block in self.assembler.assemble(tq, share, ctx):
+                    blocks[block.uri] = block
+        return [blocks[h.uri] for h in final]
+
+    def _mapper(self, run: SearchRun) -> Callable[..., Iterable[Any]]:
+        """``map``, or a thread pool's ``map`` when several typed queries wait on the vector index (I/O that
+        releases the GIL). The in-memory source is CPU-bound Python, so it runs sequentially."""
+        workers = self._settings.hierarchy.parallel_workers
+        if workers < 2 or run.scorer.name != "index":
+            return map
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ce-search")
+            return self._executor.map
+
+    def _respond(
+        self,
+        request: SearchMemoryRequest,
+        ctx: RequestContext,
+        request_id: str,
+        typed: list[TypedQuery],
+        seeds: list[SeedHit],
+        blocks: list[RetrievedBlock],
+        trace: TraceRecorder,
+        started: float,
+        retryable: bool,
+    ) -> SearchMemoryResponse:
+        seeds = [
+            s.model_copy(update={"abstract": self._redactor.redact(s.abstract, library=False).text}) for s in seeds
+        ]
+        response = SearchMemoryResponse(
+            request_id=request_id,
+            typed_queries=typed,
+            seed_hits=seeds,
+            hits=blocks,
+            next_actions=self.assembler.next_actions(blocks) if blocks else NextActions(),
+            trace=SearchTrace(
+                planner_ms=trace.ms("planner"),
+                seed_ms=trace.ms("seed"),
+                recheck_ms=trace.ms("recheck"),
+                hierarchical_ms=trace.ms("hierarchical"),
+                assemble_ms=trace.ms("assemble"),
+                warnings=list(trace.warnings),
+                event_count=trace.event_count,
+            ),
+            thinking_trace=trace.thinking_trace() if trace.detailed else None,
+            retryable=retryable,
+        )
+        elapsed = time.perf_counter() - started
+        self._metrics.search_duration.observe(elapsed)
+        _LOG.info(
+            "search_memory",
+            extra={
+                "ce_event": {
+                    "request_id": request_id,
+                    "query_hash": hashlib.sha256(request.query.encode("utf-8")).hexdigest()[:16],
+                    "typed_query_count": len(typed),
+                    "top_k": request.top_k,
+                    "seed_count": len(seeds),
+                    "final_count": len(blocks),
+                    "warnings": list(trace.warnings),
+                    "account_id": ctx.account_id,
+                    "role": ctx.role,
+                    "effective_owner_spaces": effective_owner_spaces(ctx, request.owner_space),
+                    "recheck_drop_reasons": trace.drop_reasons("recheck"),
+                    "duration_ms": round(elapsed * 1e3, 3),
+                }
+            },
+        )
+        return response
+
+
+def _valid_owner_space(value: str) -> bool:
+    if value == "shared":
+        return True
+    kind, _, space = value.partition(":")
+    if kind not in ("user", "agent") or not space:
+        return False
+    try:
+        ContextURI.parse(f"ctx://{kind}/{space}/")
+    except ContextEngineError:
+        return False
+    return True
+
+
+def _components(h: NodeHit) -> dict[str, Any]:
+    return {
+        "uri": h.uri,
+        "source": h.source,
+        "similarity": round(h.similarity, 6),
+        "vector": round(h.vector_score, 6),
+        "hierarchy": h.hierarchy_score,
+        "category": h.category_boost,
+        "target": h.target_uri_boost,
+        "final": h.score,
+    }
+
+
+def _dedupe_seeds(seeds: Any) -> list[SeedHit]:
+    best: dict[str, SeedHit] = {}
+    for s in seeds:
+        kept = best.get(s.uri)
+        if kept is None or s.score > kept.score:
+            best[s.uri] = s
+    return sorted(best.values(), key=lambda s: (-s.score, not s.has_overview, s.uri))
+
+
+# ---------------------------------------------------------------------------------------------------- read
+class ReadMemoryPipeline:
+    """read_memory: one explicit read plus optional relations, timed (seed 000 §4.1.2).
+
+    Args:
+        reader: the read service.
+    """
+
+    def __init__(self, reader: MemoryReadService) -> None:
+        self.reader = reader
+
+    def run(self, request: ReadMemoryRequest, ctx: RequestContext) -> ReadMemoryResponse:
+        """Read ``request.uri`` at ``request.level`` for ``ctx``.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` invisible or missing (same body); ``RET-4004`` no such level;
+                ``RET-4001`` ``max_relations`` out of range.
+        """
+        request_id = _new_request_id()
+        start = time.perf_counter()
+        block = self.reader.read(request.uri, request.level, False, request.max_relations, ctx)
+        read_ms = (time.perf_counter() - start) * 1e3
+        relations_ms = 0.0
+        if request.expand_relations and request.max_relations > 0:
+            start = time.perf_counter()
+            block.relations = self.reader.relations(block.uri, request.max_relations, ctx)
+            relations_ms = (time.perf_counter() - start) * 1e3
+        return ReadMemoryResponse(
+            request_id=request_id,
+            block=block,
+            trace=ReadTrace(read_ms=round(read_ms), relations_ms=round(relations_ms)),
+        )

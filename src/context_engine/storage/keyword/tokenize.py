@@ -1,0 +1,221 @@
+"""Tokenisation for BM25: English words (lower-cased, stopwords dropped, Snowball-stemmed) and Chinese words (jieba).
+
+A text is cut into runs of CJK characters and the rest:
+
+* CJK runs go to jieba (DESIGN §14): ``jieba-search`` emits each word and, for long words, its dictionary sub-words
+  (``cut_for_search``), which keeps recall on compounds; ``jieba`` is the precise mode; ``bigram`` emits overlapping
+  character bigrams (and the single character of a one-character run), the classic dictionary-free baseline.
+* Other text follows the scikit-learn/bm25s convention (words of two or more word characters, lower-cased), with
+  English stopwords from bm25s and the Snowball English stemmer from PyStemmer. With ``split_identifiers``, an
+  identifier such as ``KubePodCrashLooping`` or ``etcd_disk_wal`` also yields its parts, so a query in plain words
+  ("pod crash looping") matches the alert name.
+
+jieba's dictionary loads lazily, once per process, behind a lock (about 1 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from typing import Any, Literal
+
+__all__ = ["ZH_STOPWORDS", "KeywordTokenizer"]
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_SPLIT_RE = re.compile(rf"([{_CJK}]+)")
+_WORD_RE = re.compile(r"[^\W_]+(?:_[^\W_]+)*")
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_CJK_PUNCT_RE = re.compile(r"^\W+$")
+
+#: Chinese function words dropped from both queries and documents (a short list: particles, pronouns, copulas).
+ZH_STOPWORDS = frozenset(
+    [
+        "的",
+        "了",
+        "是",
+        "在",
+        "和",
+        "与",
+        "及",
+        "或",
+        "也",
+        "就",
+        "都",
+        "而",
+        "并",
+        "但",
+        "被",
+        "把",
+        "让",
+        "给",
+        "对",
+        "从",
+        "到",
+        "为",
+        "以",
+        "于",
+        "之",
+        "其",
+        "这",
+        "那",
+        "这个",
+        "那个",
+        "这些",
+        "那些",
+        "我",
+        "你",
+        "他",
+        "她",
+        "它",
+        "我们",
+        "你们",
+        "他们",
+        "什么",
+        "哪",
+        "哪个",
+        "哪些",
+        "谁",
+        "吗",
+        "呢",
+        "吧",
+        "啊",
+        "么",
+        "个",
+        "着",
+        "过",
+        "将",
+        "等",
+        "中",
+        "上",
+        "下",
+        "有",
+        "没有",
+        "如何",
+        "怎么",
+        "怎样",
+        "为什么",
+        "多少",
+        "几",
+        "是否",
+        "可以",
+        "一个",
+    ]
+)
+
+_jieba_lock = threading.Lock()
+_jieba_tokenizer: Any = None
+
+
+def _jieba() -> Any:
+    global _jieba_tokenizer
+    if _jieba_tokenizer is None:
+        with _jieba_lock:
+            if _jieba_tokenizer is None:
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)  # jieba logs its dictionary loading on its own handler
+                tok = jieba.Tokenizer()
+                tok.initialize()
+                _jieba_tokenizer = tok
+    return _jieba_tokenizer
+
+
+class KeywordTokenizer:
+    """Text to BM25 tokens, the same function for documents and queries.
+
+    Args:
+        stem: Snowball-stem English words.
+        stopwords: drop English (bm25s list) and Chinese (:data:`ZH_STOPWORDS`) stopwords.
+        split_identifiers: also emit the parts of CamelCase and snake_case identifiers.
+        cjk: Chinese mode, see the module docstring.
+
+    Calling the tokenizer is thread-safe (jieba's tokenizer and PyStemmer are used under a lock).
+    """
+
+    def __init__(
+        self,
+        *,
+        stem: bool = True,
+        stopwords: bool = True,
+        split_identifiers: bool = True,
+        cjk: Literal["jieba-search", "jieba", "bigram"] = "jieba-search",
+    ) -> None:
+        self.stem = stem
+        self.use_stopwords = stopwords
+        self.split_identifiers = split_identifiers
+        self.cjk = cjk
+        self._lock = threading.Lock()
+        self._stemmer: Any = None
+        self._cache: dict[str, str] = {}
+        if stopwords:
+            from bm25s.stopwords import STOPWORDS_EN
+
+            self._en_stop = frozenset(STOPWORDS_EN)
+        else:
+            self._en_stop = frozenset()
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The parameters, recorded with a saved index and in eval reports."""
+        return {
+            "stem": self.stem,
+            "stopwords": self.use_stopwords,
+            "split_identifiers": self.split_identifiers,
+            "cjk": self.cjk,
+        }
+
+    def __call__(self, text: str) -> list[str]:
+        """The tokens of ``text`` in order (duplicates kept: BM25 counts them). Empty for empty text."""
+        text = unicodedata.normalize("NFKC", text)
+        out: list[str] = []
+        for i, part in enumerate(_SPLIT_RE.split(text)):
+            if not part:
+                continue
+            if i % 2:  # odd parts are the CJK runs captured by the split pattern
+                out.extend(self._cjk_tokens(part))
+            else:
+                out.extend(self._latin_tokens(part))
+        return out
+
+    def _latin_tokens(self, text: str) -> list[str]:
+        words: list[str] = []
+        for word in _WORD_RE.findall(text):
+            low = word.lower()
+            if len(low) >= 2 and low not in self._en_stop:
+                words.append(low)
+            if self.split_identifiers:
+                parts = [p for chunk in word.split("_") for p in _CAMEL_RE.findall(chunk)]
+                if len(parts) > 1:
+                    words.extend(p.lower() for p in parts if len(p) >= 2 and p.lower() not in self._en_stop)
+        if not self.stem or not words:
+            return words
+        return self._stem(words)
+
+    def _stem(self, words: list[str]) -> list[str]:
+        with self._lock:
+            if self._stemmer is None:
+                import Stemmer
+
+                self._stemmer = Stemmer.Stemmer("english")
+            cache = self._cache
+            missing = [w for w in set(words) if w not in cache]
+            if missing:
+                for w, s in zip(missing, self._stemmer.stemWords(missing), strict=True):
+                    cache[w] = s
+                if len(cache) > 500_000:  # bound memory on huge vocabularies
+                    cache.clear()
+            return [cache.get(w) or self._stemmer.stemWord(w) for w in words]
+
+    def _cjk_tokens(self, run: str) -> list[str]:
+        if self.cjk == "bigram":
+            if len(run) == 1:
+                return [run]
+            return [run[i : i + 2] for i in range(len(run) - 1)]
+        tok = _jieba()
+        with self._lock:
+            words = tok.cut_for_search(run) if self.cjk == "jieba-search" else tok.cut(run)
+            words = list(words)
+        stop = ZH_STOPWORDS if self.use_stopwords else frozenset()
+        return [w for w in words if w.strip() and w not in stop and not _CJK_PUNCT_RE.match(w)]

@@ -1,0 +1,267 @@
+"""The hint layer: term extraction, domain rules, analyze_query and staying in sync with writes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from context_engine.knowledge.domains import BUILTIN_DOMAINS
+from context_engine.knowledge.hint_index import (
+    DomainResolver,
+    KnowledgeIndexService,
+    alert_key,
+    extract_document,
+    phrase_key,
+    title_words,
+)
+from context_engine.schema.context import RequestContext
+from context_engine.settings import DomainVocabulary, KnowledgeSettings
+from tests.knowledge.conftest import chunk, node
+
+ADMIN = RequestContext(account_id="acme", role="admin")
+RESOLVER = DomainResolver.build(BUILTIN_DOMAINS)
+
+CRASH = "ctx://resources/runbooks/po/kubernetes/KubePodCrashLooping.md"
+CRASH_ZH = "ctx://resources/runbooks/zh/kubernetes/KubePodCrashLooping.md"
+FSYNC = "ctx://resources/runbooks/po/etcd/etcdHighFsyncDurations.md"
+RESTART_ZH = "ctx://resources/ops/kubernetes/容器频繁重启.md"
+MIXED = "ctx://resources/runbooks/os/cluster-monitoring-operator/KubeJobFailed.md"
+FLAP = "ctx://resources/runbooks/po/general/NodeNetworkInterfaceFlapping.md"
+WATCHDOG = "ctx://resources/runbooks/po/general/Watchdog.md"
+VIRT = "ctx://resources/runbooks/os/openshift-virtualization-operator/KubeMacPoolDown.md"
+
+
+def corpus():
+    return [
+        (
+            node(CRASH, "KubePodCrashLooping"),
+            [
+                chunk(CRASH, 0, "Pod is in CrashLoop. Reason `CrashLoopBackOff`.", "KubePodCrashLooping > Meaning"),
+                chunk(
+                    CRASH,
+                    1,
+                    "Check `kube_pod_container_status_restarts_total` and the `kube-apiserver`.",
+                    "KubePodCrashLooping > Diagnosis",
+                ),
+            ],
+        ),
+        (
+            node(CRASH_ZH, "KubePodCrashLooping"),
+            [
+                chunk(CRASH_ZH, 0, "Pod 处于 CrashLooping 状态。", "KubePodCrashLooping > 含义"),
+            ],
+        ),
+        (
+            node(FSYNC, "etcdHighFsyncDurations"),
+            [
+                chunk(
+                    FSYNC,
+                    0,
+                    "`etcd_disk_wal_fsync_duration_seconds_bucket` is high. Error ETCD-1042.",
+                    "etcdHighFsyncDurations > Diagnosis > Slow disk",
+                ),
+            ],
+        ),
+        (
+            node(RESTART_ZH, "容器频繁重启"),
+            [
+                chunk(RESTART_ZH, 0, "容器反复退出，kubelet 不断重启它。", "容器频繁重启 > 含义"),
+            ],
+        ),
+        (node(MIXED, "KubeJobFailed"), [chunk(MIXED, 0, "A job failed.", "KubeJobFailed > Meaning")]),
+        (node(FLAP, "NodeNetworkInterfaceFlapping"), [chunk(FLAP, 0, "flapping", "NodeNetworkInterfaceFlapping")]),
+        (node(WATCHDOG, "Watchdog"), [chunk(WATCHDOG, 0, "always firing", "Watchdog > Meaning")]),
+        (node(VIRT, "KubeMacPoolDown"), [chunk(VIRT, 0, "kubemacpool is down", "KubeMacPoolDown")]),
+    ]
+
+
+@pytest.fixture
+def hints(audit, metadata):
+    service = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    nodes = [n for n, _ in corpus()]
+    vectors = [v for _, vs in corpus() for v in vs]
+    metadata.upsert_nodes(nodes)
+    metadata.put_vectors(vectors)
+    service.nodes_written("acme", nodes, vectors)
+    return service
+
+
+def test_keys_are_spelling_independent():
+    assert alert_key("KubePodCrashLooping") == "kubepodcrashlooping"
+    assert alert_key("etcdNoLeader") == "etcdnoleader"
+    assert phrase_key("Slow  Disk") == "slow disk"
+    assert phrase_key("容器频繁重启") == "容器频繁重启"
+    assert title_words("KubeletPodStartUpLatencyHigh") == ("kubelet", "pod", "start", "up", "latency", "high")
+
+
+def test_extraction_finds_alerts_headings_metrics_codes_services():
+    n, chunks = corpus()[0]
+    doc, terms = extract_document(n, chunks, RESOLVER)
+    kinds = {t.term: t.kind for t in terms}
+    assert kinds["kubepodcrashlooping"] == "alert"
+    assert kinds["crashloopbackoff"] == "error_code"
+    assert kinds["kube_pod_container_status_restarts_total"] == "metric"
+    assert kinds["kube-apiserver"] == "service"
+    assert "meaning" not in kinds and "diagnosis" not in kinds  # generic headings name no document
+    assert doc.domain == "kubernetes"
+    n, chunks = corpus()[2]
+    kinds = {t.term: t.kind for t in extract_document(n, chunks, RESOLVER)[1]}
+    assert kinds["slow disk"] == "heading"
+    assert kinds["etcd_disk_wal_fsync_duration_seconds_bucket"] == "metric"
+    assert kinds["etcd-1042"] == "error_code"
+
+
+@pytest.mark.parametrize(
+    ("uri", "title", "domain"),
+    [
+        (CRASH, "KubePodCrashLooping", "kubernetes"),  # rule 1: own directory
+        (MIXED, "KubeJobFailed", "kubernetes"),  # rule 2: title prefix in a mixed directory
+        (FLAP, "NodeNetworkInterfaceFlapping", "node"),  # rule 2 beats the catch-all general/
+        (WATCHDOG, "Watchdog", "general"),  # rule 3: the cross-cutting general/ directory
+        ("ctx://resources/runbooks/prometheus-operator/x/Watchdog.md", "Watchdog", "prometheus"),  # rule 3, ancestor
+        ("ctx://resources/runbooks/po/x/Watchdog.md", "Watchdog", "runbooks"),  # rule 4: the category
+        (VIRT, "KubeMacPoolDown", "virtualization"),  # rule 1 beats the Kube prefix
+        ("ctx://resources/database/ConnectionPoolExhausted.md", "ConnectionPoolExhausted", "database"),
+        ("ctx://resources/payments/Refunds.md", "Refunds", "payments"),  # rule 4: the category
+    ],
+)
+def test_document_domain_rules(uri, title, domain):
+    assert RESOLVER.document_domain(uri, title, uri.split("/")[3]) == domain
+
+
+def test_title_prefix_needs_a_camel_boundary():
+    assert RESOLVER.title_domain("KubeletDown") == "kubernetes"  # via the Kubelet prefix
+    assert RESOLVER.title_domain("KubevirtVmHighMemoryUsage") == "virtualization"
+    assert RESOLVER.title_domain("Kubernetes") is None  # 'Kube' + lowercase: not a boundary
+
+
+def test_chinese_query_naming_an_alert(hints):
+    result = hints.analyze_query("KubePodCrashLooping 告警怎么处理", ADMIN)
+    assert "KubePodCrashLooping" in result.matched_keywords
+    assert result.domains == ["kubernetes"]
+    assert result.single_domain_or_null == "kubernetes"
+    strong = {m.uri for m in result.matches if m.strength == "strong"}
+    assert strong == {CRASH, CRASH_ZH}
+
+
+def test_spaced_alert_name_and_chinese_title_match(hints):
+    assert CRASH in hints.analyze_query("kube pod crash looping again", ADMIN).strong_uris
+    result = hints.analyze_query("容器频繁重启怎么办", ADMIN)
+    assert RESTART_ZH in result.strong_uris
+    assert "kubernetes" in result.domains  # 容器 is a kubernetes term; the match is a kubernetes document
+
+
+def test_metric_heading_and_code_matches(hints):
+    assert FSYNC in hints.analyze_query("etcd_disk_wal_fsync_duration_seconds_bucket p99 is 2s", ADMIN).strong_uris
+    assert FSYNC in hints.analyze_query("etcd has a slow disk", ADMIN).strong_uris
+    assert CRASH in hints.analyze_query("pods in CrashLoopBackOff", ADMIN).strong_uris
+
+
+def test_weak_title_word_match(hints):
+    result = hints.analyze_query("Pod is crash looping.", ADMIN)
+    assert CRASH in result.weak_uris and CRASH not in result.strong_uris
+    assert result.single_domain_or_null == "kubernetes"  # 'pod' is a kubernetes term
+
+
+def test_placeholders_are_ignored_and_two_domains_give_no_single_domain(hints):
+    result = hints.analyze_query("Configuration has failed to load for <namespace>/<pod>.", ADMIN)
+    assert result.domains == []
+    result = hints.analyze_query("etcd members are in CrashLoopBackOff pods", ADMIN)
+    assert result.domains == ["etcd", "kubernetes"] and result.single_domain_or_null is None
+
+
+def test_no_text_is_ever_returned(hints):
+    result = hints.analyze_query("KubePodCrashLooping", ADMIN)
+    dumped = result.model_dump_json()
+    assert "CrashLoop." not in dumped and "处于" not in dumped
+
+
+def test_broad_keywords_are_hints_not_matches(audit, metadata):
+    settings = KnowledgeSettings(hint_max_doc_freq=1)
+    service = KnowledgeIndexService(audit, metadata, settings)
+    nodes = [n for n, _ in corpus()]
+    vectors = [v for _, vs in corpus() for v in vs]
+    metadata.upsert_nodes(nodes)
+    metadata.put_vectors(vectors)
+    service.nodes_written("acme", nodes, vectors)
+    result = service.analyze_query("KubePodCrashLooping", ADMIN)  # two documents carry it
+    assert result.broad_keywords == ["KubePodCrashLooping"]
+    assert not result.strong_uris
+
+
+def test_visibility_and_accounts(hints):
+    other = RequestContext(account_id="globex", role="admin")
+    assert hints.analyze_query("KubePodCrashLooping", other).matches == []
+    scoped = hints.analyze_query("KubePodCrashLooping", ADMIN, uri_prefix="ctx://resources/runbooks/zh/")
+    assert scoped.strong_uris == {CRASH_ZH}
+
+
+def test_index_follows_deletes_and_rewrites(hints, audit, metadata):
+    hints.nodes_deleted("acme", [CRASH_ZH])
+    assert hints.analyze_query("KubePodCrashLooping", ADMIN).strong_uris == {CRASH}
+    renamed = node(CRASH, "KubePodRestartStorm")
+    hints.nodes_written("acme", [renamed], [chunk(CRASH, 0, "restart storm", "KubePodRestartStorm")])
+    assert hints.analyze_query("kube_pod_container_status_restarts_total", ADMIN).strong_uris == set()
+    assert hints.analyze_query("KubePodRestartStorm", ADMIN).strong_uris == {CRASH}  # the new title
+    assert hints.analyze_query("KubePodCrashLooping", ADMIN).strong_uris == {CRASH}  # the file name stays
+
+
+def test_another_process_sees_changes_through_the_generation(hints, audit, metadata):
+    other = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    assert CRASH in other.analyze_query("KubePodCrashLooping", ADMIN).strong_uris
+    hints.nodes_deleted("acme", [CRASH, CRASH_ZH])
+    assert other.analyze_query("KubePodCrashLooping", ADMIN).strong_uris == set()
+
+
+def test_missing_or_outdated_index_is_rebuilt_from_metadata(audit, metadata):
+    nodes = [n for n, _ in corpus()]
+    metadata.upsert_nodes(nodes)
+    metadata.put_vectors([v for _, vs in corpus() for v in vs])
+    service = KnowledgeIndexService(audit, metadata, KnowledgeSettings())  # nothing was ever indexed
+    assert CRASH in service.analyze_query("KubePodCrashLooping", ADMIN).strong_uris
+    vocab = {"kubernetes": DomainVocabulary(path_aliases=("kubernetes",), terms=("pod",))}
+    changed = KnowledgeIndexService(audit, metadata, KnowledgeSettings(builtin_domains=False, domains=vocab))
+    result = changed.analyze_query("KubePodCrashLooping in etcd", ADMIN)  # new vocabulary: rebuilt, no etcd term
+    assert result.domains == ["kubernetes"]
+
+
+def test_analysis_is_fast_once_loaded(hints):
+    hints.analyze_query("warm up 告警", ADMIN)
+    start = time.perf_counter()
+    for _ in range(200):
+        hints.analyze_query("KubePodCrashLooping 告警怎么处理 etcd_disk_wal_fsync_duration_seconds_bucket", ADMIN)
+    per_call_ms = (time.perf_counter() - start) * 1000 / 200
+    assert per_call_ms < 20  # generous: the benchmark reports the real figure (sub-millisecond)
+
+
+def test_a_failed_index_update_never_breaks_the_write_and_heals_at_the_next_lookup(audit, metadata):
+    from context_engine.errors import ContextEngineError, ErrorCode
+
+    service = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    nodes = [n for n, _ in corpus()]
+    vectors = [v for _, vs in corpus() for v in vs]
+    metadata.upsert_nodes(nodes)
+    metadata.put_vectors(vectors)
+    service.rebuild("acme")
+    real = audit.replace_hint_docs
+
+    def broken(*args, **kwargs):
+        raise ContextEngineError(ErrorCode.STORAGE_FAILED, "database is locked", retryable=True)
+
+    audit.replace_hint_docs = broken
+    service.nodes_deleted("acme", [CRASH_ZH])  # does not raise
+    assert service.sync_failures == 1
+    metadata.delete_nodes("acme", [CRASH_ZH])
+    audit.replace_hint_docs = real
+    assert service.analyze_query("KubePodCrashLooping", ADMIN).strong_uris == {CRASH}  # rebuilt from metadata
+
+
+def test_cross_cutting_documents_pass_every_domain_filter(hints):
+    snap = hints.snapshot("acme")
+    kind, values = snap.domain_filter("kubernetes")
+    assert kind == "doc_ids"  # general/ also holds a node document, so directories would be too wide
+    assert WATCHDOG in values and CRASH in values and FLAP not in values and FSYNC not in values
+    assert snap.domain_filter("storage") == ("doc_ids", [])  # no document: nothing (the search retries unfiltered)
+    result = hints.analyze_query("Watchdog alert for the etcd cluster", ADMIN)
+    assert result.domains == ["etcd", "general"] and result.single_domain_or_null == "etcd"

@@ -1,0 +1,132 @@
+"""The level-0 similarity sources: the in-memory matrix agrees with the vector index, follows writes without
+reloading, reloads on a foreign write, and 'auto' serves from the index until the matrix is loaded."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from context_engine.retrieval.l0_source import IndexL0Scorer, MemoryL0Scorer
+from context_engine.retrieval.scope import base_filter
+from context_engine.schema.nodes import VectorFilter
+from context_engine.schema.query import QueryFilters, TypedQuery
+from tests.retrieval.conftest import ADMIN, ALICE, BOB, seed_small_store
+
+DISK_URI = "ctx://resources/ops/storage/disk-pressure.md"
+QUERIES = ["disk space", "prefers answers", "restart deployment pods", "certificate expires", "payments team Berlin"]
+
+
+def top_uris(engine, mode: str, ctx, text: str, tq: TypedQuery) -> list[tuple[str, float]]:
+    vector = engine.embedder.embed_query(text)
+    if mode == "index":
+        scorer = IndexL0Scorer(engine.index, vector)
+    else:
+        snap = engine.l0_cache.load(ctx.account_id)
+        scorer = MemoryL0Scorer(snap, vector)
+    return [(m.uri, round(m.similarity, 5)) for m in scorer.top(base_filter(tq, ctx), 20)]
+
+
+@pytest.mark.parametrize("backend", ["lancedb", "exact"])
+def test_memory_matrix_agrees_with_the_index(hash_engine, backend):
+    engine = hash_engine(vector={"backend": backend})
+    seed_small_store(engine)
+    for ctx in (ADMIN, ALICE, BOB):
+        for text in QUERIES:
+            for ctype in ("memory", "skill", "resource"):
+                targets = [None] if ctype != "resource" else [None, "ctx://resources/ops/", DISK_URI]
+                for target in targets:
+                    tq = TypedQuery(text=text, context_type=ctype, target_uri=target)
+                    assert top_uris(engine, "memory", ctx, text, tq) == top_uris(engine, "index", ctx, text, tq)
+    # children and lookups agree as well
+    vector = engine.embedder.embed_query("disk")
+    flt = VectorFilter(account_id="default", owner_spaces=["shared"], levels=[0], context_types=["resource"])
+    index, memory = IndexL0Scorer(engine.index, vector), MemoryL0Scorer(engine.l0_cache.load("default"), vector)
+    parents = ["ctx://resources/", "ctx://resources/ops/"]
+
+    def as_pairs(d):
+        return {p: [(m.uri, round(m.similarity, 5)) for m in ms] for p, ms in d.items()}
+
+    assert as_pairs(index.children(flt, parents, 2)) == as_pairs(memory.children(flt, parents, 2))
+    uris = ["ctx://resources/ops/", "ctx://resources/", "ctx://resources/nothing/"]
+    got_i, got_m = index.lookup(flt, uris), memory.lookup(flt, uris)
+    assert got_i.keys() == got_m.keys() == {"ctx://resources/ops/", "ctx://resources/"}
+    assert all(abs(got_i[u] - got_m[u]) < 1e-5 for u in got_i)
+
+
+def test_writes_in_this_process_are_applied_without_reload(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "memory"})
+    seed_small_store(engine)
+    first = engine.search_memory("Alice likes green tea in the morning", ALICE, score_threshold=0.0)
+    loads = engine.l0_cache.loads
+    assert loads == 1
+    uri = engine.add_memory("Alice likes green tea in the morning.", ALICE, category="preference").uris[0]
+    assert uri not in [h.uri for h in first.hits]
+    after = engine.search_memory("Alice likes green tea in the morning", ALICE, score_threshold=0.0)
+    assert after.hits[0].uri == uri
+    engine.delete(uri, ALICE)
+    gone = engine.search_memory("Alice likes green tea in the morning", ALICE, score_threshold=0.0)
+    assert uri not in [h.uri for h in gone.hits] + [s.uri for s in gone.seed_hits]
+    engine.move("ctx://resources/ops/storage/disk-pressure.md", "ctx://resources/ops/storage/disk-full.md", ADMIN)
+    moved = engine.search_memory("node running out of disk space", ADMIN, score_threshold=0.0)
+    uris = [h.uri for h in moved.hits]
+    assert "ctx://resources/ops/storage/disk-full.md" in uris
+    assert "ctx://resources/ops/storage/disk-pressure.md" not in uris
+    assert engine.l0_cache.loads == loads  # never reloaded
+
+
+def test_a_foreign_write_forces_a_reload(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "memory"})
+    seed_small_store(engine)
+    engine.search_memory("disk", ADMIN)
+    loads = engine.l0_cache.loads
+    # another process writing: the generation moves without this process's listener seeing it
+    rec = engine.metadata.get_vectors("default", ["ctx://resources/ops/storage/disk-pressure.md"])[0]
+    engine.metadata.put_vectors([rec])
+    engine.search_memory("disk", ADMIN)
+    assert engine.l0_cache.loads == loads + 1
+
+
+def test_auto_serves_from_the_index_until_the_matrix_is_loaded(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "auto", "memory_warm_after_searches": 1})
+    seed_small_store(engine)
+    vector = engine.embedder.embed_query("disk")
+    assert engine.l0_source.scorer("default", vector).name == "index"  # first search: no background load yet
+    assert engine.l0_source.scorer("default", vector).name == "index"  # second: starts the background load
+    deadline = time.monotonic() + 10
+    while engine.l0_source.scorer("default", vector).name != "memory":
+        assert time.monotonic() < deadline, "the matrix was never loaded"
+        time.sleep(0.01)
+    # both answer the same
+    r1 = engine.search_memory("disk space", ADMIN, score_threshold=0.0)
+    engine.l0_source._settings = engine.settings.retrieval.model_copy(update={"l0_source": "index"})
+    r2 = engine.search_memory("disk space", ADMIN, score_threshold=0.0)
+    assert [(h.uri, h.score) for h in r1.hits] == [(h.uri, h.score) for h in r2.hits]
+
+
+def test_accounts_over_the_row_limit_use_the_index(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "memory", "memory_max_rows": 3})
+    seed_small_store(engine)
+    vector = engine.embedder.embed_query("disk")
+    assert engine.l0_source.scorer("default", vector).name == "index"
+    assert engine.search_memory("disk space", ADMIN).hits
+
+
+def test_memory_scorer_filters_match_nothing_on_empty_lists(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "memory"})
+    seed_small_store(engine)
+    scorer = MemoryL0Scorer(engine.l0_cache.load("default"), engine.embedder.embed_query("disk"))
+    base = VectorFilter(account_id="default", levels=[0])
+    assert scorer.top(base, 5)
+    for empty in ("owner_spaces", "context_types", "categories", "parent_uris", "doc_ids", "levels"):
+        assert scorer.top(base.model_copy(update={empty: []}), 5) == []
+    assert scorer.top(base.model_copy(update={"levels": [2]}), 5) == []
+    tq = TypedQuery(text="x", context_type="memory", filters=QueryFilters(owner_space="user:nobody"))
+    assert scorer.top(base_filter(tq, ADMIN), 5) == []
+
+
+def test_empty_account_and_dimension_mismatch(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "memory"})
+    snap = engine.l0_cache.load("nobody")
+    assert MemoryL0Scorer(snap, np.ones(64, dtype=np.float32) / 8).top(VectorFilter(account_id="nobody"), 3) == []
