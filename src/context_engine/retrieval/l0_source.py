@@ -9,9 +9,10 @@ Every search_memory stage needs the same thing: the cosine similarity between on
 
 :class:`IndexL0Scorer` answers through the :class:`~context_engine.storage.protocols.VectorIndex` protocol (one
 pre-filtered index search per question: ``parent_uris`` for children, ``doc_ids`` for lookups, since a level-0
-record's ``doc_id`` is its URI). :class:`MemoryL0Scorer` answers from :class:`L0MemoryCache`, one matrix-vector
-product per request shared by every question (about 1 ms per 30k rows), which is what keeps a search of a 100k-node
-store within its latency budget (``bench/search_memory.py``). :class:`L0Source` picks one per request according to
+record's ``doc_id`` is its URI). :class:`MemoryL0Scorer` answers from :class:`L0MemoryCache`: one matrix-vector
+product per owner-space segment the request needs, shared by every question (about 1-2 ms per 30k rows), which is
+what keeps a search of a 100k-node store within its latency budget (``bench/search_memory.py``: a LanceDB search
+costs 10-20 ms there, and a request asks several questions). :class:`L0Source` picks one per request according to
 ``RetrievalSettings.l0_source``.
 
 Scores are cosine similarity in [-1, 1], higher is better, identical in meaning on both paths (the matrix holds the

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -50,7 +51,7 @@ def lookup(
     hints.add_row("[bold]hints[/]", f"keywords: {', '.join(h.matched_keywords) or '-'}")
     hints.add_row("", f"domains: {', '.join(h.domains) or '-'}  (filter: {result.traces.domain_filter or 'none'})")
     for m in h.matches[:8]:
-        hints.add_row("", f"[{m.strength}] {m.title} ({', '.join(m.keywords)})")
+        hints.add_row("", escape(f"[{m.strength}] {m.title} ({', '.join(m.keywords)})"))
     out.print(hints)
     table = Table(
         "#", "level", "sim", "boost", "document", "section", "chunks", title=f"evidence: {result.evidence_status}"

@@ -238,18 +238,19 @@ class SqlAuditStore:
         rows = self._ledger_rows(s, account_id, session_id, keys)
         expires = now + timedelta(seconds=ttl_s)
         live: dict[str, LedgerEntry] = {}
+        fresh: list[dict[str, Any]] = []
         for key in dict.fromkeys(keys):
             found = rows.get(key)
             if found is None:
-                s.execute(
-                    insert(table).values(
-                        account_id=account_id,
-                        session_id=session_id,
-                        doc_key=key,
-                        invocation_id=invocation_id,
-                        retrieved_at=now,
-                        expires_at=expires,
-                    )
+                fresh.append(
+                    {
+                        "account_id": account_id,
+                        "session_id": session_id,
+                        "doc_key": key,
+                        "invocation_id": invocation_id,
+                        "retrieved_at": now,
+                        "expires_at": expires,
+                    }
                 )
             elif found.expires_at <= now:
                 s.execute(
@@ -259,6 +260,8 @@ class SqlAuditStore:
                 )
             else:
                 live[key] = found
+        if fresh:
+            s.execute(insert(table), fresh)  # one executemany
         return live
 
     def _ledger_rows(self, s: Session, account_id: str, session_id: str, keys: Sequence[str]) -> dict[str, LedgerEntry]:
