@@ -10,6 +10,7 @@ import pytest
 
 from context_engine.retrieval.l0_source import IndexL0Scorer, MemoryL0Scorer
 from context_engine.retrieval.scope import base_filter
+from context_engine.schema.context import RequestContext
 from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import QueryFilters, TypedQuery
 from tests.retrieval.conftest import ADMIN, ALICE, BOB, seed_small_store
@@ -130,3 +131,14 @@ def test_empty_account_and_dimension_mismatch(hash_engine):
     engine = hash_engine(retrieval={"l0_source": "memory"})
     snap = engine.l0_cache.load("nobody")
     assert MemoryL0Scorer(snap, np.ones(64, dtype=np.float32) / 8).top(VectorFilter(account_id="nobody"), 3) == []
+
+
+def test_a_write_to_another_account_keeps_loaded_accounts_current(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "memory"})
+    seed_small_store(engine)
+    engine.search_memory("disk", ADMIN)
+    loads = engine.l0_cache.loads
+    other = RequestContext(account_id="other", role="admin")
+    engine.add_text("# Other\n\nSomething else entirely.\n", "ctx://resources/other.md", other)
+    engine.search_memory("disk", ADMIN)
+    assert engine.l0_cache.loads == loads  # 'default' was not reloaded

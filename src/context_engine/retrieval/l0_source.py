@@ -612,32 +612,29 @@ class L0MemoryCache:
         level0 = [v for v in vectors if v.level == 0]
         with self._lock:
             account = self._accounts.get(account_id)
-            if account is None:
-                return
-            try:
-                for node in nodes:
-                    seg = account.segments.get(space_of(node.uri))
-                    if seg is not None:
-                        seg.remove(node.uri)
-                _append_records(account, level0)
-                self._maybe_compact(account)
-            except (ValueError, TypeError) as err:  # malformed vector: forget the account, it reloads when used
-                _LOG.warning("level-0 cache update failed, dropping the account's matrix: %s", err)
-                self._accounts.pop(account_id, None)
-                return
-        self._mark_current()
+            if account is not None:
+                try:
+                    for node in nodes:
+                        seg = account.segments.get(space_of(node.uri))
+                        if seg is not None:
+                            seg.remove(node.uri)
+                    _append_records(account, level0)
+                    self._maybe_compact(account)
+                except (ValueError, TypeError) as err:  # malformed vector: forget the account, it reloads when used
+                    _LOG.warning("level-0 cache update failed, dropping the account's matrix: %s", err)
+                    self._accounts.pop(account_id, None)
+        self._mark_current()  # also when this account is not loaded: the others stay current
 
     def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
         """Forget deleted nodes of a loaded account (``WriteListener``)."""
         with self._lock:
             account = self._accounts.get(account_id)
-            if account is None:
-                return
-            for uri in uris:
-                seg = account.segments.get(space_of(uri))
-                if seg is not None:
-                    seg.remove(uri)
-            self._maybe_compact(account)
+            if account is not None:
+                for uri in uris:
+                    seg = account.segments.get(space_of(uri))
+                    if seg is not None:
+                        seg.remove(uri)
+                self._maybe_compact(account)
         self._mark_current()
 
     def _mark_current(self) -> None:
@@ -647,6 +644,9 @@ class L0MemoryCache:
         once). An account whose generation is within ``_OWN_WRITE_STEPS`` of the new value is taken to be current; a
         larger gap means another process wrote as well, so the account stays stale and is reloaded when next used.
         """
+        with self._lock:
+            if not self._accounts:
+                return
         generation = self._metadata.vector_generation()
         with self._lock:
             for account in self._accounts.values():
