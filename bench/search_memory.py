@@ -25,6 +25,9 @@ typed queries) from random callers (users with their agent, and admins), after a
 with the real embedder. Per stage (from the request trace): planner, embed (query embedding, inside seed),
 seed_search (seed minus embed), hierarchical (expansion + scoring), recheck, assemble; and the total wall time of
 ``ContextEngineService.search_memory``. Never run as a test; figures depend on the machine and its load.
+
+On a 2-core machine pass ``--torch-threads 1``: with torch's two default intra-op threads, the query embedding's
+OpenMP workers contend with the search's own CPU work and its p95 grows tenfold (see docs/search_memory.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ if [ ! -d "$DATA" ]; then
 fi
 context-engine add "$DATA" "$TARGET"
 context-engine tree ctx://resources/ --depth 3
-for q in "Pod is crash looping" "etcd cluster has no leader" "disk is almost full" "证书即将过期"; do
+for q in "Pod is crash looping" "etcd cluster has no leader" "disk is almost full" "certificate is about to expire"; do
   echo; echo "search: $q"
   context-engine search "$q" --top-k 3
 done
