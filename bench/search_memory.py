@@ -3,7 +3,7 @@
 Usage::
 
     python bench/search_memory.py [--sizes 10000 100000] [--queries 500] [--sources memory index]
-                                  [--pool 12000] [--workdir bench/.cache/search_memory]
+                                  [--hybrid off on] [--pool 12000] [--workdir bench/.cache/search_memory]
 
 What it builds, per size (cached under ``--workdir``, which is gitignored, and reused by the next run):
 
@@ -585,6 +585,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--sources", nargs="+", default=["memory", "index"], choices=["memory", "index", "auto"])
     parser.add_argument("--pool", type=int, default=12_000, help="distinct file texts embedded once")
+    parser.add_argument(
+        "--hybrid", nargs="+", default=["off"], choices=["off", "on"], help="retrieval.seed.hybrid values to measure"
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".cache" / "search_memory")
     parser.add_argument(
         "--torch-threads", type=int, default=0, help="torch intra-op threads for the query embedding (0: default)"
@@ -612,8 +615,13 @@ def main() -> None:
             for a, r, u, g in json.loads((home / "callers.json").read_text())
         ]
         random.Random(1).shuffle(contexts)
-        for source in args.sources:
-            engine = ContextEngineService(load_settings(home, retrieval={"l0_source": source}), embedder=embedder)
+        for source, hybrid in [(s, h) for s in args.sources for h in args.hybrid]:
+            retrieval = {"l0_source": source, "seed": {"hybrid": hybrid == "on"}}
+            engine = ContextEngineService(load_settings(home, retrieval=retrieval), embedder=embedder)
+            if hybrid == "on":
+                t = time.perf_counter()
+                engine.keyword_index.rebuild(engine.metadata)
+                print(f"  BM25 index of every account: built in {time.perf_counter() - t:.2f} s")
             if source != "index":
                 for account, _ in ACCOUNTS:
                     t = time.perf_counter()
@@ -621,7 +629,7 @@ def main() -> None:
                     print(f"  level-0 matrix of {account}: loaded in {time.perf_counter() - t:.2f} s")
             print(f"  load average now {os.getloadavg()[0]:.1f}")
             report(
-                f"search_memory, {size} nodes, level-0 source '{source}'",
+                f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}",
                 measure(engine, queries, contexts, args.warmup),
             )
             engine.close()

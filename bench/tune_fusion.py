@@ -2,7 +2,8 @@
 
     python bench/tune_fusion.py [--matrix bench/.cache/matrix] [--backend sentence-transformers]
 
-Reads the dense and BM25 TREC runs that ``bench/eval_matrix.py`` wrote, and scores every grid point on SciFact
+Reads the dense TREC runs that ``bench/eval_matrix.py`` wrote (BM25 is recomputed here, cheaply, so its scores are
+the ``coverage`` that convex fusion needs), and scores every grid point on SciFact
 **train** and on the **dev half** (``context_engine.eval.datasets.half_of``) of each runbook set; the objective is the
 mean nDCG@10 over those four sets. Test queries (SciFact test, runbook test halves, CMRC dev) are never read here.
 Then prints, for the chosen parameters, the held-out comparison with dense.
@@ -14,7 +15,12 @@ import argparse
 from pathlib import Path
 
 from context_engine.eval import evaluate, load_dataset, read_run
-from context_engine.retrieval.fusion import rrf, weighted_fusion
+from context_engine.eval.harness import run_retriever
+from context_engine.eval.retrievers import BM25Retriever
+from context_engine.providers.embedder import build_embedder
+from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
+from context_engine.schema.similarity import scale_of
+from context_engine.settings import EmbeddingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -40,7 +46,7 @@ def load(matrix: Path, backend: str, name: str, split: str, half: str | None):
     ds = full.halved(half) if half else full
     folder = matrix / full.slug / backend / "runs"
     dense = read_run(next(folder.glob("dense*.trec")))
-    bm25 = read_run(folder / "bm25.trec")
+    bm25 = run_retriever(ds, BM25Retriever(), top_k=100).run  # scores = coverage
     return ds, dense, bm25
 
 
@@ -48,15 +54,20 @@ def ndcg(ds, run) -> float:
     return evaluate(ds.qrels, run, ["nDCG@10"]).aggregate["nDCG@10"]
 
 
+SCALE = None  # the backend's similarity scale (convex fusion), set in main()
+
+
 def fuse(ds, dense, bm25, method: str, param: float):
     out = {}
     for q in ds.queries:
         lists = [dense.get(q, []), bm25.get(q, [])]
-        out[q] = (
-            rrf(lists, k=int(param), top_k=100)
-            if method == "rrf"
-            else weighted_fusion(lists, [param, 1 - param], top_k=100)
-        )
+        if method == "rrf":
+            out[q] = rrf(lists, k=int(param), top_k=100)
+        elif method == "convex":
+            inputs = convex_inputs(lists[0], lists[1], SCALE)
+            out[q] = weighted_fusion(inputs, [param, 1 - param], normalization="none", top_k=100)
+        else:
+            out[q] = weighted_fusion(lists, [param, 1 - param], top_k=100)
     return out
 
 
@@ -65,6 +76,8 @@ def main() -> None:
     ap.add_argument("--matrix", type=Path, default=ROOT / "bench" / ".cache" / "matrix")
     ap.add_argument("--backend", default="sentence-transformers")
     args = ap.parse_args()
+    global SCALE
+    SCALE = scale_of(build_embedder(EmbeddingSettings(backend=args.backend)))  # class attributes only: no model load
     sets = [load(args.matrix, args.backend, *t) for t in TUNE]
     print(f"backend {args.backend}; tuning sets: " + ", ".join(ds.key for ds, _, _ in sets))
     base = [ndcg(ds, d) for ds, d, _ in sets]
@@ -72,7 +85,7 @@ def main() -> None:
     print(f"dense    mean {sum(base) / len(base):.4f}  " + "  ".join(f"{v:.4f}" for v in base))
     print(f"bm25     mean {sum(bm) / len(bm):.4f}  " + "  ".join(f"{v:.4f}" for v in bm))
     best = {}
-    for method, grid in (("rrf", RRF_K), ("weighted", WEIGHTS)):
+    for method, grid in (("rrf", RRF_K), ("weighted", WEIGHTS), ("convex", WEIGHTS)):
         for p in grid:
             vals = [ndcg(ds, fuse(ds, d, b, method, p)) for ds, d, b in sets]
             mean = sum(vals) / len(vals)
@@ -86,8 +99,12 @@ def main() -> None:
             ds, d, b = load(args.matrix, args.backend, *t)
         except (StopIteration, FileNotFoundError):
             continue
-        row = [ndcg(ds, d), ndcg(ds, b)] + [ndcg(ds, fuse(ds, d, b, m, best[m][0])) for m in ("rrf", "weighted")]
-        print(f"{ds.key:45s} dense {row[0]:.4f} bm25 {row[1]:.4f} rrf {row[2]:.4f} weighted {row[3]:.4f}")
+        methods = ("rrf", "weighted", "convex")
+        row = [ndcg(ds, d), ndcg(ds, b)] + [ndcg(ds, fuse(ds, d, b, m, best[m][0])) for m in methods]
+        print(
+            f"{ds.key:45s} dense {row[0]:.4f} bm25 {row[1]:.4f} rrf {row[2]:.4f} weighted {row[3]:.4f} "
+            f"convex {row[4]:.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -224,7 +224,25 @@ def calibrate(args, embedder) -> dict:
             "precision_by_hint_and_similarity": support,
         }
         print(json.dumps({f"{corpus}/{field}": report[f"{corpus}/{field}"]}, indent=1), file=sys.stderr)
+    report["suggested_scale"] = suggest_scale(report)
+    print(json.dumps({"suggested_scale": report["suggested_scale"]}), file=sys.stderr)
     return report
+
+
+# all-MiniLM-L6-v2's medians on these three rows (this script, --embedder sentence-transformers): the reference scale.
+REFERENCE_NONSENSE_MEDIAN = 0.158
+REFERENCE_RELEVANT_MEDIAN = 0.685
+
+
+def suggest_scale(report: dict) -> dict:
+    """The affine ``SimilarityScale(low, high)`` sending this model's mean nonsense-query median and mean
+    relevant-document median (raw cosines, over the three rows) to MiniLM's (schema/similarity.py)."""
+    rows = [v for k, v in report.items() if "/" in k]
+    nonsense = statistics.mean(r["nonsense_best"]["median"] for r in rows)
+    relevant = statistics.mean(r["relevant_best"]["median"] for r in rows)
+    slope = (REFERENCE_RELEVANT_MEDIAN - REFERENCE_NONSENSE_MEDIAN) / (relevant - nonsense)
+    low = nonsense - REFERENCE_NONSENSE_MEDIAN / slope
+    return {"low": round(low, 3), "high": round(low + 1.0 / slope, 3), "nonsense_median": nonsense, "relevant_median": relevant}
 
 
 def _support_table(engine, qs: list[dict], field: str, qrels: dict) -> dict[str, dict[str, float]]:
@@ -235,7 +253,7 @@ def _support_table(engine, qs: list[dict], field: str, qrels: dict) -> dict[str,
         result = engine.lookup_knowledge(query_text(q, field), top_k=10)
         strength = {m.uri: m.strength for m in result.hints.matches}
         for b in result.evidence_blocks:
-            band = ">=0.50" if b.raw_score >= 0.5 else ("0.40-0.50" if b.raw_score >= 0.4 else "0.30-0.40")
+            band = ">=0.50" if b.similarity >= 0.5 else ("0.40-0.50" if b.similarity >= 0.4 else "0.30-0.40")
             key = f"{strength.get(b.doc_id, 'none')} {band}"
             cells.setdefault(key, []).append(1 if b.doc_id[len(URI_ROOT) :] in qrels[q["_id"]] else 0)
     return {k: {"blocks": len(v), "precision": round(sum(v) / len(v), 3)} for k, v in sorted(cells.items())}
@@ -282,15 +300,17 @@ def table(results: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA))
-    parser.add_argument("--work-dir", default="/tmp/context-engine-eval")
+    parser.add_argument("--work-dir", default=None, help="Default: /tmp/context-engine-eval-<embedder>.")
+    parser.add_argument("--embedder", default="sentence-transformers", help="embedding.backend to measure.")
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--out", default=None, help="Write the JSON report here.")
     args = parser.parse_args()
 
-    from context_engine.providers.embedder import SentenceTransformerEmbedder
+    from context_engine.providers.embedder import build_embedder
     from context_engine.settings import EmbeddingSettings
 
-    embedder = SentenceTransformerEmbedder(EmbeddingSettings())
+    args.work_dir = args.work_dir or f"/tmp/context-engine-eval-{args.embedder}"
+    embedder = build_embedder(EmbeddingSettings(backend=args.embedder))
     embedder.warm_up()
     if args.calibrate:
         report = calibrate(args, embedder)

@@ -42,6 +42,7 @@ from context_engine.schema.query import (
     SearchMemoryRequest,
     SearchMemoryResponse,
 )
+from context_engine.schema.similarity import dense_weight_of, scale_of
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.content.local import LocalContentStore
@@ -128,6 +129,19 @@ class ContextEngineService:
                 ErrorCode.CONFIG_INVALID, f"cannot use {home} as the data directory: {err.strerror}"
             ) from err
         self.embedder = embedder or build_embedder(settings.embedding, home=home)
+        # The model's cosine -> the engine's calibrated relevance scale, on which every threshold is set.
+        try:
+            self.similarity_scale = scale_of(
+                self.embedder, settings.embedding.similarity_low, settings.embedding.similarity_high
+            )
+        except ValueError as err:
+            raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"embedding.similarity_low/high: {err}") from err
+        # The keyword section with the fusion weight resolved for this model (keyword.dense_weight or its tuned one).
+        self.keyword_settings = settings.keyword.model_copy(
+            update={
+                "dense_weight": dense_weight_of(self.embedder, settings.keyword.dense_weight, settings.keyword.fusion)
+            }
+        )
         self.content = content or LocalContentStore(home / "content")
         self.metadata = metadata or SqlMetadataStore.sqlite(home / "metadata.db")
         self._check_stamp()
@@ -190,7 +204,14 @@ class ContextEngineService:
         self.knowledge = LookupKnowledgeService(
             ks,
             hints=self.hint_index,
-            search=VectorSearchService(self.index, exact),
+            search=VectorSearchService(
+                self.index,
+                exact,
+                scale=self.similarity_scale,
+                keyword=self.keyword_index,
+                keyword_settings=self.keyword_settings,
+                metadata=self.metadata,
+            ),
             metadata=self.metadata,
             embedder=self.embedder,
             tracker=RetrievedDocTracker(self.audit, ks.dedup_ttl_s),
@@ -218,10 +239,18 @@ class ContextEngineService:
         self.l0_source = L0Source(self.index, self.l0_cache, self.metadata, rs)
         self.redactor = Redactor(rs.redaction, self.metrics)
         self.reader = MemoryReadService(self.content, self.metadata, self.redactor, rs.read, self.metrics)
-        scorer = Scorer(rs.scoring)
+        scorer = Scorer(rs.scoring, self.similarity_scale)
         self.search_pipeline = SearchMemoryPipeline(
             planner=QueryPlanner(rs.planner),
-            retriever=L0Retriever(self.l0_source, self.metadata, self.embedder, rs.seed),
+            retriever=L0Retriever(
+                self.l0_source,
+                self.metadata,
+                self.embedder,
+                rs.seed,
+                keyword=self.keyword_index,
+                keyword_settings=self.keyword_settings,
+                scale=self.similarity_scale,
+            ),
             searcher=HierarchicalSearcher(rs.hierarchy, scorer),
             rechecker=CandidateRechecker(),
             scorer=scorer,
@@ -295,7 +324,9 @@ class ContextEngineService:
             except ContextEngineError as err:
                 if single or strict:
                     raise
-                report_failures.append({"path": str(fpath.relative_to(src)), "code": err.code.value, "error": err.message})
+                report_failures.append(
+                    {"path": str(fpath.relative_to(src)), "code": err.code.value, "error": err.message}
+                )
         if strict and found.skipped:
             rel, why = found.skipped[0]
             raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
@@ -438,7 +469,11 @@ class ContextEngineService:
         node = self._visible_node(u, ctx)
         if not node.is_dir:
             return [self._view(node, ctx)]
-        return [self._view(c, ctx) for c in self.metadata.list_children(ctx.account_id, node.uri) if ctx.can_see(c.owner_space)]
+        return [
+            self._view(c, ctx)
+            for c in self.metadata.list_children(ctx.account_id, node.uri)
+            if ctx.can_see(c.owner_space)
+        ]
 
     def tree(
         self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT, *, max_depth: int = 3
@@ -452,9 +487,7 @@ class ContextEngineService:
         def build(node: NodeRecord, depth: int) -> NodeView:
             view = self._view(node, ctx)
             if node.is_dir and depth < max_depth:
-                view.children = [
-                    build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)
-                ]
+                view.children = [build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)]
             return view
 
         return build(root, 0)
@@ -672,7 +705,9 @@ class ContextEngineService:
             except ValidationError as err:
                 fields = [".".join(map(str, e["loc"])) for e in err.errors()]
                 raise ContextEngineError(
-                    ErrorCode.QUERY_INVALID, f"invalid lookup_knowledge request: {', '.join(fields)}", {"fields": fields}
+                    ErrorCode.QUERY_INVALID,
+                    f"invalid lookup_knowledge request: {', '.join(fields)}",
+                    {"fields": fields},
                 ) from err
         return self.knowledge.lookup(request, ctx)
 

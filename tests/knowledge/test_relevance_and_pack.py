@@ -84,6 +84,7 @@ def block(i, text, level=RelevanceLevel.HIGHLY_RELEVANT):
         text=text,
         score=0.3,
         raw_score=0.7,
+        similarity=0.7,
         rank_score=0.7,
         relevance_level=level,
         anchor_chunk_index=0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.knowledge.semantic_search import VectorSearchService
@@ -125,3 +126,119 @@ def test_after_a_primary_failure_the_retry_goes_straight_to_exact():
         ("exact", "filtered_unusable"),
     ]
     assert len(primary.calls) == 1 and [h.doc_id for h in res.hits] == ["z"]
+
+
+# ---- hybrid (knowledge.hybrid) and the calibrated scale -------------------------------------------------------------
+from context_engine.schema.similarity import SimilarityScale  # noqa: E402
+from context_engine.settings import KeywordSettings  # noqa: E402
+from context_engine.storage.keyword.bm25_index import BM25Index, KeywordDoc  # noqa: E402
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore  # noqa: E402
+from tests.knowledge.conftest import chunk  # noqa: E402
+
+
+def kdoc(doc: str, text: str, account: str = "acme", idx: int = 0) -> KeywordDoc:
+    return KeywordDoc(id=f"{doc}#{idx}", text=text, account_id=account, uri=doc, level=2, doc_id=doc, chunk_index=idx)
+
+
+def bm25(*docs: KeywordDoc) -> BM25Index:
+    index = BM25Index(KeywordSettings())
+    index.upsert(docs)
+    return index
+
+
+def test_weighted_hybrid_fuses_bm25_and_scores_a_bm25_only_chunk_by_its_stored_vector(tmp_path):
+    # dense: a (0.8) > b (0.5); BM25: c (all query words) > b (one word); c is unknown to the dense side.
+    meta = SqlMetadataStore.sqlite(tmp_path / "m.db")
+    c_rec = chunk("ctx://resources/ops/c.md", 0, "disk quota exceeded on node", "c")
+    meta.put_vectors([c_rec])
+    c_uri = c_rec.uri
+    primary = FakeIndex("lancedb", lambda f: [hit("a", 0.8), hit("b", 0.5)])
+    keyword = bm25(
+        kdoc("a", "network latency"),
+        kdoc("b", "disk is slow"),
+        KeywordDoc(id=c_rec.id, text=c_rec.text, account_id="acme", uri=c_uri, level=2, doc_id=c_uri),
+    )
+    service = VectorSearchService(
+        primary,
+        primary,
+        keyword=keyword,
+        keyword_settings=KeywordSettings(fusion="weighted", dense_weight=0.4),
+        metadata=meta,
+    )
+    res = service.search_similar_documents(VEC, FLT, top_k=5, min_similarity=0.3, query="disk quota exceeded")
+    # min-max per list: dense a=1 b=0; BM25 c=1 b=0 -> fused c=0.6, a=0.4, b=0
+    assert [h.doc_id for h in res.hits] == [c_uri, "a", "b"]
+    assert res.fusion == {c_rec.id: 0.6, "a#0": 0.4, "b#0": 0.0}
+    # c's similarity is the cosine of the query vector and its stored vector (e0 . [0.5]*4 = 0.5)
+    assert res.hits[0].score == 0.5
+    assert res.keyword_hits == 2 and set(res.bm25) == {c_rec.id, "b#0"}
+    meta.close()
+
+
+def test_hybrid_never_crosses_the_tenant_filter():
+    primary = FakeIndex("lancedb", lambda f: [hit("a", 0.8)])
+    keyword = bm25(kdoc("a", "pod restarts"), kdoc("theirs", "disk quota exceeded", account="other"))
+    service = VectorSearchService(primary, primary, keyword=keyword)
+    res = service.search_similar_documents(VEC, FLT, top_k=5, min_similarity=0.3, query="disk quota exceeded")
+    assert [h.doc_id for h in res.hits] == ["a"] and res.keyword_hits == 0
+
+
+def test_hybrid_degrades_to_dense_when_bm25_fails():
+    class Broken:
+        def search(self, query, top_k, flt):
+            raise ContextEngineError(ErrorCode.VECTOR_SEARCH_FAILED, "bm25 exploded", retryable=True)
+
+    primary = FakeIndex("lancedb", lambda f: [hit("a", 0.8), hit("b", 0.5)])
+    res = VectorSearchService(primary, primary, keyword=Broken()).search_similar_documents(
+        VEC, FLT, top_k=5, min_similarity=0.3, query="anything"
+    )
+    assert [h.doc_id for h in res.hits] == ["a", "b"] and res.fusion is None
+    assert res.warnings and res.warnings[0].startswith("RET-5001")
+
+
+def test_hybrid_off_without_a_query_text():
+    primary = FakeIndex("lancedb", lambda f: [hit("a", 0.8)])
+    keyword = bm25(kdoc("b", "disk quota exceeded"))
+    res = VectorSearchService(primary, primary, keyword=keyword).search_similar_documents(
+        VEC, FLT, top_k=5, min_similarity=0.3
+    )
+    assert [h.doc_id for h in res.hits] == ["a"] and res.fusion is None
+
+
+def test_usable_is_judged_on_the_calibrated_scale():
+    # cosine 0.7 on a scale (0.5, 1.0) is 0.4: below 0.45, so the domain-filtered result is retried unfiltered.
+    primary = FakeIndex("lancedb", lambda f: [hit("a", 0.7)])
+    service = VectorSearchService(primary, primary, scale=SimilarityScale(0.5, 1.0))
+    res = service.search_similar_documents(
+        VEC, FLT, top_k=5, min_similarity=0.45, domain="k8s", restriction=("doc_ids", ["a"])
+    )
+    assert [a.reason for a in res.attempts] == ["initial", "filtered_unusable"]
+    assert "best 0.400 < 0.450" in (res.fallback_reason or "")
+
+
+def test_convex_hybrid_sums_calibrated_similarity_and_bm25_coverage(tmp_path):
+    # Both sides absolute: a chunk BM25 matches on one incidental word stays weak (min-max would lift it to 1).
+    meta = SqlMetadataStore.sqlite(tmp_path / "m.db")
+    c_rec = chunk("ctx://resources/ops/c.md", 0, "disk quota exceeded on node", "c")
+    meta.put_vectors([c_rec])
+    primary = FakeIndex("lancedb", lambda f: [hit("a", 0.8), hit("b", 0.5)])
+    keyword = bm25(
+        kdoc("a", "network latency"),
+        kdoc("b", "the pod"),
+        KeywordDoc(id=c_rec.id, text=c_rec.text, account_id="acme", uri=c_rec.uri, level=2, doc_id=c_rec.uri),
+    )
+    scale = SimilarityScale(0.2, 1.0)
+    ks = KeywordSettings(fusion="convex", dense_weight=0.5)
+    service = VectorSearchService(primary, primary, scale=scale, keyword=keyword, keyword_settings=ks, metadata=meta)
+    query = "disk quota exceeded pod"
+    res = service.search_similar_documents(VEC, FLT, top_k=5, min_similarity=0.3, query=query)
+    cov = {h.id: h.coverage for h in keyword.search(query, 10, FLT)}
+    assert 0 < cov["b#0"] < cov[c_rec.id] < 1
+    expected = {
+        "a#0": 0.5 * scale(0.8),
+        "b#0": 0.5 * scale(0.5) + 0.5 * cov["b#0"],
+        c_rec.id: 0.5 * scale(0.5) + 0.5 * cov[c_rec.id],  # c's cosine from its stored vector: 0.5
+    }
+    assert res.fusion == pytest.approx(expected)
+    assert [h.id for h in res.hits] == sorted(expected, key=lambda i: -expected[i])
+    meta.close()

@@ -112,3 +112,49 @@ def test_search_without_a_prepared_run_embeds_the_query(engine):
     tq = TypedQuery(text="restart deployment pods", context_type="skill", top_k=1)
     (seed,) = engine.search_pipeline.retriever.search(tq, ALICE)
     assert seed.uri == "ctx://agent/helper/skills/restart-deployment.md"
+
+
+# ---- hybrid first round (retrieval.seed.hybrid) ---------------------------------------------------------------------
+@pytest.fixture(params=["index", "memory"])
+def hybrid_engine(request, hash_engine):
+    # fusion_depth=1: each list contributes its best row only, so BM25's top record (weight 0.6) must lead.
+    e = hash_engine(
+        retrieval={"l0_source": request.param, "seed": {"hybrid": True}},
+        keyword={"fusion_depth": 1, "fusion": "weighted"},
+    )
+    seed_small_store(e)
+    return e
+
+
+@pytest.mark.parametrize("text", ["renew the TLS certificate", "container images on the node", "restarting pod logs"])
+def test_hybrid_seeds_follow_the_fusion_and_keep_their_cosine(hybrid_engine, text):
+    tq = TypedQuery(context_type="resource", text=text, top_k=1)
+    run = run_for(hybrid_engine, ADMIN, text)
+    seeds = hybrid_engine.search_pipeline.retriever.search(tq, ADMIN, run=run)
+    flt = VectorFilter(account_id="default", levels=[0], context_types=["resource"], owner_spaces=None)
+    best_bm25 = hybrid_engine.keyword_index.search(text, 1, flt)[0]
+    assert [s.uri for s in seeds] == [best_bm25.uri]
+    assert seeds[0].match_reason == "l0_hybrid"
+    # the seed's score is still the cosine similarity of its abstract, not the fused score
+    assert seeds[0].score == pytest.approx(run.scorer.inner.lookup(flt, [best_bm25.uri])[best_bm25.uri], abs=1e-6)
+
+
+def test_hybrid_seeds_stay_inside_the_callers_spaces(hybrid_engine):
+    # Bob's memory matches every word of the query, but Alice cannot see Bob's space.
+    tq = TypedQuery(context_type="memory", text="Bob prefers long detailed answers", top_k=3)
+    seeds = hybrid_engine.search_pipeline.retriever.search(tq, ALICE, run=run_for(hybrid_engine, ALICE, tq.text))
+    assert seeds and all("/alice/" in s.uri for s in seeds)
+
+
+def test_convex_hybrid_orders_seeds_by_calibrated_similarity_plus_coverage(hash_engine):
+    e = hash_engine(retrieval={"seed": {"hybrid": True}}, keyword={"fusion": "convex", "dense_weight": 0.5})
+    seed_small_store(e)
+    text = "renew the TLS certificate"
+    tq = TypedQuery(context_type="resource", text=text, top_k=5)
+    run = run_for(e, ADMIN, text)
+    seeds = e.search_pipeline.retriever.search(tq, ADMIN, run=run)
+    flt = VectorFilter(account_id="default", levels=[0], context_types=["resource"])
+    coverage = {h.uri: h.coverage for h in e.keyword_index.search(text, 100, flt)}
+    fused = {s.uri: 0.5 * min(1.0, max(0.0, s.score)) + 0.5 * coverage.get(s.uri, 0.0) for s in seeds}
+    assert [s.uri for s in seeds] == sorted(fused, key=lambda u: (-round(fused[u], 9), u))
+    assert seeds[0].uri.endswith("certificate-expiry.md")

@@ -24,6 +24,15 @@ def test_vector_score_clips_cosine_to_unit_interval():
     assert vector_score(1.0000001) == 1.0
 
 
+def test_vector_score_uses_the_models_scale():
+    from context_engine.schema.similarity import SimilarityScale
+
+    scale = SimilarityScale(0.7, 0.9)
+    assert vector_score(0.8, scale) == pytest.approx(0.5)
+    assert vector_score(0.65, scale) == 0.0 and vector_score(0.95, scale) == 1.0
+    assert Scorer(ScoringSettings(), scale).vector_score(0.8) == pytest.approx(0.5)
+
+
 def test_default_weights_and_final_formula():
     s = Scorer(ScoringSettings())
     assert s.final(1, 1, 1, 1) == 1.0

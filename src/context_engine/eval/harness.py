@@ -25,7 +25,8 @@ from context_engine.eval.metrics import MEASURES, evaluate
 from context_engine.eval.retrievers import Retriever
 from context_engine.eval.trec import Run, rank_order
 from context_engine.ingest.parse import estimate_tokens
-from context_engine.retrieval.fusion import rrf, weighted_fusion
+from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
+from context_engine.schema.similarity import IDENTITY, SimilarityScale
 
 __all__ = ["MethodResult", "config_hash", "fuse_runs", "run_retriever", "score_run"]
 
@@ -197,16 +198,19 @@ def fuse_runs(
     dense: MethodResult,
     bm25: MethodResult,
     *,
-    method: Literal["rrf", "weighted"],
+    method: Literal["rrf", "weighted", "convex"],
     rrf_k: int = 60,
     dense_weight: float = 0.5,
     depth: int = 100,
     top_k: int = 100,
     context_k: int = 5,
+    scale: SimilarityScale = IDENTITY,
 ) -> MethodResult:
-    """Fuse a dense and a BM25 result per query (:func:`~context_engine.retrieval.fusion.rrf` with equal weights,
-    or :func:`~context_engine.retrieval.fusion.weighted_fusion` with ``[dense_weight, 1 - dense_weight]`` over
-    min-max normalised scores), each list cut to ``depth`` first."""
+    """Fuse a dense and a BM25 result per query, each list cut to ``depth`` first: ``rrf``
+    (:func:`~context_engine.retrieval.fusion.rrf`, equal weights), ``weighted``
+    (:func:`~context_engine.retrieval.fusion.weighted_fusion`, ``[dense_weight, 1 - dense_weight]`` over min-max
+    normalised scores) or ``convex`` (the same weights over the dense similarity on ``scale`` clipped to [0, 1] and the
+    BM25 run's scores, which :class:`~context_engine.eval.retrievers.BM25Retriever` gives as ``coverage``)."""
     run: Run = {}
     latencies: dict[str, float] = {}
     for qid in dataset.queries:
@@ -214,6 +218,14 @@ def fuse_runs(
         lists = [dense.run.get(qid, []), bm25.run.get(qid, [])]
         if method == "rrf":
             fused = rrf(lists, k=rrf_k, depth=depth, top_k=top_k)
+        elif method == "convex":
+            fused = weighted_fusion(
+                convex_inputs(lists[0], lists[1], scale),
+                [dense_weight, 1.0 - dense_weight],
+                normalization="none",
+                depth=depth,
+                top_k=top_k,
+            )
         else:
             fused = weighted_fusion(lists, [dense_weight, 1.0 - dense_weight], depth=depth, top_k=top_k)
         run[qid] = fused
@@ -223,6 +235,8 @@ def fuse_runs(
     params: dict[str, Any] = (
         {"rrf_k": rrf_k} if method == "rrf" else {"dense_weight": dense_weight, "normalization": "minmax"}
     )
+    if method == "convex":
+        params = {"dense_weight": dense_weight, "normalization": "none", "scale": [scale.low, scale.high]}
     config = {"method": method, **params, "depth": depth, "top_k": top_k, "dense": dense.config, "bm25": bm25.config}
     return score_run(
         dataset,

@@ -228,7 +228,9 @@ class BM25Retriever:
     def search(self, query_id: str, query: str, top_k: int) -> list[tuple[str, float]]:
         if self.index is None:
             raise RuntimeError("prepare() first")
-        return [(h.doc_id, h.score) for h in self.index.search(query, top_k, VectorFilter(account_id=_ACCOUNT))]
+        # coverage (BM25 over its upper bound for the query) orders exactly like the score and is what convex
+        # fusion needs; min-max fusions are unchanged by the per-query division.
+        return [(h.doc_id, h.coverage) for h in self.index.search(query, top_k, VectorFilter(account_id=_ACCOUNT))]
 
     def close(self) -> None:
         self.index = None

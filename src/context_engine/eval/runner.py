@@ -17,15 +17,19 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.eval.baselines import BaselineFile, check_results, find_baseline
 from context_engine.eval.datasets import EvalDataset
 from context_engine.eval.harness import MethodResult, fuse_runs, run_retriever
+from context_engine.eval.pipelines import PIPELINE_METHODS, PipelineRetriever
 from context_engine.eval.report import EvalReport
 from context_engine.eval.retrievers import BM25Retriever, DenseRetriever, FixtureRetriever, LiveRetriever
+from context_engine.schema.similarity import dense_weight_of, scale_of
 from context_engine.settings import Settings
 from context_engine.storage.protocols import Embedder
 
-__all__ = ["ALL_METHODS", "EvalOptions", "default_baselines_dir", "run_eval"]
+__all__ = ["ALL_METHODS", "METHODS", "EvalOptions", "default_baselines_dir", "run_eval"]
 
-ALL_METHODS = ("dense", "bm25", "rrf", "weighted")
-Method = Literal["dense", "bm25", "rrf", "weighted"]
+ALL_METHODS = ("dense", "bm25", "rrf", "weighted", "convex")
+"""The document-level methods (``--method all``)."""
+METHODS = ALL_METHODS + PIPELINE_METHODS
+"""Every offline method: the document-level ones and the engine's pipelines (``lookup_knowledge``, ``search_memory``)."""
 
 
 @dataclass
@@ -33,7 +37,9 @@ class EvalOptions:
     """What to run. Defaults come from ``Settings.eval`` and ``Settings.keyword`` when left ``None``.
 
     Attributes:
-        methods: offline methods (``dense``, ``bm25``, ``rrf``, ``weighted``).
+        methods: offline methods: ``dense``, ``bm25``, ``rrf``, ``weighted`` (document-level) and the pipelines
+            ``lookup_knowledge``, ``search_memory`` (the corpus ingested through the write path, see
+            :mod:`context_engine.eval.pipelines`; their retrieval settings come from ``settings``).
         embedders: embedding backends for the dense side (default: the configured one).
         mode: ``offline`` or ``live``.
         url, api_key, strip_prefix: live mode (see :class:`LiveRetriever`).
@@ -98,7 +104,7 @@ def run_eval(
     top_k = options.top_k or ev.top_k
     context_k = options.context_k or ev.context_k
     rrf_k = options.rrf_k or kw.rrf_k
-    dense_weight = options.dense_weight if options.dense_weight is not None else kw.dense_weight
+    configured_weight = options.dense_weight if options.dense_weight is not None else kw.dense_weight
     depth = options.depth or kw.fusion_depth
     results: list[MethodResult] = []
 
@@ -126,14 +132,14 @@ def run_eval(
         fixture = FixtureRetriever(options.candidates)
         results.append(run_retriever(dataset, fixture, top_k=top_k, context_k=context_k))
     else:
-        unknown = [m for m in options.methods if m not in ALL_METHODS]
+        unknown = [m for m in options.methods if m not in METHODS]
         if unknown:
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"unknown method(s) {unknown}; use {ALL_METHODS}")
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"unknown method(s) {unknown}; use {METHODS}")
         if not dataset.corpus:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"{dataset.key} has no corpus: run it live")
         wanted = set(options.methods)
-        need_dense = bool(wanted & {"dense", "rrf", "weighted"})
-        need_bm25 = bool(wanted & {"bm25", "rrf", "weighted"})
+        need_dense = bool(wanted & {"dense", "rrf", "weighted", "convex", *PIPELINE_METHODS})
+        need_bm25 = bool(wanted & {"bm25", "rrf", "weighted", "convex"})
         bm25_res = None
         if need_bm25:
             bm25 = BM25Retriever(kw)
@@ -147,23 +153,45 @@ def run_eval(
             factory = embedder_factory or _default_factory(settings)
             for backend in options.embedders or [settings.embedding.backend]:
                 embedder = factory(backend)
+                # the model's tuned weights unless given
+                dense_weight = dense_weight_of(embedder, configured_weight, "weighted")
+                convex_weight = dense_weight_of(embedder, configured_weight, "convex")
                 cache = options.cache_dir or ev.cache_dir or settings.home_path / "eval-cache"
-                dense = DenseRetriever(
-                    embedder, cache_dir=cache, progress=tick(f"embed {backend}", len(dataset.corpus))
-                )
-                try:
-                    dense_res = run_retriever(
-                        dataset,
-                        dense,
-                        top_k=max(top_k, depth),
-                        context_k=context_k,
-                        progress=tick(f"dense {backend}", len(dataset.queries)),
+                dense_res = None
+                if wanted & {"dense", "rrf", "weighted", "convex"}:
+                    dense = DenseRetriever(
+                        embedder, cache_dir=cache, progress=tick(f"embed {backend}", len(dataset.corpus))
                     )
-                finally:
-                    dense.close()
+                    try:
+                        dense_res = run_retriever(
+                            dataset,
+                            dense,
+                            top_k=max(top_k, depth),
+                            context_k=context_k,
+                            progress=tick(f"dense {backend}", len(dataset.queries)),
+                        )
+                    finally:
+                        dense.close()
+                for method in PIPELINE_METHODS:
+                    if method in wanted:
+                        pipe = PipelineRetriever(method, embedder, settings, cache_dir=cache)
+                        try:
+                            results.append(
+                                run_retriever(
+                                    dataset,
+                                    pipe,
+                                    top_k=top_k,
+                                    context_k=context_k,
+                                    progress=tick(f"{method} {backend}", len(dataset.queries)),
+                                )
+                            )
+                        finally:
+                            pipe.close()
+                if dense_res is None:
+                    continue
                 if "dense" in wanted:
                     results.append(_cut(dense_res, top_k, dataset, context_k))
-                for method in ("rrf", "weighted"):
+                for method in ("rrf", "weighted", "convex"):
                     if method in wanted and bm25_res is not None:
                         results.append(
                             fuse_runs(
@@ -172,7 +200,8 @@ def run_eval(
                                 bm25_res,
                                 method=method,
                                 rrf_k=rrf_k,
-                                dense_weight=dense_weight,
+                                dense_weight=convex_weight if method == "convex" else dense_weight,
+                                scale=scale_of(embedder),
                                 depth=depth,
                                 top_k=top_k,
                                 context_k=context_k,
@@ -180,7 +209,7 @@ def run_eval(
                         )
     for r in results:
         r.variant = options.variant
-    order = {m: i for i, m in enumerate(("dense", "bm25", "rrf", "weighted", "live", "fixture"))}
+    order = {m: i for i, m in enumerate((*METHODS, "live", "fixture"))}
     results.sort(key=lambda r: (r.model or "", order.get(r.method, 99)))
     report = EvalReport(
         dataset, results, options.mode if options.candidates is None else "offline-fixture", command=command

@@ -191,7 +191,7 @@ def _header(number: int, block: EvidenceBlock) -> str:
     crumb = f" — {block.breadcrumb}" if block.breadcrumb else ""
     return (
         f"[{number}] {block.title}{crumb}\n"
-        f"(source: {block.doc_id}; relevance: {block.relevance_level.value}; similarity: {block.raw_score:.3f})"
+        f"(source: {block.doc_id}; relevance: {block.relevance_level.value}; similarity: {block.similarity:.3f})"
     )
 
 

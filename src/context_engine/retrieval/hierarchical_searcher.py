@@ -31,7 +31,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.retrieval.l0_source import L0Match
 from context_engine.retrieval.run import SearchRun, unusable_reason
 from context_engine.retrieval.scope import base_filter, type_roots, within_target
-from context_engine.retrieval.scoring import Scorer, vector_score
+from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, SeedHit
 from context_engine.schema.nodes import NodeRecord, VectorFilter
@@ -177,7 +177,10 @@ class HierarchicalSearcher:
         found.sort(
             key=lambda f: (
                 -self._scorer.final(
-                    vector_score(f.match.similarity), self._hierarchy(paths[f.match.uri], known), 0.0, 0.0
+                    self._vscore(f.match.uri, f.match.similarity, run),
+                    self._hierarchy(paths[f.match.uri], known),
+                    0.0,
+                    0.0,
                 ),
                 f.match.uri,
             )
@@ -235,7 +238,7 @@ class HierarchicalSearcher:
             (
                 (
                     self._scorer.final(
-                        vector_score(f.match.similarity),
+                        self._vscore(f.match.uri, f.match.similarity, run),
                         self._hierarchy(paths[f.match.uri], known),
                         1.0 if f.match.category and f.match.category in named else 0.0,
                         1.0 if tq.target_uri and within_target(f.match.uri, tq.target_uri) else 0.0,
@@ -320,6 +323,10 @@ class HierarchicalSearcher:
         if missing:
             known.update(run.scorer.lookup(flt, missing))
 
+    def _vscore(self, uri: str, similarity: float, run: SearchRun) -> float:
+        """The node's vector score, lifted to its first-round fused score when hybrid found it higher."""
+        return max(self._scorer.vector_score(similarity), run.lexical.get(uri, 0.0))
+
     def _hierarchy(self, path: Sequence[str], known: dict[str, float]) -> float:
         decay = self._settings.ancestor_decay
         num = den = 0.0
@@ -327,13 +334,12 @@ class HierarchicalSearcher:
         for a in path:
             sim = known.get(a)
             if sim is not None:
-                num += weight * vector_score(sim)
+                num += weight * self._scorer.vector_score(sim)
                 den += weight
             weight *= decay
         return round(num / den, 6) if den else 0.0
 
-    @staticmethod
-    def _seed_hit(seed: SeedHit, run: SearchRun) -> NodeHit:
+    def _seed_hit(self, seed: SeedHit, run: SearchRun) -> NodeHit:
         node = run.nodes.get(seed.uri)
         return NodeHit(
             uri=seed.uri,
@@ -347,7 +353,7 @@ class HierarchicalSearcher:
             has_content=seed.has_content,
             updated_at=node.updated_at if node else None,
             similarity=seed.score,
-            vector_score=vector_score(seed.score),
+            vector_score=self._vscore(seed.uri, seed.score, run),
             source="seed",
             depth=0,
             match_reason=seed.match_reason,
@@ -383,7 +389,7 @@ class HierarchicalSearcher:
                     has_content=node.has_content,
                     updated_at=node.updated_at,
                     similarity=m.similarity,
-                    vector_score=vector_score(m.similarity),
+                    vector_score=self._vscore(m.uri, m.similarity, run),
                     hierarchy_score=self._hierarchy(paths[m.uri], known),
                     source="expansion",
                     depth=f.depth,

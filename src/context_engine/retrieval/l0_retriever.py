@@ -4,12 +4,22 @@ The vector search is restricted to ``level == 0``, the caller's account, the vis
 the typed query's context type, its categories and the ``target_uri`` subtree (:func:`scope.base_filter`). Each hit
 is hydrated from the metadata store and dropped when the node is missing, pending or invisible. The abstract is the
 level-0 record's text: no content file is touched.
+
+Hybrid (``retrieval.seed.hybrid``): the dense list (``keyword.fusion_depth`` rows) is fused with BM25 over the same
+level-0 abstracts under the same filter (``keyword.fusion``: ``convex``, ``weighted`` or ``rrf``,
+:mod:`context_engine.retrieval.fusion`); the fused order
+chooses and orders the seeds, ``match_reason`` becomes ``l0_hybrid``, and each seed's ``score`` stays its cosine
+similarity (looked up through the scorer for a record only BM25 found), so the seed 000 §6 final score and every
+threshold keep their meaning. A failing BM25 search degrades to the dense list (``RET-5001`` in the trace).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
+from context_engine.errors import ContextEngineError
+from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
 from context_engine.retrieval.l0_source import L0Match, L0Source
 from context_engine.retrieval.run import RequestNodes, SearchRun, unusable_reason
 from context_engine.retrieval.scope import base_filter
@@ -17,10 +27,18 @@ from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import TypedQuery
-from context_engine.settings import SeedSettings
+from context_engine.schema.similarity import DEFAULT_DENSE_WEIGHT, IDENTITY, SimilarityScale
+from context_engine.settings import KeywordSettings, SeedSettings
+from context_engine.storage.keyword.bm25_index import KeywordHit
 from context_engine.storage.protocols import Embedder, MetadataStore
 
 __all__ = ["L0Retriever"]
+
+
+class KeywordSearch(Protocol):
+    """BM25 over level-0 abstracts (``storage.keyword.BM25Index``)."""
+
+    def search(self, query: str, top_k: int, flt: VectorFilter) -> list[KeywordHit]: ...
 
 
 class L0Retriever:
@@ -30,14 +48,30 @@ class L0Retriever:
         source: hands out the level-0 scorer of a request (index or in-memory).
         metadata: for hydrating hits (``get_nodes``, one batch per call).
         embedder: embeds the query when :meth:`search` is called without a prepared run.
-        settings: the ``retrieval.seed`` section.
+        settings: the ``retrieval.seed`` section (``hybrid`` switches BM25 fusion on).
+        keyword: BM25 over the same records (hybrid only).
+        keyword_settings: the ``keyword`` section (fusion method and parameters).
+        scale: the embedding model's similarity scale (``convex`` fusion).
     """
 
-    def __init__(self, source: L0Source, metadata: MetadataStore, embedder: Embedder, settings: SeedSettings) -> None:
+    def __init__(
+        self,
+        source: L0Source,
+        metadata: MetadataStore,
+        embedder: Embedder,
+        settings: SeedSettings,
+        *,
+        keyword: KeywordSearch | None = None,
+        keyword_settings: KeywordSettings | None = None,
+        scale: SimilarityScale = IDENTITY,
+    ) -> None:
         self._source = source
+        self._scale = scale
         self._metadata = metadata
         self._embedder = embedder
         self._settings = settings
+        self._keyword = keyword if settings.hybrid else None
+        self._ks = keyword_settings or KeywordSettings()
 
     def search(self, typed_query: TypedQuery, ctx: RequestContext, *, run: SearchRun | None = None) -> list[SeedHit]:
         """The best ``typed_query.top_k`` level-0 hits for ``ctx`` (seed 000 §4.2).
@@ -77,8 +111,14 @@ class L0Retriever:
         """
         filters = [base_filter(tq, ctx) for tq in typed_queries]
         fetch = [tq.top_k * self._settings.overfetch + self._settings.extra_rows for tq in typed_queries]
+        if self._keyword is not None:
+            fetch = [max(f, self._ks.fusion_depth) for f in fetch]
         # map_fn may run the similarity queries concurrently (index source); the rest is sequential.
         matches = list(map_fn(lambda i: run.scorer.top(filters[i], fetch[i]), range(len(typed_queries))))
+        if self._keyword is not None:
+            matches = [
+                self._fuse(tq, flt, ms, run) for tq, flt, ms in zip(typed_queries, filters, matches, strict=True)
+            ]
         windows = [min(len(ms), tq.top_k) for tq, ms in zip(typed_queries, matches, strict=True)]
         while True:
             run.nodes.fetch(m.uri for ms, w in zip(matches, windows, strict=True) for m in ms[:w])
@@ -94,6 +134,49 @@ class L0Retriever:
         for tq, flt, ms, window in zip(typed_queries, filters, matches, windows, strict=True):
             out.append(self._seeds(tq, flt, ms[:window], ctx, run))
         return out
+
+    def _fuse(self, tq: TypedQuery, flt: VectorFilter, dense: list[L0Match], run: SearchRun) -> list[L0Match]:
+        """The dense matches fused with BM25 (module docstring), as many as the dense list had, in fused order."""
+        assert self._keyword is not None
+        ks = self._ks
+        try:
+            keyword = self._keyword.search(tq.text, ks.fusion_depth, flt)
+        except ContextEngineError as err:
+            run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
+            return dense
+        by_uri = {m.uri: m for m in dense}
+        only_bm25 = {h.uri: h for h in keyword if h.uri not in by_uri}
+        n = len(dense) or None
+        if ks.fusion == "convex":
+            # Both sides absolute: look up the cosine of BM25's best records the dense list lacks, then sum.
+            self._resolve(flt, [h.uri for h in keyword[: tq.top_k] if h.uri in only_bm25], only_bm25, by_uri, run)
+            lists = convex_inputs(
+                [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
+            )
+            fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
+            # absolute, so usable as a relevance score downstream (HierarchicalSearcher lifts vector scores to it)
+            run.lexical.update({u: round(v, 6) for u, v in fused if u in by_uri})
+        else:
+            pairs = [[(m.uri, m.similarity) for m in dense], [(h.uri, h.score) for h in keyword]]
+            if ks.fusion == "rrf":
+                fused = rrf(pairs, k=ks.rrf_k, depth=ks.fusion_depth, top_k=n)
+            else:
+                fused = weighted_fusion(pairs, [_weight(ks), 1.0 - _weight(ks)], depth=ks.fusion_depth, top_k=n)
+            self._resolve(flt, [u for u, _ in fused if u in only_bm25], only_bm25, by_uri, run)
+        run.trace.event("seed", "fused", context_type=tq.context_type, bm25_hits=len(keyword), fusion=ks.fusion)
+        return [by_uri[u] for u, _ in fused if u in by_uri]
+
+    @staticmethod
+    def _resolve(
+        flt: VectorFilter, uris: list[str], hits: dict[str, KeywordHit], by_uri: dict[str, L0Match], run: SearchRun
+    ) -> None:
+        """Add matches for records only BM25 found, with their cosine from the scorer; a record the scorer cannot see
+        (filtered out, or gone) is not a seed."""
+        sims = run.scorer.lookup(flt, uris) if uris else {}
+        for uri in uris:
+            if uri in sims:
+                h = hits[uri]
+                by_uri[uri] = L0Match(uri, h.parent_uri, h.owner_space, h.context_type, h.category, h.text, sims[uri])
 
     def _seeds(
         self,
@@ -120,7 +203,7 @@ class L0Retriever:
                     abstract=m.text,
                     has_overview=node.has_overview,
                     has_content=node.has_content,
-                    match_reason="l0_vector",
+                    match_reason="l0_hybrid" if self._keyword is not None else "l0_vector",
                 )
             )
             if len(seeds) == typed_query.top_k:
@@ -144,3 +227,8 @@ class L0Retriever:
                 },
             )
         return seeds
+
+
+def _weight(ks: KeywordSettings) -> float:
+    """``keyword.dense_weight`` (the service resolves ``None`` to the model's tuned weight before it gets here)."""
+    return DEFAULT_DENSE_WEIGHT if ks.dense_weight is None else ks.dense_weight

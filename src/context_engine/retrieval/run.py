@@ -74,8 +74,11 @@ class SearchRun:
         scorer: similarities of the request's query vector to the account's level-0 records.
         nodes: the request's metadata cache.
         trace: the request's trace recorder.
+        lexical: hybrid first round with ``convex`` fusion only: the fused score (calibrated similarity + BM25
+            coverage, 0..1, absolute) by URI; a node's vector score is lifted to it when higher (``Scorer``).
     """
 
     scorer: L0Scorer
     nodes: RequestNodes
     trace: TraceRecorder = field(default_factory=TraceRecorder)
+    lexical: dict[str, float] = field(default_factory=dict)

@@ -4,10 +4,11 @@
 with the default weights 0.65 / 0.20 / 0.10 / 0.05 (sum 1), every component in 0..1, so ``final`` is in 0..1 and
 higher is better. Components:
 
-* ``vector_score = clip(cosine, 0, 1)``: cosine similarity of the query and the node's abstract, with negative values
-  (no similarity) at 0. Clipping rather than ``(cos + 1) / 2`` keeps the scale of the raw similarity, so a
-  threshold such as 0.3 keeps its usual meaning for sentence embeddings (unrelated pairs sit near 0 with
-  all-MiniLM-L6-v2; ``(cos + 1) / 2`` would put them near 0.5).
+* ``vector_score = clip(scale(cosine), 0, 1)``: cosine similarity of the query and the node's abstract on the
+  engine's calibrated scale (the embedding model's :class:`~context_engine.schema.similarity.SimilarityScale`, the
+  identity for all-MiniLM-L6-v2), with negative values (no similarity) at 0. Clipping rather than ``(cos + 1) / 2``
+  keeps the scale of the raw similarity, so a threshold such as 0.3 keeps its usual meaning for sentence embeddings
+  (unrelated pairs sit near 0 with all-MiniLM-L6-v2; ``(cos + 1) / 2`` would put them near 0.5).
 * ``hierarchy_score``: path consistency, computed by ``HierarchicalSearcher`` (see its docstring), 0..1.
 * ``category_boost``: 1 when the node's category is named by the query: one of the typed query's ``categories``,
   or the category name (or a configured synonym, e.g. 偏好 -> preference) occurring in the query text; else 0.
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from context_engine.retrieval.scope import within_target
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
+from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import ScoringSettings
 
 __all__ = ["Scorer", "dedupe_by_uri", "passes_threshold", "rank_key", "vector_score"]
@@ -33,9 +35,9 @@ __all__ = ["Scorer", "dedupe_by_uri", "passes_threshold", "rank_key", "vector_sc
 _DECIMALS = 6
 
 
-def vector_score(similarity: float) -> float:
-    """Cosine similarity in [-1, 1] mapped to 0..1 by clipping (see the module docstring)."""
-    return min(1.0, max(0.0, float(similarity)))
+def vector_score(similarity: float, scale: SimilarityScale = IDENTITY) -> float:
+    """Cosine similarity in [-1, 1] mapped to 0..1: calibrated by ``scale``, then clipped (module docstring)."""
+    return min(1.0, max(0.0, scale(similarity)))
 
 
 def rank_key(hit: NodeHit) -> tuple[float, bool, str]:
@@ -77,13 +79,19 @@ class Scorer:
 
     Args:
         settings: the ``retrieval.scoring`` section (weights, synonyms, default threshold).
+        scale: the embedding model's similarity scale (``vector_score``).
     """
 
-    def __init__(self, settings: ScoringSettings) -> None:
+    def __init__(self, settings: ScoringSettings, scale: SimilarityScale = IDENTITY) -> None:
         self._settings = settings
+        self.scale = scale
         s = settings
         self._weights = (s.weight_vector, s.weight_hierarchy, s.weight_category, s.weight_target)
         self._total = sum(self._weights)
+
+    def vector_score(self, similarity: float) -> float:
+        """:func:`vector_score` on this scorer's scale."""
+        return vector_score(similarity, self.scale)
 
     @property
     def default_threshold(self) -> float:

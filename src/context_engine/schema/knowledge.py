@@ -164,14 +164,13 @@ class ScoredChunk(_Model):
     owner_space: str
     score: float
     raw_score: float
+    similarity: float
     score_label: ScoreLabel = "similarity"
     hint_boost: float = 0.0
+    fusion_score: float | None = None
+    bm25_score: float | None = None
     rank_score: float
     backend: str
-
-    @property
-    def similarity(self) -> float:
-        return self.raw_score
 
 
 # ---- result ---------------------------------------------------------------------------------------------------------
@@ -185,9 +184,13 @@ class EvidenceBlock(_Model):
         text: the evidence text (markdown, chunks joined); ``""`` when ``DEDUPED``.
         score: distance-like, lower is better (``1 - raw_score``).
         raw_score: cosine similarity of the best chunk, higher is better.
+        similarity: ``raw_score`` on the engine's calibrated scale (``schema/similarity.py``; equal to ``raw_score``
+            with all-MiniLM-L6-v2): what the threshold and the relevance levels are decided on.
         score_label: ``similarity``.
-        rank_score: ``raw_score + hint_boost``; the order of the blocks.
+        rank_score: ``similarity + hint_boost``, or with hybrid on ``fusion_score + hint_boost``; the block order.
         hint_boost: the hint layer's ranking boost (0 without a hint match).
+        fusion_score: hybrid only: the best chunk's fused dense + BM25 score (``keyword.fusion``), else ``None``.
+        bm25_score: hybrid only: the best chunk's BM25 score when BM25 found it, else ``None``.
         relevance_level: see :class:`RelevanceLevel`.
         chunk_indexes: the chunks joined in ``text``, ascending; ``anchor_chunk_index`` is the best one.
         matched_chunk_indexes: chunks of this document the semantic layer returned above the threshold.
@@ -203,9 +206,12 @@ class EvidenceBlock(_Model):
     text: str
     score: float
     raw_score: float
+    similarity: float
     score_label: ScoreLabel = "similarity"
     rank_score: float
     hint_boost: float = 0.0
+    fusion_score: float | None = None
+    bm25_score: float | None = None
     relevance_level: RelevanceLevel
     category: str = ""
     domain: str | None = None
@@ -265,6 +271,9 @@ class LookupTraces(_Model):
     fallback_reason: str | None = None
     domain_filter: str | None = None
     candidate_count: int = 0
+    fusion: str | None = None
+    keyword_hits: int = 0
+    keyword_ms: float = 0.0
     dropped: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
 

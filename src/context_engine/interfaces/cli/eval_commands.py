@@ -15,7 +15,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.common import app, emit, fail, out, progress_bar, state
 
 
-def _settings(keyword_options: list[str]) -> Any:
+def _settings(keyword_options: list[str], hybrid: str | None = None) -> Any:
     from context_engine.settings import load_settings
 
     settings = load_settings(state.home) if state.home else load_settings()
@@ -30,6 +30,17 @@ def _settings(keyword_options: list[str]) -> Any:
             updates[key] = value
         merged = {**settings.keyword.model_dump(), **updates}
         settings = settings.model_copy(update={"keyword": type(settings.keyword).model_validate(merged)})
+    if hybrid is not None:
+        if hybrid not in ("on", "off"):
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"--hybrid is on or off, got {hybrid!r}")
+        on = hybrid == "on"
+        rs = settings.retrieval
+        settings = settings.model_copy(
+            update={
+                "knowledge": settings.knowledge.model_copy(update={"hybrid": on}),
+                "retrieval": rs.model_copy(update={"seed": rs.seed.model_copy(update={"hybrid": on})}),
+            }
+        )
     return settings
 
 
@@ -40,7 +51,12 @@ def eval_command(
     ],
     split: Annotated[str | None, typer.Option(help="Qrels split (test, train, dev, prometheus-operator, ...).")] = None,
     method: Annotated[
-        list[str] | None, typer.Option("--method", help="dense, bm25, rrf, weighted or all (repeatable; default all).")
+        list[str] | None,
+        typer.Option(
+            "--method",
+            help="dense, bm25, rrf, weighted, all (those four), or a pipeline: lookup_knowledge, search_memory "
+            "(repeatable; default all).",
+        ),
     ] = None,
     embedder: Annotated[
         list[str] | None,
@@ -66,6 +82,12 @@ def eval_command(
     keyword: Annotated[
         list[str] | None, typer.Option("--keyword", help="Override a keyword setting, KEY=VALUE (repeatable).")
     ] = None,
+    hybrid: Annotated[
+        str | None,
+        typer.Option(
+            help="Pipelines: on/off overrides knowledge.hybrid and retrieval.seed.hybrid (default: as configured)."
+        ),
+    ] = None,
     variant: Annotated[str, typer.Option(help="A label for this configuration (keys the baseline entries).")] = "",
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Report folder (default <home>/eval-reports/<run>).")
@@ -84,9 +106,10 @@ def eval_command(
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--half is dev or test")
         if mode not in ("offline", "live"):
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--mode is offline or live")
-        settings = _settings(keyword or [])
+        settings = _settings(keyword or [], hybrid)
         methods = [m for m in (method or ["all"])]
-        methods = list(ALL_METHODS) if "all" in methods else methods
+        if "all" in methods:  # the document-level set, plus any pipeline named beside it
+            methods = list(ALL_METHODS) + [m for m in methods if m != "all" and m not in ALL_METHODS]
         ds = load_dataset(
             dataset,
             split,

@@ -61,7 +61,7 @@ def lookup(
         table.add_row(
             str(i),
             f"[{style}]{b.relevance_level.value}[/]",
-            f"{b.raw_score:.3f}",
+            f"{b.similarity:.3f}",
             f"{b.hint_boost:.2f}" if b.hint_boost else "",
             b.doc_id,
             b.breadcrumb,

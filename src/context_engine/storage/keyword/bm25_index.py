@@ -9,14 +9,22 @@ incremental update: a write marks the partition stale and the next search re-ind
 on 2 cores; tokens are cached per record, so only the matrix is rebuilt).
 
 Scores are BM25 scores (``score_label='bm25'``): higher is better, ``> 0`` for every hit (a record sharing no token
-with the query is never returned), not comparable across queries. Fuse them with dense scores through
+with the query is never returned), not comparable across queries. Each hit also carries ``coverage``, the score divided
+by its upper bound for the query, ``sum over query tokens of idf(t)`` (Lucene BM25's term-frequency factor
+``tf / (tf + k1 * norm)`` is below 1; a token absent from the partition counts with ``df = 0``): a query-normalised
+value in [0, 1) that says how much of the query's information the record matches (about 0.5 when every query token
+occurs once in a record of average length, k1 = 0.9), comparable across queries, as the "theoretical" normalisation of
+Bruch et al. 2023 (ACM TOIS, "An Analysis of Fusion Functions for Hybrid Retrieval") suggests. The bound is exact for
+``method='lucene'`` (the default) and an approximation for the other variants. Fuse with dense scores through
 :mod:`context_engine.retrieval.fusion`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -87,6 +95,7 @@ class KeywordHit(BaseModel):
     id: str
     score: float
     score_label: Literal["bm25"] = "bm25"
+    coverage: float = 0.0
     uri: str
     parent_uri: str | None
     owner_space: str
@@ -108,7 +117,13 @@ class _Partition:
         self.model: Any = None
         self.ids: list[str] = []
         self.columns: dict[str, np.ndarray] = {}
+        self.df: Counter[str] = Counter()
         self.stale = True
+
+    def upper_bound(self, q_tokens: Sequence[str]) -> float:
+        """The highest BM25 score ``q_tokens`` can reach here: ``sum idf(t)`` (Lucene idf; see the module docstring)."""
+        n = len(self.ids)
+        return sum(math.log(1.0 + (n - self.df.get(t, 0) + 0.5) / (self.df.get(t, 0) + 0.5)) for t in q_tokens)
 
     def build(self, settings: KeywordSettings) -> None:
         import bm25s
@@ -120,6 +135,7 @@ class _Partition:
             model = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method)
             model.index([self.tokens[i] for i in self.ids], show_progress=False)
             self.model = model
+            self.df = Counter(t for i in self.ids for t in set(self.tokens[i]))
             for name in ("uri", "parent_uri", "owner_space", "context_type", "category", "doc_id"):
                 col = np.empty(len(self.ids), dtype=object)
                 col[:] = [getattr(self.docs[i], name) for i in self.ids]
@@ -261,12 +277,13 @@ class BM25Index:
             for key in [k for k in self._by_uri if account_id is None or k[0] == account_id]:
                 del self._by_uri[key]
         n = 0
+        seen: set[str] = set() if account_id is None else {account_id}
         for batch in metadata.iter_vectors(account_id):
             self.upsert(batch)
             n += len(batch)
+            seen.update(r.account_id for r in batch)
         with self._lock:
-            if account_id is not None:
-                self._loaded.add(account_id)
+            self._loaded.update(seen)  # so the first search of each account does not reload it
         return n
 
     # ---- reads ----------------------------------------------------------------------------------------------------
@@ -296,7 +313,7 @@ class BM25Index:
                     self.rebuild(self._source, flt.account_id)
         with self._lock:
             keys = [k for k in self._parts if k[0] == flt.account_id and (flt.levels is None or k[1] in flt.levels)]
-            hits: list[tuple[float, str, KeywordDoc]] = []
+            hits: list[tuple[float, str, KeywordDoc, float]] = []
             try:
                 for key in sorted(keys):
                     hits.extend(self._search_part(self._parts[key], q_tokens, top_k, flt))
@@ -308,11 +325,11 @@ class BM25Index:
                     retryable=True,
                 ) from err
         hits.sort(key=lambda h: (-h[0], h[1]))
-        return [_hit(doc, score) for score, _, doc in hits[:top_k]]
+        return [_hit(doc, score, bound) for score, _, doc, bound in hits[:top_k]]
 
     def _search_part(
         self, part: _Partition, q_tokens: list[str], top_k: int, flt: VectorFilter
-    ) -> list[tuple[float, str, KeywordDoc]]:
+    ) -> list[tuple[float, str, KeywordDoc, float]]:
         if part.stale:
             part.build(self.settings)
         if part.model is None:
@@ -328,7 +345,8 @@ class BM25Index:
         if rows.size > top_k:
             kth = np.partition(scores[rows], rows.size - top_k)[rows.size - top_k]
             rows = rows[scores[rows] >= kth]  # keep every row tied with the k-th: ties resolve by id
-        return [(float(scores[r]), part.ids[r], part.docs[part.ids[r]]) for r in rows]
+        bound = part.upper_bound(q_tokens)
+        return [(float(scores[r]), part.ids[r], part.docs[part.ids[r]], bound) for r in rows]
 
     def count(self, account_id: str | None = None) -> int:
         """Records held (of one account, or all)."""
@@ -377,10 +395,11 @@ class BM25Index:
         return index
 
 
-def _hit(doc: KeywordDoc, score: float) -> KeywordHit:
+def _hit(doc: KeywordDoc, score: float, bound: float) -> KeywordHit:
     return KeywordHit(
         id=doc.id,
         score=score,
+        coverage=min(1.0, score / bound) if bound > 0 else 0.0,
         uri=doc.uri,
         parent_uri=doc.parent_uri,
         owner_space=doc.owner_space,
