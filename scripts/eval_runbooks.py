@@ -10,8 +10,9 @@ Queries (``queries.jsonl``): ``summary`` (the alert rule's summary, the query te
 ``description_clean``) and ``alert`` (the alert name itself, a sanity row for the hint layer). Qrels: doc ids are
 paths relative to ``runbooks/``; a result URI ``ctx://resources/runbooks/<path>`` maps to ``<path>``.
 
-Variants: ``semantic`` (hint layer off: no domain filter, no boost), ``hint-boost`` (boost only) and
-``hint-filter+boost`` (the domain filter of ``single_domain_or_null`` plus the boost). Metrics are computed per
+Variants: ``semantic`` (hint layer off: no domain filter, no boost), ``hint-boost`` (boost only),
+``hint-filter+boost`` (the domain filter of ``single_domain_or_null`` plus the boost), all three with hybrid off, and
+``hint-filter+boost+hybrid`` (the defaults: BM25 fused into the semantic layer). Metrics are computed per
 query by ir-measures (pytrec_eval); queries without results score 0 (DESIGN §11), then averaged.
 
 Usage::
@@ -44,9 +45,10 @@ CORPORA = {
     "po+os380": (["prometheus-operator", "openshift"], "prometheus-operator+openshift.tsv"),
 }
 VARIANTS = {
-    "semantic": {"hint_filter": False, "hint_boost": False},
-    "hint-boost": {"hint_filter": False, "hint_boost": True},
-    "hint-filter+boost": {"hint_filter": True, "hint_boost": True},
+    "semantic": {"hint_filter": False, "hint_boost": False, "hybrid": False},
+    "hint-boost": {"hint_filter": False, "hint_boost": True, "hybrid": False},
+    "hint-filter+boost": {"hint_filter": True, "hint_boost": True, "hybrid": False},
+    "hint-filter+boost+hybrid": {"hint_filter": True, "hint_boost": True, "hybrid": True},
 }
 MEASURES = [R @ 5, nDCG @ 10]
 NONSENSE = [
@@ -189,7 +191,8 @@ def calibrate(args, embedder) -> dict:
         home = ensure_corpus(Path(args.work_dir), data, corpus, embedder)
         qrels = load_qrels(data, CORPORA[corpus][1])
         qs = [q for q in queries if q["_id"] in qrels]
-        engine = open_engine(home, embedder, hint_filter=False, hint_boost=False)
+        # hybrid off: a block's raw_score must be its document's best chunk similarity, not the best fused chunk's
+        engine = open_engine(home, embedder, hint_filter=False, hint_boost=False, hybrid=False)
         try:
             blocks = run_queries(engine, qs, field, top_k=50, min_similarity=-1.0)
             nonsense = [engine.lookup_knowledge(q, top_k=1, min_similarity=-1.0).evidence_blocks for q in NONSENSE]

@@ -14,7 +14,10 @@ if [ ! -d "$DATA" ]; then
 fi
 context-engine add "$DATA" "$TARGET"
 context-engine tree ctx://resources/ --depth 3
-for q in "Pod is crash looping" "etcd cluster has no leader" "disk is almost full" "certificate is about to expire"; do
+# English and Chinese questions (the default model is multilingual: a Chinese question finds English runbooks)
+for q in "Pod is crash looping" "etcd 集群没有主节点" "disk is almost full" "证书快要过期了"; do
   echo; echo "search: $q"
   context-engine search "$q" --top-k 3
 done
+echo; echo "lookup: Pod 一直在重启，反复崩溃怎么排查"
+context-engine lookup "Pod 一直在重启，反复崩溃怎么排查" --session main-job --top-k 3 --budget 400

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from context_engine.providers.embedder import SentenceTransformerEmbedder
 from context_engine.settings import EmbeddingSettings, load_settings
+
+# The suite's engines run on all-MiniLM-L6-v2 (the session ``embedder`` fixture): the expectations of the mechanics
+# tests were written on it, and a CLI, server or MCP process opened on a fixture's home must use the model that built
+# it (the index stamp refuses another). The default model (use-multilingual) is tested explicitly in
+# tests/integration/test_default_model.py and tests/eval/test_ci_slice.py.
+os.environ.setdefault("CE_EMBEDDING__BACKEND", "sentence-transformers")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -47,8 +54,6 @@ def make_engine(tmp_path, embedder):
 
 
 # Hypothesis runs derandomized by default so CI is deterministic; HYPOTHESIS_PROFILE=explore searches afresh.
-import os  # noqa: E402
-
 from hypothesis import settings as _hyp_settings  # noqa: E402
 
 _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)

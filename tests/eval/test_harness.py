@@ -207,3 +207,19 @@ def test_live_mode_needs_a_url(tiny_beir: Path, tmp_path: Path):
 def test_table_rows_have_every_measure(tiny_beir: Path, tmp_path: Path):
     report = run_eval(load_dataset(tiny_beir, "test"), Settings(home=tmp_path), EvalOptions(methods=["bm25"]))
     assert len(report.table_rows()[0]) == len(EvalReport.table_header())
+
+
+def test_default_embedders_are_the_configured_one_then_the_references(tiny_beir: Path, tmp_path: Path):
+    asked: list[str] = []
+
+    def factory(name: str):
+        asked.append(name)
+        return BagOfWordsEmbedder()
+
+    settings = Settings(home=tmp_path / "h", embedding={"backend": "use-multilingual"})
+    run_eval(load_dataset(tiny_beir, "test"), settings, EvalOptions(methods=["dense"]), embedder_factory=factory)
+    assert asked == ["use-multilingual", "sentence-transformers"]
+    asked.clear()
+    settings = Settings(home=tmp_path / "h", embedding={"backend": "sentence-transformers"})
+    run_eval(load_dataset(tiny_beir, "test"), settings, EvalOptions(methods=["dense"]), embedder_factory=factory)
+    assert asked == ["sentence-transformers"]  # no duplicate run

@@ -188,7 +188,7 @@ def test_same_answers_through_python_http_and_mcp(world):
             "CE_HTTP__ALLOWED_UPLOAD_ROOTS": f'["{root}"]',
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
-            **{k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME"))},
+            **{k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__"))},
         },
     )
     assert run_mcp(lambda: Client(params, read_timeout_seconds=120)) == expected

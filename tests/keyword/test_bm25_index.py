@@ -140,3 +140,64 @@ def test_lazy_source_loads_an_account_on_first_search(make_engine):
     assert [h.uri for h in index.search("certificate", 5, flt)] == ["ctx://resources/ops/cert.md"]
     engine.delete("ctx://resources/ops/disk.md")
     assert index.search("disk", 5, flt) == []
+
+
+def test_every_filter_field_agrees_with_a_plain_python_filter():
+    # The vectorised masks (integer codes, a bisected URI range) must select exactly what a naive filter selects.
+    index = BM25Index(KeywordSettings())
+    docs = [
+        KeywordDoc(
+            id=f"r{i:03d}",
+            text=f"disk pressure node {i % 7} pod",
+            account_id="acc",
+            uri=f"ctx://resources/{'ops' if i % 3 else 'ops2'}/{i % 5}/f{i}.md",
+            parent_uri=f"ctx://resources/{'ops' if i % 3 else 'ops2'}/{i % 5}/",
+            owner_space=("shared", "user:u1", "agent:a")[i % 3],
+            category=("", "preference", "event")[i % 3],
+            doc_id=f"doc{i % 11}",
+        )
+        for i in range(120)
+    ]
+    index.upsert(docs)
+    filters = [
+        VectorFilter(account_id="acc", uri_prefix="ctx://resources/ops/"),
+        VectorFilter(account_id="acc", uri_prefix="ctx://resources/ops/3/"),
+        VectorFilter(account_id="acc", parent_uris=["ctx://resources/ops2/1/", "ctx://nowhere/"]),
+        VectorFilter(account_id="acc", owner_spaces=["user:u1"], categories=["preference", "event"]),
+        VectorFilter(account_id="acc", doc_ids=["doc3", "doc4"], uri_prefix="ctx://resources/ops"),
+        VectorFilter(account_id="acc", categories=["missing"]),
+    ]
+    for flt in filters:
+        expected = {
+            d.id
+            for d in docs
+            if (flt.uri_prefix is None or d.uri.startswith(flt.uri_prefix))
+            and (flt.parent_uris is None or d.parent_uri in flt.parent_uris)
+            and (flt.owner_spaces is None or d.owner_space in flt.owner_spaces)
+            and (flt.categories is None or d.category in flt.categories)
+            and (flt.doc_ids is None or d.doc_id in flt.doc_ids)
+        }
+        assert {h.id for h in index.search("disk pod", 1000, flt)} == expected, flt
+
+
+def test_coverage_is_the_score_over_its_upper_bound():
+    index = BM25Index(KeywordSettings())
+    index.upsert(
+        [
+            KeywordDoc(id="full", text="disk full on the node", account_id="a"),
+            KeywordDoc(id="many", text="disk " * 60, account_id="a"),
+            KeywordDoc(id="other", text="certificate expires soon", account_id="a"),
+        ]
+    )
+    flt = VectorFilter(account_id="a")
+    hits = index.search("disk full", 10, flt)
+    # within one query coverage orders exactly like the score; always in (0, 1)
+    assert [h.id for h in hits] == sorted((h.id for h in hits), key=lambda i: -next(x.score for x in hits if x.id == i))
+    assert all(0 < h.coverage < 1 for h in hits)
+    ratio = {h.id: h.coverage / h.score for h in hits}
+    assert ratio["full"] == pytest.approx(ratio["many"])  # one bound per query
+    # a record repeating the only query token approaches the bound; an unknown token lowers every coverage
+    (many,) = [h for h in index.search("disk", 10, flt) if h.id == "many"]
+    assert many.coverage > 0.95
+    (with_oov,) = [h for h in index.search("disk full zzzunknown", 10, flt) if h.id == "full"]
+    assert with_oov.coverage < next(h.coverage for h in hits if h.id == "full")

