@@ -89,9 +89,7 @@ def main() -> None:
                     a, b = res_off.get((method, model)), res_on.get((method, model))
                     if a and b:
                         ma, mb = a["metrics"], b["metrics"]
-                        cells.append(
-                            f"{ma['nDCG@10']:.4f} / {ma['R@10']:.4f} → {mb['nDCG@10']:.4f} / {mb['R@10']:.4f}"
-                        )
+                        cells.append(f"{ma['nDCG@10']:.4f} / {ma['R@10']:.4f} → {mb['nDCG@10']:.4f} / {mb['R@10']:.4f}")
                     else:
                         cells.append("—")
                 name = off.name[: -len("-off")]

@@ -1,30 +1,48 @@
 """Rebuild the guide part of README.md from docs/: everything after the marker is replaced by the first sections of
-docs/search_memory.md, docs/lookup_knowledge.md and docs/interfaces.md (so the README's examples are the docs').
+docs/search_memory.md, docs/lookup_knowledge.md and docs/interfaces.md, so the README's examples are the docs'.
 
     python scripts/compose_readme.py
 """
 
-from pathlib import Path
+from __future__ import annotations
 
 import re
-root=str(Path(__file__).resolve().parents[1]) + '/'
-s=open(root+'README.md').read()
-marker='\n<!-- guides: examples from docs/ -->\n'
-if marker in s:
-    s=s[:s.index(marker)]
-def part(path, stop, shift=0):
-    t=open(root+path).read()
-    i=t.index(stop) if stop else len(t)
-    t=t[:i].rstrip()+'\n'
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = "\n<!-- guides: examples from docs/ -->\n"
+
+
+def part(path: str, stop: str, shift: int = 0) -> str:
+    """``path`` up to the heading ``stop``, its headings demoted by ``shift`` levels."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    text = text[: text.index(stop)].rstrip() + "\n"
     if shift:
-        t=re.sub(r'(?m)^(#+) ', lambda m: '#'*(len(m.group(1))+shift)+' ', t)
-    return t
-sm=part('docs/search_memory.md','### How results are ranked')
-sm+='\nRanking, the error table and the benchmark: [docs/search_memory.md](docs/search_memory.md).\n'
-lk=part('docs/lookup_knowledge.md','## Hint layer', shift=1)
-lk+='\nHint layer, relevance levels and their calibration, packing, the audit fields and the quality table: [docs/lookup_knowledge.md](docs/lookup_knowledge.md).\n'
-it=part('docs/interfaces.md','### Metrics')
-it+='\nMetrics (with the seed-name mapping), logs, configuration and the HTTP benchmark: [docs/interfaces.md](docs/interfaces.md).\n'
-ev='\n## Evaluation\n\nThe harness, the datasets, the baselines and the side-by-side tables (retrieval methods, embedding models): [eval/README.md](eval/README.md).\n\n```bash\ncontext-engine eval --dataset ../shared/data/scifact --split test\n```\n'
-s=s.rstrip()+'\n'+marker+'\n'+sm+'\n'+lk+'\n'+it+ev
-open(root+'README.md','w').write(s)
+        text = re.sub(r"(?m)^(#+) ", lambda m: "#" * (len(m.group(1)) + shift) + " ", text)
+    return text
+
+
+def main() -> None:
+    readme = ROOT / "README.md"
+    top = readme.read_text(encoding="utf-8")
+    if MARKER in top:
+        top = top[: top.index(MARKER)]
+    sm = part("docs/search_memory.md", "### How results are ranked")
+    sm += "\nRanking, the error table and the benchmark: [docs/search_memory.md](docs/search_memory.md).\n"
+    lk = part("docs/lookup_knowledge.md", "## Hint layer", shift=1)
+    lk += (
+        "\nHint layer, hybrid semantic layer, relevance levels and their calibration, packing, the audit fields and the "
+        "quality table: [docs/lookup_knowledge.md](docs/lookup_knowledge.md).\n"
+    )
+    it = part("docs/interfaces.md", "### Metrics")
+    it += "\nMetrics (with the seed-name mapping), logs, configuration and the HTTP benchmark: [docs/interfaces.md](docs/interfaces.md).\n"
+    ev = (
+        "\n## Evaluation\n\nThe harness, the datasets, the baselines and the side-by-side tables (retrieval methods, "
+        "embedding models, pipelines): [eval/README.md](eval/README.md).\n\n```bash\n"
+        "context-engine eval --dataset ../shared/data/scifact --split test\n```\n"
+    )
+    readme.write_text(top.rstrip() + "\n" + MARKER + "\n" + sm + "\n" + lk + "\n" + it + ev, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

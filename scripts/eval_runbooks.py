@@ -245,7 +245,12 @@ def suggest_scale(report: dict) -> dict:
     relevant = statistics.mean(r["relevant_best"]["median"] for r in rows)
     slope = (REFERENCE_RELEVANT_MEDIAN - REFERENCE_NONSENSE_MEDIAN) / (relevant - nonsense)
     low = nonsense - REFERENCE_NONSENSE_MEDIAN / slope
-    return {"low": round(low, 3), "high": round(low + 1.0 / slope, 3), "nonsense_median": nonsense, "relevant_median": relevant}
+    return {
+        "low": round(low, 3),
+        "high": round(low + 1.0 / slope, 3),
+        "nonsense_median": nonsense,
+        "relevant_median": relevant,
+    }
 
 
 def _support_table(engine, qs: list[dict], field: str, qrels: dict) -> dict[str, dict[str, float]]:

@@ -54,7 +54,7 @@ def make_engine(tmp_path, embedder):
 
 
 # Hypothesis runs derandomized by default so CI is deterministic; HYPOTHESIS_PROFILE=explore searches afresh.
-from hypothesis import settings as _hyp_settings  # noqa: E402
+from hypothesis import settings as _hyp_settings
 
 _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
 _hyp_settings.register_profile("explore", derandomize=False, print_blob=True)

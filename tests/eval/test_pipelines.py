@@ -7,14 +7,16 @@ from pathlib import Path
 import pytest
 
 from context_engine.eval import load_dataset
+from context_engine.eval.datasets import Document
 from context_engine.eval.harness import run_retriever
 from context_engine.eval.pipelines import PipelineRetriever, document_markdown
-from context_engine.eval.datasets import Document
 from context_engine.settings import load_settings
 
 
 def test_document_markdown_adds_a_title_heading_only_when_needed():
-    assert document_markdown(Document("d", "Disk full", "The volume is full.")) == "# Disk full\n\nThe volume is full.\n"
+    assert (
+        document_markdown(Document("d", "Disk full", "The volume is full.")) == "# Disk full\n\nThe volume is full.\n"
+    )
     assert document_markdown(Document("d.md", "T", "# T\n\nbody")) == "# T\n\nbody\n"
 
 

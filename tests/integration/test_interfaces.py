@@ -43,8 +43,17 @@ SESSION = "diag-1"
 _HEX_ID = re.compile(r"\b[0-9a-f]{16,32}\b")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
 _ACCOUNT = re.compile(r"\bvia_[a-z_]+\b")  # each interface runs in its own account
-_VOLATILE = {"request_id", "invocation_id", "first_invocation_id", "matched_invocation_id", "created_at", "took_ms",
-             "duration_ms", "traces", "event_count"}
+_VOLATILE = {
+    "request_id",
+    "invocation_id",
+    "first_invocation_id",
+    "matched_invocation_id",
+    "created_at",
+    "took_ms",
+    "duration_ms",
+    "traces",
+    "event_count",
+}
 
 
 def normalise(x: Any) -> Any:
@@ -70,8 +79,14 @@ def world(tmp_path_factory, embedder):
     _, http_key = keys.create(RequestContext(account_id="via_http", role="admin"), "http")
     _, mcp_key = keys.create(RequestContext(account_id="via_mcp_http", role="admin"), "mcp-http")
     with LiveServer(create_app(service=service)) as server:
-        yield {"service": service, "server": server, "root": root, "home": home,
-               "http_key": http_key, "mcp_key": mcp_key}
+        yield {
+            "service": service,
+            "server": server,
+            "root": root,
+            "home": home,
+            "http_key": http_key,
+            "mcp_key": mcp_key,
+        }
     service.close()
 
 
@@ -140,6 +155,7 @@ def run_mcp(client_factory) -> dict[str, Any]:
 
     async def go() -> None:
         async with client_factory() as client:
+
             async def acall(op: str, args: dict[str, Any]) -> dict[str, Any]:
                 res = await client.call_tool(op, mcp_args(op, args))
                 assert not res.is_error, res.content[0].text
@@ -188,7 +204,11 @@ def test_same_answers_through_python_http_and_mcp(world):
             "CE_HTTP__ALLOWED_UPLOAD_ROOTS": f'["{root}"]',
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
-            **{k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__"))},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__"))
+            },
         },
     )
     assert run_mcp(lambda: Client(params, read_timeout_seconds=120)) == expected
@@ -202,6 +222,9 @@ def test_same_answers_through_python_http_and_mcp(world):
 
 def test_mcp_over_http_needs_a_key(world):
     server = world["server"]
-    r = httpx.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                   headers={"Accept": "application/json, text/event-stream"})
+    r = httpx.post(
+        f"{server.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
     assert r.status_code == 401 and r.json()["code"] == "AUTH-4011"

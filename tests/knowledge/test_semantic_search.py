@@ -8,6 +8,11 @@ import pytest
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.knowledge.semantic_search import VectorSearchService
 from context_engine.schema.nodes import VectorFilter, VectorHit
+from context_engine.schema.similarity import SimilarityScale
+from context_engine.settings import KeywordSettings
+from context_engine.storage.keyword.bm25_index import BM25Index, KeywordDoc
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+from tests.knowledge.conftest import chunk
 
 FLT = VectorFilter(account_id="acme", levels=[2])
 VEC = np.ones(4, dtype=np.float32) / 2
@@ -129,11 +134,6 @@ def test_after_a_primary_failure_the_retry_goes_straight_to_exact():
 
 
 # ---- hybrid (knowledge.hybrid) and the calibrated scale -------------------------------------------------------------
-from context_engine.schema.similarity import SimilarityScale  # noqa: E402
-from context_engine.settings import KeywordSettings  # noqa: E402
-from context_engine.storage.keyword.bm25_index import BM25Index, KeywordDoc  # noqa: E402
-from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore  # noqa: E402
-from tests.knowledge.conftest import chunk  # noqa: E402
 
 
 def kdoc(doc: str, text: str, account: str = "acme", idx: int = 0) -> KeywordDoc:

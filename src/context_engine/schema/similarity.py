@@ -21,7 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_CONVEX_WEIGHT", "DEFAULT_DENSE_WEIGHT", "IDENTITY", "SimilarityScale", "dense_weight_of", "scale_of"]
+__all__ = [
+    "DEFAULT_CONVEX_WEIGHT",
+    "DEFAULT_DENSE_WEIGHT",
+    "IDENTITY",
+    "SimilarityScale",
+    "dense_weight_of",
+    "scale_of",
+]
 
 DEFAULT_DENSE_WEIGHT = 0.4
 """The weighted-fusion dense weight of a model without its own (all-MiniLM-L6-v2's tuned value)."""
