@@ -5,6 +5,7 @@
 #
 #   bash eval/run_pipelines.sh [BACKEND ...]      # default: use-multilingual sentence-transformers
 #   UPDATE_BASELINES=1 bash eval/run_pipelines.sh  # record the results as eval/baselines/<set>.json entries
+#   HYBRID=on bash eval/run_pipelines.sh            # one side only
 #
 # Each result is keyed in the baseline files by (method, model, variant hybrid-off|hybrid-on).
 # Ingested corpora are cached under ${EVAL_CACHE:-bench/.cache}/pipelines (one engine home per model).
@@ -18,7 +19,7 @@ status=0
 run() {  # name, then the dataset options
   local name=$1; shift
   for b in "${BACKENDS[@]}"; do
-    for h in off on; do
+    for h in ${HYBRID:-off on}; do
       context-engine eval "$@" --method lookup_knowledge --method search_memory --embedder "$b" --hybrid "$h" \
         --variant "hybrid-$h" --cache-dir "$CACHE" --out "eval/reports/pipelines/$name-$b-$h" \
         ${UPDATE_BASELINES:+--update-baselines} || status=1

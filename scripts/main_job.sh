@@ -19,5 +19,5 @@ for q in "Pod is crash looping" "etcd 集群没有主节点" "disk is almost ful
   echo; echo "search: $q"
   context-engine search "$q" --top-k 3
 done
-echo; echo "lookup: Pod 一直在重启，反复崩溃怎么排查"
-context-engine lookup "Pod 一直在重启，反复崩溃怎么排查" --session main-job --top-k 3 --budget 400
+echo; echo "lookup: etcd 集群没有主节点，怎么处理"
+context-engine lookup "etcd 集群没有主节点，怎么处理" --session main-job --top-k 3 --budget 400

@@ -196,9 +196,9 @@ class SeedSettings(_Section):
     )
     extra_rows: int = Field(5, ge=0, le=200, description="Index rows fetched on top of overfetch * top_k.")
     hybrid: bool = Field(
-        False,
+        True,
         description="First round: fuse the level-0 dense list with BM25 over the same abstracts (keyword.fusion) to "
-        "choose and order the seeds; their vector score stays the similarity.",
+        "choose and order the seeds; with 'convex' a node's vector score is lifted to its fused score when higher.",
     )
 
 

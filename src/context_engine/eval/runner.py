@@ -135,7 +135,9 @@ def run_eval(
     else:
         unknown = [m for m in options.methods if m not in METHODS]
         if unknown:
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"unknown method(s) {unknown}; use {METHODS}")
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID, f"unknown method(s) {unknown}; use all or any of {', '.join(METHODS)}"
+            )
         if not dataset.corpus:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"{dataset.key} has no corpus: run it live")
         wanted = set(options.methods)

@@ -287,7 +287,7 @@ class LookupKnowledgeService:
         if not math.isfinite(floor) or not -1.0 <= floor <= 1.0:
             raise ContextEngineError(
                 ErrorCode.SCORE_THRESHOLD_INVALID,
-                f"min_similarity must be a cosine similarity in [-1, 1], got {floor}",
+                f"min_similarity must be a similarity in [-1, 1] (on the model's calibrated scale), got {floor}",
             )
         prefix = None
         if request.target_uri:

@@ -69,7 +69,8 @@ class LookupRequest(_Model):
             disables session dedup for this call.
         top_k: evidence blocks (documents) wanted, 1..50 (``RET-4002``).
         mode: semantic-layer mode (``auto``, ``primary``, ``fallback``).
-        min_similarity: the search threshold (REFERENCE floor), a cosine similarity in [-1, 1] (``RET-4003``).
+        min_similarity: the search threshold (REFERENCE floor) on the calibrated similarity scale
+            (``schema/similarity.py``; the cosine for MiniLM), in [-1, 1] (``RET-4003``).
         target_uri: restrict to this visible subtree (``RET-4031`` when not visible).
         context_token_budget: token budget of the context pack.
     """

@@ -54,8 +54,8 @@ def eval_command(
         list[str] | None,
         typer.Option(
             "--method",
-            help="dense, bm25, rrf, weighted, all (those four), or a pipeline: lookup_knowledge, search_memory "
-            "(repeatable; default all).",
+            help="dense, bm25, rrf, weighted, convex, all (those five), or a pipeline: lookup_knowledge, "
+            "search_memory (repeatable; default all).",
         ),
     ] = None,
     embedder: Annotated[

@@ -24,7 +24,9 @@ def lookup(
     ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Evidence blocks, 1..50.")] = None,
     mode: Annotated[str | None, typer.Option(help="Semantic layer: auto, primary or fallback.")] = None,
-    min_similarity: Annotated[float | None, typer.Option(help="Search threshold (cosine similarity).")] = None,
+    min_similarity: Annotated[
+        float | None, typer.Option(help="Search threshold on the calibrated similarity (the sim column), -1..1.")
+    ] = None,
     target_uri: Annotated[str | None, typer.Option(help="Restrict to this subtree.")] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget of the context pack.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Print every block's text, not only the context pack.")] = False,
@@ -54,7 +56,15 @@ def lookup(
         hints.add_row("", escape(f"[{m.strength}] {m.title} ({', '.join(m.keywords)})"))
     out.print(hints)
     table = Table(
-        "#", "level", "sim", "boost", "document", "section", "chunks", title=f"evidence: {result.evidence_status}"
+        "#",
+        "level",
+        "sim",
+        "fused",
+        "boost",
+        "document",
+        "section",
+        "chunks",
+        title=f"evidence: {result.evidence_status} (ranked by fused + boost with hybrid on, else sim + boost)",
     )
     for i, b in enumerate(result.evidence_blocks, 1):
         style = _LEVEL_STYLE.get(b.relevance_level.value, "")
@@ -62,6 +72,7 @@ def lookup(
             str(i),
             f"[{style}]{b.relevance_level.value}[/]",
             f"{b.similarity:.3f}",
+            "" if b.fusion_score is None else f"{b.fusion_score:.3f}",
             f"{b.hint_boost:.2f}" if b.hint_boost else "",
             b.doc_id,
             b.breadcrumb,

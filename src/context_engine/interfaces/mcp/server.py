@@ -226,7 +226,7 @@ def build_mcp_server(
         session_id: Annotated[str | None, Field(description="Diagnosis session: repeats come back DEDUPED.")] = None,
         top_k: Annotated[int | None, Field(description="Evidence documents wanted, 1..50; null: default.")] = None,
         mode: Annotated[SemanticMode | None, Field(description="auto, primary or fallback; null: default.")] = None,
-        min_similarity: Annotated[float | None, Field(description="Similarity floor; null: default.")] = None,
+        min_similarity: Annotated[float | None, Field(description="Similarity floor (calibrated scale, -1..1); null: default.")] = None,
         target_uri: Annotated[str | None, Field(description="Only this visible subtree.")] = None,
         context_token_budget: Annotated[int | None, Field(description="Token budget of the context pack.")] = None,
         ctx: Context | None = None,
