@@ -5,10 +5,7 @@ Interfaces (CLI, HTTP, MCP, Python API) call these methods with an explicit :cla
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
-import unicodedata
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
+from context_engine.ingest.memory import MemoryWriter, memory_abstract_of, memory_hash
 from context_engine.ingest.pipeline import Progress, WritePipeline
 from context_engine.knowledge.hint_index import KnowledgeIndexService
 from context_engine.knowledge.lookup import LookupKnowledgeService
@@ -34,6 +32,16 @@ from context_engine.schema.knowledge import (
     SemanticMode,
     SessionTraceSummary,
     ToolInvocation,
+)
+from context_engine.schema.memory import (
+    DedupPolicy,
+    MemoryDetail,
+    MemoryItem,
+    MemoryListPage,
+    MemoryVersion,
+    MemoryView,
+    MemoryWriteResult,
+    Message,
 )
 from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
 from context_engine.schema.query import (
@@ -148,6 +156,9 @@ class ContextEngineService:
         self.index = index or self._build_index(home)
         self.metrics = Metrics()
         self.pipeline = WritePipeline(self.content, self.metadata, self.index, self.embedder, settings.ingest)
+        self.memory_writer = MemoryWriter(
+            self.pipeline, self.metadata, self.content, self.index, self.embedder, settings.memory, settings.ingest
+        )
         # BM25 over the same records (DESIGN §14), loaded lazily on its first search and kept in sync on every write.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata)
         self.pipeline.add_listener(self.keyword_index)
@@ -357,6 +368,16 @@ class ContextEngineService:
         doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), hint)
         return self.pipeline.write_documents(ctx.account_id, [doc])
 
+    def _memory_space(self, ctx: RequestContext) -> str:
+        """The user space a memory write of ``ctx`` goes to (an admin without one writes to ``default``)."""
+        space = ctx.user_space or ("default" if ctx.is_admin else None)
+        if space is None:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
+        root = ContextURI.parse(f"ctx://user/{space}/memories/")
+        if not ctx.can_write_uri(root):
+            raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "not allowed to write there", {"uri": str(root)})
+        return space
+
     def add_memory(
         self,
         text: str,
@@ -364,26 +385,205 @@ class ContextEngineService:
         *,
         uri: str | None = None,
         category: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        occurred_at: datetime | str | None = None,
+        policy: DedupPolicy | None = None,
     ) -> IngestReport:
-        """Store a memory under ``ctx://user/<user_space>/memories/<category>/`` (DESIGN §4).
+        """Store one memory under ``ctx://user/<user_space>/memories/<category>/`` (DESIGN §4; issue 11).
 
-        Without ``uri`` the name is a slug of the text plus a short hash, so the same text maps to the same node.
+        Without ``uri`` the name is a slug of the text plus a short hash, and the write goes through
+        :meth:`add_memories` (same normalised text -> the same node, ``unchanged``; a near-duplicate follows
+        ``policy``, default ``memory.dedup_policy``: ``report.duplicates`` is 1 and ``report.uris`` names the existing
+        memory). With ``uri`` the memory is written there as given. The L0 is the whole text up to
+        ``memory.l0_max_chars`` (ingest/memory_abstract.py).
 
         Raises:
-            ContextEngineError: ``WRT-4002`` no user space in the context; ``WRT-4001`` bad URI or category.
+            ContextEngineError: ``WRT-4002`` no user space in the context or bad metadata/timestamp; ``WRT-4001``
+                bad URI or category; ``WRT-4221`` empty text; ``WRT-4131`` too large.
         """
         if uri is None:
-            space = ctx.user_space or ("default" if ctx.is_admin else None)
-            if space is None:
-                raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
-            base = ContextURI.parse(f"ctx://user/{space}/memories/")
-            base = base.child(category or "general", is_dir=True)
-            target = base.child(_slug(text) + ".md")
-        else:
-            target = parse_uri(uri)
-            if target.context_type != "memory":
-                raise ContextEngineError(ErrorCode.URI_INVALID, f"{target} is not under .../memories/")
-        return self.add_text(text, target, ctx, title_hint=_leading_words(text))
+            result = self.add_memories(
+                [MemoryItem(text=text, category=category, metadata=metadata, occurred_at=occurred_at)],
+                ctx,
+                policy=policy,
+            )
+            report = IngestReport(
+                nodes=result.nodes,
+                directories=result.directories,
+                vectors=result.vectors,
+                unchanged=result.unchanged,
+                pending=result.pending,
+                uris=result.uris,
+            )
+            report.duplicates = result.duplicates
+            return report
+        target = parse_uri(uri)
+        if target.context_type != "memory":
+            raise ContextEngineError(ErrorCode.URI_INVALID, f"{target} is not under .../memories/")
+        self._writable(target, ctx)
+        body = decode_text(text.encode("utf-8", "surrogatepass"), str(target), self.settings.ingest)
+        doc = SourceDoc(
+            target,
+            body,
+            "plain",
+            "memory",
+            memory_hash(body),
+            target.name.rsplit(".", 1)[0],
+            **memory_abstract_of(body, self.settings.memory, metadata=metadata, occurred_at=occurred_at),
+        )
+        return self.pipeline.write_documents(ctx.account_id, [doc])
+
+    def add_memories(
+        self,
+        items: list[MemoryItem | dict[str, Any]],
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        policy: DedupPolicy | None = None,
+    ) -> MemoryWriteResult:
+        """Store a batch of memories (``text``, ``category``, ``metadata``, ``occurred_at``) in one write (issue 11).
+
+        All or nothing: every item is validated first; one embedding pass, one transaction, one directory-summary
+        refresh. Dedup and ``policy`` as in :meth:`add_memory`; outcomes in input order.
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` empty batch, unknown field, bad metadata/timestamp/policy or no user
+                space; ``WRT-4131`` batch over ``memory.max_batch_items``, metadata or text too large; ``WRT-4001``
+                bad category; ``WRT-4221`` empty or invalid text. Nothing is written then.
+        """
+        return self.memory_writer.add_memories(ctx.account_id, self._memory_space(ctx), items, policy=policy)
+
+    def add_messages(
+        self,
+        messages: list[Message | dict[str, Any]],
+        session_id: str,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+    ) -> MemoryWriteResult:
+        """Store conversation messages ``{role, content, speaker?, timestamp?, metadata?}`` of one session as memories
+        under ``ctx://user/<user_space>/memories/sessions/<session_id>/`` (issue 11; ingest/memory.py).
+
+        One batch is one write (all or nothing); appending to a session continues its numbering, and its directory
+        gets an extractive L0/L1. ``result.uris`` are the message URIs in input order.
+
+        Raises:
+            ContextEngineError: ``WRT-4001`` session id with ``/``, ``..`` or other invalid segment; ``WRT-4002``
+                empty batch, unknown role or field, unparsable timestamp, metadata not a JSON object; ``WRT-4131``
+                batch over ``memory.max_batch_items``, metadata over ``memory.max_metadata_bytes``; ``WRT-4221`` a
+                message without content. Nothing of the batch is written then.
+        """
+        return self.memory_writer.add_messages(ctx.account_id, self._memory_space(ctx), messages, session_id)
+
+    def _memory_node(self, uri: str, ctx: RequestContext, *, write: bool) -> NodeRecord:
+        """The memory file at ``uri`` if the caller may see (and, with ``write``, change) it; else ``RET-4032``,
+        the same body whether it is missing, invisible, not writable or not a memory (no existence leak)."""
+        try:
+            u = parse_uri(uri)
+        except ContextEngineError:
+            raise
+        node = None
+        if u.context_type == "memory" and ctx.can_see_uri(u) and (not write or ctx.can_write_uri(u)):
+            node = self.metadata.get_node(ctx.account_id, str(u))
+        if node is None or node.is_dir or node.context_type != "memory":
+            raise ContextEngineError(
+                ErrorCode.URI_FORBIDDEN, "the URI does not exist or is not visible to this caller", {"uri": str(u)}
+            )
+        return node
+
+    def update_memory(
+        self,
+        uri: str,
+        text: str,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        metadata: dict[str, Any] | None = None,
+        occurred_at: datetime | str | None = None,
+    ) -> MemoryWriteResult:
+        """Replace a memory's text: re-embedded, ``version`` + 1, the previous text kept (:meth:`get_memory`).
+
+        Raises:
+            ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see or change, the same as a missing
+                one; ``WRT-4221`` empty text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
+        """
+        node = self._memory_node(uri, ctx, write=True)
+        return self.memory_writer.update_memory(
+            ctx.account_id, node, text, metadata=metadata, occurred_at=occurred_at
+        )
+
+    def delete_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> IngestReport:
+        """Delete one memory (and its versions).
+
+        Raises:
+            ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see or change, or a missing one.
+        """
+        node = self._memory_node(uri, ctx, write=True)
+        return self.pipeline.delete(ctx.account_id, parse_uri(node.uri), recursive=False)
+
+    def _memory_view(self, node: NodeRecord, ctx: RequestContext) -> MemoryView:
+        md = node.metadata or {}
+        return MemoryView(
+            uri=node.uri,
+            category=node.category,
+            abstract=self.content.read_level(ctx.account_id, node.uri, Level.L0) or "",
+            created_at=node.created_at,
+            updated_at=node.updated_at,
+            occurred_at=node.occurred_at,
+            metadata=md,
+            version=node.version,
+            session_id=md.get("session_id") if isinstance(md.get("session_id"), str) else None,
+        )
+
+    def list_memories(
+        self,
+        ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        category: str | None = None,
+        session_id: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> MemoryListPage:
+        """The caller's memories, newest first (``updated_at`` descending, then URI), paged by ``limit``/``offset``,
+        optionally one category's or one session's. Reads L0 only (one file per listed memory).
+
+        Raises:
+            ContextEngineError: ``WRT-4002`` limit outside 1..200 or negative offset, or no user space;
+                ``WRT-4001`` a malformed category or session id.
+        """
+        if not 1 <= limit <= 200 or offset < 0:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "limit must be in 1..200 and offset >= 0")
+        space = ctx.user_space or ("default" if ctx.is_admin else None)
+        if space is None:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
+        root = ContextURI.parse(f"ctx://user/{space}/memories/")
+        if session_id is not None:
+            root = root.child("sessions", is_dir=True).child(session_id, is_dir=True)
+        elif category is not None:
+            root = root.child(category, is_dir=True)
+        page, total = self.metadata.query_files(
+            ctx.account_id, uri_prefixes=[str(root)], context_type="memory", newest_first=True, limit=limit,
+            offset=offset,
+        )
+        items = [self._memory_view(n, ctx) for n in page if ctx.can_see(n.owner_space)]
+        nxt = offset + limit if offset + limit < total else None
+        return MemoryListPage(items=items, total=total, offset=offset, limit=limit, next_offset=nxt)
+
+    def get_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> MemoryDetail:
+        """One memory with its full text (secrets redacted as read_memory redacts) and its earlier versions.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see, the same as a missing one.
+        """
+        node = self._memory_node(uri, ctx, write=False)
+        view = self._memory_view(node, ctx)
+        text = self.content.read_level(ctx.account_id, node.uri, Level.L2) or ""
+        history = [
+            MemoryVersion(
+                version=v["version"],
+                text=self.redactor.redact(v["text"]).text,
+                created_at=v["created_at"],
+                replaced_at=v["replaced_at"],
+            )
+            for v in self.metadata.get_versions(ctx.account_id, node.uri)
+        ]
+        return MemoryDetail(**view.model_dump(), text=self.redactor.redact(text).text, history=history)
 
     def add_skill(
         self,
@@ -783,23 +983,6 @@ class ContextEngineService:
             "embedding_model": self.embedder.model_name,
             "embedding_dim": self.embedder.dim,
         }
-
-
-def _leading_words(text: str, max_chars: int = 80) -> str:
-    """The start of the first line, cut on a word boundary: a memory's title, so its abstract is just its lead."""
-    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
-    if len(line) <= max_chars:
-        return line
-    cut = line[:max_chars]
-    return cut.rsplit(" ", 1)[0] if " " in cut else cut
-
-
-def _slug(text: str, max_len: int = 48) -> str:
-    """A file-name slug of ``text`` (letters, digits and CJK kept) plus an 8-hex hash for uniqueness."""
-    norm = unicodedata.normalize("NFC", text)
-    words = re.findall(r"\w+", norm.lower())
-    slug = "-".join(words)[:max_len].strip("-") or "memory"
-    return f"{slug}-{hashlib.sha256(norm.encode()).hexdigest()[:8]}"
 
 
 ContextEngine = ContextEngineService

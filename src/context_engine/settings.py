@@ -79,6 +79,56 @@ class IngestSettings(_Section):
     write_batch_files: int = Field(64, ge=1, le=10_000, description="Files committed per metadata transaction.")
 
 
+class MemorySettings(_Section):
+    """Memories and conversations (issue 11): abstracts, limits, dedup and the conversational context."""
+
+    l0_max_chars: int = Field(
+        300,
+        ge=64,
+        le=2048,
+        description="A memory's L0 is its whole text up to this many characters (never cut mid-sentence); a longer "
+        "memory gets an extractive L0 of whole sentences that keeps its entities, numbers and dates.",
+    )
+    max_metadata_bytes: int = Field(
+        4096, ge=2, le=1_048_576, description="Largest metadata object of one memory, as compact UTF-8 JSON (bytes)."
+    )
+    max_batch_items: int = Field(
+        500, ge=1, le=100_000, description="Most messages or memories in one add_messages / add_memories call."
+    )
+    context_messages: int = Field(
+        1,
+        ge=0,
+        le=8,
+        description="Preceding messages of the same session indexed with each message (its embedding input and "
+        "BM25 text, never shown): a reply such as 'Yes, I went there yesterday' is found by what it answers.",
+    )
+    context_max_chars: int = Field(
+        300, ge=0, le=4096, description="Characters of each preceding message taken as context."
+    )
+    dedup_policy: Literal["skip", "keep", "replace"] = Field(
+        "skip",
+        description="What add_memory does with a near-duplicate of a stored memory: skip (report the existing URI), "
+        "keep (store it anyway) or replace (update the existing memory to the new text, keeping the old version).",
+    )
+    near_duplicate_similarity: float = Field(
+        0.92,
+        ge=0.0,
+        le=1.0,
+        description="Cosine similarity of two memories' abstracts (raw model cosine) from which the new one is a "
+        "near-duplicate. The same normalised text is always the same memory.",
+    )
+    recency_half_life_days: float | None = Field(
+        None,
+        gt=0.0,
+        le=36_500.0,
+        description="search_memory recency component: a memory's score decays by half per this many days since "
+        "occurred_at (else updated_at); None (default) switches it off. See docs/search_memory.md, Scoring.",
+    )
+    recency_weight: float = Field(
+        0.1, ge=0.0, le=1.0, description="Weight of the recency component in the final score when it is on."
+    )
+
+
 class DomainVocabulary(_Section):
     """One knowledge domain for lookup_knowledge's hint layer (DESIGN §7.1); see ``knowledge/domains.py``."""
 
@@ -422,6 +472,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     vector: VectorSettings = VectorSettings()
     ingest: IngestSettings = IngestSettings()
+    memory: MemorySettings = MemorySettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
     keyword: KeywordSettings = KeywordSettings()
     eval: EvalSettings = EvalSettings()

@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, Relation, VectorRecord
 from context_engine.schema.uri import ContextURI
+from context_engine.storage.metadata.sqlalchemy_store import SCHEMA_VERSION
 from context_engine.storage.protocols import MetadataStore
 
 from .conftest import MetadataBackend
@@ -565,4 +566,107 @@ def test_newer_schema_version_is_refused(metadata_backend: MetadataBackend) -> N
     with pytest.raises(ContextEngineError) as info:
         metadata_backend.open()
     assert info.value.code is ErrorCode.CONFIG_INVALID
-    assert info.value.details["found"] == 2 and info.value.details["supported"] == 1
+    assert info.value.details["found"] == SCHEMA_VERSION + 1 and info.value.details["supported"] == SCHEMA_VERSION
+
+
+# ---- memories (issue 11): lifecycle columns, queries, versions, schema upgrade -------------------------------------
+def _memory(uri: str, *, occurred: datetime | None = None, meta: dict | None = None, digest: str | None = None,
+            updated: datetime | None = None) -> NodeRecord:
+    parent = uri.rsplit("/", 1)[0] + "/"
+    return NodeRecord(
+        account_id=A, uri=uri, parent_uri=parent, owner_space="user:bob", context_type="memory", is_dir=False,
+        occurred_at=occurred, metadata=meta, content_hash=digest, updated_at=updated,
+    )
+
+
+def test_memory_fields_round_trip_and_queries(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    t0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    s1 = "ctx://user/bob/memories/sessions/s1/"
+    store.upsert_nodes(
+        [
+            _memory(s1 + "000001.md", occurred=t0, meta={"speaker": "Caroline", "turn": 1}, digest="h1",
+                    updated=t0 + timedelta(days=2)),
+            _memory(s1 + "000002.md", occurred=t0 + timedelta(days=1), meta={"speaker": "Melanie", "ok": True},
+                    digest="h2", updated=t0 + timedelta(days=3)),
+            _memory("ctx://user/bob/memories/general/tea.md", meta=None, digest="h3", updated=t0 + timedelta(days=1)),
+        ]
+    )
+    got = store.get_node(A, s1 + "000001.md")
+    assert got is not None and got.occurred_at == t0 and got.metadata == {"speaker": "Caroline", "turn": 1}
+    assert got.version == 1
+    assert store.last_child_uri(A, s1) == s1 + "000002.md" and store.count_children(A, s1) == 2
+    assert store.last_child_uri(B, s1) is None
+    root = ["ctx://user/bob/memories/"]
+    in_window, total = store.query_files(A, uri_prefixes=root, occurred_start=t0 + timedelta(hours=1),
+                                         occurred_end=t0 + timedelta(days=2))
+    assert [n.uri for n in in_window] == [s1 + "000002.md"] and total == 1
+    by_speaker, _ = store.query_files(A, uri_prefixes=root, metadata_equals={"speaker": ["Caroline", "Nobody"]})
+    assert [n.uri for n in by_speaker] == [s1 + "000001.md"]
+    assert [n.uri for n in store.query_files(A, uri_prefixes=root, metadata_equals={"turn": 1})[0]] == [
+        s1 + "000001.md"
+    ]
+    assert [n.uri for n in store.query_files(A, uri_prefixes=root, metadata_equals={"ok": True})[0]] == [
+        s1 + "000002.md"
+    ]
+    newest, total = store.query_files(A, uri_prefixes=root, newest_first=True, limit=2)
+    assert [n.uri for n in newest] == [s1 + "000002.md", s1 + "000001.md"] and total == 3
+    assert store.query_files(B, uri_prefixes=root)[1] == 0
+    found = store.find_by_hash(A, ["h3", "nope"], uri_prefix="ctx://user/bob/memories/")
+    assert list(found) == ["h3"] and found["h3"].uri.endswith("tea.md")
+    assert store.find_by_hash(A, ["h3"], uri_prefix="ctx://user/alice/memories/") == {}
+
+
+def test_children_window_is_bounded(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    s1 = "ctx://user/bob/memories/sessions/long/"
+    store.upsert_nodes([_memory(f"{s1}{i:06d}.md") for i in range(1, 31)])
+    sample, total = store.children_window(A, s1, 4)
+    assert total == 30
+    assert [n.uri.rsplit("/", 1)[1] for n in sample] == [
+        "000001.md", "000002.md", "000003.md", "000004.md", "000027.md", "000028.md", "000029.md", "000030.md"
+    ]
+    small, total = store.children_window(A, s1, 20)
+    assert total == 30 and len(small) == 30
+
+
+def test_versions_are_kept_and_deleted_with_the_node(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    uri = "ctx://user/bob/memories/general/tea.md"
+    store.upsert_nodes([_memory(uri, digest="h")])
+    t = datetime(2024, 1, 1, tzinfo=UTC)
+    with store.transaction():
+        store.add_version(A, uri, 1, "Bob likes green tea", t)
+    versions = store.get_versions(A, uri)
+    assert [(v["version"], v["text"], v["created_at"]) for v in versions] == [(1, "Bob likes green tea", t)]
+    assert store.get_versions(B, uri) == []
+    store.delete_nodes(A, [uri])
+    assert store.get_versions(A, uri) == []
+
+
+def test_schema_version_1_database_is_upgraded_in_place(metadata_backend: MetadataBackend) -> None:
+    store = metadata_backend.open()
+    store.upsert_nodes([_memory("ctx://user/bob/memories/general/old.md", digest="h")])
+    store.close()
+    engine = create_engine(metadata_backend.url)
+    try:  # make it look like a version-1 database: no memory columns, no versions table
+        with engine.begin() as conn:
+            conn.execute(text("DROP TABLE node_versions"))
+            for table, column in (("nodes", "occurred_at"), ("nodes", "metadata_json"), ("nodes", "version"),
+                                  ("vectors", "context")):
+                conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+            conn.execute(text("UPDATE schema_version SET version = 1"))
+    finally:
+        engine.dispose()
+    again = metadata_backend.open()
+    node = again.get_node(A, "ctx://user/bob/memories/general/old.md")
+    assert node is not None and node.version == 1 and node.metadata is None and node.occurred_at is None
+    again.add_version(A, node.uri, 1, "old text", datetime(2024, 1, 1, tzinfo=UTC))
+    assert [v["text"] for v in again.get_versions(A, node.uri)] == ["old text"]
+    engine = create_engine(metadata_backend.url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT version FROM schema_version")).scalar() == SCHEMA_VERSION
+    finally:
+        engine.dispose()
+    again.close()

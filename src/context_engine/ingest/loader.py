@@ -6,8 +6,10 @@ Every check happens here, before the write phase, so bad input leaves the store 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.uri import ContextURI
@@ -20,7 +22,14 @@ _BINARY_SNIFF_BYTES = 8192
 
 @dataclass(frozen=True, slots=True)
 class SourceDoc:
-    """One validated document ready to parse. ``kind`` picks the parser; ``content_hash`` drives idempotency."""
+    """One validated document ready to parse. ``kind`` picks the parser; ``content_hash`` drives idempotency.
+
+    The memory fields (issue 11) are set by the memory write path only: ``occurred_at`` and ``metadata`` are stored
+    on the node, ``context`` (a message's preceding turn) is indexed with its abstract but never shown, ``version``
+    is the node's version counter, ``abstract`` overrides the extractive L0, ``title`` the parsed title, and
+    ``whole_text_l0`` means the abstract already holds the whole text, so no level-2 chunk vectors are written
+    (they would repeat the abstract's vector; lookup_knowledge searches resources only by default).
+    """
 
     uri: ContextURI
     text: str
@@ -28,6 +37,13 @@ class SourceDoc:
     source: str
     content_hash: str
     title_hint: str
+    occurred_at: datetime | None = None
+    metadata: dict[str, Any] | None = field(default=None, hash=False)
+    context: str = ""
+    version: int = 1
+    abstract: str | None = None
+    title: str | None = None
+    whole_text_l0: bool = False
 
 
 def content_hash(text: str, *extra: str) -> str:

@@ -31,6 +31,9 @@ from context_engine.storage.protocols import ContentStore, Embedder, MetadataSto
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
+# Stored children read per directory summary: the first and the last this many (MetadataStore.children_window).
+_DIR_SUMMARY_WINDOW = 12
+
 
 class WriteListener(Protocol):
     """Derived indexes kept in sync with every write and delete (the hint index, BM25).
@@ -59,6 +62,7 @@ class _PreparedNode:
     record: NodeRecord
     levels: dict[Level, str | None]
     chunks: list[Chunk] = field(default_factory=list)
+    context: str = ""  # indexed with the abstract (embedding input and BM25), never shown
 
 
 class WritePipeline:
@@ -91,10 +95,13 @@ class WritePipeline:
         *,
         progress: Progress | None = None,
         abstracts: dict[str, str] | None = None,
+        in_transaction: Callable[[], None] | None = None,
     ) -> IngestReport:
         """Write ``docs`` (already validated) and rebuild their ancestors' summaries bottom-up.
 
         ``abstracts`` may override the extractive abstract per URI (a skill's abstract is its description).
+        ``in_transaction`` runs inside the content + metadata transaction, so its metadata writes (a memory's previous
+        version) commit or roll back with the documents.
         Unchanged documents (same content hash, indexed) are counted as ``unchanged`` and not rewritten.
 
         Raises:
@@ -118,10 +125,11 @@ class WritePipeline:
         now = utcnow()
         prepared = [self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))) for doc in todo]
         dir_uris = {str(a) for p in prepared for a in ContextURI.parse(p.record.uri).ancestors()}
-        dirs = self._prepare_directories(account_id, dir_uris, [p.record for p in prepared], now)
+        fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
+        dirs = self._prepare_directories(account_id, dir_uris, [p.record for p in prepared], now, fresh)
         nodes = prepared + dirs
         vectors = self._embed(account_id, nodes, progress)
-        stale = self._commit(account_id, nodes, vectors)
+        stale = self._commit(account_id, nodes, vectors, in_transaction)
         self._notify_written(account_id, nodes, vectors)
         report.pending = self._index_or_mark_pending(account_id, nodes, vectors, stale)
         report.nodes = len(prepared)
@@ -160,8 +168,11 @@ class WritePipeline:
             parsed = self._parser.parse(doc.text, fallback_title=doc.title_hint)
         chunks = self._chunker.chunk(parsed, doc_id=str(uri), category=uri.category, source=doc.source)
         summary = self._summarizer.summarize_document(parsed)
+        abstract = abstract or doc.abstract
         if abstract:
             summary = Summary(abstract=abstract, overview=summary.overview)
+        if doc.whole_text_l0:
+            chunks = []
         record = NodeRecord(
             account_id=account_id,
             uri=str(uri),
@@ -170,7 +181,7 @@ class WritePipeline:
             context_type=uri.context_type,
             category=uri.category,
             is_dir=False,
-            title=parsed.title,
+            title=doc.title or parsed.title,
             has_overview=bool(summary.overview),
             has_content=True,
             content_hash=doc.content_hash,
@@ -178,23 +189,40 @@ class WritePipeline:
             source=doc.source,
             created_at=now,
             updated_at=now,
+            occurred_at=doc.occurred_at,
+            metadata=doc.metadata or None,
+            version=doc.version,
         )
         levels = {Level.L0: summary.abstract, Level.L1: summary.overview or None, Level.L2: doc.text}
-        return _PreparedNode(record, levels, chunks)
+        return _PreparedNode(record, levels, chunks, doc.context)
 
     def _prepare_directories(
-        self, account_id: str, dir_uris: set[str], changed: Sequence[NodeRecord], now
+        self,
+        account_id: str,
+        dir_uris: set[str],
+        changed: Sequence[NodeRecord],
+        now,
+        fresh_abstracts: dict[str, str] | None = None,
     ) -> list[_PreparedNode]:
         """Summarise ``dir_uris`` bottom-up from their children: the stored ones, overridden by ``changed``."""
         by_uri: dict[str, NodeRecord] = {r.uri: r for r in changed}
-        abstracts: dict[str, str] = {}
+        # the written files' fresh abstracts (their content is not committed yet, so the store has the old ones)
+        abstracts: dict[str, str] = dict(fresh_abstracts or {})
         existing = self._metadata.get_nodes(account_id, dir_uris)
         out: list[_PreparedNode] = []
         # Deepest first, so a parent sees its children's fresh abstracts.
         for d in sorted(dir_uris, key=lambda u: (-u.count("/"), u)):
             duri = ContextURI.parse(d)
-            children = {c.uri: c for c in self._metadata.list_children(account_id, d)}
-            children.update({u: r for u, r in by_uri.items() if r.parent_uri == d})
+            # A bounded window of the stored children: a directory's summary costs the same with 20 children or
+            # 20,000 (a long conversation session), so appending to it does not slow down as it grows.
+            stored, total = self._metadata.children_window(account_id, d, _DIR_SUMMARY_WINDOW)
+            children = {c.uri: c for c in stored}
+            fresh = {u: r for u, r in by_uri.items() if r.parent_uri == d}
+            unseen = [u for u in fresh if u not in children]
+            known = self._metadata.get_nodes(account_id, unseen) if unseen and total > len(stored) else {}
+            total += sum(1 for u in unseen if u not in known) if total > len(stored) else 0
+            children.update(fresh)
+            total = max(total, len(children))
             child_summaries = [
                 ChildSummary(
                     name=ContextURI.parse(cu).name,
@@ -204,7 +232,7 @@ class WritePipeline:
                 )
                 for cu, c in sorted(children.items())
             ]
-            summary = self._summarizer.summarize_directory(duri.name or d, child_summaries)
+            summary = self._summarizer.summarize_directory(duri.name or d, child_summaries, total=total)
             old = existing.get(d)
             record = NodeRecord(
                 account_id=account_id,
@@ -234,7 +262,7 @@ class WritePipeline:
             if n.record.context_type is None:
                 continue  # space roots above a type root hold no content and are not searchable
             abstract = n.levels[Level.L0] or n.record.title
-            texts.append(abstract)
+            texts.append(f"{n.context}\n{abstract}" if n.context else abstract)
             meta.append((n, 0, 0, abstract, ""))
             for c in n.chunks:
                 texts.append(embedding_input(c))
@@ -269,12 +297,17 @@ class WritePipeline:
                     chunk_index=ci,
                     text=text,
                     breadcrumb=crumb,
+                    context=n.context if level == 0 else "",
                 )
             )
         return out
 
     def _commit(
-        self, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]
+        self,
+        account_id: str,
+        nodes: Sequence[_PreparedNode],
+        vectors: Sequence[VectorRecord],
+        in_transaction: Callable[[], None] | None = None,
     ) -> set[str]:
         """Content + metadata in one transaction; content restored if anything fails.
 
@@ -284,6 +317,8 @@ class WritePipeline:
         stale = set(self._metadata.vector_ids_for(account_id, [n.record.uri for n in nodes]))
         try:
             with self._metadata.transaction():
+                if in_transaction is not None:
+                    in_transaction()
                 self._metadata.upsert_nodes([n.record for n in nodes])
                 self._metadata.delete_vectors(sorted(stale))
                 self._metadata.put_vectors(vectors)

@@ -86,8 +86,8 @@ class Summarizer(Protocol):
         """L0 and L1 of one parsed document."""
         ...
 
-    def summarize_directory(self, name: str, children: Sequence[ChildSummary]) -> Summary:
-        """L0 and L1 of a directory from its children's summaries."""
+    def summarize_directory(self, name: str, children: Sequence[ChildSummary], *, total: int | None = None) -> Summary:
+        """L0 and L1 of a directory from its children's summaries (or a sample of them and the ``total`` count)."""
         ...
 
 
@@ -208,7 +208,9 @@ class ExtractiveSummarizer:
                 lines.append(truncate_text(line, L1_LINE_MAX_CHARS))
         return _pack_lines(lines, self._l1, lambda _dropped: ELLIPSIS)
 
-    def summarize_directory(self, name: str, children: Sequence[ChildSummary]) -> Summary:
+    def summarize_directory(
+        self, name: str, children: Sequence[ChildSummary], *, total: int | None = None
+    ) -> Summary:
         """Summarise a directory from its children, sorted by name so the output does not depend on their order.
 
         Chinese wording (``"目录 kubernetes：包含 49 项：A、B 等。"``) when more than half of the children's
@@ -219,7 +221,8 @@ class ExtractiveSummarizer:
 
         Args:
             name: the directory's name (its last URI segment).
-            children: its direct children.
+            children: its direct children, or a sample of them (a large directory's first and last ones).
+            total: how many children the directory has when ``children`` is a sample (the count shown).
 
         Returns:
             The summary; L0 ≤ ``l0_max_chars`` and L1 ≤ ``l1_max_chars`` characters.
@@ -228,17 +231,17 @@ class ExtractiveSummarizer:
         zh_count = sum(1 for c in kids if detect_language(f"{c.title} {c.abstract}") == "zh")
         language: Language = "zh" if zh_count * 2 > len(kids) else "en"
         name = collapse_whitespace(name)
-        return Summary(self._dir_abstract(name, kids, language), self._dir_overview(name, kids, language))
+        n = max(total or 0, len(kids))
+        return Summary(self._dir_abstract(name, kids, language, n), self._dir_overview(name, kids, language, n))
 
-    def _dir_abstract(self, name: str, kids: Sequence[ChildSummary], language: Language) -> str:
-        n = len(kids)
+    def _dir_abstract(self, name: str, kids: Sequence[ChildSummary], language: Language, n: int) -> str:
         zh = language == "zh"
         if n == 0:
             return truncate_text(f"目录 {name}：空。" if zh else f"Directory {name}: empty.", self._l0)
         head = f"目录 {name}：包含 {n} 项" if zh else f"Directory {name}: {n} item{'s' if n != 1 else ''}"
         labels = [_label(c) for c in kids]
         best = f"{head}。" if zh else f"{head}."
-        for k in range(1, n + 1):
+        for k in range(1, len(kids) + 1):
             listed = ("、" if zh else ", ").join(labels[:k])
             if k == n:
                 text = f"{head}：{listed}。" if zh else f"{head}: {listed}."
@@ -249,20 +252,26 @@ class ExtractiveSummarizer:
             best = text
         return truncate_text(best, self._l0)
 
-    def _dir_overview(self, name: str, kids: Sequence[ChildSummary], language: Language) -> str:
-        n = len(kids)
+    def _dir_overview(self, name: str, kids: Sequence[ChildSummary], language: Language, n: int) -> str:
         zh = language == "zh"
         header = f"目录 {name}（共 {n} 项）" if zh else f"Directory {name} ({n} item{'s' if n != 1 else ''})"
         if n == 0:
             return truncate_text(header, self._l1)
         colon = _colon(language)
-        per_line = max(L1_DIR_LINE_MIN_CHARS, (self._l1 - len(header)) // n - 1)
+        per_line = max(L1_DIR_LINE_MIN_CHARS, (self._l1 - len(header)) // max(1, len(kids)) - 1)
         lines = [truncate_text(header, self._l1)]
         for child in kids:
             lines.append(truncate_text(_child_line(child, colon), per_line))
+        unlisted = n - len(kids)  # children outside the sample
+        if unlisted > 0:
+            lines.append(_more(unlisted, zh))
         return _pack_lines(
-            lines, self._l1, lambda dropped: f"……另有 {dropped} 项" if zh else f"… and {dropped} more"
+            lines, self._l1, lambda dropped: _more(dropped - (1 if unlisted > 0 else 0) + unlisted, zh)
         )
+
+
+def _more(count: int, zh: bool) -> str:
+    return f"……另有 {count} 项" if zh else f"… and {count} more"
 
 
 def _child_line(child: ChildSummary, colon: str) -> str:

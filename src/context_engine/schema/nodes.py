@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +48,10 @@ class NodeRecord(BaseModel):
     source: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    # memories (issue 11): when the remembered thing happened, a small JSON object, and the version counter
+    occurred_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    version: int = 1
 
 
 class Relation(BaseModel):
@@ -98,6 +102,9 @@ class VectorRecord(BaseModel):
     chunk_index: int = 0
     text: str = ""
     breadcrumb: str = ""  # display form; the list lives in the content store
+    # Indexed with the text but never shown: a message's preceding turn(s) of its session, which make a reply such
+    # as "Yes, I went there yesterday" findable (embedding input and BM25 text; ingest/pipeline.py).
+    context: str = ""
 
 
 class VectorFilter(BaseModel):
@@ -150,5 +157,6 @@ class IngestReport(BaseModel):
     unchanged: int = 0
     failed: int = 0
     pending: int = 0
+    duplicates: int = 0  # memories not written because a near-duplicate is stored (policy skip; uris names it)
     failures: list[dict[str, str]] = Field(default_factory=list)
     uris: list[str] = Field(default_factory=list)

@@ -81,11 +81,12 @@ class KeywordDoc:
 
 
 def keyword_text(r: VectorRecord) -> str:
-    """What BM25 reads for a vector row: the breadcrumb (heading path, starting with the title) and the text.
+    """What BM25 reads for a vector row: the breadcrumb (heading path, starting with the title), the context (a
+    message's preceding turn) and the text.
 
     The same fields the embedding input is built from (DESIGN §4), so both retrievers see the same words.
     """
-    return f"{r.breadcrumb}\n{r.text}" if r.breadcrumb else r.text
+    return "\n".join(part for part in (r.breadcrumb, r.context, r.text) if part)
 
 
 class KeywordHit(BaseModel):

@@ -19,6 +19,7 @@ from typing import Any, get_args
 
 import numpy as np
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     Engine,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
     cast,
     create_engine,
     delete,
@@ -50,8 +52,11 @@ from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation, Vecto
 from context_engine.schema.uri import ContextURI
 from context_engine.storage.vector.exact import VectorMatrix
 
-SCHEMA_VERSION = 1
-"""Schema version this code reads and writes; a database stamped with a newer one is refused."""
+SCHEMA_VERSION = 2
+"""Schema version this code reads and writes; a database stamped with a newer one is refused.
+
+Version 2 (issue 11) added ``nodes.occurred_at``, ``nodes.metadata_json``, ``nodes.version``, ``vectors.context``
+and the ``node_versions`` table; a version-1 database is upgraded in place on open (:data:`_ADDED_COLUMNS`)."""
 
 GENERATION_KEY = "vector_generation"
 """``meta`` key of the vector-write counter (see :meth:`SqlMetadataStore.vector_generation`)."""
@@ -91,6 +96,7 @@ class NodeRow(_Base):
         UniqueConstraint("account_id", "uri_key", name="uq_nodes_account_uri_key"),
         Index("ix_nodes_account_parent", "account_id", "parent_uri"),
         Index("ix_nodes_index_status", "index_status"),
+        Index("ix_nodes_account_hash", "account_id", "content_hash"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -110,6 +116,25 @@ class NodeRow(_Base):
     source: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+    occurred_at: Mapped[datetime | None] = mapped_column(_UTCDateTime(), nullable=True)
+    # `metadata` is reserved by SQLAlchemy's declarative base: the attribute and column are named meta_json/metadata_json
+    meta_json: Mapped[dict[str, Any] | None] = mapped_column("metadata_json", JSON, nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class NodeVersionRow(_Base):
+    """``node_versions``: the earlier versions of a memory (``update_memory``), newest ``version`` highest."""
+
+    __tablename__ = "node_versions"
+    __table_args__ = (UniqueConstraint("account_id", "uri_key", "version", name="uq_node_versions"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    uri_key: Mapped[str] = mapped_column(String(1024))
+    version: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+    replaced_at: Mapped[datetime] = mapped_column(_UTCDateTime())
 
 
 class RelationRow(_Base):
@@ -147,6 +172,7 @@ class VectorRow(_Base):
     chunk_index: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     breadcrumb: Mapped[str] = mapped_column(Text)
+    context: Mapped[str] = mapped_column(Text, default="")
     vector: Mapped[bytes] = mapped_column(LargeBinary)
 
 
@@ -170,6 +196,15 @@ class SchemaVersionRow(_Base):
 
 _VECTORS = VectorRow.__table__
 _META = MetaRow.__table__
+_VERSIONS = NodeVersionRow.__table__
+
+# Columns added after schema version 1: (table, column, DDL type, DDL default) for an in-place upgrade.
+_ADDED_COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("nodes", "occurred_at", "TIMESTAMP", None),
+    ("nodes", "metadata_json", "JSON", None),
+    ("nodes", "version", "INTEGER", "1"),
+    ("vectors", "context", "TEXT", "''"),
+)
 
 
 # ---- the store ----------------------------------------------------------------------------------------------------
@@ -248,8 +283,11 @@ class SqlMetadataStore:
                             {"found": found, "supported": SCHEMA_VERSION},
                         )
                     _Base.metadata.create_all(conn)
+                    _add_missing_columns(conn)
                     if found is None:
                         conn.execute(insert(SchemaVersionRow).values(id=1, version=SCHEMA_VERSION))
+                    elif found < SCHEMA_VERSION:
+                        conn.execute(update(SchemaVersionRow).values(version=SCHEMA_VERSION))
                     if conn.execute(select(_META.c.key).where(_META.c.key == GENERATION_KEY)).first() is None:
                         conn.execute(insert(_META).values(key=GENERATION_KEY, value="0"))
         except SQLAlchemyError as err:
@@ -430,6 +468,138 @@ class SqlMetadataStore:
                 s.execute(
                     delete(NodeRow.__table__).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
                 )
+                s.execute(delete(_VERSIONS).where(_VERSIONS.c.account_id == account_id, _VERSIONS.c.uri_key.in_(chunk)))
+
+    # ---- memories (issue 11) --------------------------------------------------------------------------------------
+    def last_child_uri(self, account_id: str, parent_uri: str) -> str | None:
+        """The greatest child URI of a directory in code-point order (zero-padded names make it the newest), or
+        ``None``; one indexed query, so appending to a long session costs the same as to a short one."""
+        parent = str(ContextURI.parse(parent_uri).as_dir())
+        with self._use(write=False) as s:
+            stmt = select(func.max(NodeRow.uri)).where(NodeRow.account_id == account_id, NodeRow.parent_uri == parent)
+            return s.execute(stmt).scalar()
+
+    def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
+        """A bounded sample of a directory's children, for summaries that must not cost O(children): all of them
+        when there are at most ``2 * each``, else the first and the last ``each`` by URI. Returns ``(sample ordered
+        by URI, total number of children)``. The window is chosen by the database's ``ORDER BY`` on the URI key
+        (code-point order on SQLite; PostgreSQL's collation may pick other members, never other counts)."""
+        parent = str(ContextURI.parse(parent_uri).as_dir())
+        where = (NodeRow.account_id == account_id, NodeRow.parent_uri == parent)
+        with self._use(write=False) as s:
+            total = int(s.execute(select(func.count()).where(*where)).scalar() or 0)
+            if total <= 2 * each:
+                rows = list(s.scalars(select(NodeRow).where(*where)))
+            else:
+                head = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key).limit(each))
+                tail = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key.desc()).limit(each))
+                rows = list({r.uri: r for r in [*head, *tail]}.values())
+        return sorted((_node_record(r) for r in rows), key=lambda n: n.uri), total
+
+    def count_children(self, account_id: str, parent_uri: str) -> int:
+        """How many direct children a directory has (one indexed count)."""
+        parent = str(ContextURI.parse(parent_uri).as_dir())
+        with self._use(write=False) as s:
+            stmt = select(func.count()).where(NodeRow.account_id == account_id, NodeRow.parent_uri == parent)
+            return int(s.execute(stmt).scalar() or 0)
+
+    def find_by_hash(
+        self, account_id: str, content_hashes: Sequence[str], *, uri_prefix: str, context_type: str = "memory"
+    ) -> dict[str, NodeRecord]:
+        """Files of ``context_type`` under ``uri_prefix`` whose ``content_hash`` is one of ``content_hashes``, keyed
+        by hash (the first URI in code-point order when several share one)."""
+        out: dict[str, NodeRecord] = {}
+        prefix = str(ContextURI.parse(uri_prefix).as_dir()).rstrip("/") + "/"
+        with self._use(write=False) as s:
+            for chunk in _chunks(sorted(set(content_hashes))):
+                stmt = select(NodeRow).where(
+                    NodeRow.account_id == account_id,
+                    NodeRow.content_hash.in_(chunk),
+                    NodeRow.context_type == context_type,
+                    NodeRow.is_dir.is_(False),
+                )
+                for row in sorted(s.scalars(stmt), key=lambda r: r.uri):
+                    if row.uri.startswith(prefix) and row.content_hash not in out:
+                        out[row.content_hash] = _node_record(row)
+        return out
+
+    def query_files(
+        self,
+        account_id: str,
+        *,
+        uri_prefixes: Sequence[str],
+        context_type: str | None = None,
+        occurred_start: datetime | None = None,
+        occurred_end: datetime | None = None,
+        metadata_equals: dict[str, Any] | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> tuple[list[NodeRecord], int]:
+        """Files under any of ``uri_prefixes`` (directory URIs), narrowed by type, time and metadata; and their total.
+
+        Time: ``occurred_start <= coalesce(occurred_at, created_at) < occurred_end`` (either bound optional).
+        ``metadata_equals`` maps a key to a scalar (equality) or a list of scalars (membership) on the top-level
+        key of the metadata object; every key must match. Order: ``updated_at`` descending then URI when
+        ``newest_first``, else URI (code points). ``limit``/``offset`` page the ordered list.
+
+        Returns:
+            ``(page, total)``: the requested page and the number of matching files.
+        """
+        conditions: list[Any] = [NodeRow.account_id == account_id, NodeRow.is_dir.is_(False)]
+        if context_type is not None:
+            conditions.append(NodeRow.context_type == context_type)
+        keys = []
+        for p in uri_prefixes:
+            key = ContextURI.parse(p).key
+            keys.append(key if key.endswith("/") else key + "/")
+        if not keys:
+            return [], 0
+        conditions.append(or_(*(NodeRow.uri_key.startswith(k, autoescape=True) for k in keys)))
+        when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
+        if occurred_start is not None:
+            conditions.append(when >= occurred_start)
+        if occurred_end is not None:
+            conditions.append(when < occurred_end)
+        for key, wanted in (metadata_equals or {}).items():
+            values = wanted if isinstance(wanted, list) else [wanted]
+            conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
+        with self._use(write=False) as s:
+            rows = [r for r in s.scalars(select(NodeRow).where(and_(*conditions))) if r.uri_key.startswith(tuple(keys))]
+        if newest_first:
+            rows.sort(key=lambda r: r.uri)
+            rows.sort(key=lambda r: r.updated_at, reverse=True)
+        else:
+            rows.sort(key=lambda r: r.uri)
+        total = len(rows)
+        page = rows[offset : None if limit is None else offset + limit]
+        return [_node_record(r) for r in page], total
+
+    def add_version(self, account_id: str, uri: str, version: int, text: str, created_at: datetime) -> None:
+        """Keep ``text`` as version ``version`` of the memory at ``uri`` (replaced now)."""
+        key = ContextURI.parse(uri).key
+        with self._use(write=True) as s:
+            s.execute(
+                insert(_VERSIONS).values(
+                    account_id=account_id,
+                    uri_key=key,
+                    version=version,
+                    text=text,
+                    created_at=created_at,
+                    replaced_at=datetime.now(UTC),
+                )
+            )
+
+    def get_versions(self, account_id: str, uri: str) -> list[dict[str, Any]]:
+        """Earlier versions of a memory, oldest first: ``{version, text, created_at, replaced_at}`` each."""
+        key = ContextURI.parse(uri).key
+        with self._use(write=False) as s:
+            stmt = select(_VERSIONS).where(_VERSIONS.c.account_id == account_id, _VERSIONS.c.uri_key == key)
+            rows = [dict(r._mapping) for r in s.execute(stmt)]
+        return [
+            {k: r[k] for k in ("version", "text", "created_at", "replaced_at")}
+            for r in sorted(rows, key=lambda r: r["version"])
+        ]
 
     def set_index_status(self, account_id: str, uris: Sequence[str], status: str) -> None:
         """Set ``index_status`` (``indexed`` or ``pending``) of these nodes; missing nodes are ignored.
@@ -746,6 +916,9 @@ def _node_values(node: NodeRecord) -> dict[str, Any]:
         "source": node.source,
         "created_at": node.created_at or now,
         "updated_at": node.updated_at or now,
+        "occurred_at": node.occurred_at,
+        "meta_json": node.metadata or None,
+        "version": node.version,
     }
 
 
@@ -766,6 +939,9 @@ def _node_record(row: NodeRow) -> NodeRecord:
         source=row.source,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        occurred_at=row.occurred_at,
+        metadata=row.meta_json or None,
+        version=row.version or 1,
     )
 
 
@@ -786,6 +962,30 @@ def _vector_record(row: Any) -> VectorRecord:
     values = dict(row)
     values["vector"] = np.frombuffer(values["vector"], dtype="<f4").astype(np.float32)
     return VectorRecord(**values)
+
+
+def _json_equals(element: Any, value: Any) -> Any:
+    """A portable comparison of one JSON value (SQLite JSON_EXTRACT, PostgreSQL ->>) with a scalar."""
+    if isinstance(value, bool):
+        return element.as_boolean() == value
+    if isinstance(value, int):
+        return element.as_integer() == value
+    if isinstance(value, float):
+        return element.as_float() == value
+    return element.as_string() == str(value)
+
+
+def _add_missing_columns(conn: Any) -> None:
+    """Upgrade a version-1 database in place: add the columns of :data:`_ADDED_COLUMNS` that it lacks."""
+    inspector = inspect(conn)
+    for table, column, ddl_type, default in _ADDED_COLUMNS:
+        present = {c["name"] for c in inspector.get_columns(table)}
+        if column in present:
+            continue
+        clause = f" DEFAULT {default}" if default is not None else ""
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl_type}{clause}")
+    for index in NodeRow.__table__.indexes:
+        index.create(conn, checkfirst=True)
 
 
 def _read_generation(session: Session) -> int:

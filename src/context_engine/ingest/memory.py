@@ -1,0 +1,574 @@
+"""The memory write path (issue 11; DESIGN §1, §4): conversation messages, memory batches, updates, dedup.
+
+Everything here turns memories into :class:`~context_engine.ingest.loader.SourceDoc` and hands them to the one write
+path (:class:`~context_engine.ingest.pipeline.WritePipeline`), so a batch is one write: validated completely first
+(a bad item fails the whole batch with its index, and nothing is written), embedded in one pass, committed in one
+metadata transaction, with one directory-summary refresh per batch.
+
+* ``add_messages(messages, session_id)``: message ``i`` becomes ``.../memories/sessions/<session_id>/<seq>.md``,
+  ``seq`` a zero-padded counter continuing the session. Its L0 is ``"<speaker>: <content>"`` (whole up to
+  ``memory.l0_max_chars``, else :func:`~context_engine.ingest.memory_abstract.memory_abstract`); role, speaker,
+  session and timestamp go into its metadata and the timestamp into ``occurred_at``. The previous
+  ``memory.context_messages`` messages of the session are indexed with it (embedding input and BM25 text, never
+  shown): what a reply answers is usually in the turn before it. Messages are events, so they are never deduplicated.
+  Cost per message is constant: the session's tail is read with one indexed query, and directory summaries read a
+  bounded window of children.
+* ``add_memories(items)``: each item is stored like ``add_memory``. The same normalised text (NFKC, case-folded,
+  whitespace-collapsed) under the same user's memories is the same memory (``unchanged``); a near-duplicate (raw
+  cosine of the abstracts >= ``memory.near_duplicate_similarity``, against stored memories and earlier items of the
+  batch) is handled by the policy (``skip``: reported with the existing URI; ``keep``; ``replace``: the existing
+  memory is updated to the new text).
+* ``update_memory(uri, text)``: re-embeds the memory; the previous text is kept as a version (``node_versions``),
+  in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, get_args
+
+import numpy as np
+from pydantic import ValidationError
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.loader import SourceDoc, content_hash, decode_text
+from context_engine.ingest.memory_abstract import memory_abstract
+from context_engine.ingest.parse import collapse_whitespace
+from context_engine.ingest.pipeline import WritePipeline
+from context_engine.schema.memory import (
+    DedupPolicy,
+    MemoryItem,
+    MemoryOutcome,
+    MemoryWriteResult,
+    Message,
+    MessageRole,
+    parse_timestamp,
+)
+from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.uri import ContextURI
+from context_engine.settings import IngestSettings, MemorySettings
+from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
+
+__all__ = ["MemoryWriter", "memory_abstract_of", "normalise_memory_text"]
+
+_ROLES = frozenset(get_args(MessageRole))
+_SEQ_DIGITS = 6
+_SPEAKER_MAX_CHARS = 128
+_METADATA_KEY_MAX_CHARS = 64
+_ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
+
+
+def normalise_memory_text(text: str) -> str:
+    """The text two memories must share to be the same memory: NFKC, case-folded, whitespace-collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def memory_hash(text: str) -> str:
+    """The ``content_hash`` of a memory: of its normalised text, so the same fact maps to the same node."""
+    return content_hash(normalise_memory_text(text), "memory")
+
+
+def memory_abstract_of(
+    text: str,
+    settings: MemorySettings,
+    *,
+    metadata: dict[str, Any] | None = None,
+    occurred_at: datetime | str | None = None,
+) -> dict[str, Any]:
+    """The memory fields of a :class:`SourceDoc` for a memory written at an explicit URI (``add_memory(uri=...)``).
+
+    Raises:
+        ContextEngineError: ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
+    """
+    md = MemoryWriter._metadata_object(None, metadata)
+    if md is not None:
+        size = len(json.dumps(md, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > settings.max_metadata_bytes:
+            raise _error(ErrorCode.PAYLOAD_TOO_LARGE, f"metadata is {size} bytes, over {settings.max_metadata_bytes}")
+    abstract = memory_abstract(text, settings.l0_max_chars)
+    return {
+        "abstract": abstract,
+        "title": _title(abstract),
+        "metadata": md,
+        "occurred_at": MemoryWriter._timestamp(None, occurred_at),
+        "whole_text_l0": collapse_whitespace(text) in abstract,
+    }
+
+
+def _slug(text: str, max_len: int = 48) -> str:
+    """A file-name slug of ``text`` (letters, digits and CJK kept) plus an 8-hex hash of its normalised form."""
+    norm = unicodedata.normalize("NFC", text)
+    words = re.findall(r"\w+", norm.lower())
+    slug = "-".join(words)[:max_len].strip("-") or "memory"
+    return f"{slug}-{hashlib.sha256(normalise_memory_text(text).encode()).hexdigest()[:8]}"
+
+
+def _error(code: ErrorCode, message: str, index: int | None = None, **details: Any) -> ContextEngineError:
+    if index is not None:
+        details["index"] = index
+        message = f"item {index}: {message}"
+    return ContextEngineError(code, message, details)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    text: str
+    abstract: str
+    occurred_at: datetime | None
+    metadata: dict[str, Any] | None
+    speaker: str = ""
+
+
+class MemoryWriter:
+    """Builds memory documents and writes them through the :class:`WritePipeline` (module docstring).
+
+    Args:
+        pipeline: the one write path.
+        metadata: for the session tail, dedup lookups and versions.
+        content: for the previous message's text (context) and a memory's current text (versions).
+        index: the vector index (near-duplicate search over the user's memory abstracts).
+        embedder: embeds abstracts for the near-duplicate check.
+        settings: the ``memory`` section.
+        ingest: the ``ingest`` section (size limit of one text).
+    """
+
+    def __init__(
+        self,
+        pipeline: WritePipeline,
+        metadata: MetadataStore,
+        content: ContentStore,
+        index: VectorIndex,
+        embedder: Embedder,
+        settings: MemorySettings,
+        ingest: IngestSettings,
+    ) -> None:
+        self._pipeline = pipeline
+        self._metadata = metadata
+        self._content = content
+        self._index = index
+        self._embedder = embedder
+        self._settings = settings
+        self._ingest = ingest
+
+    # ------------------------------------------------------------------------------------------------ messages
+    def add_messages(
+        self, account_id: str, space: str, messages: Sequence[Message | dict[str, Any]], session_id: str
+    ) -> MemoryWriteResult:
+        """Store a batch of conversation messages as memories of one session (module docstring).
+
+        Args:
+            account_id: the tenant.
+            space: the user space the session belongs to.
+            messages: ``Message`` objects or dicts with their fields, in conversation order.
+            session_id: one URI segment (no ``/``, not ``.`` or ``..``).
+
+        Returns:
+            One ``added`` outcome per message, in input order (``result.uris`` are the message URIs).
+
+        Raises:
+            ContextEngineError: ``WRT-4001`` bad session id; ``WRT-4002`` empty batch, unknown field or role,
+                unparsable timestamp, metadata that is not a JSON object; ``WRT-4131`` batch over
+                ``memory.max_batch_items`` or metadata over ``memory.max_metadata_bytes`` or a text over the size
+                limit; ``WRT-4221`` a message without content or with invalid text. Nothing of the batch is written.
+        """
+        self._check_batch(messages, "messages")
+        session_dir = self._session_dir(space, session_id)
+        parsed = [self._message(i, m, session_id) for i, m in enumerate(messages)]
+        start, tail = self._session_tail(account_id, session_dir)
+        docs: list[SourceDoc] = []
+        history = list(tail)
+        for offset, p in enumerate(parsed):
+            uri = session_dir.child(f"{start + offset:0{_SEQ_DIGITS}d}.md")
+            context = self._context(history)
+            digest = content_hash(p.text, "message", p.speaker, json.dumps(p.metadata, sort_keys=True, default=str))
+            docs.append(
+                SourceDoc(
+                    uri,
+                    p.text,
+                    "plain",
+                    "message",
+                    digest,
+                    p.speaker,
+                    occurred_at=p.occurred_at,
+                    metadata=p.metadata,
+                    context=context,
+                    abstract=p.abstract,
+                    title=p.speaker,
+                    whole_text_l0=collapse_whitespace(p.text) in p.abstract,
+                )
+            )
+            history.append(f"{p.speaker}: {collapse_whitespace(p.text)}")
+        report = self._pipeline.write_documents(account_id, docs)
+        return _result(report, [MemoryOutcome(uri=str(d.uri), status="added") for d in docs])
+
+    def _session_dir(self, space: str, session_id: str) -> ContextURI:
+        if not isinstance(session_id, str) or not session_id.strip() or "/" in session_id or "\\" in session_id:
+            raise _error(ErrorCode.URI_INVALID, "session_id must be one non-empty path segment (no '/')")
+        try:
+            return ContextURI.parse(f"ctx://user/{space}/memories/sessions/").child(session_id.strip(), is_dir=True)
+        except ContextEngineError as err:
+            raise _error(ErrorCode.URI_INVALID, f"session_id {session_id[:60]!r} is not a valid path segment: "
+                         f"{err.message}") from err
+
+    def _message(self, index: int, raw: Message | dict[str, Any], session_id: str) -> _Prepared:
+        try:
+            msg = raw if isinstance(raw, Message) else Message.model_validate(raw)
+        except ValidationError as err:
+            fields = [".".join(map(str, e["loc"])) for e in err.errors()]
+            raise _error(ErrorCode.REQUEST_INVALID, f"not a message ({', '.join(fields)})", index, fields=fields) from err
+        if msg.role not in _ROLES:
+            raise _error(
+                ErrorCode.REQUEST_INVALID,
+                f"unknown role {msg.role[:40]!r}; use one of {', '.join(sorted(_ROLES))}",
+                index,
+                field="role",
+            )
+        text = self._text(index, msg.content)
+        speaker = self._speaker(index, msg.speaker) or msg.role
+        occurred_at = self._timestamp(index, msg.timestamp)
+        metadata = dict(self._metadata_object(index, msg.metadata) or {})
+        metadata.update(role=msg.role, speaker=speaker, session_id=session_id.strip())
+        if occurred_at is not None:
+            metadata["timestamp"] = occurred_at.isoformat()
+        self._check_metadata_size(index, metadata)
+        budget = max(16, self._settings.l0_max_chars - len(speaker) - 2)
+        abstract = f"{speaker}: {memory_abstract(text, budget)}"
+        return _Prepared(text, abstract, occurred_at, metadata, speaker)
+
+    def _session_tail(self, account_id: str, session_dir: ContextURI) -> tuple[int, list[str]]:
+        """The next sequence number of the session and its last ``context_messages`` messages as context lines."""
+        last = self._metadata.last_child_uri(account_id, str(session_dir))
+        if last is None:
+            return 1, []
+        name = ContextURI.parse(last).name.rsplit(".", 1)[0]
+        start = int(name) + 1 if name.isdigit() else self._metadata.count_children(account_id, str(session_dir)) + 1
+        k = self._settings.context_messages
+        if k == 0:
+            return start, []
+        sample, _total = self._metadata.children_window(account_id, str(session_dir), k)
+        lines = []
+        for node in [n for n in sample if not n.is_dir][-k:]:
+            body = self._content.read_level(account_id, node.uri, Level.L2) or ""
+            speaker = (node.metadata or {}).get("speaker") or node.title
+            lines.append(f"{speaker}: {collapse_whitespace(body)}")
+        return start, lines
+
+    def _context(self, history: Sequence[str]) -> str:
+        k, cap = self._settings.context_messages, self._settings.context_max_chars
+        if k == 0 or cap == 0 or not history:
+            return ""
+        return "\n".join(line[:cap] for line in history[-k:])
+
+    # ------------------------------------------------------------------------------------------------ memories
+    def add_memories(
+        self,
+        account_id: str,
+        space: str,
+        items: Sequence[MemoryItem | dict[str, Any]],
+        *,
+        policy: DedupPolicy | None = None,
+    ) -> MemoryWriteResult:
+        """Store a batch of memories under ``ctx://user/<space>/memories/<category or general>/`` (module docstring).
+
+        Returns:
+            One outcome per item, in input order: ``added``, ``unchanged`` (same normalised text already stored),
+            ``duplicate`` (near-duplicate, policy ``skip``; ``duplicate_of`` and ``similarity`` say of what) or
+            ``replaced`` (policy ``replace``).
+
+        Raises:
+            ContextEngineError: ``WRT-4001`` bad category; ``WRT-4002`` empty batch, unknown field, bad timestamp
+                or metadata, unknown policy; ``WRT-4131`` batch or metadata or text too large; ``WRT-4221`` empty
+                text. Nothing of the batch is written.
+        """
+        self._check_batch(items, "items")
+        policy = policy or self._settings.dedup_policy
+        if policy not in ("skip", "keep", "replace"):
+            raise _error(ErrorCode.REQUEST_INVALID, f"unknown dedup policy {str(policy)[:20]!r}: skip, keep or replace")
+        root = ContextURI.parse(f"ctx://user/{space}/memories/")
+        parsed: list[tuple[_Prepared, ContextURI, str]] = []
+        for i, raw in enumerate(items):
+            try:
+                item = raw if isinstance(raw, MemoryItem) else MemoryItem.model_validate(raw)
+            except ValidationError as err:
+                fields = [".".join(map(str, e["loc"])) for e in err.errors()]
+                raise _error(ErrorCode.REQUEST_INVALID, f"not a memory ({', '.join(fields)})", i, fields=fields) from err
+            text = self._text(i, item.text)
+            try:
+                base = root.child(item.category or "general", is_dir=True)
+            except ContextEngineError as err:
+                raise _error(ErrorCode.URI_INVALID, f"bad category: {err.message}", i, field="category") from err
+            metadata = self._metadata_object(i, item.metadata)
+            if metadata is not None:
+                self._check_metadata_size(i, metadata)
+            prepared = _Prepared(
+                text, memory_abstract(text, self._settings.l0_max_chars), self._timestamp(i, item.occurred_at), metadata
+            )
+            parsed.append((prepared, base.child(_slug(text) + ".md"), memory_hash(text)))
+        stored = self._metadata.find_by_hash(account_id, [h for _, _, h in parsed], uri_prefix=str(root))
+        outcomes: list[MemoryOutcome | None] = [None] * len(parsed)
+        todo: list[int] = []
+        seen_hash: dict[str, int] = {}
+        for i, (_p, uri, digest) in enumerate(parsed):
+            if digest in stored:
+                outcomes[i] = MemoryOutcome(uri=stored[digest].uri, status="unchanged", version=stored[digest].version)
+            elif digest in seen_hash:  # the same text twice in one batch: one memory
+                outcomes[i] = MemoryOutcome(uri=str(uri), status="unchanged")
+            else:
+                seen_hash[digest] = i
+                todo.append(i)
+        replacements: list[tuple[int, NodeRecord]] = []
+        if todo and policy != "keep":
+            for i, (uri_of, similarity) in self._near_duplicates(account_id, space, parsed, todo).items():
+                todo.remove(i)
+                if policy == "skip":
+                    outcomes[i] = MemoryOutcome(
+                        uri=str(parsed[i][1]), status="duplicate", duplicate_of=uri_of, similarity=similarity
+                    )
+                else:
+                    node = self._metadata.get_node(account_id, uri_of)
+                    if node is None:  # an earlier item of this batch: keep only the later one's text
+                        outcomes[i] = MemoryOutcome(
+                            uri=str(parsed[i][1]), status="duplicate", duplicate_of=uri_of, similarity=similarity
+                        )
+                        continue
+                    replacements.append((i, node))
+        docs = [self._memory_doc(parsed[i][0], parsed[i][1], parsed[i][2]) for i in todo]
+        versions: list[tuple[NodeRecord, str]] = []
+        for i, node in replacements:
+            old_text = self._content.read_level(account_id, node.uri, Level.L2) or ""
+            p = parsed[i][0]
+            merged = p.metadata if p.metadata is not None else node.metadata
+            p = replace(p, metadata=merged, occurred_at=p.occurred_at or node.occurred_at)
+            docs.append(self._memory_doc(p, ContextURI.parse(node.uri), parsed[i][2], version=node.version + 1))
+            versions.append((node, old_text))
+        report = (
+            self._pipeline.write_documents(account_id, docs, in_transaction=self._version_writer(account_id, versions))
+            if docs
+            else IngestReport()
+        )
+        for i in todo:
+            outcomes[i] = MemoryOutcome(uri=str(parsed[i][1]), status="added")
+        for (i, node), _ in zip(replacements, versions, strict=True):
+            outcomes[i] = MemoryOutcome(uri=node.uri, status="replaced", version=node.version + 1)
+        done = [o for o in outcomes if o is not None]
+        result = _result(report, done)
+        result.duplicates = sum(1 for o in done if o.status == "duplicate")
+        result.unchanged = sum(1 for o in done if o.status == "unchanged")
+        return result
+
+    def update_memory(
+        self,
+        account_id: str,
+        node: NodeRecord,
+        text: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        occurred_at: datetime | str | None = None,
+    ) -> MemoryWriteResult:
+        """Replace the text of the memory ``node`` (already checked visible and writable), keeping the previous text
+        as version ``node.version``; metadata and ``occurred_at`` are kept unless given.
+
+        Raises:
+            ContextEngineError: ``WRT-4221`` empty text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
+        """
+        body = self._text(None, text)
+        md = self._metadata_object(None, metadata) if metadata is not None else node.metadata
+        if md is not None:
+            self._check_metadata_size(None, md)
+        when = self._timestamp(None, occurred_at) if occurred_at is not None else node.occurred_at
+        digest = memory_hash(body)
+        if digest == node.content_hash:
+            return MemoryWriteResult(items=[MemoryOutcome(uri=node.uri, status="unchanged", version=node.version)])
+        is_message = (node.metadata or {}).get("session_id") is not None
+        if is_message:
+            speaker = (node.metadata or {}).get("speaker") or node.title
+            budget = max(16, self._settings.l0_max_chars - len(speaker) - 2)
+            abstract = f"{speaker}: {memory_abstract(body, budget)}"
+        else:
+            abstract = memory_abstract(body, self._settings.l0_max_chars)
+        context = ""
+        if is_message:
+            old = self._metadata.get_vectors(account_id, [node.uri])
+            context = next((v.context for v in old if v.level == 0), "")
+        prepared = _Prepared(body, abstract, when, md, node.title if is_message else "")
+        doc = self._memory_doc(prepared, ContextURI.parse(node.uri), digest, version=node.version + 1, context=context)
+        old_text = self._content.read_level(account_id, node.uri, Level.L2) or ""
+        report = self._pipeline.write_documents(
+            account_id, [doc], in_transaction=self._version_writer(account_id, [(node, old_text)])
+        )
+        return _result(report, [MemoryOutcome(uri=node.uri, status="updated", version=node.version + 1)])
+
+    def _memory_doc(
+        self, p: _Prepared, uri: ContextURI, digest: str, *, version: int = 1, context: str = ""
+    ) -> SourceDoc:
+        title = p.speaker or _title(p.abstract)
+        return SourceDoc(
+            uri,
+            p.text,
+            "plain",
+            "memory",
+            digest,
+            title,
+            occurred_at=p.occurred_at,
+            metadata=p.metadata,
+            context=context,
+            version=version,
+            abstract=p.abstract,
+            title=title,
+            whole_text_l0=collapse_whitespace(p.text) in p.abstract,
+        )
+
+    def _version_writer(self, account_id: str, versions: Sequence[tuple[NodeRecord, str]]) -> Any:
+        if not versions:
+            return None
+
+        def write() -> None:
+            for node, old_text in versions:
+                when = node.updated_at or node.created_at
+                assert when is not None
+                self._metadata.add_version(account_id, node.uri, node.version, old_text, when)
+
+        return write
+
+    def _near_duplicates(
+        self, account_id: str, space: str, parsed: Sequence[tuple[_Prepared, ContextURI, str]], todo: Sequence[int]
+    ) -> dict[int, tuple[str, float]]:
+        """Items of ``todo`` that nearly repeat a stored memory of the user or an earlier item: index -> (URI, cosine)."""
+        threshold = self._settings.near_duplicate_similarity
+        vectors = self._embedder.embed_documents([parsed[i][0].abstract for i in todo])
+        flt = VectorFilter(
+            account_id=account_id, owner_spaces=[f"user:{space}"], levels=[0], context_types=["memory"]
+        )
+        found: dict[int, tuple[str, float]] = {}
+        kept: list[int] = []  # positions in `todo` of items that are not duplicates
+        for pos, i in enumerate(todo):
+            best: tuple[str, float] | None = None
+            for hit in self._index.search(vectors[pos], 3, flt):
+                if not hit.uri.endswith("/") and hit.score >= threshold:
+                    best = (hit.uri, float(hit.score))
+                    break
+            if kept:
+                sims = np.asarray([vectors[k] for k in kept]) @ vectors[pos]
+                j = int(np.argmax(sims))
+                if sims[j] >= threshold and (best is None or sims[j] > best[1]):
+                    best = (str(parsed[todo[kept[j]]][1]), float(sims[j]))
+            if best is None:
+                kept.append(pos)
+            else:
+                found[i] = (best[0], round(best[1], 6))
+        return found
+
+    # ------------------------------------------------------------------------------------------------ validation
+    def _check_batch(self, items: Any, what: str) -> None:
+        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+            raise _error(ErrorCode.REQUEST_INVALID, f"{what} must be a list")
+        if not items:
+            raise _error(ErrorCode.REQUEST_INVALID, f"{what} is empty; nothing to add")
+        limit = self._settings.max_batch_items
+        if len(items) > limit:
+            raise _error(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"{len(items)} {what} in one batch, over the limit of {limit}; split it (CE_MEMORY__MAX_BATCH_ITEMS)",
+                count=len(items),
+                limit=limit,
+            )
+
+    def _text(self, index: int | None, text: Any) -> str:
+        if not isinstance(text, str):
+            raise _error(ErrorCode.REQUEST_INVALID, "content must be text", index, field="content")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise _error(ErrorCode.CONTENT_INVALID, "content is not valid Unicode (a lone surrogate)", index) from err
+        where = "the message" if index is None else f"item {index}"
+        try:
+            return decode_text(data, where, self._ingest).strip()
+        except ContextEngineError as err:
+            if index is not None:
+                err.details.setdefault("index", index)
+            raise
+
+    @staticmethod
+    def _speaker(index: int, speaker: str | None) -> str:
+        if speaker is None:
+            return ""
+        flat = " ".join(speaker.split())
+        if len(flat) > _SPEAKER_MAX_CHARS or any(unicodedata.category(c)[0] == "C" for c in flat):
+            raise _error(
+                ErrorCode.REQUEST_INVALID,
+                f"speaker must be a name of at most {_SPEAKER_MAX_CHARS} printable characters",
+                index,
+                field="speaker",
+            )
+        return flat
+
+    @staticmethod
+    def _timestamp(index: int | None, value: Any) -> datetime | None:
+        try:
+            return parse_timestamp(value)
+        except (ValueError, OverflowError, OSError) as err:
+            raise _error(ErrorCode.REQUEST_INVALID, f"timestamp: {err}", index, field="timestamp") from err
+
+    @staticmethod
+    def _metadata_object(index: int | None, metadata: Any) -> dict[str, Any] | None:
+        if metadata is None:
+            return None
+        if not isinstance(metadata, dict):
+            raise _error(ErrorCode.REQUEST_INVALID, "metadata must be a JSON object", index, field="metadata")
+        for key in metadata:
+            if not isinstance(key, str) or not key or len(key) > _METADATA_KEY_MAX_CHARS or not key.isprintable():
+                raise _error(
+                    ErrorCode.REQUEST_INVALID,
+                    f"metadata keys must be printable strings of 1..{_METADATA_KEY_MAX_CHARS} characters",
+                    index,
+                    field="metadata",
+                )
+        try:
+            json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError) as err:
+            raise _error(
+                ErrorCode.REQUEST_INVALID, f"metadata is not JSON: {str(err)[:80]}", index, field="metadata"
+            ) from err
+        return metadata
+
+    def _check_metadata_size(self, index: int | None, metadata: dict[str, Any]) -> None:
+        try:
+            size = len(json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        except UnicodeEncodeError as err:
+            raise _error(ErrorCode.REQUEST_INVALID, "metadata is not valid Unicode", index, field="metadata") from err
+        limit = self._settings.max_metadata_bytes
+        if size > limit:
+            raise _error(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"metadata is {size} bytes of JSON, over the limit of {limit} (CE_MEMORY__MAX_METADATA_BYTES)",
+                index,
+                field="metadata",
+                size_bytes=size,
+                limit_bytes=limit,
+            )
+
+
+def _title(abstract: str, max_chars: int = 80) -> str:
+    """A memory's title: the start of its abstract, cut on a word boundary (shown by ``ls`` and directory L1)."""
+    if len(abstract) <= max_chars:
+        return abstract
+    cut = abstract[:max_chars]
+    return cut.rsplit(" ", 1)[0] if " " in cut else cut
+
+
+def _result(report: IngestReport, outcomes: list[MemoryOutcome]) -> MemoryWriteResult:
+    return MemoryWriteResult(
+        items=outcomes,
+        nodes=report.nodes,
+        directories=report.directories,
+        vectors=report.vectors,
+        unchanged=report.unchanged,
+        pending=report.pending,
+    )
+

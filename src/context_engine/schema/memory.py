@@ -1,0 +1,179 @@
+"""Memory models: conversation messages, batch items, the write outcome and listing rows (issue 11; DESIGN §1, §4).
+
+A *memory* is a file node under ``ctx://user/<space>/memories/``. Besides the node fields every memory carries
+``created_at`` / ``updated_at`` (engine clock, UTC), an optional ``occurred_at`` (when the remembered thing happened,
+given by the caller: a message's timestamp), a small JSON ``metadata`` object and a ``version`` (1 on creation, +1 per
+``update_memory``; earlier versions stay readable).
+
+A conversation message becomes one memory under ``.../memories/sessions/<session_id>/<seq>.md`` (``seq`` is a
+zero-padded, per-session counter), with ``role``, ``speaker`` and ``timestamp`` kept in its metadata.
+Pure data: validation of sizes against settings happens in the service.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "DedupPolicy",
+    "MemoryDetail",
+    "MemoryItem",
+    "MemoryListPage",
+    "MemoryOutcome",
+    "MemoryVersion",
+    "MemoryView",
+    "MemoryWriteResult",
+    "Message",
+    "MessageRole",
+    "parse_timestamp",
+]
+
+MessageRole = Literal["user", "assistant", "system", "tool"]
+DedupPolicy = Literal["skip", "keep", "replace"]
+"""What a near-duplicate memory write does: ``skip`` (default: report the existing URI, write nothing), ``keep``
+(write it as a new memory anyway), ``replace`` (update the existing memory to the new text, a new version)."""
+
+
+def parse_timestamp(value: datetime | str | int | float | None) -> datetime | None:
+    """A timestamp as an aware UTC ``datetime``: ISO 8601 text (``2023-05-08T13:56:00Z``, a date alone, or with an
+    offset), a ``datetime`` (naive means UTC) or Unix seconds. ``None`` stays ``None``.
+
+    Raises:
+        ValueError: text that is not ISO 8601, a non-finite number, or another type.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("a timestamp cannot be a boolean")
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, int | float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("a timestamp must be a finite number of seconds")
+        dt = datetime.fromtimestamp(float(value), UTC)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise ValueError("empty timestamp")
+        try:
+            dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError as err:
+            raise ValueError(f"not an ISO 8601 timestamp: {text[:40]!r}") from err
+    else:
+        raise ValueError(f"a timestamp must be ISO 8601 text or a datetime, got {type(value).__name__}")
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Message(_Model):
+    """One conversation message for ``add_messages``.
+
+    Attributes:
+        role: ``user`` (default), ``assistant``, ``system`` or ``tool``.
+        content: the message text (non-empty after stripping).
+        speaker: who said it (a name), shown in the memory's abstract as ``speaker: content``; default: the role.
+        timestamp: when it was said (ISO 8601 text, a datetime or Unix seconds): the memory's ``occurred_at``.
+        metadata: a JSON object kept with the memory (size-limited by ``memory.max_metadata_bytes``).
+    """
+
+    role: str = "user"
+    content: str
+    speaker: str | None = None
+    timestamp: datetime | str | int | float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class MemoryItem(_Model):
+    """One memory of an ``add_memories`` batch (the same fields as ``add_memory``)."""
+
+    text: str
+    category: str | None = None
+    metadata: dict[str, Any] | None = None
+    occurred_at: datetime | str | int | float | None = None
+
+
+class MemoryOutcome(_Model):
+    """What happened to one item of a memory write.
+
+    ``status``: ``added`` (a new node), ``unchanged`` (the same normalised text was already stored: the existing
+    node), ``duplicate`` (a near-duplicate exists and the policy was ``skip``: nothing written, ``duplicate_of`` names
+    it), ``replaced`` (policy ``replace``: ``uri`` is the existing node, now at a new version), ``updated``
+    (``update_memory``). ``similarity`` is the cosine similarity to ``duplicate_of`` on the engine's calibrated scale.
+    """
+
+    uri: str
+    status: Literal["added", "unchanged", "duplicate", "replaced", "updated"]
+    duplicate_of: str | None = None
+    similarity: float | None = None
+    version: int = 1
+
+
+class MemoryWriteResult(_Model):
+    """The result of ``add_messages`` / ``add_memories`` / ``update_memory``: one outcome per item, in input order,
+    plus the write's counts (the fields of :class:`~context_engine.schema.nodes.IngestReport`)."""
+
+    items: list[MemoryOutcome]
+    nodes: int = 0
+    directories: int = 0
+    vectors: int = 0
+    unchanged: int = 0
+    duplicates: int = 0
+    pending: int = 0
+
+    @property
+    def uris(self) -> list[str]:
+        """The URI of each item, in input order (for a ``duplicate``, the existing node it duplicates)."""
+        return [o.duplicate_of if o.status == "duplicate" and o.duplicate_of else o.uri for o in self.items]
+
+
+class MemoryView(_Model):
+    """A memory as ``list_memories`` returns it: its L0 abstract and lifecycle fields (no L2 read)."""
+
+    uri: str
+    category: str | None
+    abstract: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    occurred_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    version: int = 1
+    session_id: str | None = None
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class MemoryVersion(_Model):
+    """An earlier version of a memory (``history``): its full text (L2) and when it was written and replaced."""
+
+    version: int
+    text: str
+    created_at: datetime
+    replaced_at: datetime
+
+
+class MemoryDetail(MemoryView):
+    """One memory read whole (``get_memory``): its current text (L2, secrets redacted) and earlier versions, oldest
+    first."""
+
+    text: str
+    history: list[MemoryVersion] = Field(default_factory=list)
+
+
+class MemoryListPage(_Model):
+    """One page of ``list_memories``: newest first (``updated_at`` descending, then URI); ``next_offset`` is
+    ``None`` on the last page."""
+
+    items: list[MemoryView]
+    total: int
+    offset: int
+    limit: int
+    next_offset: int | None = None
