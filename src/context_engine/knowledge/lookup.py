@@ -1,8 +1,17 @@
 """lookup_knowledge, the orchestration (DESIGN.md §7; seed 001 §2). Reads top to bottom; every stage is timed.
 
 ``validate -> hint layer -> embed (once) -> semantic layer (filter, fallback, retry) -> hydrate (metadata, ACL,
-threshold, hint boost) -> dedup by document and top_k -> expand (neighbour / same-section chunks) -> relevance levels
--> session dedup -> context pack -> audit row (+ ledger marks, one transaction) -> LookupResult``.
+strong matches, caller threshold, hint boost) -> dedup by document, strong matches first, top_k -> expand
+(neighbour / same-section chunks) -> relevance levels -> session dedup -> context pack -> audit row (+ ledger marks,
+one transaction) -> LookupResult``.
+
+Threshold policy (DESIGN §7.3; docs/lookup_knowledge.md "Threshold policy"): at the defaults nothing is dropped by
+similarity, so a call returns ``min(top_k, visible candidate documents)`` blocks; the model's usual floor
+(``relevance.floors_for``) only labels: a block under it is ``REFERENCE`` with ``below_floor``, and a result whose
+fresh blocks all sit under it (none named by the query) is ``weak_evidence``. The floor still decides whether the
+domain-filtered attempt was usable. A request's own ``min_similarity`` filters, except strong matches
+(``relevance.strong_match``: named by the query, or BM25's clear first), which no threshold drops; named and
+identifier matches rank before the other candidates.
 
 Degradations never raise: a failing hint layer leaves the hints empty (a warning), a failing vector index falls back
 to the exact search in ``auto`` mode, and a semantic layer that fails entirely (or an embedder that fails) gives an
@@ -23,7 +32,14 @@ from datetime import UTC, datetime
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.knowledge.context_pack import ChunkText, ContextPacker
 from context_engine.knowledge.hint_index import HintSnapshot, KnowledgeIndexService
-from context_engine.knowledge.relevance import RelevanceClassifier, distance_score
+from context_engine.knowledge.relevance import (
+    RANKED_FIRST,
+    RelevanceClassifier,
+    StrongMatch,
+    distance_score,
+    floors_for,
+    strong_match,
+)
 from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
 from context_engine.knowledge.semantic_search import SemanticSearchResult, VectorSearchService
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
@@ -68,7 +84,8 @@ class _Call:
     invocation_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    floor: float = 0.0  # the search threshold in force for this call
+    floor: float = 0.0  # the caller's min_similarity, else the model's usual floor
+    caller_threshold: bool = False  # the request set min_similarity: it filters (strong matches excepted)
 
     def lap(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -110,7 +127,8 @@ class LookupKnowledgeService:
         self.tracker = tracker
         self.recorder = recorder
         self._metrics = metrics
-        self.relevance = RelevanceClassifier(settings)
+        self.floors = floors_for(settings, getattr(embedder, "model_name", None))
+        self.relevance = RelevanceClassifier(settings, self.floors)
         self.packer = ContextPacker(settings)
 
     # ------------------------------------------------------------------------------------------------ the call
@@ -133,7 +151,7 @@ class LookupKnowledgeService:
         except ContextEngineError as err:
             self._record_failure(call, err)
             raise
-        call.floor = floor
+        call.floor, call.caller_threshold = floor, request.min_similarity is not None
         t = time.perf_counter()
 
         hints, snapshot = self._analyze(call, prefix)
@@ -169,6 +187,7 @@ class LookupKnowledgeService:
                 domain=domain,
                 restriction=restriction,
                 query=request.query if self._s.hybrid else None,
+                min_docs=top_k,
             )
             call.warnings.extend(semantic.warnings)
             if semantic.failed:
@@ -180,10 +199,11 @@ class LookupKnowledgeService:
                 self._metrics.lookup_fallback.labels(reason=a.reason).inc()
         t = call.lap("semantic", t)
 
-        chunks, nodes, dropped = self._hydrate(semantic, hints, ctx, floor)
+        strong = self._strong_matches(semantic, hints)
+        chunks, nodes, dropped = self._hydrate(semantic, hints, ctx, call, strong)
         t = call.lap("hydrate", t)
 
-        blocks, beyond = self._blocks(chunks, nodes, snapshot, hints, ctx, top_k, floor)
+        blocks, beyond = self._blocks(chunks, nodes, snapshot, hints, ctx, top_k, strong, semantic.domain_docs)
         if beyond:
             dropped["beyond_top_k"] = beyond
         t = call.lap("post", t)
@@ -201,6 +221,12 @@ class LookupKnowledgeService:
             status = "no_evidence"
         elif all(b.relevance_level == RelevanceLevel.DEDUPED for b in blocks):
             status = "all_deduped"
+        elif all(
+            b.below_floor and b.strong_match not in RANKED_FIRST
+            for b in blocks
+            if b.relevance_level != RelevanceLevel.DEDUPED
+        ):
+            status = "weak_evidence"  # the nearest documents, not an answer: nothing reached the usual floor
         else:
             status = "found"
         level = min((b.relevance_level for b in blocks), key=lambda lv: lv.rank, default=None)
@@ -223,6 +249,9 @@ class LookupKnowledgeService:
             keyword_hits=semantic.keyword_hits,
             keyword_ms=semantic.keyword_ms,
             dropped=dropped,
+            threshold="caller" if call.caller_threshold else "floor",
+            floor=round(floor, 6),
+            below_floor=sum(1 for b in blocks if b.below_floor),
             warnings=call.warnings,
         )
         result = LookupResult(
@@ -237,7 +266,7 @@ class LookupKnowledgeService:
             dedup_reason=dedup_reason,
         )
         l1_docs = len({c.doc_id for c in chunks})
-        invocation = self._invocation(call, result, chunks, l1_docs, success=not semantic.failed)
+        invocation = self._invocation(call, result, chunks, l1_docs, strong, success=not semantic.failed)
         fresh = [self.tracker.doc_key(b.doc_id) for b in blocks if b.relevance_level != RelevanceLevel.DEDUPED]
         raced = self.recorder.record(
             invocation, ledger_doc_keys=fresh if request.session_id else (), ledger_ttl_s=self.tracker.ttl_s
@@ -283,7 +312,7 @@ class LookupKnowledgeService:
         top_k = self._s.top_k if request.top_k is None else request.top_k
         if not 1 <= top_k <= 50:
             raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be in 1..50, got {top_k}")
-        floor = self._s.min_similarity if request.min_similarity is None else request.min_similarity
+        floor = self.floors.reference if request.min_similarity is None else request.min_similarity
         if not math.isfinite(floor) or not -1.0 <= floor <= 1.0:
             raise ContextEngineError(
                 ErrorCode.SCORE_THRESHOLD_INVALID,
@@ -308,10 +337,37 @@ class LookupKnowledgeService:
             call.warnings.append(f"hint layer unavailable ({err.code.value}: {err.message}); semantic layer only")
             return HintResult(), None
 
+    def _strong_matches(self, semantic: SemanticSearchResult, hints: HintResult) -> dict[str, StrongMatch]:
+        """Documents no similarity threshold may drop (``relevance.strong_match``), by URI.
+
+        ``named``/``identifier``: the hint layer's strong (exact) matches. ``bm25_first``: with hybrid on, the
+        document of BM25's best chunk when that chunk's score is at least ``bm25_first_ratio`` times the best score
+        of any other document and its coverage at least ``bm25_first_min_coverage`` (so one incidental shared word
+        is not a clear margin).
+        """
+        out: dict[str, StrongMatch] = {}
+        for m in hints.matches:
+            kind = strong_match(m)
+            if kind is not None:
+                out[m.uri] = kind
+        ranked = list(semantic.bm25_docs.items())  # best first
+        if ranked:
+            doc, (score, coverage) = ranked[0]
+            runner_up = ranked[1][1][0] if len(ranked) > 1 else 0.0
+            if coverage >= self._s.bm25_first_min_coverage and score >= self._s.bm25_first_ratio * runner_up:
+                out.setdefault(doc, "bm25_first")
+        return out
+
     def _hydrate(
-        self, semantic: SemanticSearchResult, hints: HintResult, ctx: RequestContext, floor: float
+        self,
+        semantic: SemanticSearchResult,
+        hints: HintResult,
+        ctx: RequestContext,
+        call: _Call,
+        strong: dict[str, StrongMatch],
     ) -> tuple[list[ScoredChunk], dict[str, NodeRecord], dict[str, int]]:
-        """Hits -> scored chunks of indexed, visible nodes above the threshold, best first (ties by id)."""
+        """Hits -> scored chunks of indexed, visible nodes, best first (ties by id). Only a caller's own
+        ``min_similarity`` drops by similarity, and never a strong match's chunk (module docstring)."""
         dropped: dict[str, int] = {}
         if not semantic.hits:
             return [], {}, dropped
@@ -327,7 +383,7 @@ class LookupKnowledgeService:
                 reason = "not_indexed"
             elif not ctx.can_see(node.owner_space):
                 reason = "not_visible"
-            elif similarity < floor:
+            elif call.caller_threshold and similarity < call.floor and h.doc_id not in strong:
                 reason = "below_threshold"
             if reason:
                 dropped[reason] = dropped.get(reason, 0) + 1
@@ -365,13 +421,25 @@ class LookupKnowledgeService:
         hints: HintResult,
         ctx: RequestContext,
         top_k: int,
-        floor: float,
+        strong: dict[str, StrongMatch],
+        domain_docs: set[str],
     ) -> tuple[list[EvidenceBlock], int]:
-        """Dedup by document (best chunk first), keep ``top_k`` documents, expand each into an evidence block."""
+        """Dedup by document (best chunk first); documents the query names (``named``/``identifier`` strong
+        matches) first, then the domain filter's documents when an unfiltered fill followed them, then the rest,
+        each group by ``rank_score`` (ties by doc id); keep ``top_k`` documents and expand each into a block."""
         by_doc: dict[str, list[ScoredChunk]] = {}
         for c in chunks:
             by_doc.setdefault(c.doc_id, []).append(c)
-        ranked = sorted(by_doc, key=lambda d: (-by_doc[d][0].rank_score, d))
+        filled = bool(domain_docs) and any(d not in domain_docs for d in by_doc)
+        ranked = sorted(
+            by_doc,
+            key=lambda d: (
+                strong.get(d) not in RANKED_FIRST,
+                filled and d not in domain_docs,
+                -by_doc[d][0].rank_score,
+                d,
+            ),
+        )
         kept, beyond = ranked[:top_k], len(ranked) - min(len(ranked), top_k)
         if not kept:
             return [], beyond
@@ -388,7 +456,7 @@ class LookupKnowledgeService:
             available = texts.get(doc_id) or [ChunkText(best.chunk_index, best.breadcrumb, best.text)]
             expansion = self.packer.expand(available, best.chunk_index, matched)
             match = matches.get(doc_id)
-            level = self.relevance.level(best.similarity, match.strength if match else None, min_similarity=floor)
+            level = self.relevance.level(best.similarity, match)
             node = nodes.get(doc_id)
             blocks.append(
                 EvidenceBlock(
@@ -404,7 +472,9 @@ class LookupKnowledgeService:
                     hint_boost=best.hint_boost,
                     fusion_score=best.fusion_score,
                     bm25_score=best.bm25_score,
-                    relevance_level=level or RelevanceLevel.REFERENCE,
+                    relevance_level=level,
+                    strong_match=strong.get(doc_id),
+                    below_floor=best.similarity < self.floors.reference,
                     category=best.category,
                     domain=_domain(snapshot, doc_id),
                     anchor_chunk_index=best.chunk_index,
@@ -433,7 +503,14 @@ class LookupKnowledgeService:
 
     # ------------------------------------------------------------------------------------------------ audit
     def _invocation(
-        self, call: _Call, result: LookupResult, chunks: list[ScoredChunk], l1_docs: int, *, success: bool
+        self,
+        call: _Call,
+        result: LookupResult,
+        chunks: list[ScoredChunk],
+        l1_docs: int,
+        strong: dict[str, StrongMatch],
+        *,
+        success: bool,
     ) -> ToolInvocation:
         hints = result.hints
         details = RetrievalDetails(
@@ -465,6 +542,18 @@ class LookupKnowledgeService:
             domains=sorted({b.domain for b in result.evidence_blocks if b.domain}),
             evidence_status=result.evidence_status,
             dedup_reason=result.dedup_reason,
+            threshold={
+                "policy": result.traces.threshold,
+                "floor": result.traces.floor,
+                "floors": {
+                    "reference": self.floors.reference,
+                    "highly_relevant": self.floors.highly_relevant,
+                    "precise": self.floors.precise,
+                },
+                "below_floor": result.traces.below_floor,
+                "dropped_below_threshold": result.traces.dropped.get("below_threshold", 0),
+                "strong_matches": dict(sorted(strong.items())),
+            },
             deduped=[
                 {"doc_id": b.doc_id, "first_invocation_id": b.first_invocation_id, "dedup_reason": b.dedup_reason}
                 for b in result.evidence_blocks
@@ -477,6 +566,8 @@ class LookupKnowledgeService:
                     "title": b.title,
                     "breadcrumb": b.breadcrumb,
                     "relevance_level": b.relevance_level.value,
+                    "strong_match": b.strong_match,
+                    "below_floor": b.below_floor,
                     "raw_score": round(b.raw_score, 6),
                     "similarity": b.similarity,
                     "score": round(b.score, 6),
@@ -489,7 +580,7 @@ class LookupKnowledgeService:
                 for i, b in enumerate(result.evidence_blocks)
             ],
             context_pack=_pack_summary(result.context_pack),
-            evidence_refs=_evidence_refs(result, call.floor),
+            evidence_refs=_evidence_refs(result, call),
             warnings=list(result.traces.warnings),
         )
         query = call.request.query
@@ -560,7 +651,7 @@ class LookupKnowledgeService:
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------------
-def _evidence_refs(result: LookupResult, min_similarity: float) -> list[EvidenceRef]:
+def _evidence_refs(result: LookupResult, call: _Call) -> list[EvidenceRef]:
     refs: list[EvidenceRef] = []
     for i, b in enumerate(result.evidence_blocks):
         if b.relevance_level == RelevanceLevel.DEDUPED:
@@ -578,7 +669,11 @@ def _evidence_refs(result: LookupResult, min_similarity: float) -> list[Evidence
     if not refs:
         why = {
             "search_failed": "the semantic search failed; this proves nothing about the knowledge base",
-            "no_evidence": f"no document chunk reached similarity {min_similarity:.2f} for this query",
+            "no_evidence": (
+                f"every candidate was under the requested min_similarity {call.floor:.2f} for this query"
+                if call.caller_threshold and result.traces.dropped.get("below_threshold")
+                else "no visible document chunk was a candidate for this query"
+            ),
         }.get(result.evidence_status, "no evidence")
         refs.append(EvidenceRef(raw_path=NO_EVIDENCE_PATH, text=why, status="no_evidence"))
     return refs

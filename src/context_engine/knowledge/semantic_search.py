@@ -50,10 +50,13 @@ class SemanticSearchResult:
         attempts: every search made, in order.
         fallback_reason: why a fallback or retry happened (``None`` when the first search was used as is).
         backend: the backend whose hits are returned (``None`` when every attempt failed).
-        domain_filter_used: whether the returned hits were restricted to the domain.
+        domain_filter_used: whether the returned hits were restricted to the domain (the first ones, when a
+            ``filtered_short`` fill followed); ``domain_docs`` are the documents of the filtered attempt.
         failed: every attempt raised; ``error_code`` is the last error's code.
         fusion: hybrid only: fused score by chunk id (``None`` when the hits are the dense list as is).
         bm25: hybrid only: BM25 score by chunk id, for the chunks BM25 found.
+        bm25_docs: hybrid only: ``(score, coverage)`` of each document's best BM25 chunk, over every chunk BM25
+            returned (``keyword.fusion_depth`` of them), best first: what "BM25 ranks it first" is decided on.
         keyword_hits, keyword_ms: hybrid only: BM25 hits taken and the time of the BM25 search + fusion.
         warnings: degradations (a failed BM25 search).
     """
@@ -68,6 +71,8 @@ class SemanticSearchResult:
     primary_failed: bool = False
     fusion: dict[str, float] | None = None
     bm25: dict[str, float] = field(default_factory=dict)
+    bm25_docs: dict[str, tuple[float, float]] = field(default_factory=dict)
+    domain_docs: set[str] = field(default_factory=set)
     keyword_hits: int = 0
     keyword_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -123,6 +128,7 @@ class VectorSearchService:
         domain: str | None = None,
         restriction: DomainRestriction | None = None,
         query: str | None = None,
+        min_docs: int = 0,
     ) -> SemanticSearchResult:
         """Search level=2 chunks nearest to ``vector`` (fused with BM25 on ``query`` when ``query`` is given and a
         keyword index is configured).
@@ -136,6 +142,8 @@ class VectorSearchService:
             domain: the hint layer's single domain (recorded in the attempts).
             restriction: how to restrict ``flt`` to that domain; ``None`` searches unrestricted at once.
             query: the query text, for the BM25 side of hybrid search (``None``: dense only).
+            min_docs: documents wanted; a usable domain-filtered result with fewer distinct documents is followed by
+                one unfiltered search (reason ``filtered_short``) whose new hits are appended after the domain's.
 
         Returns:
             The hits of the last successful attempt. Never raises for a backend failure: a failed search is an
@@ -157,6 +165,22 @@ class VectorSearchService:
             if usable:
                 result.domain_filter_used = True
                 result.hits = self._fuse(result, query, vector, hits, restricted, top_k) if hybrid else hits
+                result.domain_docs = {h.doc_id for h in result.hits}
+                if len(result.domain_docs) < min_docs:
+                    # The domain holds fewer documents than wanted: fill from the unfiltered search, after them.
+                    result.fallback_reasons.append(
+                        f"filtered_short: domain {domain!r} gave {len(result.domain_docs)} of {min_docs} documents; "
+                        "filled without it"
+                    )
+                    backend = result.backend
+                    more, ok = self._run(result, vector, flt, fetch, min_similarity, mode, "filtered_short", None, None)
+                    if ok:
+                        fill = self._fuse(result, query, vector, more, flt, top_k, merge=True) if hybrid else more
+                        seen = {h.id for h in result.hits}
+                        result.hits = result.hits + [h for h in fill if h.id not in seen]
+                    else:
+                        # the filtered hits stand; the failed fill is an attempt on record
+                        result.failed, result.backend = False, backend
                 return result
             top = f"best {self.scale(hits[0].score):.3f} < {min_similarity:.3f}" if hits else "no hits"
             result.fallback_reasons.append(f"filtered_unusable: domain {domain!r} gave {top}; retried without it")
@@ -175,8 +199,11 @@ class VectorSearchService:
         dense: list[VectorHit],
         flt: VectorFilter,
         top_k: int,
+        *,
+        merge: bool = False,
     ) -> list[VectorHit]:
-        """The dense hits fused with BM25 under the same filter, first ``top_k`` (see the module docstring)."""
+        """The dense hits fused with BM25 under the same filter, first ``top_k`` (see the module docstring).
+        ``merge``: a fill after a filtered fusion: its fused and BM25 scores are added, not replacing them."""
         assert self.keyword is not None and query is not None
         ks = self.keyword_settings
         start = time.perf_counter()
@@ -203,10 +230,17 @@ class VectorSearchService:
             keyword_by_id = {h.id: h for h in keyword}
             missing = [keyword_by_id[i] for i, _ in fused if i not in by_id]
             by_id.update(self._with_similarity(missing, vector, flt.account_id))
-        result.fusion = {i: s for i, s in fused if i in by_id}
-        result.bm25 = {h.id: h.score for h in keyword}
-        result.keyword_hits = len(keyword)
-        result.keyword_ms = _ms(start)
+        fusion = {i: s for i, s in fused if i in by_id}
+        if merge and result.fusion is not None:
+            result.fusion = {**fusion, **result.fusion}
+            result.bm25 = {**{h.id: h.score for h in keyword}, **result.bm25}
+        else:
+            result.fusion = fusion
+            result.bm25 = {h.id: h.score for h in keyword}
+            for h in sorted(keyword, key=lambda k: (-k.score, k.id)):
+                result.bm25_docs.setdefault(h.doc_id, (h.score, h.coverage))
+        result.keyword_hits += len(keyword)
+        result.keyword_ms = round(result.keyword_ms + _ms(start), 3)
         return [by_id[i] for i, _ in fused if i in by_id]
 
     def _with_similarity(self, hits: list[KeywordHit], vector: np.ndarray, account_id: str) -> dict[str, VectorHit]:
@@ -254,14 +288,14 @@ class VectorSearchService:
         top_k: int,
         min_similarity: float,
         mode: SemanticMode,
-        reason: Literal["initial", "filtered_unusable"],
+        reason: Literal["initial", "filtered_unusable", "filtered_short"],
         domain: str | None,
         restriction: DomainRestriction | None,
     ) -> tuple[list[VectorHit], bool]:
         backends = self._backends(mode)
         if result.primary_failed and len(backends) > 1:
             backends = backends[1:]  # the primary already failed in this call: go straight to the exact path
-        attempt_reason: Literal["initial", "primary_failed", "filtered_unusable"] = reason
+        attempt_reason: Literal["initial", "primary_failed", "filtered_unusable", "filtered_short"] = reason
         for k, backend in enumerate(backends):
             start = time.perf_counter()
             attempt = SemanticAttempt(

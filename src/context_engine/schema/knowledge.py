@@ -22,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SemanticMode = Literal["auto", "primary", "fallback"]
 ScoreLabel = Literal["similarity", "l2_distance"]
-EvidenceStatus = Literal["found", "all_deduped", "no_evidence", "search_failed"]
+EvidenceStatus = Literal["found", "weak_evidence", "all_deduped", "no_evidence", "search_failed"]
+StrongMatch = Literal["named", "identifier", "bm25_first"]
+ThresholdPolicy = Literal["floor", "caller"]
 HintStrength = Literal["strong", "weak"]
 
 NO_EVIDENCE_PATH = "$.no_evidence"
@@ -69,8 +71,10 @@ class LookupRequest(_Model):
             disables session dedup for this call.
         top_k: evidence blocks (documents) wanted, 1..50 (``RET-4002``).
         mode: semantic-layer mode (``auto``, ``primary``, ``fallback``).
-        min_similarity: the search threshold (REFERENCE floor) on the calibrated similarity scale
-            (``schema/similarity.py``; the cosine for MiniLM), in [-1, 1] (``RET-4003``).
+        min_similarity: an explicit similarity filter on the calibrated scale (``schema/similarity.py``), in
+            [-1, 1] (``RET-4003``): candidates under it are dropped, except strong matches (named by the query,
+            or first in BM25 by a clear margin). ``None`` (the default) drops nothing by similarity: the model's
+            usual floor only labels the weaker candidates (``below_floor``, DESIGN §7.3).
         target_uri: restrict to this visible subtree (``RET-4031`` when not visible).
         context_token_budget: token budget of the context pack.
     """
@@ -134,13 +138,14 @@ class SemanticAttempt(_Model):
 
     ``reason``: ``initial`` (first search), ``primary_failed`` (auto mode retried on the exact path after the
     vector index raised) or ``filtered_unusable`` (the domain-filtered result was empty or below the threshold, so
-    the query was retried once without the domain filter).
+    the query was retried once without the domain filter) or ``filtered_short`` (the domain held fewer documents
+    than wanted: an unfiltered search filled the rest, ranked after the domain's documents).
     """
 
     attempt: int
     backend: str
     mode: SemanticMode
-    reason: Literal["initial", "primary_failed", "filtered_unusable"]
+    reason: Literal["initial", "primary_failed", "filtered_unusable", "filtered_short"]
     domain_filter: str | None = None
     filter_kind: Literal["none", "parent_uris", "doc_ids"] = "none"
     filter_size: int = 0
@@ -193,6 +198,11 @@ class EvidenceBlock(_Model):
         fusion_score: hybrid only: the best chunk's fused dense + BM25 score (``keyword.fusion``), else ``None``.
         bm25_score: hybrid only: the best chunk's BM25 score when BM25 found it, else ``None``.
         relevance_level: see :class:`RelevanceLevel`.
+        strong_match: why the document is exempt from similarity thresholds (``named``: the query names its alert
+            or title; ``identifier``: another exact identifier of it; ``bm25_first``: BM25 ranks it first by a clear
+            margin), else ``None``.
+        below_floor: its similarity is under the usual floor (returned because the defaults never drop by
+            similarity; weak evidence unless ``strong_match`` says otherwise).
         chunk_indexes: the chunks joined in ``text``, ascending; ``anchor_chunk_index`` is the best one.
         matched_chunk_indexes: chunks of this document the semantic layer returned above the threshold.
         hint_keywords: the query keywords that named this document in the hint layer.
@@ -214,6 +224,8 @@ class EvidenceBlock(_Model):
     fusion_score: float | None = None
     bm25_score: float | None = None
     relevance_level: RelevanceLevel
+    strong_match: StrongMatch | None = None
+    below_floor: bool = False
     category: str = ""
     domain: str | None = None
     anchor_chunk_index: int
@@ -255,7 +267,12 @@ class ContextPack(_Model):
 
 
 class LookupTraces(_Model):
-    """Stage timings (milliseconds) and decisions of one lookup."""
+    """Stage timings (milliseconds) and decisions of one lookup.
+
+    ``threshold``: ``floor`` (the defaults: the usual ``floor`` labels, nothing is dropped by similarity) or
+    ``caller`` (the request's ``min_similarity``, here ``floor``, dropped weaker candidates, counted in
+    ``dropped['below_threshold']``). ``below_floor``: returned blocks under the floor.
+    """
 
     request_id: str
     hint_ms: float = 0.0
@@ -276,6 +293,9 @@ class LookupTraces(_Model):
     keyword_hits: int = 0
     keyword_ms: float = 0.0
     dropped: dict[str, int] = Field(default_factory=dict)
+    threshold: ThresholdPolicy = "floor"
+    floor: float | None = None
+    below_floor: int = 0
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -284,8 +304,11 @@ class LookupResult(_Model):
 
     Attributes:
         invocation_id: the ``tool_invocation`` row recorded for this call (for ``verify_evidence``).
-        evidence_status: ``found`` (fresh evidence), ``all_deduped`` (only documents the session already has),
-            ``no_evidence`` (nothing above the threshold) or ``search_failed`` (every semantic attempt failed).
+        evidence_status: ``found`` (fresh evidence that reached the usual floor, or a document the query names),
+            ``weak_evidence`` (fresh blocks, but none reached the usual floor and the query names none of them:
+            the nearest documents, not an answer), ``all_deduped`` (only documents the session already has),
+            ``no_evidence`` (no candidate at all, or a caller's ``min_similarity`` dropped every one) or
+            ``search_failed`` (every semantic attempt failed).
         relevance_level: the strongest level among the blocks, ``None`` without blocks.
         dedup_reason: set when at least one block was withheld as already retrieved in the session.
     """
@@ -329,6 +352,7 @@ class RetrievalDetails(BaseModel):
     domains: list[str] = Field(default_factory=list)
     evidence_status: EvidenceStatus | None = None
     dedup_reason: str | None = None
+    threshold: dict[str, Any] = Field(default_factory=dict)
     deduped: list[dict[str, Any]] = Field(default_factory=list)
     evidence_blocks: list[dict[str, Any]] = Field(default_factory=list)
     context_pack: dict[str, Any] = Field(default_factory=dict)
