@@ -14,10 +14,9 @@ if [ ! -d "$DATA" ]; then
 fi
 context-engine add "$DATA" "$TARGET"
 context-engine tree ctx://resources/ --depth 3
-# English and Chinese questions (the default model is multilingual: a Chinese question finds English runbooks)
-for q in "Pod is crash looping" "etcd 集群没有主节点" "disk is almost full" "证书快要过期了"; do
-  echo; echo "search: $q"
-  context-engine search "$q" --top-k 3
-done
+# English and Chinese questions (the default model is multilingual: a Chinese question finds English runbooks), all
+# answered by one process (one engine start); each is printed under a "search: <question>" header
+echo
+context-engine search --queries scripts/main_job_queries.txt --top-k 3
 echo; echo "lookup: etcd 集群没有主节点，怎么处理"
 context-engine lookup "etcd 集群没有主节点，怎么处理" --session main-job --top-k 3 --budget 400

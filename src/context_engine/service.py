@@ -250,7 +250,12 @@ class ContextEngineService:
         self.l0_source = L0Source(self.index, self.l0_cache, self.metadata, rs)
         self.redactor = Redactor(rs.redaction, self.metrics)
         self.reader = MemoryReadService(self.content, self.metadata, self.redactor, rs.read, self.metrics)
-        scorer = Scorer(rs.scoring, self.similarity_scale)
+        scorer = Scorer(
+            rs.scoring,
+            self.similarity_scale,
+            recency_half_life_days=self.settings.memory.recency_half_life_days,
+            recency_weight=self.settings.memory.recency_weight,
+        )
         self.search_pipeline = SearchMemoryPipeline(
             planner=QueryPlanner(rs.planner),
             retriever=L0Retriever(

@@ -177,7 +177,7 @@ def run_mcp(client_factory) -> dict[str, Any]:
 def test_same_answers_through_python_http_and_mcp(world):
     service, root, server = world["service"], world["root"], world["server"]
     expected = scenario(python_call(service, root, RequestContext(account_id="via_python", role="admin")))
-    assert expected["ingest"]["nodes"] == 6 and expected["ingest"]["failed"] == 0
+    assert expected["ingest"]["nodes"] == 8 and expected["ingest"]["failed"] == 0
     assert expected["search"]["hits"][0]["uri"] == "ctx://resources/networking/CertificateExpiringSoon.md"
     assert expected["read_l1"]["block"]["overview"] and expected["read_l2"]["block"]["content_excerpt"]
     assert expected["lookup_1"]["evidence_status"] == "found"

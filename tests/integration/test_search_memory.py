@@ -30,7 +30,7 @@ ZEBRA = "ctx://resources/misc/zebra-migration.md"
 def build(engine: ContextEngineService) -> None:
     corpus = Path(str(resources.files("context_engine") / "sample_corpus"))
     report = engine.add_resource(corpus, "ctx://resources/runbooks/", ADMIN)
-    assert report.nodes == 6 and report.failed == 0
+    assert report.nodes == 8 and report.failed == 0
     engine.add_text(
         "# Zebra migration\n\nEvery year herds of zebras cross the Serengeti following the rains.\n",
         ZEBRA,
@@ -132,8 +132,10 @@ def test_no_session_gives_three_typed_queries(world):
     assert r.trace.warnings[0].startswith("RET-4221:")
     session = {"messages": [{"role": "user", "content": "which runbook covers pods that keep restarting?"}]}
     r = world.search_memory("Pod is crash looping", ALICE, session_archive=session)
-    assert [t.context_type for t in r.typed_queries] == ["resource"] and r.trace.warnings == []
+    # the session's intent ranks resource first; memory and skill are still searched
+    assert [t.context_type for t in r.typed_queries] == ["resource", "memory", "skill"] and r.trace.warnings == []
     assert r.hits[0].uri == CRASH
+    assert "intent" in r.hits[0].match_reason
 
 
 def test_include_debug_detailed_gives_the_full_thinking_trace(world):
@@ -160,7 +162,7 @@ def test_include_debug_detailed_gives_the_full_thinking_trace(world):
 
 def test_memory_and_skill_queries_in_both_languages(world):
     r = world.search_memory("What are my preferences for answers?", ALICE)
-    assert [t.context_type for t in r.typed_queries] == ["memory"]
+    assert [t.context_type for t in r.typed_queries] == ["memory", "skill", "resource"]  # memory ranked first
     assert "ctx://user/alice/memories/preference/" in r.hits[0].uri
     assert all(not h.uri.startswith("ctx://user/bob/") for h in r.hits + r.seed_hits)
     r = world.search_memory("how to restart a deployment", ALICE)

@@ -1,4 +1,5 @@
-"""QueryPlanner: rule classification (zh/en), multi-intent split, fallback, session, hints (seed 000 §4.2, §10)."""
+"""QueryPlanner: rule classification (zh/en), intent ranking (never exclusion), fallback, session, hints (seed 000
+§4.2, §10)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.trace import TraceRecorder
-from context_engine.retrieval.query_planner import QueryPlanner, classify
+from context_engine.retrieval.query_planner import QueryPlanner, classify, preferred_types
 from context_engine.schema.context import RequestContext
 from context_engine.settings import PlannerSettings
 
@@ -39,12 +40,21 @@ def plan(query: str, **kwargs):
         ("the runbook for disk pressure", "resource"),
     ],
 )
-def test_single_intent_zh_and_en(query, expected):
+def test_single_intent_ranks_its_type_first_and_keeps_the_others(query, expected):
     typed, trace = plan(query)
-    assert [t.context_type for t in typed] == [expected]
+    others = [t for t in ("memory", "skill", "resource") if t != expected]
+    assert [t.context_type for t in typed] == [expected, *others]
     assert trace.warnings == []
-    assert typed[0].hints.intent == expected
-    assert typed[0].text == query
+    assert {t.hints.intent for t in typed} == {expected}
+    assert preferred_types(typed) == {expected}
+    assert all(t.text == query for t in typed)
+
+
+def test_how_do_i_question_still_searches_memory_and_resource():
+    typed, trace = plan("how do I handle a node that is not ready?")
+    assert [t.context_type for t in typed] == ["skill", "memory", "resource"]
+    assert preferred_types(typed) == {"skill"}
+    assert trace.warnings == []
 
 
 def test_english_keywords_match_whole_words_only():
@@ -54,10 +64,12 @@ def test_english_keywords_match_whole_words_only():
 
 def test_several_intents_split_in_priority_order():
     typed, trace = plan("根据我的偏好，给出部署步骤")
-    assert [t.context_type for t in typed] == ["memory", "skill"]
+    assert [t.context_type for t in typed] == ["memory", "skill", "resource"]
+    assert preferred_types(typed) == {"memory", "skill"}
     assert trace.warnings == []
     typed, trace = plan("the doc about how to restart")  # skill + resource, written resource first
-    assert [t.context_type for t in typed] == ["skill", "resource"]
+    assert [t.context_type for t in typed] == ["skill", "resource", "memory"]
+    assert preferred_types(typed) == {"skill", "resource"}
     assert trace.warnings == []
     assert all(t.text == typed[0].text for t in typed)
 
@@ -67,6 +79,8 @@ def test_no_intent_falls_back_to_three_queries_with_warning(query):
     typed, trace = plan(query)
     assert [t.context_type for t in typed] == ["memory", "skill", "resource"]
     assert all(t.hints.intent == "fallback" for t in typed)
+    assert preferred_types(typed) == frozenset()  # ranked equally: no boost
+    assert "ranked equally" in trace.warnings[0]  # informational wording
     assert len(trace.warnings) == 1 and trace.warnings[0].startswith("RET-4221:")
     assert trace.codes == [ErrorCode.PLANNER_UNCLASSIFIED]
 
@@ -87,8 +101,9 @@ def test_session_classifies_a_follow_up_and_extends_the_text():
     }
     typed, trace = plan("and for staging?", session=session)
     # the newest user message names no intent; the one before names 'runbook' (resource)
-    assert [t.context_type for t in typed] == ["resource"]
+    assert [t.context_type for t in typed] == ["resource", "memory", "skill"]
     assert typed[0].hints.intent == "session:resource"
+    assert preferred_types(typed) == {"resource"}
     assert trace.warnings == []
     assert typed[0].text.startswith("and for staging?") and "backups" in typed[0].text
 
@@ -96,7 +111,7 @@ def test_session_classifies_a_follow_up_and_extends_the_text():
 def test_session_as_plain_strings_and_max_messages():
     session = {"messages": ["怎么重启服务的步骤", "ok", "再说一遍"]}
     typed, _ = plan("嗯?", session=session)
-    assert [t.context_type for t in typed] == ["skill"]
+    assert [t.context_type for t in typed] == ["skill", "memory", "resource"]
     typed, trace = plan("嗯?", session=session, settings=PlannerSettings(session_max_messages=2))
     assert len(typed) == 3 and trace.warnings[0].startswith("RET-4221")
 
@@ -117,7 +132,8 @@ def test_planner_hints_force_types_and_carry_terms_and_time_range():
         "time_range": {"start": "2026-01-01T00:00:00Z"},
     }
     typed, trace = plan("what is going on", hints=hints)
-    assert [t.context_type for t in typed] == ["memory", "resource"]
+    assert [t.context_type for t in typed] == ["memory", "resource"]  # the caller's types only: exclusive
+    assert preferred_types(typed) == frozenset()
     assert trace.warnings == []
     for t in typed:
         assert t.hints.intent == "hint:memory+resource"
@@ -138,16 +154,18 @@ def test_malformed_hints_or_session_are_rejected(hints, session):
 
 def test_account_comes_from_the_context_and_request_fields_are_copied():
     typed, _ = plan("how to deploy", top_k=7, categories=["k8s"], owner_space="user:alice")
-    (tq,) = typed
-    assert tq.filters.account_id == "acme"
-    assert tq.filters.owner_space == "user:alice"
-    assert tq.top_k == 7 and tq.categories == ["k8s"]
+    assert len(typed) == 3
+    for tq in typed:
+        assert tq.filters.account_id == "acme"
+        assert tq.filters.owner_space == "user:alice"
+        assert tq.top_k == 7 and tq.categories == ["k8s"]
 
 
 def test_default_categories_fill_an_empty_request():
     settings = PlannerSettings(default_categories={"memory": ("preference", "profile")})
     typed, _ = plan("my preferences", settings=settings)
     assert typed[0].categories == ["preference", "profile"]
+    assert [t.categories for t in typed[1:]] == [[], []]  # the other types have no default categories
     typed, _ = plan("my preferences", settings=settings, categories=["event"])
     assert typed[0].categories == ["event"]
 

@@ -1,4 +1,5 @@
-"""Scoring (seed 000 §6): normalised components, weights, dedup tie-breaks, thresholds > and >=."""
+"""Scoring (seed 000 §6): normalised components, weights, dedup tie-breaks, thresholds > and >=, and the merge:
+intent boost, no threshold at the defaults, protected hits, expansion hits that must earn their place."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context_engine.retrieval.scoring import Scorer, dedupe_by_uri, passes_threshold, vector_score
+from context_engine.retrieval.scoring import (
+    Scorer,
+    dedupe_by_uri,
+    names_node,
+    passes_threshold,
+    select_top,
+    vector_score,
+)
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
 from context_engine.settings import ScoringSettings
@@ -117,3 +125,96 @@ def test_dedupe_keeps_best_then_overview_then_uri():
 )
 def test_threshold_strict_and_inclusive(score, threshold, gte, expected):
     assert passes_threshold(score, threshold, gte) is expected
+
+
+# ---- merge ------------------------------------------------------------------------------------------------------
+
+
+def scored(uri: str, score: float, vector: float | None = None, **kw) -> NodeHit:
+    return hit(uri, score=score, vector_score=score if vector is None else vector, **kw)
+
+
+def test_default_threshold_is_none_and_merge_returns_min_top_k_candidates():
+    s = Scorer(ScoringSettings())
+    assert s.default_threshold is None
+    pool = [scored(f"ctx://resources/r/{i}.md", 0.01 * i) for i in range(6)]  # all far below any usual threshold
+    assert len(s.merge(pool, query="q", top_k=10, threshold=None).final) == 6
+    assert len(s.merge(pool, query="q", top_k=4, threshold=None).final) == 4
+    assert [h.score for h in s.merge(pool, query="q", top_k=3, threshold=None).final] == [0.05, 0.04, 0.03]
+
+
+def test_a_caller_threshold_drops_weak_hits_but_never_a_protected_one():
+    s = Scorer(ScoringSettings())
+    named = scored("ctx://resources/runbooks/KubePodCrashLooping.md", 0.05)
+    bm25_first = scored("ctx://resources/runbooks/other.md", 0.04)
+    weak = scored("ctx://resources/runbooks/weak.md", 0.06)
+    strong = scored("ctx://resources/runbooks/strong.md", 0.5)
+    result = s.merge(
+        [named, bm25_first, weak, strong],
+        query="KubePodCrashLooping 告警怎么处理",
+        top_k=10,
+        threshold=0.3,
+        keyword_top={"resource": [(bm25_first.uri, 9.0), (weak.uri, 3.0)]},  # 9 >= 1.5 * 3: a clear first
+    )
+    assert [h.uri for h in result.final] == [strong.uri, named.uri, bm25_first.uri]
+    assert result.below_threshold == 1 and result.protected == sorted([named.uri, bm25_first.uri])
+    close = s.merge(
+        [scored(bm25_first.uri, 0.04), scored(weak.uri, 0.06)],
+        query="x",
+        top_k=10,
+        threshold=0.3,
+        keyword_top={"resource": [(bm25_first.uri, 4.0), (weak.uri, 3.0)]},  # 4 < 4.5: no clear margin
+    )
+    assert close.final == [] and close.protected == []
+
+
+@pytest.mark.parametrize(
+    ("query", "uri", "expected"),
+    [
+        ("KubePodCrashLooping 告警怎么处理", "ctx://resources/r/KubePodCrashLooping.md", True),
+        ("kubepodcrashlooping?", "ctx://resources/r/KubePodCrashLooping.md", True),
+        ("how to restart deployment", "ctx://agent/a/skills/restart-deployment.md", True),
+        ("容器频繁重启怎么办", "ctx://resources/r/容器频繁重启.md", True),
+        ("pod crash looping", "ctx://resources/r/KubePodCrashLooping.md", False),  # not named exactly
+        ("KubePodCrashLoopingX", "ctx://resources/r/KubePodCrashLooping.md", False),  # not a whole word
+        ("the faq", "ctx://resources/r/faq.md", False),  # too short to count
+        ("kubernetes", "ctx://resources/r/kubernetes/", False),  # directories are not named documents
+    ],
+)
+def test_names_node(query, uri, expected):
+    assert names_node(query, uri) is expected
+
+
+def test_intent_boost_ranks_the_preferred_type_first_and_keeps_the_others():
+    s = Scorer(ScoringSettings())
+    resource = scored("ctx://resources/r/a.md", 0.40, context_type="resource")
+    skill = scored("ctx://agent/x/skills/b.md", 0.38, context_type="skill")
+    memory = scored("ctx://user/u/memories/c.md", 0.10, context_type="memory")
+    result = s.merge([resource, skill, memory], query="q", top_k=10, threshold=None, preferred={"skill"})
+    assert [h.uri for h in result.final] == [skill.uri, resource.uri, memory.uri]
+    assert skill.score == pytest.approx(0.43)  # 0.38 + intent_boost 0.05
+    far = scored("ctx://resources/r/far.md", 0.60, context_type="resource")
+    weak_skill = scored("ctx://agent/x/skills/w.md", 0.30, context_type="skill")
+    ranked = s.merge([far, weak_skill], query="q", top_k=10, threshold=None, preferred={"skill"}).final
+    assert [h.uri for h in ranked] == [far.uri, weak_skill.uri]  # a small boost, not an override
+    plain = Scorer(ScoringSettings(intent_boost=0.0))
+    r2 = scored("ctx://resources/r/a.md", 0.40)
+    s2 = scored("ctx://agent/x/skills/b.md", 0.38, context_type="skill")
+    assert [h.uri for h in plain.merge([r2, s2], query="q", top_k=10, threshold=None, preferred={"skill"}).final] == [
+        r2.uri,
+        s2.uri,
+    ]
+
+
+def test_an_expansion_hit_never_pushes_out_a_direct_hit_with_a_better_own_match():
+    direct = [scored(f"ctx://user/u/memories/general/d{i}.md", 0.40 - 0.01 * i, 0.55 - 0.01 * i) for i in range(3)]
+    # expansion hits ranked higher by the final score (path consistency) but matching less well on their own
+    sibling = scored("ctx://user/u/memories/general/s.md", 0.45, 0.50, source="expansion")
+    earned = scored("ctx://user/u/memories/general/e.md", 0.44, 0.60, source="expansion")
+    ranked = sorted([*direct, sibling, earned], key=lambda h: (-h.score, h.uri))
+    top = select_top(ranked, 3)
+    assert [h.uri for h in top] == [earned.uri, direct[0].uri, direct[1].uri]
+    assert sibling not in top  # own vector 0.50 < every direct hit's: it leaves first
+    assert select_top(ranked, 10) == ranked  # room for all: nothing is swapped
+    only_expansion = [scored("ctx://r/x/a.md", 0.3, 0.3, source="expansion")]
+    assert select_top(only_expansion, 3) == only_expansion

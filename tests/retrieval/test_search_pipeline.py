@@ -171,13 +171,18 @@ def test_planner_fallback_is_counted(engine):
 
 def test_threshold_strict_and_inclusive_through_the_pipeline(engine):
     filtered = sample(engine, "ce_retrieval_search_memory_threshold_filtered_total")
-    base = engine.search_memory("disk space", ADMIN, score_threshold=0.0)
-    edge = base.hits[0].score
+    base = engine.search_memory(
+        SearchMemoryRequest(query="disk space", score_threshold=0.0, include_debug=True, trace_level="detailed"), ADMIN
+    )
+    protected = set(base.thinking_trace["stages"]["assemble"]["protected"])
+    edge_hit = next(h for h in base.hits if h.uri not in protected)  # a threshold never drops a protected hit
+    edge = edge_hit.score
     strict = engine.search_memory("disk space", ADMIN, score_threshold=edge)
     inclusive = engine.search_memory("disk space", ADMIN, score_threshold=edge, score_gte=True)
-    assert base.hits[0].uri not in [h.uri for h in strict.hits]
-    assert inclusive.hits[0].uri == base.hits[0].uri
-    assert all(h.score > edge for h in strict.hits) and all(h.score >= edge for h in inclusive.hits)
+    assert edge_hit.uri not in [h.uri for h in strict.hits]
+    assert edge_hit.uri in [h.uri for h in inclusive.hits]
+    assert all(h.score > edge for h in strict.hits if h.uri not in protected)
+    assert all(h.score >= edge for h in inclusive.hits if h.uri not in protected)
     assert sample(engine, "ce_retrieval_search_memory_threshold_filtered_total") > filtered
 
 

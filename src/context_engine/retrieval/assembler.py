@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from context_engine.retrieval.query_planner import preferred_types
 from context_engine.retrieval.redaction import Redactor
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, RetrievedBlock
@@ -61,7 +62,7 @@ class RetrievalAssembler:
 
         Returns:
             ``RetrievedBlock`` with ``level_hit='L0'``, the final ``score`` and a ``match_reason`` that says how the
-            hit was found and which score components contributed.
+            hit was found and which score components contributed (``intent`` when its type got the intent boost).
         """
         del ctx
         out: list[RetrievedBlock] = []
@@ -101,4 +102,6 @@ class RetrievalAssembler:
             parts.append("category")
         if h.target_uri_boost:
             parts.append("target")
+        if tq.context_type in preferred_types([tq]):
+            parts.append("intent")  # the planner preferred this type: its hits got retrieval.scoring.intent_boost
         return f"{h.match_reason} [{tq.context_type}] ({', '.join(parts)})"

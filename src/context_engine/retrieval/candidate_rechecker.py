@@ -11,7 +11,9 @@ the candidate's ``exclude_reason``):
 5. ``outside_target_uri``: not in the ``target_uri`` subtree (segment-exact, unlike the index's string prefix);
 6. ``outside_time_range``: ``updated_at`` outside ``filters.time_range`` (``[start, end)``; no timestamp fails);
 7. ``missing_term:<t>``: a ``must_have_terms`` entry is absent from the abstract and the URI;
-8. ``excluded_term:<t>``: an ``exclude_terms`` entry occurs in the abstract or the URI.
+8. ``excluded_term:<t>``: an ``exclude_terms`` entry occurs in the abstract or the URI;
+9. ``outside_memory_filter``: the request has memory filters (time range, metadata, session; issue 11) and this node
+   is not one of the memories they select (``allowed``, resolved once per request from the metadata store).
 
 Terms match case-insensitively after NFKC normalisation. If the rechecker itself fails it keeps every candidate and
 records ``RET-5002`` (the tenancy guarantees do not depend on it: the filter and the hydration enforce them).
@@ -51,8 +53,11 @@ class CandidateRechecker:
         ctx: RequestContext,
         *,
         trace: TraceRecorder | None = None,
+        allowed: frozenset[str] | None = None,
     ) -> list[NodeHit]:
         """The candidates that pass every check, in their input order, unchanged.
+
+        ``allowed``, when given, is the set of URIs the request's memory filters select (check 9).
 
         Each dropped candidate is recorded in ``trace`` with its ``exclude_reason`` (``trace.drop``). Never raises:
         on an internal failure it returns ``hits`` unchanged and records ``RET-5002``.
@@ -64,6 +69,8 @@ class CandidateRechecker:
             never = [(t, _norm(t)) for t in typed_query.hints.exclude_terms if t.strip()]
             for hit in hits:
                 reason = self._reason(typed_query, hit, ctx, must, never)
+                if reason is None and allowed is not None and hit.uri not in allowed:
+                    reason = "outside_memory_filter"
                 if reason is None:
                     kept.append(hit)
                 else:

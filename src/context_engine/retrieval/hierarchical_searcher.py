@@ -17,7 +17,13 @@ and carries the best ``dirs_per_level`` child directories into the next step; at
     v(a) = clip(cosine(query, abstract(a)), 0, 1)            (the same vector score as the node's own)
 
 It is high when the directories on the node's path also match the query (the node sits in a relevant branch) and
-0 when no ancestor has a level-0 record. Ancestors are scored under the same tenancy filter as the node (account,
+0 when no ancestor has a level-0 record.
+
+An expansion hit competes on its own score: its ``vector_score`` is its own match (the first-round fused score when
+the hybrid first round already scored it and did not choose it as a seed, else its calibrated cosine), never the
+cosine lifted above what the first round found; path consistency orders it among direct hits, and the merge
+(``Scorer.merge``, :func:`~context_engine.retrieval.scoring.select_top`) never lets it push out of ``top_k`` a direct
+hit whose own vector score is higher. Ancestors are scored under the same tenancy filter as the node (account,
 visible spaces, context type), without the target or category narrowing, since a target's ancestors lie above it.
 """
 
@@ -177,7 +183,7 @@ class HierarchicalSearcher:
         found.sort(
             key=lambda f: (
                 -self._scorer.final(
-                    self._vscore(f.match.uri, f.match.similarity, run),
+                    self._own_score(f.match.uri, f.match.similarity, run),
                     self._hierarchy(paths[f.match.uri], known),
                     0.0,
                     0.0,
@@ -238,7 +244,7 @@ class HierarchicalSearcher:
             (
                 (
                     self._scorer.final(
-                        self._vscore(f.match.uri, f.match.similarity, run),
+                        self._own_score(f.match.uri, f.match.similarity, run),
                         self._hierarchy(paths[f.match.uri], known),
                         1.0 if f.match.category and f.match.category in named else 0.0,
                         1.0 if tq.target_uri and within_target(f.match.uri, tq.target_uri) else 0.0,
@@ -324,8 +330,19 @@ class HierarchicalSearcher:
             known.update(run.scorer.lookup(flt, missing))
 
     def _vscore(self, uri: str, similarity: float, run: SearchRun) -> float:
-        """The node's vector score, lifted to its first-round fused score when hybrid found it higher."""
-        return max(self._scorer.vector_score(similarity), run.lexical.get(uri, 0.0))
+        """A seed's vector score: with convex hybrid its first-round fused score (the one scale every candidate is
+        compared on), else its calibrated similarity."""
+        if run.dense_weight is not None:
+            fused = run.lexical.get(uri)
+            return fused if fused is not None else run.dense_weight * self._scorer.vector_score(similarity)
+        return self._scorer.vector_score(similarity)
+
+    def _own_score(self, uri: str, similarity: float, run: SearchRun) -> float:
+        """An expansion hit's own match, on the seeds' scale: with convex hybrid the first-round fused score when
+        the first round scored it, else the fused score of its similarity alone (``w * similarity``: no keyword
+        match was found for it), so a sibling that matches only on meaning cannot outrank a seed that matched on
+        both; without hybrid its calibrated similarity."""
+        return self._vscore(uri, similarity, run)
 
     def _hierarchy(self, path: Sequence[str], known: dict[str, float]) -> float:
         decay = self._settings.ancestor_decay
@@ -352,6 +369,7 @@ class HierarchicalSearcher:
             has_overview=seed.has_overview,
             has_content=seed.has_content,
             updated_at=node.updated_at if node else None,
+            occurred_at=node.occurred_at if node else None,
             similarity=seed.score,
             vector_score=self._vscore(seed.uri, seed.score, run),
             source="seed",
@@ -388,8 +406,9 @@ class HierarchicalSearcher:
                     has_overview=node.has_overview,
                     has_content=node.has_content,
                     updated_at=node.updated_at,
+                    occurred_at=node.occurred_at,
                     similarity=m.similarity,
-                    vector_score=self._vscore(m.uri, m.similarity, run),
+                    vector_score=self._own_score(m.uri, m.similarity, run),
                     hierarchy_score=self._hierarchy(paths[m.uri], known),
                     source="expansion",
                     depth=f.depth,

@@ -111,6 +111,8 @@ class L0Retriever:
         like :func:`map`) may run the typed queries' similarity queries concurrently.
         """
         filters = [base_filter(tq, ctx) for tq in typed_queries]
+        if run.allowed is not None:  # memory filters: pre-filter to the selected memories (level-0 doc_id = URI)
+            filters = [f.model_copy(update={"doc_ids": sorted(run.allowed)}) for f in filters]
         fetch = [tq.top_k * self._settings.overfetch + self._settings.extra_rows for tq in typed_queries]
         if self._keyword is not None and self._ks.fusion != "convex":
             # min-max and rank fusions need the deeper lists to normalise over; convex scores are absolute, so the
@@ -148,6 +150,7 @@ class L0Retriever:
         except ContextEngineError as err:
             run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
             return dense
+        run.keyword_top[tq.context_type] = [(h.uri, h.score) for h in keyword[:2]]
         by_uri = {m.uri: m for m in dense}
         only_bm25 = {h.uri: h for h in keyword if h.uri not in by_uri}
         n = len(dense) or None
@@ -159,7 +162,8 @@ class L0Retriever:
             )
             fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
             # absolute, so usable as a relevance score downstream (HierarchicalSearcher lifts vector scores to it)
-            run.lexical.update({u: round(v, 6) for u, v in fused if u in by_uri})
+            run.lexical.update({u: v for u, v in fused if u in by_uri})
+            run.dense_weight = _weight(ks)
         else:
             pairs = [[(m.uri, m.similarity) for m in dense], [(h.uri, h.score) for h in keyword]]
             if ks.fusion == "rrf":

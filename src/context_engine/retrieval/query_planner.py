@@ -6,17 +6,25 @@ Rules (V1, keyword based, Chinese and English):
 * ``skill``: 怎么做 如何 步骤 命令 流程 操作 ... / how to, how do I, steps, command, procedure, workflow ...
 * ``resource``: 文档 资料 规范 链接 手册 指南 ... / doc, documentation, spec, link, manual, guide, runbook ...
 
-Chinese keywords match as substrings; English ones as whole words or phrases, case-insensitively (NFKC). Several
-matched intents give several typed queries in the order memory > skill > resource. No intent, or all three at once
-(the rules do not discriminate: a conflict), falls back to three typed queries memory + skill + resource with the
-warning ``RET-4221``.
+Chinese keywords match as substrings; English ones as whole words or phrases, case-insensitively (NFKC).
 
-Before falling back, the planner looks at ``session_archive``: the most recent user messages (newest first) are
+The intent **ranks** context types, it never excludes one: the planner always returns one typed query per context
+type, the matched (preferred) types first in the order memory > skill > resource, then the others in the same
+order. Every typed query carries the same ``hints.intent`` label naming the preferred types (``"skill"``,
+``"memory+skill"``, ``"session:skill"``); the merge gives the hits of a preferred type a small boost
+(``retrieval.scoring.intent_boost``, :mod:`context_engine.retrieval.scoring`), so "how do I ..." puts a matching skill
+first and still finds the runbook that answers it. No intent, or all three at once (the rules do not discriminate: a
+conflict), prefers none (label ``"fallback"``) and records ``RET-4221``, which is informational since every type is
+searched anyway.
+
+Only the caller narrows the types: ``planner_hints`` ``intent`` / ``context_types`` (labels ``"hint:..."``), or a
+``target_uri`` inside a context-type root (label ``"target:..."``); then only those types are searched.
+
+Before preferring none, the planner looks at ``session_archive``: the most recent user messages (newest first) are
 classified with the same rules, so a follow-up such as "那具体步骤呢?" after a question about a runbook is planned
 from its context. A short follow-up (``followup_max_chars``) also gets the last user message appended to the text
-that is embedded. ``planner_hints`` may force the types (``intent``, ``context_types``), add terms to the text,
-and carry ``must_have_terms``, ``exclude_terms`` and a ``time_range`` into every typed query. A ``target_uri``
-inside a context-type root decides the type by itself.
+that is embedded. ``planner_hints`` may add terms to the text and carry ``must_have_terms``, ``exclude_terms`` and a
+``time_range`` into every typed query.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from context_engine.schema.query import (
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import PlannerSettings
 
-__all__ = ["INTENT_KEYWORDS", "QueryPlanner", "classify"]
+__all__ = ["INTENT_KEYWORDS", "QueryPlanner", "classify", "preferred_types"]
 
 #: Keyword rules per context type: (Chinese substrings, English words/phrases).
 INTENT_KEYWORDS: dict[ContextTypeName, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -155,6 +163,23 @@ def classify(text: str) -> dict[ContextTypeName, list[str]]:
     return found
 
 
+def preferred_types(typed_queries: Sequence[TypedQuery]) -> frozenset[str]:
+    """The context types the planner ranked first (from ``hints.intent``), or the empty set.
+
+    Empty when the planner preferred none (``"fallback"``) and when the caller narrowed the types (``"hint:..."``,
+    ``"target:..."``): every typed query searched is then equally wanted, and no boost changes the scores.
+    """
+    labels = {tq.hints.intent or "" for tq in typed_queries}
+    if len(labels) != 1:
+        return frozenset()
+    label = labels.pop()
+    if label.startswith("session:"):
+        label = label.removeprefix("session:")
+    elif ":" in label or label == "fallback":
+        return frozenset()
+    return frozenset(t for t in label.split("+") if t in CONTEXT_TYPE_ORDER)
+
+
 def _invalid(field: str, err: ValidationError | str) -> ContextEngineError:
     detail = (
         err
@@ -187,7 +212,8 @@ class QueryPlanner:
         owner_space: str | None = None,
         trace: TraceRecorder | None = None,
     ) -> list[TypedQuery]:
-        """Typed queries for ``query``, in the order memory > skill > resource (seed 000 §4.2).
+        """Typed queries for ``query``: the preferred context types first, then the others (seed 000 §4.2; module
+        docstring).
 
         Args:
             query: the caller's query, non-empty (checked by the pipeline).
@@ -198,10 +224,11 @@ class QueryPlanner:
             categories: the caller's category narrowing; when empty, the type's configured default categories.
             target_uri: an already checked, visible, existing target (or ``None``).
             owner_space: the caller's owner-space narrowing (or ``None``).
-            trace: receives the ``RET-4221`` warning and the planner's decisions.
+            trace: receives the informational ``RET-4221`` warning and the planner's decisions.
 
         Returns:
-            One to three typed queries sharing the same embedded text.
+            Three typed queries (one per context type, preferred first) sharing the same embedded text, or only the
+            types the caller named through ``hints`` or ``target_uri``.
 
         Raises:
             ContextEngineError: ``RET-4001`` when ``hints`` or ``session_archive`` do not have the documented shape.
@@ -222,11 +249,15 @@ class QueryPlanner:
             types, intent = list(CONTEXT_TYPE_ORDER), "fallback"
             why = "no intent keyword" if not matched else "every context type matched (conflict)"
             if trace is not None:
+                # informational: with ranking, an unclassified query is searched exactly like a classified one
                 trace.warn(
                     ErrorCode.PLANNER_UNCLASSIFIED,
-                    f"planner could not classify the query ({why}); searching memory, skill and resource",
+                    f"planner found no preferred context type ({why}); memory, skill and resource ranked equally",
                     stage="planner",
                 )
+        elif not intent.startswith(("hint:", "target:")):
+            # the intent ranks, it never excludes: the other types are searched after the preferred ones
+            types = types + [t for t in CONTEXT_TYPE_ORDER if t not in types]
         if not matched and session.messages and len(text) <= self._settings.followup_max_chars:
             context = self._last_user_message(session)
             if context:
@@ -258,6 +289,7 @@ class QueryPlanner:
             trace.detail("planner", "matched_keywords", matched)
             trace.detail("planner", "intent", intent)
             trace.detail("planner", "context_types", list(types))
+            trace.detail("planner", "preferred", [t for t in types if t in preferred_types(out)])
             trace.detail("planner", "text_extended", text != " ".join(query.split()))
         return out
 
@@ -268,7 +300,8 @@ class QueryPlanner:
         session: SessionArchive,
         target_uri: str | None,
     ) -> tuple[list[ContextTypeName] | None, str]:
-        """The context types and the intent label, or ``(None, "")`` to fall back to all three."""
+        """The caller's types (``hint:``/``target:`` labels, exclusive) or the preferred types and the intent label,
+        or ``(None, "")`` when nothing is preferred."""
         if target_uri:
             target_type = ContextURI.parse(target_uri).context_type
             if target_type is not None:

@@ -76,9 +76,17 @@ class SearchRun:
         trace: the request's trace recorder.
         lexical: hybrid first round with ``convex`` fusion only: the fused score (calibrated similarity + BM25
             coverage, 0..1, absolute) by URI; a node's vector score is lifted to it when higher (``Scorer``).
+        keyword_top: hybrid first round only: per context type, the first two BM25 hits ``(uri, bm25 score)``, for
+            the threshold protection of a clear BM25 first (``Scorer.merge``).
     """
 
     scorer: L0Scorer
     nodes: RequestNodes
     trace: TraceRecorder = field(default_factory=TraceRecorder)
     lexical: dict[str, float] = field(default_factory=dict)
+    # convex hybrid only: the dense weight w of the fusion, so candidates the first round did not fuse (expansion)
+    # are scored on the same scale (w * calibrated similarity)
+    dense_weight: float | None = None
+    # memory filters (issue 11): the URIs they select, or None when the request has none
+    allowed: frozenset[str] | None = None
+    keyword_top: dict[str, list[tuple[str, float]]] = field(default_factory=dict)

@@ -2,7 +2,8 @@
 
 ``search_memory``: validate -> tenancy scope (target_uri checked before any search) -> ``QueryPlanner.plan`` ->
 embed the query once -> ``L0Retriever.search`` per typed query -> ``HierarchicalSearcher.expand`` + ``Scorer`` ->
-``CandidateRechecker.recheck`` -> merge typed queries, dedupe by URI, threshold, top_k ->
+``CandidateRechecker.recheck`` -> merge typed queries (``Scorer.merge``: dedupe by URI, intent boost, threshold
+that never drops a protected hit, top_k where expansion hits earn their place) ->
 ``RetrievalAssembler.assemble``. Each stage is timed and traced; every degradation of seed 000 §7 becomes a
 ``trace.warnings`` line and a ``retrieval.fallback.count`` increment:
 
@@ -10,7 +11,7 @@ embed the query once -> ``L0Retriever.search`` per typed query -> ``Hierarchical
 code      when                                             result
 ========  ===============================================  =============================================
 RET-4041  target_uri visible but missing                   target ignored
-RET-4221  planner cannot classify                          memory + skill + resource
+RET-4221  planner prefers no type (informational)          memory + skill + resource, ranked equally
 RET-5001  query embedding or vector search failed          empty hits, ``retryable=true`` (during expansion:
                                                            seeds kept without expansion)
 RET-5002  recheck failed                                   candidates kept unchecked
@@ -42,12 +43,13 @@ from context_engine.retrieval.candidate_rechecker import CandidateRechecker
 from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
 from context_engine.retrieval.l0_retriever import L0Retriever
 from context_engine.retrieval.l0_source import L0Source
+from context_engine.retrieval.memory_filter import MemoryFilter
 from context_engine.retrieval.memory_read_service import MemoryReadService
-from context_engine.retrieval.query_planner import QueryPlanner
+from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
 from context_engine.retrieval.redaction import Redactor
 from context_engine.retrieval.run import RequestNodes, SearchRun
 from context_engine.retrieval.scope import effective_owner_spaces
-from context_engine.retrieval.scoring import Scorer, dedupe_by_uri, passes_threshold
+from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
 from context_engine.schema.query import (
@@ -120,6 +122,7 @@ class SearchMemoryPipeline:
         self._settings = settings
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        self._memory_filter = MemoryFilter(metadata)
 
     def close(self) -> None:
         """Stop the worker threads (if any were started)."""
@@ -147,6 +150,7 @@ class SearchMemoryPipeline:
         self._metrics.search_requests.inc()
         threshold = self._validate(request)
         target = self._check_target(request.target_uri, ctx, trace)
+        allowed = self._memory_filter.select(request, ctx, trace)  # None without memory filters (issue 11)
 
         with trace.stage("planner"):
             typed = self.planner.plan(
@@ -171,7 +175,7 @@ class SearchMemoryPipeline:
                 with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
                     vector = self._embedder.embed_query(typed[0].text)
                 scorer = self.source.scorer(ctx.account_id, vector)
-                run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace)
+                run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace, allowed=allowed)
                 seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
             except ContextEngineError as err:
                 if err.code not in _DEGRADED_SEARCH:
@@ -195,7 +199,7 @@ class SearchMemoryPipeline:
         with trace.stage("recheck"):
             kept: list[list[NodeHit]] = []
             for tq, hits in zip(typed, scored, strict=True):
-                kept.append(self.rechecker.recheck(tq, hits, ctx, trace=trace))
+                kept.append(self.rechecker.recheck(tq, hits, ctx, trace=trace, allowed=allowed))
             total_in, total_out = sum(len(h) for h in scored), sum(len(h) for h in kept)
             self._metrics.recheck_input.inc(total_in)
             self._metrics.recheck_pass.inc(total_out)
@@ -211,15 +215,32 @@ class SearchMemoryPipeline:
                 for h in hits:
                     origin[id(h)] = index
                     pool.append(h)
-            merged = dedupe_by_uri(pool)
-            passing = [h for h in merged if passes_threshold(h.score, threshold, request.score_gte)]
-            filtered = len(merged) - len(passing)
+            # dedupe, intent boost, threshold (never on protected hits), top_k where expansion earns its place
+            result = self.scorer.merge(
+                pool,
+                query=request.query,
+                top_k=request.top_k,
+                threshold=threshold,
+                gte=request.score_gte,
+                preferred=preferred_types(typed),
+                keyword_top=run.keyword_top,
+            )
+            merged, final, filtered = result.merged, result.final, result.below_threshold
             if filtered:
                 self._metrics.threshold_filtered.inc(filtered)
-            final = passing[: request.top_k]
-            trace.event("assemble", "ranked", candidates=len(merged), below_threshold=filtered, final=len(final))
+            trace.event(
+                "assemble",
+                "ranked",
+                candidates=len(merged),
+                below_threshold=filtered,
+                final=len(final),
+                expansion=sum(1 for h in final if h.source != "seed"),
+                swapped_in=result.swapped_in,
+            )
             if detailed:
                 trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})
+                trace.detail("assemble", "protected", result.protected)
+                trace.detail("assemble", "preferred", sorted(preferred_types(typed)))
                 trace.detail("assemble", "scores", [_components(h) for h in merged])
             surviving_seeds = {h.uri for hits in kept for h in hits if h.source == "seed"}
             seed_out = _dedupe_seeds(s for group in seeds for s in group if s.uri in surviving_seeds)
@@ -235,8 +256,8 @@ class SearchMemoryPipeline:
         return self._respond(request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable)
 
     # ---- steps ----------------------------------------------------------------------------------------------------
-    def _validate(self, request: SearchMemoryRequest) -> float:
-        """Check the request; return the threshold in force."""
+    def _validate(self, request: SearchMemoryRequest) -> float | None:
+        """Check the request; return the threshold in force (``None``: none, the default)."""
         query = request.query
         if not isinstance(query, str) or not query.strip():
             raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty", {"field": "query"})

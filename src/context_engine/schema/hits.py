@@ -40,6 +40,8 @@ class NodeHit(BaseModel):
         abstract: the L0 text (the vector record's text).
         has_overview, has_content: whether L1 / L2 exist (metadata).
         updated_at: last write time (metadata); used by the time-range recheck.
+        occurred_at: a memory's own time (metadata, issue 11); with ``updated_at`` the recency component's clock.
+        recency: the recency component in 0..1 (``0.5 ** (age / half-life)``); 0 when recency scoring is off.
         similarity: raw cosine similarity of the query and the abstract, [-1, 1] (``score_label='similarity'``).
         vector_score: ``max(similarity, 0)``, in 0..1 (see ``retrieval/scoring.py``).
         hierarchy_score: path consistency, in 0..1 (see ``HierarchicalSearcher``).
@@ -63,6 +65,8 @@ class NodeHit(BaseModel):
     has_overview: bool = False
     has_content: bool = False
     updated_at: datetime | None = None
+    occurred_at: datetime | None = None
+    recency: float = 0.0
     similarity: float = 0.0
     vector_score: float = 0.0
     hierarchy_score: float = 0.0

@@ -33,9 +33,10 @@ class _Model(BaseModel):
 
 
 class TimeRange(_Model):
-    """A half-open interval ``[start, end)`` on a node's ``updated_at`` (UTC when no offset is given).
+    """A half-open interval ``[start, end)`` (UTC when no offset is given); either bound may be absent.
 
-    Either bound may be absent. Applied exactly by the candidate rechecker (the vector index holds no timestamps).
+    In ``QueryFilters`` / ``planner_hints`` it applies to a node's ``updated_at``, exactly, in the candidate rechecker;
+    as ``SearchMemoryRequest.time_range`` to a memory's ``occurred_at`` (else ``created_at``), as a pre-filter.
     """
 
     start: datetime | None = None
@@ -152,6 +153,14 @@ class SearchMemoryRequest(_Model):
     are validated by the pipeline with their own error codes. ``score_threshold=None`` uses the configured default;
     ``score_gte`` switches the comparison from ``>`` to ``>=``. ``owner_space``, ``target_uri`` and ``categories``
     only narrow what the caller may see.
+
+    Memory filters (issue 11; any of them restricts the search to the caller's memories and pre-filters the first
+    round, so a selective filter still fills ``top_k``):
+
+    * ``time_range``: ``[start, end)`` on a memory's ``occurred_at``, or its ``created_at`` when it has none;
+    * ``metadata_filter``: ``{key: value}`` (equality) or ``{key: [v1, v2]}`` (membership) on the top-level keys of
+      a memory's metadata, every key must match; values are strings, numbers or booleans;
+    * ``session_id``: only the messages of that conversation session (``.../memories/sessions/<session_id>/``).
     """
 
     query: str
@@ -165,6 +174,9 @@ class SearchMemoryRequest(_Model):
     planner_hints: dict[str, Any] | None = None
     include_debug: bool = False
     trace_level: TraceLevel = "basic"
+    time_range: TimeRange | None = None
+    metadata_filter: dict[str, Any] | None = None
+    session_id: str | None = None
 
 
 class NextActions(_Model):

@@ -43,6 +43,8 @@ def validate_segment(segment: str, uri: str = "") -> str:
             raise _invalid(uri or segment, f"character {ch!r} is not allowed inside a segment")
         if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
             raise _invalid(uri or segment, f"control character U+{ord(ch):04X} is not allowed")
+    if any("\ud800" <= ch <= "\udfff" for ch in seg):
+        raise _invalid((uri or segment).encode("utf-8", "backslashreplace").decode(), "contains a lone surrogate")
     if len(seg.encode()) > MAX_SEGMENT_BYTES:
         raise _invalid(uri or segment, f"segment longer than {MAX_SEGMENT_BYTES} bytes")
     return seg
@@ -75,6 +77,8 @@ class ContextURI:
         if not isinstance(uri, str):
             raise _invalid(repr(uri), "a URI must be a string")
         raw = unicodedata.normalize("NFC", uri.strip())
+        if any("\ud800" <= ch <= "\udfff" for ch in raw):  # a lone surrogate cannot be stored or encoded
+            raise _invalid(raw.encode("utf-8", "backslashreplace").decode(), "contains a lone surrogate character")
         if len(raw.encode()) > MAX_URI_BYTES:
             raise _invalid(raw, f"longer than {MAX_URI_BYTES} bytes")
         if not raw.startswith(SCHEME):

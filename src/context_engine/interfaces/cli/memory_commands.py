@@ -1,8 +1,10 @@
 """search_memory / read_memory commands: ``search`` and ``read`` (DESIGN.md §5-6, §10). Thin over the service.
 
 ``search QUERY`` runs the full search_memory pipeline for the ``--as`` context and prints a table (uri, level_hit,
-score, read_recommendation) followed by the next actions and any warnings; ``--json`` prints the hits (a list of
-RetrievedBlock objects), ``--json --full`` the whole response. ``read URI --level L0|L1|L2`` reads one level:
+score, read_recommendation) followed by the next actions and any warnings (``RET-4221`` is printed as a note: it is
+informational); ``--json`` prints the hits (a list of RetrievedBlock objects), ``--json --full`` the whole response.
+``search --queries FILE`` runs every non-empty line of FILE as a query in one process (one engine start), each
+printed under a ``search: <query>`` header; with ``--json`` a list of ``{"query", "hits"}`` (or ``"response"``). ``read URI --level L0|L1|L2`` reads one level:
 L1/L2 through read_memory (ACL first, secrets redacted, L2 possibly an excerpt), L0 from the content store after
 the same ACL check.
 """
@@ -19,7 +21,7 @@ from rich.table import Table
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.common import app, emit, err_console, fail, open_engine, out, state
 from context_engine.schema.nodes import Level
-from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest
+from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest, SearchMemoryResponse
 
 
 def _session(path: Path | None) -> dict | None:
@@ -36,7 +38,7 @@ def _session(path: Path | None) -> dict | None:
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for.")],
+    query: Annotated[str | None, typer.Argument(help="What to look for (omit with --queries).")] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results, 1..50.")] = 10,
     threshold: Annotated[
         float | None, typer.Option("--threshold", help="Minimum final score (0..1); default from config.")
@@ -59,25 +61,71 @@ def search(
     full: Annotated[
         bool, typer.Option("--full", help="With --json: print the whole response, not only the hits.")
     ] = False,
+    queries: Annotated[
+        Path | None,
+        typer.Option("--queries", help="UTF-8 file with one query per line, all run in this one process."),
+    ] = None,
 ) -> None:
     """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
-    request = SearchMemoryRequest(
-        query=query,
-        top_k=top_k,
-        score_threshold=threshold,
-        score_gte=gte,
-        categories=list(category or []),
-        target_uri=target_uri,
-        owner_space=owner_space,
-        session_archive=_session(session),
-        planner_hints={"intent": context_type} if context_type else None,
-        include_debug=debug,
-        trace_level="detailed" if debug else "basic",
-    )
+    texts = _queries(query, queries)
+    archive = _session(session)
+    requests = [
+        SearchMemoryRequest(
+            query=text,
+            top_k=top_k,
+            score_threshold=threshold,
+            score_gte=gte,
+            categories=list(category or []),
+            target_uri=target_uri,
+            owner_space=owner_space,
+            session_archive=archive,
+            planner_hints={"intent": context_type} if context_type else None,
+            include_debug=debug,
+            trace_level="detailed" if debug else "basic",
+        )
+        for text in texts
+    ]
     with open_engine() as engine:
-        response = engine.search_memory(request, state.ctx)
+        responses = [engine.search_memory(request, state.ctx) for request in requests]
+    if queries is None:
+        _print_search(responses[0], full)
+        return
     if state.json:
-        emit(response.model_dump(mode="json") if full else [h.model_dump(mode="json") for h in response.hits])
+        key = "response" if full else "hits"
+        emit([{"query": q, key: _json_result(r, full)} for q, r in zip(texts, responses, strict=True)])
+        return
+    for i, (text, response) in enumerate(zip(texts, responses, strict=True)):
+        if i:
+            out.print()
+        out.print(f"search: {text}", markup=False, highlight=False)
+        _print_search(response, full)
+
+
+def _queries(query: str | None, path: Path | None) -> list[str]:
+    """The query argument, or the non-empty lines of ``--queries`` (exactly one of the two)."""
+    if (query is None) == (path is None):
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, "give either a QUERY or --queries FILE", {"field": "query"}))
+    if path is None:
+        assert query is not None
+        return [query]
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, f"--queries {path}: not a readable UTF-8 file ({err})"))
+    texts = [line.strip() for line in lines if line.strip()]
+    if not texts:
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, f"--queries {path}: no query in the file"))
+    return texts
+
+
+def _json_result(response: SearchMemoryResponse, full: bool) -> object:
+    return response.model_dump(mode="json") if full else [h.model_dump(mode="json") for h in response.hits]
+
+
+def _print_search(response: SearchMemoryResponse, full: bool) -> None:
+    """One response as the table, the next actions and the warnings (or JSON with ``--json``)."""
+    if state.json:
+        emit(_json_result(response, full))
         return
     table = Table(show_lines=False)
     table.add_column("#", justify="right", no_wrap=True)
@@ -93,7 +141,9 @@ def search(
             level = "L1" if h.read_recommendation == "read_l1" else "L2"
             out.print(f"[dim]next:[/] context-engine read {h.uri} --level {level}", highlight=False)
     for warning in response.trace.warnings:
-        err_console.print(f"[yellow]warning[/] {warning}", highlight=False)
+        # RET-4221 only says that no context type was preferred: every type was searched anyway
+        kind = "[dim]note[/]" if warning.startswith(ErrorCode.PLANNER_UNCLASSIFIED.value) else "[yellow]warning[/]"
+        err_console.print(f"{kind} {warning}", highlight=False)
 
 
 @app.command()

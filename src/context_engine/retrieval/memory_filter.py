@@ -1,0 +1,115 @@
+"""MemoryFilter: a search_memory request's memory filters -> the set of memory URIs they select (issue 11).
+
+``time_range`` (on ``occurred_at``, else ``created_at``), ``metadata_filter`` (equality / membership on top-level
+metadata keys) and ``session_id`` are answered by the metadata store in one query over the caller's visible memory
+roots: the user's own ``ctx://user/<space>/memories/`` (an admin without a user space: every user's memories, and a
+session then matches on the ``session_id`` metadata key every message carries). The pipeline uses the set twice: as a
+pre-filter of the first round (``doc_ids``: a selective filter still fills ``top_k``) and in the recheck
+(``outside_memory_filter``), so nothing outside it is returned, expansion included.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC
+from typing import Any
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.observability.trace import TraceRecorder
+from context_engine.schema.context import RequestContext
+from context_engine.schema.query import SearchMemoryRequest
+from context_engine.schema.uri import ContextURI
+from context_engine.storage.protocols import MetadataStore
+
+__all__ = ["MemoryFilter"]
+
+_MAX_KEYS = 16
+_MAX_VALUES = 100
+
+
+def _invalid(field: str, message: str) -> ContextEngineError:
+    return ContextEngineError(ErrorCode.QUERY_INVALID, f"{field}: {message}", {"field": field})
+
+
+class MemoryFilter:
+    """Resolves memory filters against the metadata store.
+
+    Args:
+        metadata: answers :meth:`MetadataStore.query_files`.
+    """
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        self._metadata = metadata
+
+    def select(
+        self, request: SearchMemoryRequest, ctx: RequestContext, trace: TraceRecorder | None = None
+    ) -> frozenset[str] | None:
+        """The URIs of the caller's memories that match every filter of ``request``, or ``None`` when it has none.
+
+        Raises:
+            ContextEngineError: ``RET-4001`` for a malformed filter: a time range with ``start >= end``, metadata
+                keys that are not strings (at most 16) or values that are not strings, numbers or booleans (at most
+                100 per key), a session id that is not one path segment.
+        """
+        window, wanted, session = request.time_range, request.metadata_filter, request.session_id
+        if window is None and not wanted and session is None:
+            return None
+        start = end = None
+        if window is not None:
+            start = window.start.astimezone(UTC) if window.start and window.start.tzinfo else window.start
+            end = window.end.astimezone(UTC) if window.end and window.end.tzinfo else window.end
+            start = start.replace(tzinfo=UTC) if start is not None and start.tzinfo is None else start
+            end = end.replace(tzinfo=UTC) if end is not None and end.tzinfo is None else end
+            if start is not None and end is not None and start >= end:
+                raise _invalid("time_range", "start must be before end")
+        equals = self._metadata_equals(wanted)
+        roots: list[str]
+        if ctx.user_space:
+            root = ContextURI.parse(f"ctx://user/{ctx.user_space}/memories/")
+            roots = [str(root)]
+        elif ctx.is_admin:
+            root, roots = None, ["ctx://user/"]
+        else:
+            return frozenset()  # no user space: no memories are visible
+        if session is not None:
+            if not isinstance(session, str) or not session.strip() or "/" in session:
+                raise _invalid("session_id", "must be one path segment (no '/')")
+            try:
+                session_dir = ContextURI.parse("ctx://user/x/memories/sessions/").child(session.strip(), is_dir=True)
+            except ContextEngineError as err:
+                raise _invalid("session_id", err.message) from err
+            if root is not None:
+                roots = [str(root.child("sessions", is_dir=True).child(session_dir.name, is_dir=True))]
+            else:
+                equals["session_id"] = session_dir.name
+        nodes, _total = self._metadata.query_files(
+            ctx.account_id,
+            uri_prefixes=roots,
+            context_type="memory",
+            occurred_start=start,
+            occurred_end=end,
+            metadata_equals=equals or None,
+        )
+        selected = frozenset(n.uri for n in nodes if ctx.can_see(n.owner_space))
+        if trace is not None:
+            trace.event("planner", "memory_filter", selected=len(selected))
+        return selected
+
+    @staticmethod
+    def _metadata_equals(wanted: dict[str, Any] | None) -> dict[str, Any]:
+        if not wanted:
+            return {}
+        if not isinstance(wanted, dict) or len(wanted) > _MAX_KEYS:
+            raise _invalid("metadata_filter", f"must be an object with at most {_MAX_KEYS} keys")
+        out: dict[str, Any] = {}
+        for key, value in wanted.items():
+            if not isinstance(key, str) or not key or len(key) > 64:
+                raise _invalid("metadata_filter", "keys must be strings of 1..64 characters")
+            values = value if isinstance(value, list) else [value]
+            if not values or len(values) > _MAX_VALUES:
+                raise _invalid("metadata_filter", f"{key!r}: give 1..{_MAX_VALUES} values")
+            for v in values:
+                if not isinstance(v, str | int | float | bool) or (isinstance(v, float) and not math.isfinite(v)):
+                    raise _invalid("metadata_filter", f"{key!r}: values must be strings, numbers or booleans")
+            out[key] = value
+        return out

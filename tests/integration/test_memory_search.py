@@ -1,0 +1,146 @@
+"""search_memory over memories (issue 11 items 1, 2 and 4): memory filters (time range, metadata, session) as a
+pre-filter and recheck, the recency component, and conversational context making a reply findable — on the default
+model (use-multilingual) and the real stores."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.providers.embedder import build_embedder
+from context_engine.schema.context import RequestContext
+from context_engine.schema.query import SearchMemoryRequest
+from context_engine.settings import EmbeddingSettings, load_settings
+
+pytestmark = pytest.mark.slow
+
+ANN = RequestContext(account_id="default", role="user", user_space="ann", agent_space="helper")
+OTHER = RequestContext(account_id="default", role="user", user_space="other", agent_space="other")
+
+
+@pytest.fixture(scope="module")
+def default_embedder():
+    emb = build_embedder(EmbeddingSettings(backend="use-multilingual"))
+    emb.warm_up()
+    return emb
+
+
+@pytest.fixture
+def make(tmp_path, default_embedder):
+    from context_engine.service import ContextEngineService
+
+    opened = []
+
+    def build(**overrides):
+        settings = load_settings(tmp_path / f"h{len(opened)}", embedding={"backend": "use-multilingual"}, **overrides)
+        engine = ContextEngineService(settings, embedder=default_embedder)
+        opened.append(engine)
+        return engine
+
+    yield build
+    for e in opened:
+        e.close()
+
+
+TRIP = [
+    {"speaker": "Ann", "content": "We are planning a hiking trip to the Alps in July.", "timestamp": "2023-03-01T10:00:00Z"},
+    {"speaker": "Sam", "content": "Which village will you stay in?", "timestamp": "2023-03-01T10:01:00Z"},
+    {"speaker": "Ann", "content": "Probably Zermatt, near the Matterhorn.", "timestamp": "2023-03-01T10:02:00Z"},
+]
+COOKING = [
+    {"speaker": "Ann", "content": "I baked sourdough bread with rye flour yesterday.", "timestamp": "2023-06-10T18:00:00Z",
+     "metadata": {"topic": "food"}},
+    {"speaker": "Sam", "content": "Did the hiking boots you ordered arrive?", "timestamp": "2023-06-10T18:05:00Z",
+     "metadata": {"topic": "gear"}},
+]
+
+
+def _uris(response):
+    return [h.uri for h in response.hits]
+
+
+def test_a_reply_is_found_through_the_turn_it_answers(make):
+    engine = make()
+    uris = engine.add_messages(TRIP, "trip", ANN).uris
+    hits = _uris(engine.search_memory("Which village near the Matterhorn will Ann stay in?", ANN, top_k=3))
+    assert hits[0] in (uris[2], uris[1]) and uris[2] in hits
+
+
+def test_session_metadata_and_time_filters_select_exactly(make):
+    engine = make()
+    trip = engine.add_messages(TRIP, "trip", ANN).uris
+    cooking = engine.add_messages(COOKING, "cooking", ANN).uris
+    engine.add_memories([{"text": "Ann hikes every weekend in the Black Forest"}], ANN)
+
+    in_session = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="cooking"), ANN))
+    assert set(in_session) == set(cooking)  # the other session and the general memory are filtered out
+    by_topic = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"topic": "gear"}), ANN))
+    assert by_topic == [cooking[1]]
+    either = engine.search_memory(SearchMemoryRequest(query="what", metadata_filter={"topic": ["gear", "food"]}), ANN)
+    assert set(_uris(either)) == set(cooking)
+    march = SearchMemoryRequest(
+        query="hiking trip", time_range={"start": "2023-03-01T00:00:00Z", "end": "2023-04-01T00:00:00Z"}
+    )
+    assert set(_uris(engine.search_memory(march, ANN))) == set(trip)
+    # a memory without occurred_at is placed at its created_at (now): outside March 2023, inside a window around now
+    now = datetime.now(UTC)
+    recent = SearchMemoryRequest(query="hiking", time_range={"start": now - timedelta(hours=1), "end": now + timedelta(hours=1)})
+    assert [u.rsplit("/", 2)[-2] for u in _uris(engine.search_memory(recent, ANN))] == ["general"]
+    # filters never widen tenancy: another user of the account sees none of Ann's memories
+    assert _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="trip"), OTHER)) == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"time_range": {"start": "2023-05-01T00:00:00Z", "end": "2023-04-01T00:00:00Z"}},
+        {"metadata_filter": {"topic": {"nested": 1}}},
+        {"metadata_filter": {"topic": []}},
+        {"session_id": "a/b"},
+        {"session_id": ".."},
+    ],
+)
+def test_malformed_memory_filters_are_ret_4001(make, fields):
+    engine = make()
+    with pytest.raises(ContextEngineError) as info:
+        engine.search_memory(SearchMemoryRequest(query="hiking", **fields), ANN)
+    assert info.value.code is ErrorCode.QUERY_INVALID
+    assert info.value.details["field"] in fields
+
+
+def test_recency_favours_the_newer_memory_only_when_switched_on(make):
+    old, new = "2020-01-01T00:00:00Z", datetime.now(UTC).isoformat()
+    items = [
+        {"text": "Ann's favourite colour is blue", "occurred_at": old},
+        {"text": "Ann's favourite colour is green", "occurred_at": new},
+    ]
+    query = "What is Ann's favourite colour?"
+    off = make()
+    off.add_memories(items, ANN)
+    res_off = {h.abstract: h.score for h in off.search_memory(query, ANN, top_k=2).hits}
+    on = make(memory={"recency_half_life_days": 30, "recency_weight": 0.5})
+    on.add_memories(items, ANN)
+    hits_on = on.search_memory(query, ANN, top_k=2).hits
+    res_on = {h.abstract: h.score for h in hits_on}
+    blue, green = items[0]["text"], items[1]["text"]
+    assert set(res_off) == set(res_on) == {blue, green}
+    assert hits_on[0].abstract == green
+    # recency of the 2020 memory is ~0, of today's ~1: at weight 0.5 the old one loses about half its score, the new
+    # one gains up to half of what it lacked (the intent boost, if any, is added after both)
+    assert res_on[blue] < 0.65 * res_off[blue]
+    assert res_on[green] > res_off[green]
+
+
+def test_recency_component_is_a_half_life_decay():
+    from context_engine.retrieval.scoring import Scorer
+    from context_engine.settings import ScoringSettings
+
+    now = datetime(2024, 1, 31, tzinfo=UTC)
+    scorer = Scorer(ScoringSettings(), recency_half_life_days=10, recency_weight=0.2, clock=lambda: now)
+    assert scorer.recency(datetime(2024, 1, 21, tzinfo=UTC), now) == 0.5
+    assert scorer.recency(datetime(2024, 1, 11, tzinfo=UTC), now) == 0.25
+    assert scorer.recency(now + timedelta(days=3), now) == 1.0  # the future counts as now
+    assert scorer.recency(None, now) == 0.0
+    assert Scorer(ScoringSettings()).recency(datetime(2024, 1, 21, tzinfo=UTC), now) == 0.0  # off by default
