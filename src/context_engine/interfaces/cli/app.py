@@ -11,6 +11,7 @@ from __future__ import annotations
 from context_engine.interfaces.cli import (
     eval_commands,  # noqa: F401  (registers commands)
     knowledge_commands,  # noqa: F401  (registers commands)
+    memories_commands,  # noqa: F401  (registers commands)
     memory_commands,  # noqa: F401  (registers commands)
     server_commands,  # noqa: F401  (registers commands)
     store_commands,  # noqa: F401  (registers commands)

@@ -99,13 +99,53 @@ def eval_command(
     baselines: Annotated[Path | None, typer.Option(help="Baselines folder (default ./eval/baselines).")] = None,
     update_baselines: Annotated[bool, typer.Option(help="Record these results as the expected values.")] = False,
     cache_dir: Annotated[Path | None, typer.Option(help="Document-vector cache (default <home>/eval-cache).")] = None,
+    conversation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--conversation", help="Conversation datasets: evaluate only these conversation ids (repeatable)."
+        ),
+    ] = None,
 ) -> None:
     """Evaluate retrieval on a dataset: print the side-by-side table, write markdown+JSON reports and TREC runs,
-    and check the baselines (exit 1 when a check FAILs)."""
+    and check the baselines (exit 1 when a check FAILs).
+
+    A conversation folder (turns.jsonl + qa.jsonl, e.g. LoCoMo) runs the conversational evaluation instead: the
+    turns written with add_messages and asked through search_memory, beside BM25 and dense over the same turns,
+    per question category (methods search_memory, bm25, dense; see eval/README.md)."""
     from context_engine.eval import EvalOptions, load_dataset, run_eval
+    from context_engine.eval.conversations import is_conversation_folder
     from context_engine.eval.runner import ALL_METHODS, default_baselines_dir
 
+    if is_conversation_folder(dataset):
+        given = {
+            "--split": split,
+            "--half": half,
+            "--query-field": query_field,
+            "--max-docs": max_docs,
+            "--candidates": candidates,
+            "--url": url,
+            "--rrf-k": rrf_k,
+            "--dense-weight": dense_weight,
+        }
+        _eval_conversations(
+            dataset,
+            [k for k, v in given.items() if v is not None] + (["--mode"] if mode != "offline" else []),
+            method=method,
+            embedder=embedder,
+            limit_queries=limit_queries,
+            conversation=conversation,
+            keyword=keyword,
+            hybrid=hybrid,
+            variant=variant,
+            out_dir=out_dir,
+            baselines=baselines,
+            update_baselines=update_baselines,
+            cache_dir=cache_dir,
+        )
+        return
     try:
+        if conversation:
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--conversation needs a conversation dataset folder")
         if half not in (None, "dev", "test"):
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--half is dev or test")
         if mode not in ("offline", "live"):
@@ -164,6 +204,72 @@ def eval_command(
         raise typer.Exit(1)
 
 
+def _eval_conversations(
+    dataset: Path,
+    unsupported: list[str],
+    *,
+    method: list[str] | None,
+    embedder: list[str] | None,
+    limit_queries: int | None,
+    conversation: list[str] | None,
+    keyword: list[str] | None,
+    hybrid: str | None,
+    variant: str,
+    out_dir: Path | None,
+    baselines: Path | None,
+    update_baselines: bool,
+    cache_dir: Path | None,
+) -> None:
+    """``eval`` on a conversation folder (:func:`context_engine.eval.conversation_eval.run_conversation_eval`)."""
+    from context_engine.eval.conversation_eval import (
+        CONVERSATION_METHODS,
+        ConversationEvalOptions,
+        run_conversation_eval,
+    )
+    from context_engine.eval.conversations import load_conversations
+    from context_engine.eval.runner import default_baselines_dir
+
+    try:
+        if unsupported:
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID,
+                f"{', '.join(unsupported)} do(es) not apply to a conversation dataset (offline, turn-level qrels)",
+            )
+        settings = _settings(keyword or [], hybrid)
+        methods = list(method or ["all"])
+        if "all" in methods:
+            methods = list(CONVERSATION_METHODS)
+        conv = load_conversations(dataset, conversations=conversation or None, limit_queries=limit_queries)
+        options = ConversationEvalOptions(
+            methods=methods, embedders=embedder or None, cache_dir=cache_dir, variant=variant
+        )
+        command = "context-engine " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--update-baselines")
+        with progress_bar() as tick:
+            report = run_conversation_eval(
+                conv,
+                settings,
+                options,
+                baselines_dir=baselines or default_baselines_dir(),
+                update_baselines=update_baselines,
+                command=command,
+                progress=tick,
+            )
+    except ContextEngineError as e:
+        fail(e)
+        return
+    ds = conv.dataset
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = out_dir or settings.home_path / "eval-reports" / f"{ds.slug}-{stamp}"
+    paths = report.write(target)
+    if state.json:
+        emit({**report.to_json(per_query=False), "report_paths": {k: str(v) for k, v in paths.items()}})
+    else:
+        _print(report)
+        out.print(f"reports: {paths['markdown']} {paths['json']}")
+    if any(c.status == "FAIL" for c in report.checks):
+        raise typer.Exit(1)
+
+
 def _print(report: Any) -> None:
     """The side-by-side table and the baseline checks as markdown (copy-pastable; never cut to the terminal width)."""
     info = report.dataset_info()
@@ -179,6 +285,8 @@ def _print(report: Any) -> None:
     for res, row in zip(report.results, report.table_rows(), strict=True):
         row[0] = res.method + (f" ({res.variant})" if res.variant else "")
         lines.append("| " + " | ".join(row) + " |")
+    if hasattr(report, "category_table"):  # the conversational evaluation
+        lines += ["", *report.category_table()]
     if report.checks:
         lines += [
             "",

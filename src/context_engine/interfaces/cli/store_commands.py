@@ -1,6 +1,7 @@
 """Store commands: init, add, add-memory, add-skill, ls, tree, rm, mv, reindex, stats (DESIGN §10).
 
-``search`` and ``read`` live in ``memory_commands.py`` (search_memory / read_memory).
+``search`` and ``read`` live in ``memory_commands.py`` (search_memory / read_memory); the memory lifecycle
+(``add-messages``, ``memories``, ``get-memory``, ``update-memory``, ``delete-memory``) in ``memories_commands.py``.
 """
 
 from __future__ import annotations
@@ -9,11 +10,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, print_report, progress_bar, state
+from context_engine.interfaces.cli.memories_commands import (
+    DedupPolicyOption,
+    json_object_option,
+    timestamp_option,
+)
 
 
 @app.command()
@@ -48,11 +55,33 @@ def add_memory(
     text: Annotated[str, typer.Argument(help="The memory text.")],
     uri: Annotated[str | None, typer.Option(help="Explicit URI under ctx://user/<space>/memories/.")] = None,
     category: Annotated[str | None, typer.Option(help="Category, e.g. preference, profile, event.")] = None,
+    metadata: Annotated[
+        str | None, typer.Option("--metadata", help='A JSON object kept with the memory, e.g. \'{"source": "chat"}\'.')
+    ] = None,
+    occurred_at: Annotated[
+        str | None,
+        typer.Option("--occurred-at", help="When it happened: ISO 8601 (2023-05-08T13:56:00Z) or Unix seconds."),
+    ] = None,
+    policy: Annotated[
+        DedupPolicyOption | None,
+        typer.Option("--policy", help="Near-duplicate of a stored memory: skip (default), keep or replace."),
+    ] = None,
 ) -> None:
-    """Store a memory in the caller's user space."""
+    """Store a memory in the caller's user space (the same text is the same memory; near-duplicates per --policy)."""
+    md = json_object_option(metadata, "--metadata")
     with open_engine() as engine:
-        report = engine.add_memory(text, state.ctx, uri=uri, category=category)
-    print_report(report, "memory added" + (f" at {report.uris[0]}" if report.uris else " (unchanged)"))
+        report = engine.add_memory(
+            text, state.ctx, uri=uri, category=category, metadata=md, occurred_at=timestamp_option(occurred_at),
+            policy=policy.value if policy else None,
+        )
+    where = escape(report.uris[0]) if report.uris else ""
+    if report.duplicates:
+        what = f"memory not added, a near-duplicate of {where} (--policy keep or replace to store it)"
+    elif report.nodes:
+        what = f"memory added at {where}"
+    else:
+        what = f"memory unchanged at {where}" if where else "memory unchanged"
+    print_report(report, what)
 
 
 @app.command("add-skill")

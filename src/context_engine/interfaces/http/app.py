@@ -158,6 +158,8 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
             {"name": "retrieval", "description": "search_memory / read_memory (DESIGN §5-6)."},
             {"name": "knowledge", "description": "lookup_knowledge and its audit trail (DESIGN §7)."},
             {"name": "write", "description": "Add, delete and move nodes (DESIGN §4)."},
+            {"name": "memories", "description": "Memories and conversations: add, batch, messages, list, get with "
+                                                "history, update, delete (issue 11)."},
             {"name": "browse", "description": "ls / tree with L0 abstracts."},
             {"name": "operations", "description": "Health, readiness and Prometheus metrics (DESIGN §9)."},
         ],

@@ -14,15 +14,21 @@ from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http.models import (
+    AddMemoriesRequest,
     AddMemoryRequest,
+    AddMessagesRequest,
     AddResourcePathRequest,
     AddResourceTextRequest,
     AddSkillRequest,
+    ListMemoriesRequest,
+    MemoryUriRequest,
     SimilarSearchRequest,
+    UpdateMemoryRequest,
 )
 from context_engine.observability.logging import get_logger, query_fields
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest, LookupResult
+from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.uri import parse_uri
@@ -194,9 +200,59 @@ def _strip(details: dict[str, Any], hidden: str) -> dict[str, Any]:
     return {k: (v.replace(hidden + "/", "") if isinstance(v, str) else v) for k, v in details.items()}
 
 
+# ---- memories (issue 11) --------------------------------------------------------------------------------------------
 def add_memory(service: ContextEngineService, req: AddMemoryRequest, ctx: RequestContext) -> IngestReport:
-    report = service.add_memory(req.text, ctx, uri=req.uri, category=req.category)
-    log.info("add_memory", category=req.category, uris=report.uris)
+    """``service.add_memory`` (dedup and ``policy`` without ``uri``) plus an ``add_memory`` log event (never the
+    text). ``report.duplicates`` is 1 when a near-duplicate was skipped; ``report.uris`` then names the existing one."""
+    report = service.add_memory(
+        req.text, ctx, uri=req.uri, category=req.category, metadata=req.metadata, occurred_at=req.occurred_at,
+        policy=req.policy,
+    )
+    log.info("add_memory", category=req.category, uris=report.uris, duplicates=report.duplicates)
+    return report
+
+
+def add_memories(service: ContextEngineService, req: AddMemoriesRequest, ctx: RequestContext) -> MemoryWriteResult:
+    """``service.add_memories``: one all-or-nothing write, one outcome per item in input order."""
+    items = [i.model_dump(exclude_none=True) for i in req.items]
+    result = service.add_memories(items, ctx, policy=req.policy)
+    log.info("add_memories", items=len(items), nodes=result.nodes, unchanged=result.unchanged,
+             duplicates=result.duplicates)
+    return result
+
+
+def add_messages(service: ContextEngineService, req: AddMessagesRequest, ctx: RequestContext) -> MemoryWriteResult:
+    """``service.add_messages``: the messages of one session, one all-or-nothing write; ``items[i].uri`` is message
+    ``i``'s memory. A missing ``content`` is sent as empty text, so it fails like a blank one (``WRT-4221``)."""
+    messages = [m.model_dump(exclude_none=True) for m in req.messages]
+    result = service.add_messages(messages, req.session_id, ctx)
+    log.info("add_messages", session_id=req.session_id, messages=len(messages), nodes=result.nodes)
+    return result
+
+
+def list_memories(service: ContextEngineService, req: ListMemoriesRequest, ctx: RequestContext) -> MemoryListPage:
+    """``service.list_memories``: the caller's memories, newest first, one page."""
+    return service.list_memories(
+        ctx, category=req.category, session_id=req.session_id, limit=req.limit, offset=req.offset
+    )
+
+
+def get_memory(service: ContextEngineService, req: MemoryUriRequest, ctx: RequestContext) -> MemoryDetail:
+    """``service.get_memory``: text (redacted) and earlier versions; ``RET-4032`` when missing or not visible."""
+    return service.get_memory(req.uri, ctx)
+
+
+def update_memory(service: ContextEngineService, req: UpdateMemoryRequest, ctx: RequestContext) -> MemoryWriteResult:
+    """``service.update_memory`` plus a log event; ``RET-4032`` when missing, not visible or not writable."""
+    result = service.update_memory(req.uri, req.text, ctx, metadata=req.metadata, occurred_at=req.occurred_at)
+    log.info("update_memory", uri=req.uri, status=result.items[0].status, version=result.items[0].version)
+    return result
+
+
+def delete_memory(service: ContextEngineService, req: MemoryUriRequest, ctx: RequestContext) -> IngestReport:
+    """``service.delete_memory`` plus a log event; ``RET-4032`` when missing, not visible or not writable."""
+    report = service.delete_memory(req.uri, ctx)
+    log.info("delete_memory", uri=req.uri, nodes=report.nodes)
     return report
 
 

@@ -1,8 +1,10 @@
 """The one error envelope over HTTP (DESIGN.md §8): ``{code, message, details, request_id}``.
 
 * :class:`ContextEngineError` -> its envelope with the status of the error table (``ErrorCode.http_status``).
-* Request validation (pydantic) -> ``400`` with ``RET-4001`` on read endpoints and ``WRT-4002`` on write endpoints
-  (routes tagged ``write``); ``details.errors`` lists each problem's location, message and type, never the input.
+* Request validation (pydantic) -> ``400`` with ``RET-4001`` on read endpoints and ``WRT-4002`` on write and memory
+  endpoints (routes tagged ``write`` or ``memories``: the memory API's own checks are ``WRT-*`` too, so one endpoint
+  never answers the same mistake with two codes); ``details.errors`` lists each problem's location, message and type,
+  never the input.
 * Starlette's own 404/405 -> ``API-4041``/``API-4051``.
 * Anything else -> ``500`` ``API-5001`` with a generic message; the traceback goes to the server log with the
   ``request_id``, never to the client (see :mod:`.middleware`).
@@ -21,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from context_engine.errors import ContextEngineError, ErrorCode
 
 WRITE_TAG = "write"
+MEMORY_TAG = "memories"
 
 
 class ErrorEnvelope(BaseModel):
@@ -68,6 +71,14 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     415: _status_doc("Unsupported file type (WRT-4151)."),
     422: _status_doc("Content empty, binary or not UTF-8 (WRT-4221)."),
 }
+MEMORY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **COMMON_ERRORS,
+    400: _status_doc("Invalid request: bad URI, category or session id (WRT-4001), bad field, role, timestamp, "
+                     "metadata or paging (WRT-4002)."),
+    403: _status_doc("The memory does not exist or is not visible/writable for this caller (RET-4032, one body)."),
+    413: _status_doc("Body, batch (memory.max_batch_items), text or metadata over its limit (WRT-4131)."),
+    422: _status_doc("Text or message content empty, binary or not UTF-8 (WRT-4221)."),
+}
 
 
 def request_id_of(request: Request) -> str | None:
@@ -91,7 +102,7 @@ def envelope_response(
 def _validation_code(request: Request) -> ErrorCode:
     route = request.scope.get("route")
     tags = getattr(route, "tags", None) or []
-    return ErrorCode.REQUEST_INVALID if WRITE_TAG in tags else ErrorCode.QUERY_INVALID
+    return ErrorCode.REQUEST_INVALID if WRITE_TAG in tags or MEMORY_TAG in tags else ErrorCode.QUERY_INVALID
 
 
 def _clean_errors(errors: Any) -> list[dict[str, Any]]:

@@ -8,11 +8,12 @@ validation error.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from context_engine.schema.knowledge import SemanticMode, SessionTraceSummary, ToolInvocation
+from context_engine.schema.memory import DedupPolicy
 from context_engine.schema.query import ContextTypeName
 from context_engine.service import NodeView
 
@@ -57,12 +58,95 @@ class AddResourceTextRequest(_Request):
     uri: str = Field(description="File URI under ctx://resources/, e.g. ctx://resources/ops/disk-full.md.")
 
 
+Timestamp = str | int | float
+"""A point in time as JSON gives it: ISO 8601 text (``2023-05-08T13:56:00Z``, a date, or with an offset) or Unix
+seconds; parsed by the engine (``schema.memory.parse_timestamp``), ``WRT-4002`` when it does not parse."""
+
+
 class AddMemoryRequest(_Request):
-    """Store a memory in the caller's user space (``ctx://user/<space>/memories/<category>/``)."""
+    """Store a memory in the caller's user space (``ctx://user/<space>/memories/<category>/``).
+
+    Without ``uri`` the same normalised text maps to the same memory (``unchanged``) and a near-duplicate follows
+    ``policy`` (default ``memory.dedup_policy``, ``skip``: nothing written, ``duplicates`` 1, ``uris`` names the
+    existing memory).
+    """
 
     text: str = Field(description="The memory text.")
     uri: str | None = Field(None, description="Explicit URI under ctx://user/<space>/memories/.")
     category: str | None = Field(None, description="Category, e.g. preference, profile, event.")
+    metadata: dict[str, Any] | None = Field(
+        None, description="A JSON object kept with the memory (at most memory.max_metadata_bytes, WRT-4131)."
+    )
+    occurred_at: Timestamp | None = Field(None, description="When it happened: ISO 8601 or Unix seconds.")
+    policy: DedupPolicy | None = Field(None, description="Near-duplicate policy: skip, keep or replace.")
+
+
+class MessageIn(_Request):
+    """One conversation message."""
+
+    # The docstring is the schema's description, which MCP clients read on every call: the rules are kept here.
+    # A missing or blank content is WRT-4221 (like an empty document), so it defaults to "" and the engine refuses
+    # it; an unknown role or a timestamp that does not parse is WRT-4002 (with the message's index).
+    role: str = Field("user", description="user, assistant, system or tool.")
+    content: str = Field("", description="The message text (required, non-blank).")
+    speaker: str | None = Field(None, description="Who said it (a name); default: the role.")
+    timestamp: Timestamp | None = Field(None, description="When it was said: ISO 8601 or Unix seconds.")
+    metadata: dict[str, Any] | None = Field(None, description="A JSON object kept with the message.")
+
+
+class AddMessagesRequest(_Request):
+    """Store the messages of one conversation session as memories under
+    ``ctx://user/<space>/memories/sessions/<session_id>/<seq>.md`` (numbering continues the session).
+
+    One request is one write, all or nothing: at most ``memory.max_batch_items`` messages (``WRT-4131``); a session
+    id with ``/`` or ``..`` is ``WRT-4001``; a bad message fails the whole batch with its index in ``details``.
+    """
+
+    session_id: str = Field(description="The session: one URI segment (no '/', not '..').")
+    messages: list[MessageIn] = Field(description="The messages, in conversation order.")
+
+
+class MemoryItemIn(_Request):
+    """One memory of a batch (the fields of ``add_memory`` without ``uri``)."""
+
+    text: str = Field(description="The memory text.")
+    category: str | None = Field(None, description="Category (default general).")
+    metadata: dict[str, Any] | None = Field(None, description="A JSON object kept with the memory.")
+    occurred_at: Timestamp | None = Field(None, description="When it happened: ISO 8601 or Unix seconds.")
+
+
+class AddMemoriesRequest(_Request):
+    """Store a batch of memories in one write, all or nothing (at most ``memory.max_batch_items``, ``WRT-4131``).
+    Dedup and ``policy`` as in ``add_memory``; one outcome per item, in input order."""
+
+    items: list[MemoryItemIn] = Field(description="The memories.")
+    policy: DedupPolicy | None = Field(None, description="Near-duplicate policy: skip, keep or replace.")
+
+
+class UpdateMemoryRequest(_Request):
+    """Replace a memory's text: re-embedded, ``version`` + 1, the previous text kept in its ``history``. A URI the
+    caller cannot see or change gets the same ``403 RET-4032`` as a missing one."""
+
+    uri: str = Field(description="The memory's URI.")
+    text: str = Field(description="The new text.")
+    metadata: dict[str, Any] | None = Field(None, description="New metadata object (default: kept).")
+    occurred_at: Timestamp | None = Field(None, description="New occurred_at (default: kept).")
+
+
+class ListMemoriesRequest(_Request):
+    """One page of the caller's memories, newest first (``updated_at`` descending, then URI); at most one of
+    ``category`` and ``session_id`` narrows it (``session_id`` wins)."""
+
+    category: str | None = Field(None, max_length=255, description="Only this category.")
+    session_id: str | None = Field(None, max_length=255, description="Only this conversation session.")
+    limit: int = Field(20, ge=1, le=200, description="Page size, 1..200.")
+    offset: int = Field(0, ge=0, le=1_000_000_000, description="Memories to skip.")
+
+
+class MemoryUriRequest(_Request):
+    """One memory by URI (``delete_memory``). Missing or not visible: the same ``403 RET-4032``."""
+
+    uri: str = Field(description="The memory's URI.")
 
 
 class AddSkillRequest(_Request):

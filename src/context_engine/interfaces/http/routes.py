@@ -21,24 +21,37 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from context_engine.interfaces.http import calls
-from context_engine.interfaces.http.errors import READ_ERRORS, WRITE_ERRORS, WRITE_TAG, ErrorEnvelope
+from context_engine.interfaces.http.errors import (
+    MEMORY_ERRORS,
+    MEMORY_TAG,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    WRITE_TAG,
+    ErrorEnvelope,
+)
 from context_engine.interfaces.http.models import (
+    AddMemoriesRequest,
     AddMemoryRequest,
+    AddMessagesRequest,
     AddResourcePathRequest,
     AddResourceTextRequest,
     AddSkillRequest,
     DeleteRequest,
     HealthResponse,
+    ListMemoriesRequest,
     LsResponse,
+    MemoryUriRequest,
     MoveRequest,
     ReadyResponse,
     SimilarSearchRequest,
     ToolInvocationList,
     TreeResponse,
+    UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SessionTraceSummary
+from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.service import ContextEngineService, SimilarSearchResult
@@ -222,12 +235,80 @@ def add_resource_upload(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# ---- memories (issue 11) --------------------------------------------------------------------------------------------
 @router.post(
-    "/api/v1/memories", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
+    "/api/v1/memories", response_model=IngestReport, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
     operation_id="add_memory", summary="Store a memory in the caller's user space",
 )
 def add_memory(req: AddMemoryRequest, service: Service, ctx: Caller) -> IngestReport:
+    """The same normalised text is the same memory (``unchanged``); a near-duplicate follows ``policy``: with
+    ``skip`` nothing is written, ``duplicates`` is 1 and ``uris`` names the existing memory."""
     return calls.add_memory(service, req, ctx)
+
+
+@router.post(
+    "/api/v1/memories/batch", response_model=MemoryWriteResult, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
+    operation_id="add_memories", summary="Store a batch of memories in one all-or-nothing write",
+)
+def add_memories(req: AddMemoriesRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
+    """One outcome per item, in input order: ``added``, ``unchanged``, ``duplicate`` (with ``duplicate_of``) or
+    ``replaced``. A bad item fails the whole batch (its index in ``details.index``); nothing is written then."""
+    return timed(request, calls.add_memories, service, req, ctx)
+
+
+@router.post(
+    "/api/v1/memories/messages", response_model=MemoryWriteResult, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
+    operation_id="add_messages", summary="Store conversation messages of one session as memories",
+)
+def add_messages(req: AddMessagesRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
+    """Message ``i`` becomes ``ctx://user/<space>/memories/sessions/<session_id>/<seq>.md`` (``items[i].uri``);
+    one all-or-nothing write, numbering continuing the session."""
+    return timed(request, calls.add_messages, service, req, ctx)
+
+
+@router.get(
+    "/api/v1/memories", response_model=MemoryListPage, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
+    operation_id="list_memories", summary="The caller's memories, newest first, one page",
+)
+def list_memories(
+    req: Annotated[ListMemoriesRequest, Query()], service: Service, ctx: Caller
+) -> MemoryListPage:
+    """L0 abstracts with ``created_at``, ``updated_at``, ``occurred_at``, ``metadata`` and ``version``;
+    ``next_offset`` is null on the last page."""
+    return calls.list_memories(service, req, ctx)
+
+
+@router.get(
+    "/api/v1/memories/item", response_model=MemoryDetail, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
+    operation_id="get_memory", summary="One memory: its text and earlier versions",
+)
+def get_memory(
+    service: Service, ctx: Caller,
+    uri: Annotated[str, Query(max_length=4096, description="The memory's URI.")],
+) -> MemoryDetail:
+    """The current text (secrets redacted) and ``history`` (earlier versions, oldest first). Missing and not
+    visible give the same ``403 RET-4032`` body."""
+    return calls.get_memory(service, MemoryUriRequest(uri=uri), ctx)
+
+
+@router.post(
+    "/api/v1/memories/update", response_model=MemoryWriteResult, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
+    operation_id="update_memory", summary="Replace a memory's text, keeping the previous version",
+)
+def update_memory(req: UpdateMemoryRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
+    """Re-embedded, ``version`` + 1 (``updated``), or ``unchanged`` for the same text. Missing, not visible or not
+    writable: the same ``403 RET-4032`` body."""
+    return timed(request, calls.update_memory, service, req, ctx)
+
+
+@router.post(
+    "/api/v1/memories/delete", response_model=IngestReport, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
+    operation_id="delete_memory", summary="Delete one memory and its versions",
+)
+def delete_memory(req: MemoryUriRequest, service: Service, ctx: Caller) -> IngestReport:
+    """Missing, not visible or not writable: the same ``403 RET-4032`` body."""
+    return calls.delete_memory(service, req, ctx)
+
 
 
 @router.post(

@@ -1,13 +1,15 @@
 """The MCP tool server (DESIGN.md §10) on the official Python SDK (``mcp`` 2.x, ``MCPServer``).
 
 Tools: ``search_memory``, ``read_memory``, ``lookup_knowledge``, ``verify_evidence``, ``add_memory``,
-``add_resource``, ``add_skill``.
+``add_resource``, ``add_skill``, and the memory lifecycle: ``add_memories``, ``add_messages``, ``list_memories``,
+``get_memory``, ``update_memory``, ``delete_memory``. Tool descriptions are one or two sentences: agents read the tool
+list on every call.
 Each has an input schema (its typed parameters) and an output schema (the engine's response model); each calls the
 same function as the HTTP route (:mod:`context_engine.interfaces.http.calls`), so answers are identical.
 
 Errors: a tool that fails returns ``isError: true`` with the envelope ``{code, message, details, request_id}`` as
 its structured content and as JSON text, exactly the HTTP body. Invalid arguments get ``RET-4001`` (retrieval
-tools) or ``WRT-4002`` (write tools); unexpected errors ``API-5001`` with a generic message (the traceback goes to the
+tools) or ``WRT-4002`` (write and memory tools); unexpected errors ``API-5001`` with a generic message (the traceback goes to the
 log, on stderr).
 
 Transports: stdio (``context-engine mcp``; the caller's RequestContext is the CLI's ``--as``, default
@@ -31,15 +33,24 @@ from pydantic import BaseModel, Field, ValidationError
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http import calls
 from context_engine.interfaces.http.models import (
+    AddMemoriesRequest,
     AddMemoryRequest,
+    AddMessagesRequest,
     AddResourcePathRequest,
     AddResourceTextRequest,
     AddSkillRequest,
+    ListMemoriesRequest,
+    MemoryItemIn,
+    MemoryUriRequest,
+    MessageIn,
+    Timestamp,
+    UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
 from context_engine.observability.logging import bind_request, get_logger
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SemanticMode
+from context_engine.schema.memory import DedupPolicy, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.service import ContextEngineService
@@ -95,7 +106,10 @@ def _request_of(mcp_ctx: Context | None) -> Any:
 class EngineMCPServer(MCPServer):
     """``MCPServer`` whose argument-validation failures use the engine's envelope (``RET-4001``/``WRT-4002``)."""
 
-    write_tools: frozenset[str] = frozenset({"add_memory", "add_resource", "add_skill"})
+    write_tools: frozenset[str] = frozenset({
+        "add_memory", "add_resource", "add_skill", "add_memories", "add_messages", "list_memories", "get_memory",
+        "update_memory", "delete_memory",
+    })
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
@@ -251,11 +265,78 @@ def build_mcp_server(
         text: Annotated[str, Field(description="The memory text.")],
         category: Annotated[str | None, Field(description="preference, profile, event, ...")] = None,
         uri: Annotated[str | None, Field(description="Explicit URI under ctx://user/<space>/memories/.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="JSON object kept with it.")] = None,
+        occurred_at: Annotated[Timestamp | None, Field(description="ISO 8601 or Unix seconds.")] = None,
+        policy: Annotated[DedupPolicy | None, Field(description="Near-duplicate policy.")] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, IngestReport]:
-        """Store a memory in the caller's user space; the same text maps to the same node (idempotent)."""
+        """Store a memory in the caller's user space; the same text maps to the same node (idempotent), a
+        near-duplicate is skipped by default (duplicates=1, uris names the existing one)."""
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMemoryRequest(**args), calls.add_memory)
+
+    @mcp.tool(annotations=writes)
+    async def add_memories(
+        items: Annotated[list[MemoryItemIn], Field(description="The memories.")],
+        policy: Annotated[DedupPolicy | None, Field(description="Near-duplicate policy.")] = None,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, MemoryWriteResult]:
+        """Store several memories in one all-or-nothing write; one outcome per item, in order."""
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMemoriesRequest(**args), calls.add_memories)
+
+    @mcp.tool(annotations=audited)
+    async def add_messages(
+        session_id: Annotated[str, Field(description="Conversation id (one URI segment).")],
+        messages: Annotated[list[MessageIn], Field(description="In conversation order.")],
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, MemoryWriteResult]:
+        """Store conversation messages of one session as memories (one per message, in order), all or nothing."""
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMessagesRequest(**args), calls.add_messages)
+
+    @mcp.tool(annotations=read_only)
+    async def list_memories(
+        category: str | None = None,
+        session_id: str | None = None,
+        limit: Annotated[int, Field(description="1..200.")] = 20,
+        offset: int = 0,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, MemoryListPage]:
+        """The caller's memories (L0 abstracts), newest first, one page."""
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: ListMemoriesRequest(**args), calls.list_memories)
+
+    @mcp.tool(annotations=read_only)
+    async def get_memory(
+        uri: str,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, MemoryDetail]:
+        """One memory's full text and its earlier versions (history)."""
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: MemoryUriRequest(**args), calls.get_memory)
+
+    @mcp.tool(annotations=writes)
+    async def update_memory(
+        uri: str,
+        text: str,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Default: kept.")] = None,
+        occurred_at: Annotated[Timestamp | None, Field(description="Default: kept.")] = None,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, MemoryWriteResult]:
+        """Replace a memory's text; the previous text stays in its history."""
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: UpdateMemoryRequest(**args), calls.update_memory)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
+    async def delete_memory(
+        uri: str,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, IngestReport]:
+        """Delete one memory and its versions."""
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: MemoryUriRequest(**args), calls.delete_memory)
 
     @mcp.tool(annotations=writes)
     async def add_resource(

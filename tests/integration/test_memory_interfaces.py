@@ -1,0 +1,257 @@
+"""The memory CLI (issue 11) through typer's CliRunner on the real engine: the README's "Memories and conversations"
+example prints what the README says, bad input gets its code and exit status and writes nothing, add-messages
+batches by ``memory.max_batch_items`` and names the bad line, and another user's memory is the same 403 as a missing
+one. (HTTP: tests/http/test_memories.py; MCP: tests/mcp/test_mcp_memories.py.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from context_engine.interfaces.cli.app import app
+from context_engine.providers.embedder import build_embedder
+from context_engine.settings import EmbeddingSettings
+from tests.conftest import REPO
+
+ALICE = ["--as", "default:user:alice:helper"]
+BOB = ["--as", "default:user:bob"]
+# Times that the README example gives as input; every other time in its output is "now" and differs per run.
+_FIXED_TIMES = ("2023-05-08", "2024-02-01")
+_TIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d+)?)?(\+00:00|Z)?")
+
+
+@pytest.fixture(scope="module")
+def default_embedder():
+    """The default model (use-multilingual): the README example shows what a user of the defaults sees."""
+    emb = build_embedder(EmbeddingSettings(backend="use-multilingual"))
+    emb.warm_up()
+    return emb
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, default_embedder):
+    """``cli(*args) -> (exit_code, output)`` on a fresh home, in ``tmp_path``, sharing one default model, at a
+    100-column terminal (the README's width)."""
+    monkeypatch.setattr("context_engine.service.build_embedder", lambda settings, **kw: default_embedder, raising=True)
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["--home", str(home), *args], env={"COLUMNS": "100"})
+        return result.exit_code, result.output
+
+    return run
+
+
+def write_jsonl(path: Path, lines: list[object]) -> Path:
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def total(cli, *who: str) -> int:
+    code, out = cli(*(who or ALICE), "--json", "memories", "--limit", "200")
+    assert code == 0, out
+    return json.loads(out)["total"]
+
+
+# ---- the README example -------------------------------------------------------------------------------------------
+def readme_console() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Memories and conversations\n")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    body = section.index("```console\n") + len("```console\n")
+    return section[body : section.index("\n```", body)]
+
+
+def steps(console: str) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
+    """The heredoc files and the ``(command, expected output lines)`` of a console block."""
+    files: dict[str, str] = {}
+    out: list[tuple[str, list[str]]] = []
+    lines = console.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        heredoc = re.match(r"^\$ cat > (\S+) <<'EOF'$", line)
+        if heredoc:
+            end = lines.index("EOF", i)
+            files[heredoc.group(1)] = "\n".join(lines[i + 1 : end]) + "\n"
+            i = end + 1
+            continue
+        assert line.startswith("$ "), line
+        expected: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith("$ "):
+            expected.append(lines[i])
+            i += 1
+        out.append((line[2:], expected))
+    return files, out
+
+
+def normalise(text: str) -> str:
+    return _TIME.sub(lambda m: m.group(0) if m.group(0).startswith(_FIXED_TIMES) else "<now>", text).rstrip()
+
+
+def test_readme_memory_example_prints_what_the_readme_says(cli, tmp_path):
+    files, commands = steps(readme_console())
+    assert set(files) == {"trip.jsonl"} and len(commands) >= 8
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    last_code = 0
+    shown = set()
+    for command, expected in commands:
+        if command == "echo $?":
+            output = str(last_code)
+        else:
+            argv = shlex.split(command)
+            assert argv[0] == "context-engine", command
+            last_code, output = cli(*argv[1:])
+            shown.add(next(a for a in argv[1:] if not a.startswith("-") and ":" not in a))
+            if "bob" not in command:
+                assert last_code == 0, (command, output)
+        assert normalise(output) == normalise("\n".join(expected)), command
+    assert {"add-messages", "add-memory", "memories", "update-memory", "get-memory", "delete-memory"} <= shown
+    assert last_code == 0
+
+
+# ---- add-messages -------------------------------------------------------------------------------------------------
+def test_add_messages_batches_by_the_limit_and_continues_the_session(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("CE_MEMORY__MAX_BATCH_ITEMS", "2")
+    f = write_jsonl(tmp_path / "s.jsonl", [{"content": f"message number {i}"} for i in range(1, 6)])
+    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "s1")
+    assert code == 0, out
+    body = json.loads(out)
+    assert [i["uri"].rsplit("/", 1)[1] for i in body["items"]] == [f"00000{i}.md" for i in range(1, 6)]
+    assert body["nodes"] == 5
+    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "s1")
+    assert json.loads(out)["items"][0]["uri"].endswith("/s1/000006.md")
+    code, out = cli(*ALICE, "--json", "memories", "--session", "s1", "--limit", "3", "--offset", "3")
+    page = json.loads(out)
+    assert page["total"] == 10 and len(page["items"]) == 3 and page["next_offset"] == 6
+
+
+def test_a_bad_line_in_a_later_batch_is_named_and_earlier_batches_are_reported(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("CE_MEMORY__MAX_BATCH_ITEMS", "2")
+    lines = [{"content": "one"}, {"content": "two"}, {"content": "three"}, {"content": "four", "role": "robot"}]
+    f = write_jsonl(tmp_path / "s.jsonl", lines)
+    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "s2")
+    assert code == 2, out
+    env = json.loads(out)
+    assert env["code"] == "WRT-4002" and env["details"]["line"] == 4 and env["details"]["written"] == 2
+    assert "line 4" in env["message"] and "robot" in env["message"]
+    assert total(cli) == 2  # the first batch; the failing batch (lines 3-4) wrote nothing
+
+
+BAD_FILES = [
+    ("not json", ['{"content": "fine"}', '{"content": "broken"'], "WRT-4002", 2),
+    ("not an object", ['{"content": "fine"}', '["a list"]'], "WRT-4002", 2),
+    ("unknown field", ['{"content": "fine", "mood": "x"}'], "WRT-4002", 1),
+    ("metadata not an object", ['{"content": "fine"}', '{"content": "x", "metadata": "tag"}'], "WRT-4002", 2),
+    ("no content", ['{"content": "fine"}', '{"role": "user"}'], "WRT-4221", 2),
+    ("blank content", ['{"content": "  "}'], "WRT-4221", 1),
+    ("unknown role", ['{"content": "fine"}', '{"content": "x", "role": "robot"}'], "WRT-4002", 2),
+    ("bad timestamp", ['{"content": "x", "timestamp": "next friday"}'], "WRT-4002", 1),
+    ("metadata too large", ['{"content": "x", "metadata": {"a": "' + "y" * 5000 + '"}}'], "WRT-4131", 1),
+]
+
+
+@pytest.mark.parametrize(("case", "lines", "code", "line"), BAD_FILES, ids=[c[0] for c in BAD_FILES])
+def test_bad_jsonl_names_the_line_and_writes_nothing(cli, tmp_path, case, lines, code, line):
+    f = write_jsonl(tmp_path / "bad.jsonl", ["", *lines])  # a leading blank line: numbering counts it
+    exit_code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "bad")
+    assert exit_code == 2, out
+    env = json.loads(out)
+    assert env["code"] == code and env["details"]["line"] == line + 1, env
+    assert f"line {line + 1}" in env["message"]
+    assert total(cli) == 0
+
+
+def test_bad_json_is_a_plain_error_naming_the_line(cli, tmp_path):
+    f = write_jsonl(tmp_path / "bad.jsonl", ['{"content": "ok"}', "{nope"])
+    code, out = cli(*ALICE, "add-messages", str(f), "--session", "s")
+    flat = " ".join(out.split())  # the error console wraps long lines
+    assert code == 2 and "error WRT-4002" in flat
+    assert "bad.jsonl line 2: not valid JSON (Expecting property name enclosed in double quotes at column 2)" in flat
+
+
+@pytest.mark.parametrize(("session", "code"), [("a/b", "WRT-4001"), ("..", "WRT-4001")])
+def test_bad_session_ids(cli, tmp_path, session, code):
+    f = write_jsonl(tmp_path / "s.jsonl", [{"content": "hello"}])
+    exit_code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", session)
+    assert exit_code == 2 and json.loads(out)["code"] == code, out
+    assert total(cli) == 0
+
+
+# ---- add-memory, list, update, delete -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [
+        (["--metadata", "{not json"], "WRT-4002"),
+        (["--metadata", "[1, 2]"], "WRT-4002"),
+        (["--metadata", json.dumps({"a": "z" * 5000})], "WRT-4131"),
+        (["--occurred-at", "the day before"], "WRT-4002"),
+    ],
+)
+def test_add_memory_bad_options(cli, extra, code):
+    exit_code, out = cli(*ALICE, "--json", "add-memory", "A fact about Alice.", *extra)
+    assert exit_code == 2 and json.loads(out)["code"] == code, out
+    assert total(cli) == 0
+
+
+def test_add_memory_policy_metadata_and_unix_seconds(cli):
+    code, out = cli(*ALICE, "--json", "add-memory", "Alice drinks green tea.", "--metadata", '{"source": "chat"}',
+                    "--occurred-at", "1700000000")
+    assert code == 0, out
+    uri = json.loads(out)["uris"][0]
+    code, out = cli(*ALICE, "--json", "get-memory", uri)
+    detail = json.loads(out)
+    assert detail["metadata"] == {"source": "chat"} and detail["occurred_at"] == "2023-11-14T22:13:20Z"
+    near = "Alice is drinking green tea."  # a near-duplicate with the default model (cosine 0.97)
+    code, out = cli(*ALICE, "--json", "add-memory", near, "--policy", "replace")
+    assert json.loads(out)["uris"] == [uri] and json.loads(out)["nodes"] == 1, out
+    detail = json.loads(cli(*ALICE, "--json", "get-memory", uri)[1])
+    assert detail["text"] == near and detail["version"] == 2
+    assert [h["text"] for h in detail["history"]] == ["Alice drinks green tea."]
+    code, out = cli(*ALICE, "add-memory", "x", "--policy", "merge")
+    assert code == 2 and "merge" in out  # typer's usage error lists the choices
+
+
+def test_user_text_is_not_rich_markup(cli):
+    text = "[bold red]not markup[/bold red] and [link=x]y[/link]"
+    assert cli(*ALICE, "add-memory", text)[0] == 0
+    code, out = cli(*ALICE, "memories")
+    assert code == 0 and "[bold red]not markup[/bold red]" in out
+    uri = json.loads(cli(*ALICE, "--json", "memories")[1])["items"][0]["uri"]
+    code, out = cli(*ALICE, "get-memory", uri)
+    assert text in out
+
+
+def test_memories_bad_paging(cli):
+    for args in (["--limit", "0"], ["--limit", "201"], ["--offset", "-1"]):
+        code, out = cli(*ALICE, "--json", "memories", *args)
+        assert code == 2 and json.loads(out)["code"] == "WRT-4002", (args, out)
+
+
+def test_another_users_memory_is_the_same_403_as_a_missing_one(cli):
+    code, out = cli(*ALICE, "--json", "add-memory", "Alice's bank is in Porto.")
+    uri = json.loads(out)["uris"][0]
+    missing = uri.replace(".md", "-missing.md")
+    for command in (["get-memory"], ["update-memory"], ["delete-memory"]):
+        results = []
+        for target in (uri, missing):
+            args = [*command, target, *(["stolen text"] if command == ["update-memory"] else [])]
+            exit_code, out = cli(*BOB, "--json", *args)
+            assert exit_code == 3, out
+            env = json.loads(out)
+            assert env["code"] == "RET-4032"
+            results.append(out.replace(target, "URI"))
+        assert results[0] == results[1], command
+    detail = json.loads(cli(*ALICE, "--json", "get-memory", uri)[1])
+    assert detail["version"] == 1 and detail["text"] == "Alice's bank is in Porto."
+    code, out = cli(*ALICE, "--json", "delete-memory", uri)
+    assert code == 0 and json.loads(out)["uris"] == [uri]
+    assert cli(*ALICE, "--json", "get-memory", uri)[0] == 3
