@@ -5,6 +5,8 @@ live-mode HTTP contract and the measured tables.
 """
 
 from context_engine.eval.baselines import BaselineCheck, BaselineFile, BaselineRun, Reference, check_results
+from context_engine.eval.conversation_eval import ConversationEvalOptions, ConversationReport, run_conversation_eval
+from context_engine.eval.conversations import ConversationDataset, load_conversations
 from context_engine.eval.datasets import Document, EvalDataset, half_of, load_dataset
 from context_engine.eval.harness import MethodResult, fuse_runs, run_retriever
 from context_engine.eval.metrics import MEASURES, evaluate
@@ -20,6 +22,9 @@ __all__ = [
     "BaselineCheck",
     "BaselineFile",
     "BaselineRun",
+    "ConversationDataset",
+    "ConversationEvalOptions",
+    "ConversationReport",
     "DenseRetriever",
     "Document",
     "EvalDataset",
@@ -34,9 +39,11 @@ __all__ = [
     "fuse_runs",
     "git_sha",
     "half_of",
+    "load_conversations",
     "load_dataset",
     "read_qrels",
     "read_run",
+    "run_conversation_eval",
     "run_eval",
     "run_retriever",
     "write_qrels",
