@@ -14,7 +14,7 @@ metadata transaction, with one directory-summary refresh per batch.
   Cost per message is constant: the session's tail is read with one indexed query, and directory summaries read a
   bounded window of children.
 * ``add_memories(items)``: each item is stored like ``add_memory``. The same normalised text (NFKC, case-folded,
-  whitespace-collapsed) under the same user's memories is the same memory (``unchanged``); a near-duplicate (raw
+  punctuation removed, whitespace-collapsed) under the same user's memories is the same memory (``unchanged``); a near-duplicate (raw
   cosine of the abstracts >= ``memory.near_duplicate_similarity``, against stored memories and earlier items of the
   batch) is handled by the policy (``skip``: reported with the existing URI; ``keep``; ``replace``: the existing
   memory is updated to the new text).
@@ -65,8 +65,10 @@ _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
 
 
 def normalise_memory_text(text: str) -> str:
-    """The text two memories must share to be the same memory: NFKC, case-folded, whitespace-collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    """The text two memories must share to be the same memory: NFKC, case-folded, punctuation removed (Unicode
+    category P), whitespace-collapsed. "Bob likes green tea" and "bob likes green tea!" are one memory."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join("".join(" " if unicodedata.category(c).startswith("P") else c for c in folded).split())
 
 
 def memory_hash(text: str) -> str:
@@ -88,9 +90,7 @@ def memory_abstract_of(
     """
     md = MemoryWriter._metadata_object(None, metadata)
     if md is not None:
-        size = len(json.dumps(md, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        if size > settings.max_metadata_bytes:
-            raise _error(ErrorCode.PAYLOAD_TOO_LARGE, f"metadata is {size} bytes, over {settings.max_metadata_bytes}")
+        MemoryWriter._check_size(None, md, settings.max_metadata_bytes)
     abstract = memory_abstract(text, settings.l0_max_chars)
     return {
         "abstract": abstract,
@@ -217,6 +217,8 @@ class MemoryWriter:
                          f"{err.message}") from err
 
     def _message(self, index: int, raw: Message | dict[str, Any], session_id: str) -> _Prepared:
+        if isinstance(raw, dict) and (raw.get("content") is None or raw.get("content") == ""):
+            raise _error(ErrorCode.CONTENT_INVALID, "the message has no content", index, field="content")
         try:
             msg = raw if isinstance(raw, Message) else Message.model_validate(raw)
         except ValidationError as err:
@@ -538,11 +540,15 @@ class MemoryWriter:
         return metadata
 
     def _check_metadata_size(self, index: int | None, metadata: dict[str, Any]) -> None:
+        self._check_size(index, metadata, self._settings.max_metadata_bytes)
+
+    @staticmethod
+    def _check_size(index: int | None, metadata: dict[str, Any], limit: int) -> None:
+        """``WRT-4002`` for metadata that is not valid Unicode, ``WRT-4131`` over ``limit`` bytes of compact JSON."""
         try:
             size = len(json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         except UnicodeEncodeError as err:
             raise _error(ErrorCode.REQUEST_INVALID, "metadata is not valid Unicode", index, field="metadata") from err
-        limit = self._settings.max_metadata_bytes
         if size > limit:
             raise _error(
                 ErrorCode.PAYLOAD_TOO_LARGE,

@@ -69,4 +69,7 @@ def memory_abstract(text: str, max_chars: int) -> str:
         if used + extra <= max_chars:
             chosen.add(i)
             used += extra
-    return " ".join(sentences[i] for i in sorted(chosen))
+    out = ""
+    for i in sorted(chosen):  # a space between sentences, none after a Chinese full stop
+        out += sentences[i] if not out or out.endswith(("。", "！", "？")) else " " + sentences[i]
+    return out

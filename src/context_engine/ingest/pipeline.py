@@ -14,6 +14,7 @@ Deletes run the other way round: index records first, then metadata and content.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -29,6 +30,7 @@ from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex, utcnow
 
+_LOG = logging.getLogger("context_engine.ingest")
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 # Stored children read per directory summary: the first and the last this many (MetadataStore.children_window).
@@ -63,6 +65,7 @@ class _PreparedNode:
     levels: dict[Level, str | None]
     chunks: list[Chunk] = field(default_factory=list)
     context: str = ""  # indexed with the abstract (embedding input and BM25), never shown
+    existed: bool = True  # False: no node at this URI before the write (nothing to snapshot for a rollback)
 
 
 class WritePipeline:
@@ -129,7 +132,10 @@ class WritePipeline:
         dirs = self._prepare_directories(account_id, dir_uris, [p.record for p in prepared], now, fresh)
         nodes = prepared + dirs
         vectors = self._embed(account_id, nodes, progress)
-        stale = self._commit(account_id, nodes, vectors, in_transaction)
+        new_uris = frozenset(str(d.uri) for d in todo if str(d.uri) not in existing) | frozenset(
+            n.record.uri for n in dirs if not n.existed
+        )
+        stale = self._commit(account_id, nodes, vectors, in_transaction, new_uris)
         self._notify_written(account_id, nodes, vectors)
         report.pending = self._index_or_mark_pending(account_id, nodes, vectors, stale)
         report.nodes = len(prepared)
@@ -252,7 +258,8 @@ class WritePipeline:
             )
             by_uri[d] = record
             abstracts[d] = summary.abstract
-            out.append(_PreparedNode(record, {Level.L0: summary.abstract, Level.L1: summary.overview or None}))
+            levels = {Level.L0: summary.abstract, Level.L1: summary.overview or None}
+            out.append(_PreparedNode(record, levels, existed=old is not None))
         return out
 
     def _embed(self, account_id: str, nodes: Sequence[_PreparedNode], progress: Progress | None) -> list[VectorRecord]:
@@ -308,6 +315,7 @@ class WritePipeline:
         nodes: Sequence[_PreparedNode],
         vectors: Sequence[VectorRecord],
         in_transaction: Callable[[], None] | None = None,
+        new_uris: frozenset[str] = frozenset(),
     ) -> set[str]:
         """Content + metadata in one transaction; content restored if anything fails.
 
@@ -323,15 +331,22 @@ class WritePipeline:
                 self._metadata.delete_vectors(sorted(stale))
                 self._metadata.put_vectors(vectors)
                 for n in nodes:
-                    old = {lv: self._content.read_level(account_id, n.record.uri, lv) for lv in n.levels}
+                    if n.record.uri in new_uris:  # no node there before: nothing to snapshot, delete on rollback
+                        old: dict[Level, str | None] = {lv: None for lv in n.levels}
+                    else:
+                        old = {lv: self._content.read_level(account_id, n.record.uri, lv) for lv in n.levels}
                     snapshots.append((n.record.uri, old, any(v is not None for v in old.values())))
                     self._content.write_levels(account_id, n.record.uri, n.levels)
         except BaseException:
+            # Restore every file, each on its own: one failed restore must not leave the others as written.
             for uri, old, existed in reversed(snapshots):
-                if existed:
-                    self._content.write_levels(account_id, uri, old)
-                else:
-                    self._content.delete(account_id, uri)
+                try:
+                    if existed:
+                        self._content.write_levels(account_id, uri, old)
+                    else:
+                        self._content.delete(account_id, uri)
+                except Exception:  # noqa: BLE001 - best effort; the original error is what the caller must see
+                    _LOG.exception("content restore failed for %s", uri)
             raise
         return stale - {v.id for v in vectors}
 

@@ -540,8 +540,8 @@ class SqlMetadataStore:
 
         Time: ``occurred_start <= coalesce(occurred_at, created_at) < occurred_end`` (either bound optional).
         ``metadata_equals`` maps a key to a scalar (equality) or a list of scalars (membership) on the top-level
-        key of the metadata object; every key must match. Order: ``updated_at`` descending then URI when
-        ``newest_first``, else URI (code points). ``limit``/``offset`` page the ordered list.
+        key of the metadata object; every key must match. Order: ``(updated_at, URI)`` descending when
+        ``newest_first`` (newest first, the later message of one batch first), else URI (code points). ``limit``/``offset`` page the ordered list.
 
         Returns:
             ``(page, total)``: the requested page and the number of matching files.
@@ -566,17 +566,25 @@ class SqlMetadataStore:
             conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
         with self._use(write=False) as s:
             rows = [r for r in s.scalars(select(NodeRow).where(and_(*conditions))) if r.uri_key.startswith(tuple(keys))]
-        if newest_first:
-            rows.sort(key=lambda r: r.uri)
-            rows.sort(key=lambda r: r.updated_at, reverse=True)
+        if newest_first:  # ties (one batch shares updated_at): the later URI, i.e. the later message, first
+            rows.sort(key=lambda r: (r.updated_at, r.uri), reverse=True)
         else:
             rows.sort(key=lambda r: r.uri)
         total = len(rows)
         page = rows[offset : None if limit is None else offset + limit]
         return [_node_record(r) for r in page], total
 
-    def add_version(self, account_id: str, uri: str, version: int, text: str, created_at: datetime) -> None:
-        """Keep ``text`` as version ``version`` of the memory at ``uri`` (replaced now)."""
+    def add_version(
+        self,
+        account_id: str,
+        uri: str,
+        version: int,
+        text: str,
+        created_at: datetime,
+        replaced_at: datetime | None = None,
+    ) -> None:
+        """Keep ``text`` as version ``version`` of the memory at ``uri``, written at ``created_at`` and replaced at
+        ``replaced_at`` (default now: the new version's write time)."""
         key = ContextURI.parse(uri).key
         with self._use(write=True) as s:
             s.execute(
@@ -586,7 +594,7 @@ class SqlMetadataStore:
                     version=version,
                     text=text,
                     created_at=created_at,
-                    replaced_at=datetime.now(UTC),
+                    replaced_at=replaced_at or datetime.now(UTC),
                 )
             )
 
