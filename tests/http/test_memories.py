@@ -244,3 +244,22 @@ def test_openapi_documents_the_memory_routes(client):
     assert schemas["AddMemoryRequest"]["properties"]["policy"]["anyOf"][0]["enum"] == ["skip", "keep", "replace"]
     params = {p["name"] for p in paths["/api/v1/memories"]["get"]["parameters"]}
     assert params == {"category", "session_id", "limit", "offset"}
+
+
+def test_search_memory_filters_over_http(client, tenants):
+    for session, text, topic in (("filt-a", "We booked a cabin by the lake.", "travel"),
+                                 ("filt-b", "We booked a table at the sushi bar.", "food")):
+        body = {"session_id": session, "messages": [
+            {"role": "user", "speaker": "Alice", "content": text, "timestamp": "2023-07-01T10:00:00Z",
+             "metadata": {"topic": topic}}]}
+        assert client.post("/api/v1/memories/messages", json=body, headers=tenants.alice).status_code == 200
+    r = client.post("/api/v1/search_memory", json={"query": "what did we book?", "session_id": "filt-b"},
+                    headers=tenants.alice)
+    assert r.status_code == 200, r.text
+    assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-b/000001.md"]
+    r = client.post("/api/v1/search_memory", json={"query": "what did we book?", "metadata_filter": {"topic": "travel"}},
+                    headers=tenants.alice)
+    assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-a/000001.md"]
+    bad = client.post("/api/v1/search_memory", headers=tenants.alice, json={
+        "query": "x", "time_range": {"start": "2023-08-01T00:00:00Z", "end": "2023-07-01T00:00:00Z"}})
+    assert bad.status_code == 400 and bad.json()["code"] == "RET-4001"

@@ -255,3 +255,20 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(cli):
     code, out = cli(*ALICE, "--json", "delete-memory", uri)
     assert code == 0 and json.loads(out)["uris"] == [uri]
     assert cli(*ALICE, "--json", "get-memory", uri)[0] == 3
+
+
+def test_search_with_memory_filters(cli, tmp_path):
+    rows = [{"role": "user", "speaker": "Alice", "content": "We booked a cabin by the lake.", "metadata": {"topic": "travel"},
+             "timestamp": "2023-07-01T10:00:00Z"},
+            {"role": "user", "speaker": "Alice", "content": "We booked a table at the sushi bar.", "metadata": {"topic": "food"},
+             "timestamp": "2023-08-01T10:00:00Z"}]
+    assert cli(*ALICE, "add-messages", str(write_jsonl(tmp_path / "s.jsonl", rows)), "--session", "plans")[0] == 0
+    code, out = cli(*ALICE, "--json", "search", "what did we book?", "--meta", "topic=food")
+    assert code == 0, out
+    assert [h["uri"] for h in json.loads(out)] == ["ctx://user/alice/memories/sessions/plans/000002.md"]
+    code, out = cli(*ALICE, "--json", "search", "what did we book?", "--since", "2023-06-01", "--until", "2023-07-15")
+    assert [h["uri"] for h in json.loads(out)] == ["ctx://user/alice/memories/sessions/plans/000001.md"]
+    code, out = cli(*ALICE, "--json", "search", "what did we book?", "--session-id", "plans")
+    assert len(json.loads(out)) == 2
+    code, out = cli(*ALICE, "search", "x", "--since", "not a time")
+    assert code != 0 and "RET-4001" in out

@@ -150,3 +150,14 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(service, other):
             envs.append(json.dumps(env).replace(target, "URI"))
         assert envs[0] == envs[1], tool
     assert service.get_memory(uri, ALICE).version == 1
+
+
+def test_search_memory_tool_takes_the_memory_filters(service):
+    call(service, ALICE, "add_messages", {"session_id": "mcp-filter", "messages": [
+        {"role": "user", "speaker": "Alice", "content": "The plumber comes on Tuesday at nine.",
+         "timestamp": "2023-09-05T09:00:00Z"}]})
+    result = call(service, ALICE, "search_memory", {"query": "when does the plumber come?", "session_id": "mcp-filter",
+                                                    "time_range": {"start": "2023-09-01T00:00:00Z"}})
+    assert not result.isError, result
+    hits = result.structuredContent["hits"]
+    assert [h["uri"] for h in hits] == ["ctx://user/alice/memories/sessions/mcp-filter/000001.md"]

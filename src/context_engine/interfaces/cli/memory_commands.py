@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from context_engine.errors import ContextEngineError, ErrorCode
@@ -65,13 +66,28 @@ def search(
         Path | None,
         typer.Option("--queries", help="UTF-8 file with one query per line, all run in this one process."),
     ] = None,
+    session_id: Annotated[
+        str | None, typer.Option("--session-id", help="Only the messages of this conversation session (memories).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only memories that occurred at or after this ISO 8601 time.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Only memories that occurred before this ISO 8601 time.")
+    ] = None,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option("--meta", help="KEY=VALUE metadata filter on memories (repeat a key for any of several values)."),
+    ] = None,
 ) -> None:
     """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
     texts = _queries(query, queries)
     archive = _session(session)
-    requests = [
-        SearchMemoryRequest(
-            query=text,
+    time_range = {"start": since, "end": until} if since or until else None
+    metadata_filter = _meta_filter(meta)
+    try:
+        requests = _requests(
+            texts,
             top_k=top_k,
             score_threshold=threshold,
             score_gte=gte,
@@ -82,9 +98,13 @@ def search(
             planner_hints={"intent": context_type} if context_type else None,
             include_debug=debug,
             trace_level="detailed" if debug else "basic",
+            session_id=session_id,
+            time_range=time_range,
+            metadata_filter=metadata_filter,
         )
-        for text in texts
-    ]
+    except ValidationError as err:
+        fields = [".".join(map(str, e["loc"])) for e in err.errors()]
+        raise ContextEngineError(ErrorCode.QUERY_INVALID, f"invalid search options: {', '.join(fields)}") from err
     with open_engine() as engine:
         responses = [engine.search_memory(request, state.ctx) for request in requests]
     if queries is None:
@@ -182,3 +202,25 @@ def read(
             out.print(
                 f"[dim]related ({rel['relation_type']}, {rel['weight']:.2f}):[/] {rel['to_uri']}", highlight=False
             )
+
+
+def _meta_filter(pairs: list[str] | None) -> dict[str, object] | None:
+    """``--meta KEY=VALUE`` options as a metadata filter: a value is read as JSON when it parses (numbers, booleans),
+    else as text; a key given twice matches any of its values."""
+    if not pairs:
+        return None
+    out: dict[str, list[object]] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ContextEngineError(ErrorCode.QUERY_INVALID, f"--meta expects KEY=VALUE, got {pair!r}")
+        try:
+            value: object = json.loads(raw)
+        except ValueError:
+            value = raw
+        out.setdefault(key, []).append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in out.items()}
+
+
+def _requests(texts: list[str], **fields: object) -> list[SearchMemoryRequest]:
+    return [SearchMemoryRequest(query=text, **fields) for text in texts]  # type: ignore[arg-type]

@@ -212,6 +212,13 @@ def build_mcp_server(
         = None,
         include_debug: bool = False,
         trace_level: Literal["basic", "detailed"] = "basic",
+        session_id: Annotated[str | None, Field(description="Only this conversation session's messages.")] = None,
+        time_range: Annotated[
+            dict[str, Any] | None, Field(description="Memories with start <= occurred_at < end (ISO 8601).")
+        ] = None,
+        metadata_filter: Annotated[
+            dict[str, Any] | None, Field(description="Memories whose metadata has key == value (or in a list).")
+        ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, SearchMemoryResponse]:
         """First-round retrieval: L0 candidates (abstracts) ranked for the query, with the URIs worth reading next
