@@ -1,5 +1,6 @@
 """Rebuild the guide part of README.md from docs/: everything after the marker is replaced by the first sections of
-docs/search_memory.md, docs/lookup_knowledge.md and docs/interfaces.md, so the README's examples are the docs'.
+docs/search_memory.md, docs/memories.md, docs/lookup_knowledge.md and docs/interfaces.md, so the README's examples
+are the docs'.
 
     python scripts/compose_readme.py
 """
@@ -29,6 +30,11 @@ def main() -> None:
         top = top[: top.index(MARKER)]
     sm = part("docs/search_memory.md", "### How results are ranked")
     sm += "\nRanking, the error table and the benchmark: [docs/search_memory.md](docs/search_memory.md).\n"
+    mem = part("docs/memories.md", "## What a memory is made of")
+    mem += (
+        "\nWhat a memory holds, conversations, dedup, the lifecycle, memory filters and recency in search_memory, the "
+        "LoCoMo evaluation and the ingest benchmark: [docs/memories.md](docs/memories.md).\n"
+    )
     lk = part("docs/lookup_knowledge.md", "## Hint layer", shift=1)
     lk += (
         "\nHint layer, hybrid semantic layer, relevance levels and their calibration, packing, the audit fields and the "
@@ -41,7 +47,7 @@ def main() -> None:
         "embedding models, pipelines): [eval/README.md](eval/README.md).\n\n```bash\n"
         "context-engine eval --dataset ../shared/data/scifact --split test\n```\n"
     )
-    readme.write_text(top.rstrip() + "\n" + MARKER + "\n" + sm + "\n" + lk + "\n" + it + ev, encoding="utf-8")
+    readme.write_text(top.rstrip() + "\n" + MARKER + "\n" + sm + "\n" + mem + "\n" + lk + "\n" + it + ev, encoding="utf-8")
 
 
 if __name__ == "__main__":
