@@ -144,3 +144,15 @@ def test_recency_component_is_a_half_life_decay():
     assert scorer.recency(now + timedelta(days=3), now) == 1.0  # the future counts as now
     assert scorer.recency(None, now) == 0.0
     assert Scorer(ScoringSettings()).recency(datetime(2024, 1, 21, tzinfo=UTC), now) == 0.0  # off by default
+
+
+def test_an_admin_without_a_user_space_filters_every_users_memories(make):
+    engine = make()
+    bob = RequestContext(account_id="default", role="user", user_space="bob", agent_space="b")
+    ann_uri = engine.add_messages(TRIP[:1], "trip", ANN).uris[0]
+    bob_uri = engine.add_messages([{"speaker": "Bob", "content": "I am hiking in Norway next week."}], "trip", bob).uris[0]
+    admin = RequestContext(account_id="default", role="admin")
+    got = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="trip"), admin))
+    assert set(got) == {ann_uri, bob_uri}
+    only_ann = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"speaker": "Ann"}), admin))
+    assert only_ann == [ann_uri]

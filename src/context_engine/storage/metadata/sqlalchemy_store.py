@@ -64,6 +64,7 @@ GENERATION_KEY = "vector_generation"
 _IN_BATCH = 500  # bound on IN-list sizes: SQLite limits bound parameters per statement
 _WRITE_OPTION = "context_engine_write"  # execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)
 _STATUSES = frozenset(get_args(IndexStatus))
+_SPACE_SCOPE_ROOTS = frozenset({"ctx://user/", "ctx://agent/"})
 
 
 # ---- ORM models ---------------------------------------------------------------------------------------------------
@@ -551,7 +552,8 @@ class SqlMetadataStore:
             conditions.append(NodeRow.context_type == context_type)
         keys = []
         for p in uri_prefixes:
-            key = ContextURI.parse(p).key
+            # a scope root without a space ("ctx://user/": every user's memories, for an admin) is a plain prefix
+            key = p if p in _SPACE_SCOPE_ROOTS else ContextURI.parse(p).key
             keys.append(key if key.endswith("/") else key + "/")
         if not keys:
             return [], 0
