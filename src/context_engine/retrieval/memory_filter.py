@@ -71,6 +71,7 @@ class MemoryFilter:
             root, roots = None, ["ctx://user/"]
         else:
             return frozenset()  # no user space: no memories are visible
+        session_dir = None
         if session is not None:
             if not isinstance(session, str) or not session.strip() or "/" in session:
                 raise _invalid("session_id", "must be one path segment (no '/')")
@@ -78,19 +79,22 @@ class MemoryFilter:
                 session_dir = ContextURI.parse("ctx://user/x/memories/sessions/").child(session.strip(), is_dir=True)
             except ContextEngineError as err:
                 raise _invalid("session_id", err.message) from err
-            if root is not None:
-                roots = [str(root.child("sessions", is_dir=True).child(session_dir.name, is_dir=True))]
+        parent = None
+        if session is not None:
+            if root is not None:  # one session directory: its direct children, through the parent index
+                parent, roots = str(root.child("sessions", is_dir=True).child(session_dir.name, is_dir=True)), []
             else:
                 equals["session_id"] = session_dir.name
-        nodes, _total = self._metadata.query_files(
+        found = self._metadata.select_file_uris(
             ctx.account_id,
             uri_prefixes=roots,
+            parent_uri=parent,
             context_type="memory",
             occurred_start=start,
             occurred_end=end,
             metadata_equals=equals or None,
         )
-        selected = frozenset(n.uri for n in nodes if ctx.can_see(n.owner_space))
+        selected = frozenset(uri for uri, space in found if ctx.can_see(space))
         if trace is not None:
             trace.event("planner", "memory_filter", selected=len(selected))
         return selected

@@ -80,6 +80,45 @@ class MetadataStore(Protocol):
 
     def accounts(self) -> list[str]: ...
 
+    # memories (issue 11)
+    def last_child_uri(self, account_id: str, parent_uri: str) -> str | None:
+        """The greatest child URI of a directory (code-point order), or ``None``; one indexed query."""
+        ...
+
+    def count_children(self, account_id: str, parent_uri: str) -> int: ...
+
+    def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
+        """All children when at most ``2 * each``, else the first and last ``each`` by URI; and the total."""
+        ...
+
+    def find_by_hash(
+        self, account_id: str, content_hashes: Sequence[str], *, uri_prefix: str, context_type: str = "memory"
+    ) -> dict[str, NodeRecord]:
+        """Files under ``uri_prefix`` whose ``content_hash`` is one of ``content_hashes``, keyed by hash."""
+        ...
+
+    def query_files(self, account_id: str, **narrowing: Any) -> tuple[list[NodeRecord], int]:
+        """Files under prefixes narrowed by type, ``coalesce(occurred_at, created_at)`` and metadata; paged."""
+        ...
+
+    def select_file_uris(self, account_id: str, **narrowing: Any) -> list[tuple[str, str]]:
+        """``(uri, owner_space)`` of the files ``query_files`` selects (two columns read)."""
+        ...
+
+    def add_version(
+        self,
+        account_id: str,
+        uri: str,
+        version: int,
+        text: str,
+        created_at: datetime,
+        replaced_at: datetime | None = None,
+    ) -> None: ...
+
+    def get_versions(self, account_id: str, uri: str) -> list[dict[str, Any]]:
+        """Earlier versions of a memory, oldest first."""
+        ...
+
     # relations
     def add_relations(self, account_id: str, relations: Sequence[Relation]) -> None: ...
 

@@ -576,6 +576,45 @@ class SqlMetadataStore:
         page = rows[offset : None if limit is None else offset + limit]
         return [_node_record(r) for r in page], total
 
+    def select_file_uris(
+        self,
+        account_id: str,
+        *,
+        uri_prefixes: Sequence[str] = (),
+        parent_uri: str | None = None,
+        context_type: str | None = None,
+        occurred_start: datetime | None = None,
+        occurred_end: datetime | None = None,
+        metadata_equals: dict[str, Any] | None = None,
+    ) -> list[tuple[str, str]]:
+        """``(uri, owner_space)`` of the files :meth:`query_files` would select, reading two columns only (the
+        per-request memory filter of search_memory). ``parent_uri`` narrows to one directory's direct children
+        through the ``(account_id, parent_uri)`` index, the cheap path for a conversation session."""
+        conditions: list[Any] = [NodeRow.account_id == account_id, NodeRow.is_dir.is_(False)]
+        if context_type is not None:
+            conditions.append(NodeRow.context_type == context_type)
+        keys: list[str] = []
+        for p in uri_prefixes:
+            key = p if p in _SPACE_SCOPE_ROOTS else ContextURI.parse(p).key
+            keys.append(key if key.endswith("/") else key + "/")
+        if keys:
+            conditions.append(or_(*(NodeRow.uri_key.startswith(k, autoescape=True) for k in keys)))
+        if parent_uri is not None:
+            conditions.append(NodeRow.parent_uri == str(ContextURI.parse(parent_uri).as_dir()))
+        when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
+        if occurred_start is not None:
+            conditions.append(when >= occurred_start)
+        if occurred_end is not None:
+            conditions.append(when < occurred_end)
+        for key, wanted in (metadata_equals or {}).items():
+            values = wanted if isinstance(wanted, list) else [wanted]
+            conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
+        stmt = select(NodeRow.uri, NodeRow.uri_key, NodeRow.owner_space).where(and_(*conditions))
+        with self._use(write=False) as s:
+            rows = s.execute(stmt).all()
+        prefixes = tuple(keys)
+        return sorted((uri, space) for uri, key, space in rows if not prefixes or key.startswith(prefixes))
+
     def add_version(
         self,
         account_id: str,
