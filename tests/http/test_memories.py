@@ -247,7 +247,7 @@ def test_openapi_documents_the_memory_routes(client):
 
 
 def test_search_memory_filters_over_http(client, tenants):
-    for session, text, topic in (("filt-a", "We booked a cabin by the lake.", "travel"),
+    for session, text, topic in (("filt-a", "We booked a cabin by the lake.", "lakeside"),
                                  ("filt-b", "We booked a table at the sushi bar.", "food")):
         body = {"session_id": session, "messages": [
             {"role": "user", "speaker": "Alice", "content": text, "timestamp": "2023-07-01T10:00:00Z",
@@ -257,7 +257,7 @@ def test_search_memory_filters_over_http(client, tenants):
                     headers=tenants.alice)
     assert r.status_code == 200, r.text
     assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-b/000001.md"]
-    r = client.post("/api/v1/search_memory", json={"query": "what did we book?", "metadata_filter": {"topic": "travel"}},
+    r = client.post("/api/v1/search_memory", json={"query": "what did we book?", "metadata_filter": {"topic": "lakeside"}},
                     headers=tenants.alice)
     assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-a/000001.md"]
     bad = client.post("/api/v1/search_memory", headers=tenants.alice, json={

@@ -25,7 +25,9 @@ def expected_prints(code: str) -> list[str]:
     return [m.group(1).strip() for m in re.finditer(r"^\s*print\(.*\)\s+# (.+)$", code, flags=re.M)]
 
 
-def test_memories_doc_python_examples_print_what_they_say(tmp_path):
+def test_memories_doc_python_examples_print_what_they_say(tmp_path, monkeypatch):
+    # the doc shows what a user of the defaults sees: the default model, not the suite's MiniLM (tests/conftest.py)
+    monkeypatch.setenv("CE_EMBEDDING__BACKEND", "use-multilingual")
     blocks = python_blocks(DOC.read_text(encoding="utf-8"))
     assert len(blocks) >= 2
     home = str(tmp_path / "home")

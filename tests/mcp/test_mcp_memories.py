@@ -158,6 +158,6 @@ def test_search_memory_tool_takes_the_memory_filters(service):
          "timestamp": "2023-09-05T09:00:00Z"}]})
     result = call(service, ALICE, "search_memory", {"query": "when does the plumber come?", "session_id": "mcp-filter",
                                                     "time_range": {"start": "2023-09-01T00:00:00Z"}})
-    assert not result.isError, result
-    hits = result.structuredContent["hits"]
+    assert not result.is_error, result
+    hits = result.structured_content["hits"]
     assert [h["uri"] for h in hits] == ["ctx://user/alice/memories/sessions/mcp-filter/000001.md"]

@@ -64,6 +64,7 @@ _METADATA_KEY_MAX_CHARS = 64
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
 
 
+
 def normalise_memory_text(text: str) -> str:
     """The text two memories must share to be the same memory: NFKC, case-folded, punctuation removed (Unicode
     category P), whitespace-collapsed. "Bob likes green tea" and "bob likes green tea!" are one memory."""
@@ -180,7 +181,13 @@ class MemoryWriter:
         self._check_batch(messages, "messages")
         session_dir = self._session_dir(space, session_id)
         parsed = [self._message(i, m, session_id) for i, m in enumerate(messages)]
-        start, tail = self._session_tail(account_id, session_dir)
+        return self._append(account_id, session_dir, parsed)
+
+    def _append(self, account_id: str, session_dir: ContextURI, parsed: Sequence[_Prepared]) -> MemoryWriteResult:
+        floor, tail = self._session_tail(account_id, session_dir)
+        # Numbers are reserved atomically (a counter in the metadata database), so concurrent writers to one session
+        # never take the same URI; each message's context is the session's tail as this writer saw it.
+        start = self._metadata.reserve_sequence(account_id, str(session_dir), len(parsed), floor)
         docs: list[SourceDoc] = []
         history = list(tail)
         for offset, p in enumerate(parsed):
@@ -204,7 +211,11 @@ class MemoryWriter:
                 )
             )
             history.append(f"{p.speaker}: {collapse_whitespace(p.text)}")
-        report = self._pipeline.write_documents(account_id, docs)
+        try:
+            report = self._pipeline.write_documents(account_id, docs)
+        except BaseException:
+            self._metadata.release_sequence(account_id, str(session_dir), start, len(parsed))
+            raise
         return _result(report, [MemoryOutcome(uri=str(d.uri), status="added") for d in docs])
 
     def _session_dir(self, space: str, session_id: str) -> ContextURI:
@@ -244,12 +255,13 @@ class MemoryWriter:
         return _Prepared(text, abstract, occurred_at, metadata, speaker)
 
     def _session_tail(self, account_id: str, session_dir: ContextURI) -> tuple[int, list[str]]:
-        """The next sequence number of the session and its last ``context_messages`` messages as context lines."""
+        """The highest sequence number the session's stored messages use and its last ``context_messages`` messages
+        as context lines."""
         last = self._metadata.last_child_uri(account_id, str(session_dir))
         if last is None:
-            return 1, []
+            return 0, []
         name = ContextURI.parse(last).name.rsplit(".", 1)[0]
-        start = int(name) + 1 if name.isdigit() else self._metadata.count_children(account_id, str(session_dir)) + 1
+        start = int(name) if name.isdigit() else self._metadata.count_children(account_id, str(session_dir))
         k = self._settings.context_messages
         if k == 0:
             return start, []
@@ -385,8 +397,12 @@ class MemoryWriter:
             self._check_metadata_size(None, md)
         when = self._timestamp(None, occurred_at) if occurred_at is not None else node.occurred_at
         digest = memory_hash(body)
-        if digest == node.content_hash:
-            return MemoryWriteResult(items=[MemoryOutcome(uri=node.uri, status="unchanged", version=node.version)])
+        current = self._content.read_level(account_id, node.uri, Level.L2) or ""
+        same_meta = metadata is None or md == node.metadata
+        same_time = occurred_at is None or when == node.occurred_at
+        if normalise_memory_text(current) == normalise_memory_text(body) and same_meta and same_time:
+            outcome = MemoryOutcome(uri=node.uri, status="unchanged", version=node.version)
+            return MemoryWriteResult(items=[outcome], unchanged=1)
         is_message = (node.metadata or {}).get("session_id") is not None
         if is_message:
             speaker = (node.metadata or {}).get("speaker") or node.title
@@ -400,7 +416,7 @@ class MemoryWriter:
             context = next((v.context for v in old if v.level == 0), "")
         prepared = _Prepared(body, abstract, when, md, node.title if is_message else "")
         doc = self._memory_doc(prepared, ContextURI.parse(node.uri), digest, version=node.version + 1, context=context)
-        old_text = self._content.read_level(account_id, node.uri, Level.L2) or ""
+        old_text = current
         report = self._pipeline.write_documents(
             account_id, [doc], in_transaction=self._version_writer(account_id, [(node, old_text)])
         )

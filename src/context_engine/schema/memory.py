@@ -71,6 +71,13 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _no_bool(value: Any) -> Any:
+    # pydantic would read true as the number 1 (1970-01-01T00:00:01): a boolean is no timestamp
+    if isinstance(value, bool):
+        raise ValueError("a timestamp cannot be a boolean")
+    return value
+
+
 class Message(_Model):
     """One conversation message for ``add_messages``.
 
@@ -88,6 +95,8 @@ class Message(_Model):
     timestamp: datetime | str | int | float | None = None
     metadata: dict[str, Any] | None = None
 
+    _timestamp_not_bool = field_validator("timestamp", mode="before")(_no_bool)
+
 
 class MemoryItem(_Model):
     """One memory of an ``add_memories`` batch (the same fields as ``add_memory``)."""
@@ -96,6 +105,8 @@ class MemoryItem(_Model):
     category: str | None = None
     metadata: dict[str, Any] | None = None
     occurred_at: datetime | str | int | float | None = None
+
+    _occurred_at_not_bool = field_validator("occurred_at", mode="before")(_no_bool)
 
 
 class MemoryOutcome(_Model):

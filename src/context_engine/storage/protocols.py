@@ -87,6 +87,14 @@ class MetadataStore(Protocol):
 
     def count_children(self, account_id: str, parent_uri: str) -> int: ...
 
+    def reserve_sequence(self, account_id: str, parent_uri: str, count: int, floor: int) -> int:
+        """Atomically reserve ``count`` consecutive child numbers of a directory; returns the first."""
+        ...
+
+    def release_sequence(self, account_id: str, parent_uri: str, start: int, count: int) -> None:
+        """Give back a failed batch's numbers when no later reservation followed."""
+        ...
+
     def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
         """All children when at most ``2 * each``, else the first and last ``each`` by URI; and the total."""
         ...

@@ -69,15 +69,18 @@ def timestamp_option(raw: str | None) -> str | float | None:
 # ---- add-messages ---------------------------------------------------------------------------------------------------
 def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, message fields)`` for each non-blank line of ``path``; ``WRT-4002`` naming the first bad
-    line (not JSON, not an object, unknown field, wrong type), ``WRT-4041`` for an unreadable file."""
+    line (not JSON, not an object, unknown field, wrong type), ``WRT-4221`` for text that is not UTF-8, ``WRT-4041``
+    for a missing or unreadable file."""
     # The HTTP/MCP message model, so a line means what a request body means; imported here because the HTTP
     # package costs seconds to import and only this command needs it.
     from context_engine.interfaces.http.models import MessageIn
 
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        fail(ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"cannot read {path}: {err}"))
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a UTF-8 BOM is allowed
+    except UnicodeDecodeError as err:
+        fail(ContextEngineError(ErrorCode.CONTENT_INVALID, f"{path} is not valid UTF-8 (byte {err.start})"))
+    except OSError as err:
+        fail(ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"cannot read {path}: {err.strerror or err}"))
     messages: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

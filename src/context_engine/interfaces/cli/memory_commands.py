@@ -84,8 +84,8 @@ def search(
     texts = _queries(query, queries)
     archive = _session(session)
     time_range = {"start": since, "end": until} if since or until else None
-    metadata_filter = _meta_filter(meta)
     try:
+        metadata_filter = _meta_filter(meta)
         requests = _requests(
             texts,
             top_k=top_k,
@@ -104,7 +104,9 @@ def search(
         )
     except ValidationError as err:
         fields = [".".join(map(str, e["loc"])) for e in err.errors()]
-        raise ContextEngineError(ErrorCode.QUERY_INVALID, f"invalid search options: {', '.join(fields)}") from err
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, f"invalid search options: {', '.join(fields)}"))
+    except ContextEngineError as err:
+        fail(err)
     with open_engine() as engine:
         responses = [engine.search_memory(request, state.ctx) for request in requests]
     if queries is None:

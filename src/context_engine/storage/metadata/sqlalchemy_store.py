@@ -10,6 +10,7 @@ database with a locale collation sorts differently from SQLite; results are ther
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -496,6 +497,31 @@ class SqlMetadataStore:
                 tail = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key.desc()).limit(each))
                 rows = list({r.uri: r for r in [*head, *tail]}.values())
         return sorted((_node_record(r) for r in rows), key=lambda n: n.uri), total
+
+    def reserve_sequence(self, account_id: str, parent_uri: str, count: int, floor: int) -> int:
+        """Reserve ``count`` consecutive sequence numbers for new children of ``parent_uri`` (a conversation session)
+        and return the first. Atomic across threads and processes (one write transaction on a ``meta`` counter row),
+        so concurrent writers never number two messages alike; ``floor`` is the highest number already used (a
+        session written before the counter existed). A batch that fails after reserving leaves a gap."""
+        digest = hashlib.sha1(f"{account_id}\x1f{ContextURI.parse(parent_uri).as_dir()}".encode()).hexdigest()
+        key = f"seq:{digest}"
+        with self.transaction(), self._use(write=True) as s:
+            value = s.execute(select(_META.c.value).where(_META.c.key == key)).scalar()
+            current = max(int(value) if value is not None else 0, floor)
+            if value is None:
+                s.execute(insert(_META).values(key=key, value=str(current + count)))
+            else:
+                s.execute(update(_META).where(_META.c.key == key).values(value=str(current + count)))
+        return current + 1
+
+    def release_sequence(self, account_id: str, parent_uri: str, start: int, count: int) -> None:
+        """Give back numbers reserved by :meth:`reserve_sequence` for a batch that failed, when no later reservation
+        followed (else the gap stays: numbers only ever grow)."""
+        digest = hashlib.sha1(f"{account_id}\x1f{ContextURI.parse(parent_uri).as_dir()}".encode()).hexdigest()
+        key = f"seq:{digest}"
+        with self.transaction(), self._use(write=True) as s:
+            stmt = update(_META).where(_META.c.key == key, _META.c.value == str(start + count - 1))
+            s.execute(stmt.values(value=str(start - 1)))
 
     def count_children(self, account_id: str, parent_uri: str) -> int:
         """How many direct children a directory has (one indexed count)."""
