@@ -35,6 +35,18 @@ def embedder() -> SentenceTransformerEmbedder:
     return emb
 
 
+@pytest.fixture(scope="session")
+def default_embedder():
+    """The default embedding model (use-multilingual), loaded once: for tests of what a user of the defaults sees
+    (the suite's ``embedder`` is MiniLM)."""
+    from context_engine.providers.embedder import build_embedder
+    from context_engine.settings import EmbeddingSettings
+
+    emb = build_embedder(EmbeddingSettings(backend="use-multilingual"))
+    emb.warm_up()
+    return emb
+
+
 @pytest.fixture
 def make_engine(tmp_path, embedder):
     """Factory: ``make_engine(**settings_overrides)`` opens a ContextEngineService on a fresh directory."""

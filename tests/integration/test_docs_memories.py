@@ -17,12 +17,12 @@ DOC = REPO / "docs" / "memories.md"
 
 
 def python_blocks(text: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)\n```", text, flags=re.S)
+    return re.findall(r"```python\n(.*?)\n```", text, flags=re.DOTALL)
 
 
 def expected_prints(code: str) -> list[str]:
     """The ``# value`` comments of ``print(...)  # value`` lines, in order."""
-    return [m.group(1).strip() for m in re.finditer(r"^\s*print\(.*\)\s+# (.+)$", code, flags=re.M)]
+    return [m.group(1).strip() for m in re.finditer(r"^\s*print\(.*\)\s+# (.+)$", code, flags=re.MULTILINE)]
 
 
 def test_memories_doc_python_examples_print_what_they_say(tmp_path, monkeypatch):

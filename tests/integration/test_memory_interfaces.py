@@ -14,8 +14,6 @@ import pytest
 from typer.testing import CliRunner
 
 from context_engine.interfaces.cli.app import app
-from context_engine.providers.embedder import build_embedder
-from context_engine.settings import EmbeddingSettings
 from tests.conftest import REPO
 
 ALICE = ["--as", "default:user:alice:helper"]
@@ -23,14 +21,6 @@ BOB = ["--as", "default:user:bob"]
 # Times that the README example gives as input; every other time in its output is "now" and differs per run.
 _FIXED_TIMES = ("2023-05-08", "2024-02-01")
 _TIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d+)?)?(\+00:00|Z)?")
-
-
-@pytest.fixture(scope="module")
-def default_embedder():
-    """The default model (use-multilingual): the README example shows what a user of the defaults sees."""
-    emb = build_embedder(EmbeddingSettings(backend="use-multilingual"))
-    emb.warm_up()
-    return emb
 
 
 @pytest.fixture

@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.providers.embedder import build_embedder
 from context_engine.schema.context import RequestContext
 from context_engine.schema.nodes import Level
-from context_engine.settings import EmbeddingSettings, load_settings
+from context_engine.settings import load_settings
 from context_engine.storage.content.local import LocalContentStore
 from tests.retrieval.conftest import CountingContent
 
@@ -37,14 +36,6 @@ LIGHT_SHORT = "The user prefers light mode"  # cosine 0.85 to DARK_SHORT: a cont
 
 
 # ---------------------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def default_embedder():
-    """The default embedding model, loaded once for this module (the suite's session embedder is MiniLM)."""
-    emb = build_embedder(EmbeddingSettings(backend="use-multilingual"))
-    emb.warm_up()
-    return emb
-
-
 @pytest.fixture
 def make(tmp_path: Path, default_embedder) -> Iterator[Callable[..., Any]]:
     """Factory: ``make(content=..., embedder=..., **settings_overrides)`` -> a service on a fresh home."""

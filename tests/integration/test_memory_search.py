@@ -9,22 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.providers.embedder import build_embedder
 from context_engine.schema.context import RequestContext
 from context_engine.schema.query import SearchMemoryRequest
-from context_engine.settings import EmbeddingSettings, load_settings
+from context_engine.settings import load_settings
 
 pytestmark = pytest.mark.slow
 
 ANN = RequestContext(account_id="default", role="user", user_space="ann", agent_space="helper")
 OTHER = RequestContext(account_id="default", role="user", user_space="other", agent_space="other")
-
-
-@pytest.fixture(scope="module")
-def default_embedder():
-    emb = build_embedder(EmbeddingSettings(backend="use-multilingual"))
-    emb.warm_up()
-    return emb
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ Pure data: validation of sizes against settings happens in the service.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -51,7 +52,7 @@ def parse_timestamp(value: datetime | str | int | float | None) -> datetime | No
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, int | float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise ValueError("a timestamp must be a finite number of seconds")
         dt = datetime.fromtimestamp(float(value), UTC)
     elif isinstance(value, str):

@@ -503,8 +503,7 @@ class SqlMetadataStore:
         and return the first. Atomic across threads and processes (one write transaction on a ``meta`` counter row),
         so concurrent writers never number two messages alike; ``floor`` is the highest number already used (a
         session written before the counter existed). A batch that fails after reserving leaves a gap."""
-        digest = hashlib.sha1(f"{account_id}\x1f{ContextURI.parse(parent_uri).as_dir()}".encode()).hexdigest()
-        key = f"seq:{digest}"
+        key = _sequence_key(account_id, parent_uri)
         with self.transaction(), self._use(write=True) as s:
             value = s.execute(select(_META.c.value).where(_META.c.key == key)).scalar()
             current = max(int(value) if value is not None else 0, floor)
@@ -517,8 +516,7 @@ class SqlMetadataStore:
     def release_sequence(self, account_id: str, parent_uri: str, start: int, count: int) -> None:
         """Give back numbers reserved by :meth:`reserve_sequence` for a batch that failed, when no later reservation
         followed (else the gap stays: numbers only ever grow)."""
-        digest = hashlib.sha1(f"{account_id}\x1f{ContextURI.parse(parent_uri).as_dir()}".encode()).hexdigest()
-        key = f"seq:{digest}"
+        key = _sequence_key(account_id, parent_uri)
         with self.transaction(), self._use(write=True) as s:
             stmt = update(_META).where(_META.c.key == key, _META.c.value == str(start + count - 1))
             s.execute(stmt.values(value=str(start - 1)))
@@ -1037,6 +1035,11 @@ def _vector_record(row: Any) -> VectorRecord:
     values = dict(row)
     values["vector"] = np.frombuffer(values["vector"], dtype="<f4").astype(np.float32)
     return VectorRecord(**values)
+
+
+def _sequence_key(account_id: str, parent_uri: str) -> str:
+    """The ``meta`` key of a directory's child-number counter (hashed: keys are at most 128 characters)."""
+    return "seq:" + hashlib.sha1(f"{account_id}\x1f{ContextURI.parse(parent_uri).as_dir()}".encode()).hexdigest()
 
 
 def _json_equals(element: Any, value: Any) -> Any:
