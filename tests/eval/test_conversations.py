@@ -243,14 +243,7 @@ def test_cli_detects_a_conversation_folder_and_writes_the_report(convs: Path, tm
 
 
 # ------------------------------------------------------------------------------------------------ the real engine
-def _has_add_messages() -> bool:
-    from context_engine.service import ContextEngineService
-
-    return hasattr(ContextEngineService, "add_messages")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_add_messages(), reason="ContextEngineService.add_messages not written yet")
 def test_end_to_end_through_add_messages_and_search_memory(convs: Path, tmp_path: Path, embedder):
     c = load_conversations(convs)
     settings = load_settings(tmp_path / "home")
@@ -278,7 +271,6 @@ def test_end_to_end_through_add_messages_and_search_memory(convs: Path, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_add_messages(), reason="ContextEngineService.add_messages not written yet")
 def test_one_real_locomo_conversation(tmp_path: Path, embedder):
     """conv-30 (the smallest: 369 turns, 19 sessions) written through add_messages; its first 20 questions through
     search_memory and BM25 (dense is left out to keep this near a minute)."""

@@ -571,25 +571,10 @@ class SqlMetadataStore:
         Returns:
             ``(page, total)``: the requested page and the number of matching files.
         """
-        conditions: list[Any] = [NodeRow.account_id == account_id, NodeRow.is_dir.is_(False)]
-        if context_type is not None:
-            conditions.append(NodeRow.context_type == context_type)
-        keys = []
-        for p in uri_prefixes:
-            # a scope root without a space ("ctx://user/": every user's memories, for an admin) is a plain prefix
-            key = p if p in _SPACE_SCOPE_ROOTS else ContextURI.parse(p).key
-            keys.append(key if key.endswith("/") else key + "/")
+        keys = _prefix_keys(uri_prefixes)
         if not keys:
             return [], 0
-        conditions.append(or_(*(NodeRow.uri_key.startswith(k, autoescape=True) for k in keys)))
-        when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
-        if occurred_start is not None:
-            conditions.append(when >= occurred_start)
-        if occurred_end is not None:
-            conditions.append(when < occurred_end)
-        for key, wanted in (metadata_equals or {}).items():
-            values = wanted if isinstance(wanted, list) else [wanted]
-            conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
+        conditions = _file_conditions(account_id, keys, None, context_type, occurred_start, occurred_end, metadata_equals)
         with self._use(write=False) as s:
             rows = [r for r in s.scalars(select(NodeRow).where(and_(*conditions))) if r.uri_key.startswith(tuple(keys))]
         if newest_first:  # ties (one batch shares updated_at): the later URI, i.e. the later message, first
@@ -614,25 +599,10 @@ class SqlMetadataStore:
         """``(uri, owner_space)`` of the files :meth:`query_files` would select, reading two columns only (the
         per-request memory filter of search_memory). ``parent_uri`` narrows to one directory's direct children
         through the ``(account_id, parent_uri)`` index, the cheap path for a conversation session."""
-        conditions: list[Any] = [NodeRow.account_id == account_id, NodeRow.is_dir.is_(False)]
-        if context_type is not None:
-            conditions.append(NodeRow.context_type == context_type)
-        keys: list[str] = []
-        for p in uri_prefixes:
-            key = p if p in _SPACE_SCOPE_ROOTS else ContextURI.parse(p).key
-            keys.append(key if key.endswith("/") else key + "/")
-        if keys:
-            conditions.append(or_(*(NodeRow.uri_key.startswith(k, autoescape=True) for k in keys)))
-        if parent_uri is not None:
-            conditions.append(NodeRow.parent_uri == str(ContextURI.parse(parent_uri).as_dir()))
-        when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
-        if occurred_start is not None:
-            conditions.append(when >= occurred_start)
-        if occurred_end is not None:
-            conditions.append(when < occurred_end)
-        for key, wanted in (metadata_equals or {}).items():
-            values = wanted if isinstance(wanted, list) else [wanted]
-            conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
+        keys = _prefix_keys(uri_prefixes)
+        conditions = _file_conditions(
+            account_id, keys, parent_uri, context_type, occurred_start, occurred_end, metadata_equals
+        )
         stmt = select(NodeRow.uri, NodeRow.uri_key, NodeRow.owner_space).where(and_(*conditions))
         with self._use(write=False) as s:
             rows = s.execute(stmt).all()
@@ -1035,6 +1005,45 @@ def _vector_record(row: Any) -> VectorRecord:
     values = dict(row)
     values["vector"] = np.frombuffer(values["vector"], dtype="<f4").astype(np.float32)
     return VectorRecord(**values)
+
+
+def _prefix_keys(uri_prefixes: Sequence[str]) -> list[str]:
+    """Directory URI keys ending in '/'; a scope root without a space ("ctx://user/": every user's memories, for an
+    admin) is taken as a plain prefix."""
+    keys = []
+    for p in uri_prefixes:
+        key = p if p in _SPACE_SCOPE_ROOTS else ContextURI.parse(p).key
+        keys.append(key if key.endswith("/") else key + "/")
+    return keys
+
+
+def _file_conditions(
+    account_id: str,
+    keys: Sequence[str],
+    parent_uri: str | None,
+    context_type: str | None,
+    occurred_start: datetime | None,
+    occurred_end: datetime | None,
+    metadata_equals: dict[str, Any] | None,
+) -> list[Any]:
+    """The WHERE clauses of ``query_files`` / ``select_file_uris`` (prefixes are re-checked in Python: SQLite's
+    LIKE ignores ASCII case)."""
+    conditions: list[Any] = [NodeRow.account_id == account_id, NodeRow.is_dir.is_(False)]
+    if context_type is not None:
+        conditions.append(NodeRow.context_type == context_type)
+    if keys:
+        conditions.append(or_(*(NodeRow.uri_key.startswith(k, autoescape=True) for k in keys)))
+    if parent_uri is not None:
+        conditions.append(NodeRow.parent_uri == str(ContextURI.parse(parent_uri).as_dir()))
+    when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
+    if occurred_start is not None:
+        conditions.append(when >= occurred_start)
+    if occurred_end is not None:
+        conditions.append(when < occurred_end)
+    for key, wanted in (metadata_equals or {}).items():
+        values = wanted if isinstance(wanted, list) else [wanted]
+        conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
+    return conditions
 
 
 def _sequence_key(account_id: str, parent_uri: str) -> str:
