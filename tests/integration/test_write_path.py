@@ -15,9 +15,7 @@ DOC = "# Disk Pressure\n\n## Meaning\n\nThe node is running out of disk space.\n
 def snapshot(engine) -> tuple:
     """Everything a user could observe of the store."""
     home = engine.settings.home_path
-    files = sorted(
-        (str(p.relative_to(home)), p.read_bytes()) for p in (home / "content").rglob("*") if p.is_file()
-    )
+    files = sorted((str(p.relative_to(home)), p.read_bytes()) for p in (home / "content").rglob("*") if p.is_file())
     nodes = [(n.uri, n.index_status, n.content_hash) for n in engine.metadata.list_all_nodes("default")]
     vectors = sorted(v.id for batch in engine.metadata.iter_vectors("default") for v in batch)
     return files, nodes, vectors, engine.index.count()
@@ -138,13 +136,13 @@ def test_interrupted_index_write_leaves_node_pending_and_invisible(make_engine, 
     assert report.pending > 0
     node = engine.metadata.get_node("default", "ctx://resources/ops/disk.md")
     assert node.index_status == "pending"
-    assert engine.search("node running out of disk space") == []  # nothing half-visible
+    assert engine.search_memory("node running out of disk space").hits == []  # nothing half-visible
     assert engine.index.count() == 0
     boom.fail = False
     fixed = engine.reindex()
     assert fixed.nodes == report.pending
     assert engine.metadata.get_node("default", "ctx://resources/ops/disk.md").index_status == "indexed"
-    assert engine.search("node running out of disk space")[0].uri == "ctx://resources/ops/disk.md"
+    assert engine.search_memory("node running out of disk space").hits[0].uri == "ctx://resources/ops/disk.md"
 
 
 def test_embedding_failure_writes_nothing(make_engine, tmp_path):
@@ -179,11 +177,11 @@ def test_readd_unchanged_is_a_noop_and_changed_replaces(seeded, tmp_path):
 def test_reopen_after_close_finds_everything(make_engine, seeded):
     home = seeded.settings.home_path
     before = snapshot(seeded)
-    hits = [h.uri for h in seeded.search("out of disk space")]
+    hits = [h.uri for h in seeded.search_memory("out of disk space").hits]
     seeded.close()
     reopened = make_engine(home=home)
     assert snapshot(reopened) == before
-    assert [h.uri for h in reopened.search("out of disk space")] == hits
+    assert [h.uri for h in reopened.search_memory("out of disk space").hits] == hits
 
 
 def test_read_levels_and_directory_l2_error(seeded):
@@ -204,14 +202,12 @@ def test_delete_and_move(seeded, tmp_path):
         seeded.delete("ctx://resources/ops/")
     assert exc.value.code is ErrorCode.CONFLICT
     seeded.move("ctx://resources/ops/disk.md", "ctx://resources/infra/disk-pressure.md")
-    assert seeded.search("out of disk space")[0].uri == "ctx://resources/infra/disk-pressure.md"
+    assert seeded.search_memory("out of disk space").hits[0].uri == "ctx://resources/infra/disk-pressure.md"
     assert seeded.read("ctx://resources/infra/disk-pressure.md", "L2") == DOC
     with pytest.raises(ContextEngineError):
         seeded.read("ctx://resources/ops/disk.md", "L2")
     seeded.delete("ctx://resources/infra/", recursive=True)
-    assert seeded.search("out of disk space") == [] or all(
-        not h.uri.startswith("ctx://resources/infra/") for h in seeded.search("out of disk space")
-    )
+    assert all(not h.uri.startswith("ctx://resources/infra/") for h in seeded.search_memory("out of disk space").hits)
     assert seeded.metadata.get_node("default", "ctx://resources/infra/disk-pressure.md") is None
 
 
@@ -230,8 +226,8 @@ def test_memory_and_skill(make_engine):
     with pytest.raises(ContextEngineError) as exc:
         engine.read(uri, "L1", bob)
     assert exc.value.code is ErrorCode.URI_FORBIDDEN
-    assert all(h.uri != uri for h in engine.search("preferred answer language", bob))
-    assert engine.search("preferred answer language", alice)[0].uri == uri
+    assert all(h.uri != uri for h in engine.search_memory("preferred answer language", bob).hits)
+    assert engine.search_memory("preferred answer language", alice).hits[0].uri == uri
 
 
 def test_move_keeps_context_type_and_renames_directories(seeded):

@@ -1,5 +1,6 @@
-"""The level-0 similarity sources: the in-memory matrix agrees with the vector index, follows writes without
-reloading, reloads on a foreign write, and 'auto' serves from the index until the matrix is loaded."""
+"""The level-0 similarity sources: the in-memory matrix agrees with the vector index, follows writes of this and
+other processes from the change log without reloading, and 'auto' loads small accounts at once and serves large ones
+from the index until the matrix is loaded."""
 
 from __future__ import annotations
 
@@ -24,8 +25,7 @@ def top_uris(engine, mode: str, ctx, text: str, tq: TypedQuery) -> list[tuple[st
     if mode == "index":
         scorer = IndexL0Scorer(engine.index, vector)
     else:
-        snap = engine.l0_cache.load(ctx.account_id)
-        scorer = MemoryL0Scorer(snap, vector)
+        scorer = MemoryL0Scorer(engine.l0_matrix.view(ctx.account_id), vector)
     return [(m.uri, round(m.similarity, 5)) for m in scorer.top(base_filter(tq, ctx), 20)]
 
 
@@ -43,7 +43,7 @@ def test_memory_matrix_agrees_with_the_index(hash_engine, backend):
     # children and lookups agree as well
     vector = engine.embedder.embed_query("disk")
     flt = VectorFilter(account_id="default", owner_spaces=["shared"], levels=[0], context_types=["resource"])
-    index, memory = IndexL0Scorer(engine.index, vector), MemoryL0Scorer(engine.l0_cache.load("default"), vector)
+    index, memory = IndexL0Scorer(engine.index, vector), MemoryL0Scorer(engine.l0_matrix.view("default"), vector)
     parents = ["ctx://resources/", "ctx://resources/ops/"]
 
     def as_pairs(d):
@@ -60,7 +60,7 @@ def test_writes_in_this_process_are_applied_without_reload(hash_engine):
     engine = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(engine)
     first = engine.search_memory("Alice likes green tea in the morning", ALICE, score_threshold=0.0)
-    loads = engine.l0_cache.loads
+    loads = engine.l0_matrix.loads
     assert loads == 1
     uri = engine.add_memory("Alice likes green tea in the morning.", ALICE, category="preference").uris[0]
     assert uri not in [h.uri for h in first.hits]
@@ -74,23 +74,31 @@ def test_writes_in_this_process_are_applied_without_reload(hash_engine):
     uris = [h.uri for h in moved.hits]
     assert "ctx://resources/ops/storage/disk-full.md" in uris
     assert "ctx://resources/ops/storage/disk-pressure.md" not in uris
-    assert engine.l0_cache.loads == loads  # never reloaded
+    assert engine.l0_matrix.loads == loads  # never reloaded
+    assert engine.l0_matrix.rows_applied > 0
 
 
-def test_a_foreign_write_forces_a_reload(hash_engine):
+def test_a_foreign_write_is_applied_from_the_change_log(hash_engine):
     engine = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(engine)
     engine.search_memory("disk", ADMIN)
-    loads = engine.l0_cache.loads
-    # another process writing: the generation moves without this process's listener seeing it
+    loads, applied = engine.l0_matrix.loads, engine.l0_matrix.rows_applied
+    # another process writing: only the metadata store (the change log) knows
     rec = engine.metadata.get_vectors("default", ["ctx://resources/ops/storage/disk-pressure.md"])[0]
     engine.metadata.put_vectors([rec])
     engine.search_memory("disk", ADMIN)
-    assert engine.l0_cache.loads == loads + 1
+    assert engine.l0_matrix.loads == loads and engine.l0_matrix.rows_applied == applied + 1
+
+
+def test_auto_loads_a_small_account_at_once(hash_engine):
+    engine = hash_engine(retrieval={"l0_source": "auto"})
+    seed_small_store(engine)
+    vector = engine.embedder.embed_query("disk")
+    assert engine.l0_source.scorer("default", vector).name == "memory"
 
 
 def test_auto_serves_from_the_index_until_the_matrix_is_loaded(hash_engine):
-    engine = hash_engine(retrieval={"l0_source": "auto", "memory_warm_after_searches": 1})
+    engine = hash_engine(retrieval={"l0_source": "auto", "memory_warm_after_searches": 1, "memory_load_now_rows": 0})
     seed_small_store(engine)
     vector = engine.embedder.embed_query("disk")
     assert engine.l0_source.scorer("default", vector).name == "index"  # first search: no background load yet
@@ -117,7 +125,7 @@ def test_accounts_over_the_row_limit_use_the_index(hash_engine):
 def test_memory_scorer_filters_match_nothing_on_empty_lists(hash_engine):
     engine = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(engine)
-    scorer = MemoryL0Scorer(engine.l0_cache.load("default"), engine.embedder.embed_query("disk"))
+    scorer = MemoryL0Scorer(engine.l0_matrix.view("default"), engine.embedder.embed_query("disk"))
     base = VectorFilter(account_id="default", levels=[0])
     assert scorer.top(base, 5)
     for empty in ("owner_spaces", "context_types", "categories", "parent_uris", "doc_ids", "levels"):
@@ -129,16 +137,37 @@ def test_memory_scorer_filters_match_nothing_on_empty_lists(hash_engine):
 
 def test_empty_account_and_dimension_mismatch(hash_engine):
     engine = hash_engine(retrieval={"l0_source": "memory"})
-    snap = engine.l0_cache.load("nobody")
-    assert MemoryL0Scorer(snap, np.ones(64, dtype=np.float32) / 8).top(VectorFilter(account_id="nobody"), 3) == []
+    view = engine.l0_matrix.view("nobody")
+    assert MemoryL0Scorer(view, np.ones(64, dtype=np.float32) / 8).top(VectorFilter(account_id="nobody"), 3) == []
 
 
 def test_a_write_to_another_account_keeps_loaded_accounts_current(hash_engine):
     engine = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(engine)
     engine.search_memory("disk", ADMIN)
-    loads = engine.l0_cache.loads
+    loads, applied = engine.l0_matrix.loads, engine.l0_matrix.rows_applied
     other = RequestContext(account_id="other", role="admin")
     engine.add_text("# Other\n\nSomething else entirely.\n", "ctx://resources/other.md", other)
     engine.search_memory("disk", ADMIN)
-    assert engine.l0_cache.loads == loads  # 'default' was not reloaded
+    assert (engine.l0_matrix.loads, engine.l0_matrix.rows_applied) == (loads, applied)  # 'default' untouched
+
+
+def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine):
+    exact = hash_engine(retrieval={"l0_source": "memory"})
+    seed_small_store(exact)
+    small = hash_engine(
+        home=exact.settings.home, retrieval={"l0_source": "memory", "memory_compress_rows": 1, "memory_compress_dims": 8}
+    )
+    assert all(seg.compressed for seg, _ in small.l0_matrix.view("default").segments.values())
+    for ctx in (ADMIN, ALICE, BOB):
+        for text in QUERIES:
+            tq = TypedQuery(text=text, context_type="resource")
+            assert top_uris(small, "memory", ctx, text, tq) == top_uris(exact, "memory", ctx, text, tq)
+    vector = exact.embedder.embed_query("disk")
+    flt = VectorFilter(account_id="default", owner_spaces=["shared"], levels=[0], context_types=["resource"])
+    parents = ["ctx://resources/", "ctx://resources/ops/"]
+    a = MemoryL0Scorer(exact.l0_matrix.view("default"), vector)
+    b = MemoryL0Scorer(small.l0_matrix.view("default"), vector)
+    assert a.children(flt, parents, 2) == b.children(flt, parents, 2)
+    assert a.lookup(flt, parents) == pytest.approx(b.lookup(flt, parents), abs=1e-6)
+    assert small.l0_matrix.rows_rescored > 0

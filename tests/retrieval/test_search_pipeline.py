@@ -107,8 +107,8 @@ def test_vector_failure_gives_empty_hits_retryable_and_a_warning(fresh):
 
     fresh.l0_source.index = Broken()
     if fresh.settings.retrieval.l0_source == "memory":
-        fresh.l0_cache._accounts.clear()
-        fresh.l0_cache._metadata = fresh.l0_source._metadata = BrokenLoad()
+        fresh.l0_matrix._accounts.clear()
+        fresh.l0_matrix._metadata = fresh.l0_source._metadata = BrokenLoad()
     r = fresh.search_memory("disk space", ALICE)
     assert r.hits == [] and r.seed_hits == []
     assert r.retryable is True

@@ -70,7 +70,7 @@ def metadata_store(metadata_backend: MetadataBackend) -> SqlMetadataStore:
 
 # ---- vector indexes -----------------------------------------------------------------------------------------------
 
-VECTOR_BACKENDS = ("exact", "lancedb")
+VECTOR_BACKENDS = ("exact", "lancedb", "matrix")
 
 
 @dataclass
@@ -78,7 +78,7 @@ class VectorIndexFactory:
     """Opens indexes of one backend on one directory; ``open`` again after ``close`` to test a reopen.
 
     Attributes:
-        backend: ``exact`` or ``lancedb``.
+        backend: ``exact``, ``matrix`` or ``lancedb``.
         root: the directory holding the index's files.
         dim: the default vector dimension.
     """
@@ -96,6 +96,12 @@ class VectorIndexFactory:
 
             store = SqlMetadataStore.sqlite(self.root / "metadata.db")
             index = ExactVectorIndex(store)
+            self._closers[id(index)] = store.close
+        elif self.backend == "matrix":  # the level-0 matrix's class, holding every level
+            from context_engine.storage.vector.matrix import MatrixVectorIndex
+
+            store = SqlMetadataStore.sqlite(self.root / "metadata.db")
+            index = MatrixVectorIndex(store, max_cached_accounts=2)
             self._closers[id(index)] = store.close
         elif self.backend == "lancedb":
             from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex

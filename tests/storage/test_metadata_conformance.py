@@ -364,19 +364,57 @@ def test_vectors_with_bad_shape_are_rejected(metadata_store: MetadataStore) -> N
     assert all_vectors(metadata_store) == {}
 
 
-def test_vector_generation_increases_with_vector_writes(metadata_store: MetadataStore) -> None:
-    g0 = metadata_store.vector_generation()
+def test_account_generation_increases_with_vector_writes_of_that_account(metadata_store: MetadataStore) -> None:
+    assert metadata_store.account_generation(A) == 0
     metadata_store.upsert_nodes([node("ctx://resources/a.md")])
     metadata_store.set_meta("k", "v")
-    assert metadata_store.vector_generation() == g0
+    assert metadata_store.account_generation(A) == 0
     metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
-    g1 = metadata_store.vector_generation()
-    assert g1 > g0
+    g1 = metadata_store.account_generation(A)
+    assert g1 > 0
     metadata_store.put_vectors([vrec("a", "ctx://resources/a.md", i=3)])
-    g2 = metadata_store.vector_generation()
+    g2 = metadata_store.account_generation(A)
     assert g2 > g1
+    metadata_store.delete_vectors(["missing"])  # deletes nothing: no bump
+    assert metadata_store.account_generation(A) == g2
+    metadata_store.put_vectors([vrec("b", "ctx://resources/b.md", account_id="acc-b")])
+    assert metadata_store.account_generation(A) == g2  # another account's write
     metadata_store.delete_vectors(["a"])
-    assert metadata_store.vector_generation() > g2
+    assert metadata_store.account_generation(A) > g2
+
+
+def test_changes_since_gives_the_changed_rows_and_the_deleted_ids(metadata_store: MetadataStore) -> None:
+    metadata_store.put_vectors([vrec("a", "ctx://resources/a.md"), vrec("b", "ctx://resources/b.md", i=2)])
+    g1 = metadata_store.account_generation(A)
+    assert metadata_store.changes_since(A, g1).empty
+    with metadata_store.transaction():
+        metadata_store.delete_vectors(["a"])
+        metadata_store.put_vectors([vrec("c", "ctx://resources/c.md", i=3), vrec("b", "ctx://resources/b.md", i=4)])
+    delta = metadata_store.changes_since(A, g1)
+    assert delta.generation == metadata_store.account_generation(A) > g1 and not delta.reload
+    assert [r.id for r in delta.upserted] == ["b", "c"] and delta.removed == ["a"]
+    assert delta.upserted[0].vector.tolist() == vrec("b", "ctx://resources/b.md", i=4).vector.tolist()
+    everything = metadata_store.changes_since(A, 0)
+    assert [r.id for r in everything.upserted] == ["b", "c"] and everything.removed == ["a"]
+    assert [r.id for r in metadata_store.changes_since(A, 0, levels=[2]).upserted] == []
+    assert metadata_store.changes_since(A, 0, max_changes=2).reload  # three ids changed
+    assert metadata_store.changes_since(A, delta.generation + 5).reload  # ahead of the database
+    assert metadata_store.changes_since("acc-none", 0).empty
+
+
+def test_load_vector_matrix_is_at_the_account_generation(metadata_store: MetadataStore) -> None:
+    metadata_store.put_vectors([vrec("a", "ctx://resources/a.md"), vrec("z", "ctx://resources/z.md", level=2)])
+    m = metadata_store.load_vector_matrix(A)
+    assert m.generation == metadata_store.account_generation(A) and m.ids == ["a", "z"]
+    only0 = metadata_store.load_vector_matrix(A, levels=[0], with_vectors=False)
+    assert only0.ids == ["a"] and only0.vectors.shape == (1, 0)
+    rows = metadata_store.get_vector_rows(A, ["z", "missing"])
+    assert list(rows) == ["z"] and rows["z"].level == 2
+    assert metadata_store.get_vector_rows("acc-b", ["z"]) == {}
+    assert metadata_store.get_vector_texts(A, ["z", "a", "missing"]) == {"z": ("", "", ""), "a": ("", "", "")}
+    assert metadata_store.get_vector_texts("acc-b", ["z"]) == {}
+    assert sorted(metadata_store.load_vectors(A, ["a", "missing"])) == ["a"]
+    assert metadata_store.load_vectors("acc-b", ["a"]) == {}
 
 
 def test_meta_set_get_replace(metadata_store: MetadataStore) -> None:
@@ -394,7 +432,7 @@ def _snapshot(store: MetadataStore) -> tuple[object, ...]:
         [r.model_dump() for r in store.get_relations(A, "ctx://resources/docs/a.md")],
         {k: (v.model_dump(exclude={"vector"}), v.vector.tolist()) for k, v in all_vectors(store).items()},
         store.get_meta("stamp"),
-        store.vector_generation(),
+        store.account_generation(A),
         store.count_nodes(),
     )
 
@@ -457,7 +495,7 @@ def test_uncommitted_writes_are_invisible_to_other_threads(metadata_store: Metad
             sorted(all_vectors(metadata_store)),
         )
 
-    generation = metadata_store.vector_generation()
+    generation = metadata_store.account_generation(A)
     with metadata_store.transaction():
         metadata_store.upsert_nodes([node("ctx://resources/a.md")])
         metadata_store.set_meta("stamp", "m")
@@ -465,12 +503,12 @@ def test_uncommitted_writes_are_invisible_to_other_threads(metadata_store: Metad
         reader = threading.Thread(target=look, args=("during",))
         reader.start()
         reader.join()
-        assert metadata_store.vector_generation() == generation  # committed value only
+        assert metadata_store.account_generation(A) == generation  # committed value only
     reader = threading.Thread(target=look, args=("after",))
     reader.start()
     reader.join()
     assert seen == {"during": (False, None, []), "after": (True, "m", ["a"])}
-    assert metadata_store.vector_generation() > generation
+    assert metadata_store.account_generation(A) > generation
 
 
 def test_concurrent_writers_from_threads(metadata_store: MetadataStore) -> None:
@@ -485,7 +523,7 @@ def test_concurrent_writers_from_threads(metadata_store: MetadataStore) -> None:
         except BaseException as err:  # noqa: BLE001 - collected and asserted below
             errors.append(err)
 
-    g0 = metadata_store.vector_generation()
+    g0 = metadata_store.account_generation(A)
     threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
     for th in threads:
         th.start()
@@ -494,7 +532,8 @@ def test_concurrent_writers_from_threads(metadata_store: MetadataStore) -> None:
     assert errors == []
     assert metadata_store.count_nodes(A)["files"] == 80
     assert len(all_vectors(metadata_store)) == 80
-    assert metadata_store.vector_generation() == g0 + 80  # no lost increments
+    assert metadata_store.account_generation(A) == g0 + 80  # no lost increments
+    assert len(metadata_store.changes_since(A, g0).upserted) == 80
 
 
 # ---- tenancy ------------------------------------------------------------------------------------------------------
@@ -570,12 +609,26 @@ def test_newer_schema_version_is_refused(metadata_backend: MetadataBackend) -> N
 
 
 # ---- memories (issue 11): lifecycle columns, queries, versions, schema upgrade -------------------------------------
-def _memory(uri: str, *, occurred: datetime | None = None, meta: dict | None = None, digest: str | None = None,
-            updated: datetime | None = None) -> NodeRecord:
+def _memory(
+    uri: str,
+    *,
+    occurred: datetime | None = None,
+    meta: dict | None = None,
+    digest: str | None = None,
+    updated: datetime | None = None,
+) -> NodeRecord:
     parent = uri.rsplit("/", 1)[0] + "/"
     return NodeRecord(
-        account_id=A, uri=uri, parent_uri=parent, owner_space="user:bob", context_type="memory", is_dir=False,
-        occurred_at=occurred, metadata=meta, content_hash=digest, updated_at=updated,
+        account_id=A,
+        uri=uri,
+        parent_uri=parent,
+        owner_space="user:bob",
+        context_type="memory",
+        is_dir=False,
+        occurred_at=occurred,
+        metadata=meta,
+        content_hash=digest,
+        updated_at=updated,
     )
 
 
@@ -585,10 +638,20 @@ def test_memory_fields_round_trip_and_queries(metadata_store: MetadataStore) -> 
     s1 = "ctx://user/bob/memories/sessions/s1/"
     store.upsert_nodes(
         [
-            _memory(s1 + "000001.md", occurred=t0, meta={"speaker": "Caroline", "turn": 1}, digest="h1",
-                    updated=t0 + timedelta(days=2)),
-            _memory(s1 + "000002.md", occurred=t0 + timedelta(days=1), meta={"speaker": "Melanie", "ok": True},
-                    digest="h2", updated=t0 + timedelta(days=3)),
+            _memory(
+                s1 + "000001.md",
+                occurred=t0,
+                meta={"speaker": "Caroline", "turn": 1},
+                digest="h1",
+                updated=t0 + timedelta(days=2),
+            ),
+            _memory(
+                s1 + "000002.md",
+                occurred=t0 + timedelta(days=1),
+                meta={"speaker": "Melanie", "ok": True},
+                digest="h2",
+                updated=t0 + timedelta(days=3),
+            ),
             _memory("ctx://user/bob/memories/general/tea.md", meta=None, digest="h3", updated=t0 + timedelta(days=1)),
         ]
     )
@@ -598,8 +661,9 @@ def test_memory_fields_round_trip_and_queries(metadata_store: MetadataStore) -> 
     assert store.last_child_uri(A, s1) == s1 + "000002.md" and store.count_children(A, s1) == 2
     assert store.last_child_uri(B, s1) is None
     root = ["ctx://user/bob/memories/"]
-    in_window, total = store.query_files(A, uri_prefixes=root, occurred_start=t0 + timedelta(hours=1),
-                                         occurred_end=t0 + timedelta(days=2))
+    in_window, total = store.query_files(
+        A, uri_prefixes=root, occurred_start=t0 + timedelta(hours=1), occurred_end=t0 + timedelta(days=2)
+    )
     assert [n.uri for n in in_window] == [s1 + "000002.md"] and total == 1
     by_speaker, _ = store.query_files(A, uri_prefixes=root, metadata_equals={"speaker": ["Caroline", "Nobody"]})
     assert [n.uri for n in by_speaker] == [s1 + "000001.md"]
@@ -624,7 +688,14 @@ def test_children_window_is_bounded(metadata_store: MetadataStore) -> None:
     sample, total = store.children_window(A, s1, 4)
     assert total == 30
     assert [n.uri.rsplit("/", 1)[1] for n in sample] == [
-        "000001.md", "000002.md", "000003.md", "000004.md", "000027.md", "000028.md", "000029.md", "000030.md"
+        "000001.md",
+        "000002.md",
+        "000003.md",
+        "000004.md",
+        "000027.md",
+        "000028.md",
+        "000029.md",
+        "000030.md",
     ]
     small, total = store.children_window(A, s1, 20)
     assert total == 30 and len(small) == 30
@@ -652,8 +723,12 @@ def test_schema_version_1_database_is_upgraded_in_place(metadata_backend: Metada
     try:  # make it look like a version-1 database: no memory columns, no versions table
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE node_versions"))
-            for table, column in (("nodes", "occurred_at"), ("nodes", "metadata_json"), ("nodes", "version"),
-                                  ("vectors", "context")):
+            for table, column in (
+                ("nodes", "occurred_at"),
+                ("nodes", "metadata_json"),
+                ("nodes", "version"),
+                ("vectors", "context"),
+            ):
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             conn.execute(text("UPDATE schema_version SET version = 1"))
     finally:
@@ -670,3 +745,36 @@ def test_schema_version_1_database_is_upgraded_in_place(metadata_backend: Metada
     finally:
         engine.dispose()
     again.close()
+
+
+def test_a_bulk_write_makes_readers_behind_it_reload(metadata_store: MetadataStore) -> None:
+    metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
+    g1 = metadata_store.account_generation(A)
+    metadata_store.put_vectors([vrec("b", "ctx://resources/b.md"), vrec("c", "ctx://resources/c.md")], bulk=True)
+    g2 = metadata_store.account_generation(A)
+    assert g2 > g1
+    assert metadata_store.changes_since(A, g1).reload and metadata_store.changes_since(A, 0).reload
+    assert metadata_store.changes_since(A, g2).empty
+    metadata_store.put_vectors([vrec("d", "ctx://resources/d.md")])
+    delta = metadata_store.changes_since(A, g2)
+    assert not delta.reload and [r.id for r in delta.upserted] == ["d"]
+    assert metadata_store.load_vector_matrix(A).ids == ["a", "b", "c", "d"]
+
+
+def test_bulk_upsert_nodes_equals_the_row_by_row_path(metadata_store: MetadataStore) -> None:
+    def view(account_id: str) -> list[dict[str, object]]:
+        return [
+            n.model_dump(exclude={"account_id", "created_at", "updated_at"})
+            for n in metadata_store.list_all_nodes(account_id)
+        ]
+
+    metadata_store.upsert_nodes([node(u, account_id="orm") for u in TREE])
+    metadata_store.upsert_nodes([node(TREE[2], account_id="orm", title="renamed")])
+    metadata_store.upsert_nodes([node(u, account_id="bulk") for u in TREE[:3]], bulk=True)
+    before = metadata_store.get_node("bulk", TREE[2])
+    metadata_store.upsert_nodes([node(u, account_id="bulk") for u in TREE], bulk=True)  # 3 updated, 5 inserted
+    metadata_store.upsert_nodes([node(TREE[2], account_id="bulk", title="renamed")], bulk=True)
+    assert view("bulk") == view("orm") and len(view("bulk")) == len(TREE)
+    after = metadata_store.get_node("bulk", TREE[2])
+    assert before is not None and after is not None
+    assert after.title == "renamed" and after.created_at == before.created_at  # created_at kept on update

@@ -89,7 +89,7 @@ def test_load_vector_matrix_columns_sorted_by_id(metadata_store: SqlMetadataStor
     ]
     metadata_store.put_vectors(records)
     m = metadata_store.load_vector_matrix("acc-a")
-    assert m.generation == metadata_store.vector_generation()
+    assert m.generation == metadata_store.account_generation("acc-a")
     assert m.ids == ["a", "b", "c"] and (m.n, m.dim) == (3, 6)
     assert m.vectors.dtype == np.float32 and m.vectors.shape == (3, 6)
     np.testing.assert_array_equal(m.vectors, vectors[[1, 2, 0]])

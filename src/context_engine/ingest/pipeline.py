@@ -38,10 +38,12 @@ _DIR_SUMMARY_WINDOW = 12
 
 
 class WriteListener(Protocol):
-    """Derived indexes kept in sync with every write and delete (the hint index, BM25).
+    """Derived rows kept in the metadata database with every write and delete (the hint index).
 
-    Called after the metadata commit, with what was committed. A listener must not raise for ordinary input; if it
-    does, the write stands (the source of truth is committed) and the error propagates to the caller.
+    Called inside the write's metadata transaction, after its vectors are written, so what a listener writes to the
+    metadata database commits or rolls back with the write (docs/derived_indexes.md). A listener must not raise for
+    ordinary input; if it does, the write rolls back and the error propagates to the caller. In-memory indexes do not
+    listen: they follow the change log of the metadata database (storage/changes.py).
     """
 
     def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
@@ -136,7 +138,6 @@ class WritePipeline:
             n.record.uri for n in dirs if not n.existed
         )
         stale = self._commit(account_id, nodes, vectors, in_transaction, new_uris)
-        self._notify_written(account_id, nodes, vectors)
         report.pending = self._index_or_mark_pending(account_id, nodes, vectors, stale)
         report.nodes = len(prepared)
         report.directories = len(dirs)
@@ -148,9 +149,7 @@ class WritePipeline:
     def add_listener(self, listener: WriteListener) -> None:
         self._listeners.append(listener)
 
-    def _notify_written(
-        self, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]
-    ) -> None:
+    def _notify_written(self, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]) -> None:
         if self._listeners and nodes:
             records = [n.record for n in nodes]
             for listener in self._listeners:
@@ -337,6 +336,7 @@ class WritePipeline:
                         old = {lv: self._content.read_level(account_id, n.record.uri, lv) for lv in n.levels}
                     snapshots.append((n.record.uri, old, any(v is not None for v in old.values())))
                     self._content.write_levels(account_id, n.record.uri, n.levels)
+                self._notify_written(account_id, nodes, vectors)
         except BaseException:
             # Restore every file, each on its own: one failed restore must not leave the others as written.
             for uri, old, existed in reversed(snapshots):
@@ -394,8 +394,8 @@ class WritePipeline:
         with self._metadata.transaction():
             self._metadata.delete_vectors(ids)
             self._metadata.delete_nodes(account_id, uris)
+            self._notify_deleted(account_id, uris)
         self._content.delete(account_id, node.uri)
-        self._notify_deleted(account_id, uris)
         report = IngestReport(nodes=len(subtree), vectors=len(ids), uris=uris)
         self._refresh_directories(account_id, ContextURI.parse(node.uri).parent)
         return report
@@ -408,7 +408,6 @@ class WritePipeline:
         dirs = self._prepare_directories(account_id, dir_uris, [], utcnow())
         vectors = self._embed(account_id, dirs, None)
         stale = self._commit(account_id, dirs, vectors)
-        self._notify_written(account_id, dirs, vectors)
         self._index_or_mark_pending(account_id, dirs, vectors, stale)
 
     # ------------------------------------------------------------------------------------------------ move
@@ -493,9 +492,9 @@ class WritePipeline:
             self._metadata.delete_nodes(account_id, [n.uri for n in subtree])
             self._metadata.upsert_nodes([m.record for m in moved])
             self._metadata.put_vectors(new_vectors)
+            self._notify_deleted(account_id, [n.uri for n in subtree])
+            self._notify_written(account_id, moved, new_vectors)
             self._content.move(account_id, node.uri, new_prefix)
-        self._notify_deleted(account_id, [n.uri for n in subtree])
-        self._notify_written(account_id, moved, new_vectors)
         pending = self._index_or_mark_pending(account_id, moved, new_vectors, set())
         # New parents may not exist yet: create and summarise them (and a moved directory, whose own summary names
         # it), then refresh the old side.
@@ -503,7 +502,6 @@ class WritePipeline:
         dirs = self._prepare_directories(account_id, dir_uris, [moved[0].record], now)
         dvec = self._embed(account_id, dirs, None)
         stale = self._commit(account_id, dirs, dvec)
-        self._notify_written(account_id, dirs, dvec)
         self._index_or_mark_pending(account_id, dirs, dvec, stale)
         self._refresh_directories(account_id, src.parent)
         return IngestReport(nodes=len(subtree), vectors=len(new_vectors), pending=pending, uris=[new_prefix])

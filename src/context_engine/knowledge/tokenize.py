@@ -7,17 +7,17 @@
   ``api``, ``down``).
 * :func:`norm` is the key form used everywhere in the index: NFKC, case-folded, whitespace collapsed.
 
-jieba's dictionary loads once per process (about 1 s), lazily on the first Chinese text, behind a lock.
+jieba's dictionary loads once per process (about 1 s), lazily on the first Chinese text, behind a lock; the
+tokenizer is the one BM25 uses (``storage.keyword.tokenize.jieba_tokenizer``).
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+
+from context_engine.storage.keyword.tokenize import jieba_tokenizer
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"(?P<a>[A-Za-z0-9]+(?:[._:\-][A-Za-z0-9]+)*)|(?P<c>[{_CJK}]+)")
@@ -26,24 +26,7 @@ _PART_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SPACE_RE = re.compile(r"\s+")
 _PLACEHOLDER_RE = re.compile(r"<[A-Za-z_][A-Za-z0-9_]*>|\{\{[^}]*\}\}")
 
-_jieba_lock = threading.Lock()
-_jieba_tokenizer: Any = None
-
-
-def _jieba() -> Any:
-    """The process-wide jieba tokenizer, initialised on first use."""
-    global _jieba_tokenizer
-    if _jieba_tokenizer is None:
-        with _jieba_lock:
-            if _jieba_tokenizer is None:
-                import jieba
-
-                # jieba logs its dictionary loading at DEBUG on its own stderr handler; keep it quiet.
-                jieba.setLogLevel(logging.WARNING)
-                tokenizer = jieba.Tokenizer()
-                tokenizer.initialize()
-                _jieba_tokenizer = tokenizer
-    return _jieba_tokenizer
+_jieba = jieba_tokenizer  # one dictionary per process, shared with BM25 (storage/keyword/tokenize.py)
 
 
 def warm_up() -> None:

@@ -9,7 +9,8 @@ Every search_memory stage needs the same thing: the cosine similarity between on
 
 :class:`IndexL0Scorer` answers through the :class:`~context_engine.storage.protocols.VectorIndex` protocol (one
 pre-filtered index search per question: ``parent_uris`` for children, ``doc_ids`` for lookups, since a level-0
-record's ``doc_id`` is its URI). :class:`MemoryL0Scorer` answers from :class:`L0MemoryCache`: one matrix-vector
+record's ``doc_id`` is its URI). :class:`MemoryL0Scorer` answers from the level-0 matrix
+(:class:`~context_engine.storage.vector.matrix.MatrixVectorIndex` with ``levels=(0,)``): one matrix-vector
 product per owner-space segment the request needs, shared by every question (about 1-2 ms per 30k rows), which is
 what keeps a search of a 100k-node store within its latency budget (``bench/search_memory.py``: a LanceDB search
 costs 10-20 ms there, and a request asks several questions). :class:`L0Source` picks one per request according to
@@ -31,17 +32,16 @@ from typing import Protocol
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorHit, VectorRecord
+from context_engine.schema.nodes import VectorFilter, VectorHit
 from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import MetadataStore, VectorIndex
+from context_engine.storage.vector.matrix import MatrixVectorIndex, MatrixView, rescore_depth
 
-__all__ = ["IndexL0Scorer", "L0Match", "L0MemoryCache", "L0Scorer", "L0Source", "MemoryL0Scorer"]
+__all__ = ["IndexL0Scorer", "L0Match", "L0Scorer", "L0Source", "MemoryL0Scorer", "space_of"]
 
 _LOG = logging.getLogger(__name__)
 # Index rows fetched per children() call at most (parent_uris queries with many parents).
 _MAX_CHILDREN_ROWS = 2_000
-# Generation steps one write of this process may make before the cache applies it (see _mark_current).
-_OWN_WRITE_STEPS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,33 +152,6 @@ class IndexL0Scorer:
 
 
 # ---------------------------------------------------------------------------------------------------- memory path
-class _Codes:
-    """Dictionary encoding of one string column (context_type or category). Append-only."""
-
-    def __init__(self) -> None:
-        self.code_of: dict[str, int] = {}
-        self.values: list[str] = []
-
-    def code(self, value: str) -> int:
-        found = self.code_of.get(value)
-        if found is None:
-            found = len(self.values)
-            self.values.append(value)
-            self.code_of[value] = found
-        return found
-
-    def lut(self, wanted: Sequence[str]) -> np.ndarray:
-        table = np.zeros(len(self.values) + 1, dtype=bool)
-        for value in wanted:
-            code = self.code_of.get(value)
-            if code is not None:
-                table[code] = True
-        return table
-
-    def has_any(self, wanted: Sequence[str]) -> bool:
-        return any(v in self.code_of for v in wanted)
-
-
 def space_of(uri: str) -> str:
     """The owner space of a canonical URI, from its text alone: ``shared``, ``user:<s>`` or ``agent:<s>``."""
     body = uri[len("ctx://") :]
@@ -188,147 +161,38 @@ def space_of(uri: str) -> str:
     return f"{scope}:{rest.split('/', 1)[0]}"
 
 
-class _Segment:
-    """The level-0 rows of one owner space of one account: unit vectors plus filter columns, append-only.
-
-    Rows are appended; a replaced or deleted record's row is marked dead (``alive[row] = False``). Readers take
-    ``n`` under the cache lock and only look at rows below it, so a concurrent append is never seen half-written.
-    Compaction builds a new segment and swaps it in.
-    """
-
-    def __init__(self, dim: int, capacity: int = 256) -> None:
-        self.dim = dim
-        self.vectors = np.zeros((capacity, dim), dtype=np.float32)
-        self.alive = np.zeros(capacity, dtype=bool)
-        self.ctype = np.zeros(capacity, dtype=np.int32)
-        self.category = np.zeros(capacity, dtype=np.int32)
-        self.n = 0
-        self.dead = 0
-        self.uris: list[str] = []
-        self.parents: list[str | None] = []
-        self.texts: list[str] = []
-        self.row_of: dict[str, int] = {}
-        self.children: dict[str, list[int]] = {}
-        self.codes = {"ctype": _Codes(), "category": _Codes()}
-
-    @property
-    def live(self) -> int:
-        return self.n - self.dead
-
-    def _grow(self, need: int) -> None:
-        capacity = len(self.alive)
-        if need <= capacity:
-            return
-        new_cap = max(need, capacity * 2)
-        for name in ("vectors", "alive", "ctype", "category"):
-            old = getattr(self, name)
-            new = np.zeros((new_cap, *old.shape[1:]), dtype=old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
-
-    def append(
-        self,
-        vectors: np.ndarray,
-        uris: Sequence[str],
-        parents: Sequence[str | None],
-        ctypes: Sequence[str],
-        categories: Sequence[str],
-        texts: Sequence[str],
-    ) -> None:
-        """Add rows (a URI already present is replaced: its old row dies). Caller holds the cache lock."""
-        count = len(uris)
-        if count == 0:
-            return
-        for uri in uris:
-            self.remove(uri)
-        start, end = self.n, self.n + count
-        self._grow(end)
-        self.vectors[start:end] = vectors
-        self.ctype[start:end] = [self.codes["ctype"].code(t) for t in ctypes]
-        self.category[start:end] = [self.codes["category"].code(c) for c in categories]
-        self.uris.extend(uris)
-        self.parents.extend(parents)
-        self.texts.extend(texts)
-        for offset, (uri, parent) in enumerate(zip(uris, parents, strict=True)):
-            self.row_of[uri] = start + offset
-            if parent is not None:
-                self.children.setdefault(parent, []).append(start + offset)
-        self.alive[start:end] = True
-        self.n = end  # published last: readers see the new rows only once they are complete
-
-    def remove(self, uri: str) -> None:
-        row = self.row_of.pop(uri, None)
-        if row is not None and self.alive[row]:
-            self.alive[row] = False
-            self.dead += 1
-
-    def compacted(self) -> _Segment:
-        rows = np.flatnonzero(self.alive[: self.n])
-        out = _Segment(self.dim, capacity=max(256, len(rows)))
-        ctype, category = self.codes["ctype"].values, self.codes["category"].values
-        out.append(
-            self.vectors[rows],
-            [self.uris[r] for r in rows],
-            [self.parents[r] for r in rows],
-            [ctype[int(self.ctype[r])] for r in rows],
-            [category[int(self.category[r])] for r in rows],
-            [self.texts[r] for r in rows],
-        )
-        return out
-
-
-class _Account:
-    """One account's segments, keyed by owner space, and the store generation they reflect."""
-
-    def __init__(self, generation: int) -> None:
-        self.generation = generation
-        self.segments: dict[str, _Segment] = {}
-
-    @property
-    def rows(self) -> int:
-        return sum(seg.live for seg in self.segments.values())
-
-    def segment(self, space: str, dim: int) -> _Segment:
-        found = self.segments.get(space)
-        if found is None:
-            found = self.segments[space] = _Segment(dim)
-        return found
-
-
-class _Snapshot:
-    """A consistent read view of one account: each segment with its row count at the time of the snapshot."""
-
-    __slots__ = ("segments",)
-
-    def __init__(self, account: _Account) -> None:
-        self.segments = {space: (seg, seg.n) for space, seg in account.segments.items()}
-
-
 class MemoryL0Scorer:
-    """:class:`L0Scorer` over an in-memory snapshot.
+    """:class:`L0Scorer` over a :class:`~context_engine.storage.vector.matrix.MatrixView` of the level-0 matrix.
 
     Similarities are computed per owner-space segment, once per request and only for the segments a question
-    needs (a user's memory query touches that user's segment, not the shared resources), then answered with boolean
-    masks and partial sorts. Thread-safe.
+    needs (a user's memory query touches that user's segment, not the shared resources), then answered with the
+    segment's filter mask (:meth:`RowTable.mask`, the one in-process filter compiler) and partial sorts.
+    Thread-safe.
     """
 
     name = "memory"
 
-    def __init__(self, snapshot: _Snapshot, query_vector: np.ndarray) -> None:
-        self._s = snapshot
+    def __init__(self, view: MatrixView, query_vector: np.ndarray) -> None:
+        self._view = view
         self._query = np.asarray(query_vector, dtype=np.float32)
         self._scores: dict[str, np.ndarray] = {}
+        self._exact: dict[str, dict[int, float]] = {}  # compressed segments: rows rescored exactly so far
         self._lock = threading.Lock()
 
+    @property
+    def generation(self) -> int:
+        """The account generation the view is at."""
+        return self._view.generation
+
     def scores(self, space: str) -> np.ndarray:
-        """Cosine similarity of the query to every row of one segment (below the snapshot's row count)."""
+        """Cosine similarity of the query to every row of one segment (below the view's row count)."""
         found = self._scores.get(space)
         if found is not None:
             return found
         with self._lock:
             found = self._scores.get(space)
             if found is None:
-                seg, n = self._s.segments[space]
+                seg, n = self._view.segments[space]
                 if n == 0:
                     found = np.zeros(0, dtype=np.float32)
                 elif self._query.shape != (seg.dim,):
@@ -339,344 +203,115 @@ class MemoryL0Scorer:
                     )
                 else:
                     # einsum runs in this thread; a BLAS matrix-vector product would wake OpenBLAS's thread pool,
-                    # which contends with torch's on a small machine (measured: same median, 2x better p95).
-                    found = np.clip(np.einsum("ij,j->i", seg.vectors[:n], self._query), -1.0, 1.0)
+                    # which contends with the embedder's on a small machine (measured: same median, 2x better p95).
+                    found = np.clip(np.einsum("ij,j->i", seg.vectors[:n], seg.project(self._query)), -1.0, 1.0)
                 self._scores[space] = found
         return found
 
+    def _similarity(self, space: str, rows: Sequence[int]) -> dict[int, float]:
+        """Exact similarities of ``rows``: the matrix's scores, or for a compressed segment the exact vectors read
+        from the metadata store (once per row and request; a row whose vector is gone is absent)."""
+        seg, _ = self._view.segments[space]
+        scores = self.scores(space)
+        if not seg.compressed:
+            return {r: float(scores[r]) for r in rows}
+        with self._lock:
+            known = self._exact.setdefault(space, {})
+            missing = [r for r in rows if r not in known]
+        if missing:
+            vectors = self._view.fetch(self._view.account_id, [seg.ids[r] for r in missing])
+            fresh = {
+                r: float(np.clip(vectors[seg.ids[r]] @ self._query, -1.0, 1.0))
+                for r in missing
+                if seg.ids[r] in vectors
+            }
+            with self._lock:
+                known.update(fresh)
+        return {r: known[r] for r in rows if r in known}
+
     def _spaces(self, flt: VectorFilter) -> list[str]:
-        """Segments that can hold rows passing ``flt`` (owner space, context type, level, prefix), sorted."""
+        """Segments that can hold rows passing ``flt`` (owner space, level, prefix), sorted."""
         if flt.levels is not None and 0 not in flt.levels:
             return []
-        spaces = (
-            self._s.segments.keys() if flt.owner_spaces is None else set(flt.owner_spaces) & self._s.segments.keys()
-        )
+        spaces = self._view.spaces(flt)
         if flt.uri_prefix is not None:
-            spaces = {space_of(flt.uri_prefix)} & set(spaces)
-        out = []
-        for space in sorted(spaces):
-            seg, n = self._s.segments[space]
-            if n and (flt.context_types is None or seg.codes["ctype"].has_any(flt.context_types)):
-                out.append(space)
-        return out
+            spaces = [s for s in spaces if s == space_of(flt.uri_prefix)]
+        return spaces
 
-    def _mask(self, space: str, flt: VectorFilter) -> np.ndarray | None:
-        """Rows of one segment passing the column restrictions of ``flt`` (``None``: none can)."""
-        seg, n = self._s.segments[space]
-        mask = seg.alive[:n].copy()
-        for column, wanted in (("ctype", flt.context_types), ("category", flt.categories)):
-            if wanted is None:
-                continue
-            if not wanted:
-                return None
-            mask &= seg.codes[column].lut(wanted)[getattr(seg, column)[:n]]
-        return mask
-
-    def _match(self, space: str, row: int) -> L0Match:
-        seg, _ = self._s.segments[space]
+    def _match(self, space: str, row: int, similarity: float) -> L0Match:
+        seg, _ = self._view.segments[space]
         return L0Match(
             seg.uris[row],
-            seg.parents[row],
+            seg.value("parent_uri", row),
             space,
-            seg.codes["ctype"].values[int(seg.ctype[row])],
-            seg.codes["category"].values[int(seg.category[row])],
+            seg.value("context_type", row),
+            seg.value("category", row),
             seg.texts[row],
-            float(self.scores(space)[row]),
+            similarity,
         )
 
+    def _best(self, space: str, rows: np.ndarray, k: int) -> list[L0Match]:
+        """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
+        :func:`rescore_depth` best by its approximate scores, rescored exactly)."""
+        seg, _ = self._view.segments[space]
+        scores = self.scores(space)
+        depth = rescore_depth(k) if seg.compressed else k
+        if rows.size > depth:
+            sub = scores[rows]
+            kth = sub[np.argpartition(-sub, depth - 1)[:depth]].min()
+            rows = rows[sub >= kth]  # keep every row tied with the k-th: ties resolve by URI below
+        exact = self._similarity(space, rows.tolist())
+        best = sorted(exact, key=lambda r: (-exact[r], seg.uris[r]))[:k]
+        return [self._match(space, r, exact[r]) for r in best]
+
     def top(self, flt: VectorFilter, k: int) -> list[L0Match]:
-        if k <= 0 or flt.parent_uris == [] or flt.doc_ids == []:
+        if k <= 0:
             return []
         matches: list[L0Match] = []
         for space in self._spaces(flt):
-            mask = self._mask(space, flt)
-            if mask is not None:
-                matches.extend(self._top_in(space, mask, flt, k))
+            seg, n = self._view.segments[space]
+            rows = np.flatnonzero(seg.mask(flt, n))
+            if rows.size:
+                matches.extend(self._best(space, rows, k))
         return _ordered(matches)[:k]
-
-    def _top_in(self, space: str, mask: np.ndarray, flt: VectorFilter, k: int) -> list[L0Match]:
-        seg, n = self._s.segments[space]
-        if flt.parent_uris is not None or flt.doc_ids is not None:
-            allowed: set[int] = set()
-            for p in flt.parent_uris or ():
-                allowed.update(seg.children.get(p, ()))
-            if flt.doc_ids is not None:
-                doc_rows = {seg.row_of[u] for u in flt.doc_ids if u in seg.row_of}
-                allowed = doc_rows if flt.parent_uris is None else allowed & doc_rows
-            rows = np.array(sorted(r for r in allowed if r < n and mask[r]), dtype=np.int64)
-        else:
-            rows = np.flatnonzero(mask)
-        if rows.size == 0:
-            return []
-        scores = self.scores(space)[rows]
-        picked: list[int] = []
-        if flt.uri_prefix is None:
-            idx = np.argpartition(-scores, k - 1)[:k] if k < rows.size else np.arange(rows.size)
-            picked = [int(rows[i]) for i in idx]
-        else:
-            # Walk the candidates best-first in growing windows until k of them lie under the prefix.
-            window, start = max(4 * k, 256), 0
-            while len(picked) < k and start < rows.size:
-                if window < rows.size:
-                    idx = np.argpartition(-scores, window - 1)[:window]
-                    idx = idx[np.lexsort((rows[idx], -scores[idx]))]
-                else:
-                    idx = np.lexsort((rows, -scores))
-                for i in idx[start:]:
-                    row = int(rows[i])
-                    if seg.uris[row].startswith(flt.uri_prefix):
-                        picked.append(row)
-                        if len(picked) == k:
-                            break
-                start, window = len(idx), window * 8
-        return [self._match(space, r) for r in picked]
 
     def children(self, flt: VectorFilter, parent_uris: Sequence[str], per_parent: int) -> dict[str, list[L0Match]]:
         if per_parent <= 0:
             return {}
-        allowed = set(self._spaces(flt.model_copy(update={"uri_prefix": None})))
-        masks: dict[str, np.ndarray | None] = {}
+        plain = flt.model_copy(update={"parent_uris": None})
+        allowed = set(self._spaces(plain.model_copy(update={"uri_prefix": None})))
+        masks: dict[str, np.ndarray] = {}
         out: dict[str, list[L0Match]] = {}
         for parent in sorted(set(parent_uris)):
             space = space_of(parent)
             if space not in allowed:
                 continue
+            seg, n = self._view.segments[space]
             if space not in masks:
-                masks[space] = self._mask(space, flt)
+                masks[space] = seg.mask(plain, n)
             mask = masks[space]
-            if mask is None:
-                continue
-            seg, n = self._s.segments[space]
-            rows = [r for r in seg.children.get(parent, ()) if r < n and mask[r]]
-            if flt.uri_prefix is not None:
-                rows = [r for r in rows if seg.uris[r].startswith(flt.uri_prefix)]
-            if not rows:
-                continue
-            arr = np.asarray(rows, dtype=np.int64)
-            scores = self.scores(space)
-            best = arr[np.argsort(-scores[arr], kind="stable")][: per_parent + 2]  # +2: URI order on ties
-            chosen = sorted(best.tolist(), key=lambda r: (-float(scores[r]), seg.uris[r]))[:per_parent]
-            out[parent] = [self._match(space, r) for r in chosen]
+            rows = np.asarray([r for r in seg.children.get(parent, ()) if r < n and mask[r]], dtype=np.int64)
+            if rows.size:
+                out[parent] = self._best(space, rows, per_parent)
         return out
 
     def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
+        # A level-0 record's doc_id is its node URI (ingest/pipeline.py): one vectorised doc_id pass per segment.
+        wanted = sorted(set(uris))
         plain = flt.model_copy(update={"categories": None, "uri_prefix": None, "parent_uris": None, "doc_ids": None})
-        allowed = set(self._spaces(plain))
-        masks: dict[str, np.ndarray | None] = {}
         out: dict[str, float] = {}
-        for uri in uris:
-            space = space_of(uri)
+        by_space: dict[str, list[str]] = {}
+        for uri in wanted:
+            by_space.setdefault(space_of(uri), []).append(uri)
+        allowed = set(self._spaces(plain))
+        for space, group in by_space.items():
             if space not in allowed:
                 continue
-            if space not in masks:
-                masks[space] = self._mask(space, plain)
-            seg, n = self._s.segments[space]
-            row = seg.row_of.get(uri)
-            mask = masks[space]
-            if row is not None and row < n and mask is not None and mask[row]:
-                out[uri] = float(self.scores(space)[row])
+            seg, n = self._view.segments[space]
+            rows = np.flatnonzero(seg.mask(plain.model_copy(update={"doc_ids": group}), n))
+            if rows.size:
+                out.update((seg.uris[r], sim) for r, sim in self._similarity(space, rows.tolist()).items())
         return out
-
-
-class L0MemoryCache:
-    """Per-account in-memory matrices of level-0 vectors, one segment per owner space, loaded from the metadata
-    store (the source of truth).
-
-    Current when the account's generation equals the store's ``vector_generation()``. Writes made through this
-    process's write pipeline are applied in place (it is registered as a ``WriteListener``), so a write does not
-    force a reload; a write by another process changes the generation and the account is reloaded. Accounts with more
-    than ``memory_max_rows`` level-0 rows are never loaded.
-
-    Staleness can never expose a deleted or foreign node: every hit is hydrated from the metadata store and dropped
-    when missing, pending or invisible (``L0Retriever``, ``HierarchicalSearcher``).
-
-    Args:
-        metadata: the metadata store holding the vectors.
-        settings: the retrieval settings (``memory_max_rows``).
-    """
-
-    def __init__(self, metadata: MetadataStore, settings: RetrievalSettings) -> None:
-        self._metadata = metadata
-        self._settings = settings
-        self._lock = threading.Lock()
-        self._accounts: dict[str, _Account] = {}
-        self._too_large: dict[str, int] = {}  # account -> generation at which it was found too large
-        self._load_locks: dict[str, threading.Lock] = {}
-        self._loading: set[str] = set()
-        self._executor: ThreadPoolExecutor | None = None
-        self.loads = 0  # how many times an account matrix was (re)loaded; for tests and the benchmark
-
-    # ---- reads --------------------------------------------------------------------------------------------------
-    def snapshot(self, account_id: str, generation: int) -> _Snapshot | None:
-        """The account's current view, or ``None`` when it is not loaded or not current."""
-        with self._lock:
-            account = self._accounts.get(account_id)
-            if account is None or account.generation != generation:
-                return None
-            return _Snapshot(account)
-
-    def too_large(self, account_id: str, generation: int) -> bool:
-        with self._lock:
-            return self._too_large.get(account_id) == generation
-
-    def load(self, account_id: str) -> _Snapshot | None:
-        """Load (or reload) the account now; ``None`` when it has too many rows.
-
-        Raises:
-            ContextEngineError: whatever the metadata store raises (``WRT-5001``, ``IDX-4091``).
-        """
-        with self._lock:
-            lock = self._load_locks.setdefault(account_id, threading.Lock())
-        with lock:
-            generation = self._metadata.vector_generation()
-            current = self.snapshot(account_id, generation)
-            if current is not None:
-                return current
-            account = self._read(account_id, generation)
-            with self._lock:
-                self.loads += 1
-                if account is None:
-                    self._too_large[account_id] = generation
-                    self._accounts.pop(account_id, None)
-                    return None
-                self._too_large.pop(account_id, None)
-                self._accounts[account_id] = account
-                return _Snapshot(account)
-
-    def load_in_background(self, account_id: str) -> None:
-        """Start :meth:`load` on a background thread unless one is already running for the account."""
-        with self._lock:
-            if account_id in self._loading:
-                return
-            self._loading.add(account_id)
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-l0-cache")
-            executor = self._executor
-
-        def run() -> None:
-            try:
-                self.load(account_id)
-            except ContextEngineError as err:  # the index keeps serving; the next search retries the load
-                _LOG.warning("level-0 cache load failed for one account: %s", err.message)
-            finally:
-                with self._lock:
-                    self._loading.discard(account_id)
-
-        executor.submit(run)
-
-    def close(self) -> None:
-        """Stop the background loader (waits for a running load) and drop every matrix."""
-        with self._lock:
-            executor, self._executor = self._executor, None
-            self._accounts.clear()
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
-
-    def _read(self, account_id: str, generation: int) -> _Account | None:
-        limit = self._settings.memory_max_rows
-        counter = getattr(self._metadata, "count_vectors", None)
-        if callable(counter) and counter(account_id) > 4 * max(limit, 1):
-            return None  # far too large: do not even read it
-        loader = getattr(self._metadata, "load_vector_matrix", None)
-        if callable(loader):
-            vm = loader(account_id)  # rows and generation read in one transaction
-            rows = np.flatnonzero(np.asarray(vm.level) == 0) if vm.n else np.zeros(0, dtype=np.int64)
-            if len(rows) > limit:
-                return None
-            account = _Account(vm.generation)
-            by_space: dict[str, list[int]] = {}
-            for r in rows.tolist():
-                by_space.setdefault(vm.owner_space[r], []).append(r)
-            for space, idx in by_space.items():
-                seg = account.segment(space, vm.dim)
-                seg._grow(len(idx))
-                seg.append(
-                    vm.vectors[idx],
-                    [vm.uri[r] for r in idx],
-                    [vm.parent_uri[r] for r in idx],
-                    [vm.context_type[r] for r in idx],
-                    [vm.category[r] for r in idx],
-                    [vm.text[r] for r in idx],
-                )
-            return account
-        records = [r for batch in self._metadata.iter_vectors(account_id) for r in batch if r.level == 0]
-        if len(records) > limit:
-            return None
-        account = _Account(generation)
-        _append_records(account, records)
-        return account
-
-    # ---- WriteListener ------------------------------------------------------------------------------------------
-    def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
-        """Apply written level-0 vectors to a loaded account (``WriteListener``); never raises for ordinary input."""
-        level0 = [v for v in vectors if v.level == 0]
-        with self._lock:
-            account = self._accounts.get(account_id)
-            if account is not None:
-                try:
-                    for node in nodes:
-                        seg = account.segments.get(space_of(node.uri))
-                        if seg is not None:
-                            seg.remove(node.uri)
-                    _append_records(account, level0)
-                    self._maybe_compact(account)
-                except (ValueError, TypeError) as err:  # malformed vector: forget the account, it reloads when used
-                    _LOG.warning("level-0 cache update failed, dropping the account's matrix: %s", err)
-                    self._accounts.pop(account_id, None)
-        self._mark_current()  # also when this account is not loaded: the others stay current
-
-    def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
-        """Forget deleted nodes of a loaded account (``WriteListener``)."""
-        with self._lock:
-            account = self._accounts.get(account_id)
-            if account is not None:
-                for uri in uris:
-                    seg = account.segments.get(space_of(uri))
-                    if seg is not None:
-                        seg.remove(uri)
-                self._maybe_compact(account)
-        self._mark_current()
-
-    def _mark_current(self) -> None:
-        """After an in-process write, advance accounts to the store's generation.
-
-        The write's own commit moved the counter by a few steps (``delete_vectors`` and ``put_vectors`` each bump it
-        once). An account whose generation is within ``_OWN_WRITE_STEPS`` of the new value is taken to be current; a
-        larger gap means another process wrote as well, so the account stays stale and is reloaded when next used.
-        """
-        with self._lock:
-            if not self._accounts:
-                return
-        generation = self._metadata.vector_generation()
-        with self._lock:
-            for account in self._accounts.values():
-                if 0 <= generation - account.generation <= _OWN_WRITE_STEPS:
-                    account.generation = generation
-
-    @staticmethod
-    def _maybe_compact(account: _Account) -> None:
-        for space, seg in list(account.segments.items()):
-            if seg.dead > 256 and seg.dead * 3 > seg.n:
-                account.segments[space] = seg.compacted()
-
-
-def _append_records(account: _Account, records: Sequence[VectorRecord]) -> None:
-    by_space: dict[str, list[VectorRecord]] = {}
-    for r in records:
-        by_space.setdefault(r.owner_space, []).append(r)
-    for space, group in by_space.items():
-        dim = int(np.asarray(group[0].vector).size)
-        seg = account.segment(space, dim)
-        if seg.dim != dim:
-            raise ValueError(f"level-0 vectors of {dim} dimensions do not fit a matrix of {seg.dim}")
-        seg.append(
-            np.stack([np.asarray(r.vector, dtype=np.float32).reshape(-1) for r in group]),
-            [r.uri for r in group],
-            [r.parent_uri for r in group],
-            [r.context_type for r in group],
-            [r.category for r in group],
-            [r.text for r in group],
-        )
 
 
 # ---------------------------------------------------------------------------------------------------- chooser
@@ -684,61 +319,98 @@ class L0Source:
     """Hands out one :class:`L0Scorer` per request, following ``RetrievalSettings.l0_source``.
 
     * ``index``: always :class:`IndexL0Scorer`.
-    * ``memory``: :class:`MemoryL0Scorer`, loading (or reloading) the account synchronously when needed; accounts
-      over ``memory_max_rows`` use the index.
-    * ``auto``: the memory scorer when the account's matrix is loaded and current; otherwise the index scorer, and
-      after ``memory_warm_after_searches`` searches of the account the matrix is loaded on a background thread. A
-      one-shot CLI search therefore never pays for a load; a long-running server soon serves from memory.
+    * ``memory``: :class:`MemoryL0Scorer` over the level-0 matrix, loading the account synchronously when needed;
+      accounts over ``memory_max_rows`` use the index.
+    * ``auto``: the memory scorer when the account is held, or small enough to load now (at most
+      ``memory_load_now_rows`` vector rows); otherwise the index scorer, and after ``memory_warm_after_searches``
+      searches of the account the matrix is loaded on a background thread.
+
+    A held account is brought to the committed account generation before each request (one primary-key read, then
+    O(changes) from the change log when it moved: docs/derived_indexes.md), so every process sees every write.
 
     Args:
         index: the vector index.
-        cache: the memory cache (``None`` disables the memory path).
-        metadata: for the store's vector generation.
+        matrix: the level-0 matrix (``None`` disables the memory path).
+        metadata: the metadata store (account generations, row counts).
         settings: the retrieval settings.
     """
 
     def __init__(
         self,
         index: VectorIndex,
-        cache: L0MemoryCache | None,
+        matrix: MatrixVectorIndex | None,
         metadata: MetadataStore,
         settings: RetrievalSettings,
     ) -> None:
         self.index = index
-        self.cache = cache
+        self.matrix = matrix
         self._metadata = metadata
         self._settings = settings
         self._searches: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._loading: set[str] = set()
+        self._executor: ThreadPoolExecutor | None = None
 
-    def scorer(self, account_id: str, query_vector: np.ndarray) -> L0Scorer:
-        """A scorer for one request of ``account_id``.
+    def scorer(self, account_id: str, query_vector: np.ndarray, generation: int | None = None) -> L0Scorer:
+        """A scorer for one request of ``account_id`` (``generation``: the committed account generation when the
+        caller just read it).
 
         Raises:
             ContextEngineError: ``RET-5001`` (retryable) when mode ``memory`` cannot load the matrix.
         """
         mode = self._settings.l0_source
-        if mode == "index" or self.cache is None:
+        matrix = self.matrix
+        if mode == "index" or matrix is None:
             return IndexL0Scorer(self.index, query_vector)
         try:
-            generation = self._metadata.vector_generation()
+            if generation is None:
+                generation = self._metadata.account_generation(account_id)
+            if mode == "memory" or matrix.held(account_id) or self._small(account_id):
+                view = matrix.view(account_id, generation)
+                if view is not None:
+                    return MemoryL0Scorer(view, query_vector)
+                return IndexL0Scorer(self.index, query_vector)
         except Exception as err:  # broad on purpose: translated (memory) or answered by the index (auto)
             if mode == "memory":
-                raise _search_failed(err, "cache generation") from err
+                raise _search_failed(err, "level-0 matrix") from err
             return IndexL0Scorer(self.index, query_vector)
-        snap = self.cache.snapshot(account_id, generation)
-        if snap is not None:
-            return MemoryL0Scorer(snap, query_vector)
-        if self.cache.too_large(account_id, generation):
-            return IndexL0Scorer(self.index, query_vector)
-        if mode == "memory":
-            try:
-                snap = self.cache.load(account_id)
-            except Exception as err:  # broad on purpose: the load failed: a failed vector search (RET-5001)
-                raise _search_failed(err, "cache load") from err
-            return MemoryL0Scorer(snap, query_vector) if snap is not None else IndexL0Scorer(self.index, query_vector)
-        with self._lock:
-            seen = self._searches[account_id] = self._searches.get(account_id, 0) + 1
-        if seen > self._settings.memory_warm_after_searches:
-            self.cache.load_in_background(account_id)
+        if not matrix.too_large(account_id):
+            with self._lock:
+                seen = self._searches[account_id] = self._searches.get(account_id, 0) + 1
+            if seen > self._settings.memory_warm_after_searches:
+                self._load_in_background(account_id)
         return IndexL0Scorer(self.index, query_vector)
+
+    def _small(self, account_id: str) -> bool:
+        limit = self._settings.memory_load_now_rows
+        return limit > 0 and self._metadata.count_vectors(account_id) <= limit
+
+    def _load_in_background(self, account_id: str) -> None:
+        """Load the account's matrix on a background thread unless one is already loading it."""
+        matrix = self.matrix
+        assert matrix is not None
+        with self._lock:
+            if account_id in self._loading:
+                return
+            self._loading.add(account_id)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-l0-matrix")
+            executor = self._executor
+
+        def run() -> None:
+            try:
+                matrix.view(account_id)
+            except ContextEngineError as err:  # the index keeps serving; the next search retries the load
+                _LOG.warning("level-0 matrix load failed for one account: %s", err.message)
+            finally:
+                with self._lock:
+                    self._loading.discard(account_id)
+
+        executor.submit(run)
+
+    def close(self) -> None:
+        """Stop the background loader (waits for a running load)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)

@@ -174,9 +174,16 @@ class SearchMemoryPipeline:
             try:
                 with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
                     vector = self._embedder.embed_query(typed[0].text)
-                scorer = self.source.scorer(ctx.account_id, vector)
-                run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace, allowed=allowed)
-                seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
+                # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
+                # commits while the seeds are gathered, gather them again once, from the new generation.
+                for attempt in (1, 2):
+                    generation = self._metadata.account_generation(ctx.account_id)
+                    scorer = self.source.scorer(ctx.account_id, vector, generation)
+                    run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace, allowed=allowed)
+                    seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
+                    if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
+                        break
+                    trace.event("seed", "generation_moved", generation=generation)
             except ContextEngineError as err:
                 if err.code not in _DEGRADED_SEARCH:
                     raise

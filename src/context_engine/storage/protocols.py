@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from context_engine.schema.nodes import Level, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
+from context_engine.storage.changes import IndexDelta, VectorMatrix
 
 
 @runtime_checkable
@@ -133,8 +134,8 @@ class MetadataStore(Protocol):
     def get_relations(self, account_id: str, from_uri: str, limit: int | None = None) -> list[Relation]: ...
 
     # vectors (exact search, reindex)
-    def put_vectors(self, records: Sequence[VectorRecord]) -> None:
-        """Insert or replace vector rows by ``id``."""
+    def put_vectors(self, records: Sequence[VectorRecord], *, bulk: bool = False) -> None:
+        """Insert or replace vector rows by ``id``; ``bulk``: readers reload instead of applying the rows."""
         ...
 
     def delete_vectors(self, ids: Sequence[str]) -> None: ...
@@ -149,8 +150,35 @@ class MetadataStore(Protocol):
 
     def iter_vectors(self, account_id: str | None = None, batch_size: int = 2048) -> Iterable[list[VectorRecord]]: ...
 
-    def vector_generation(self) -> int:
-        """A counter bumped by every vector write or delete (cache invalidation for exact search)."""
+    def count_vectors(self, account_id: str | None = None) -> int: ...
+
+    # the derived-index feed (storage/changes.py, docs/derived_indexes.md)
+    def account_generation(self, account_id: str) -> int:
+        """The committed account generation, bumped in the transaction of every vector write or delete of it."""
+        ...
+
+    def changes_since(
+        self, account_id: str, generation: int, *, levels: Sequence[int] | None = None, max_changes: int = 50_000
+    ) -> IndexDelta:
+        """The rows changed after ``generation`` and the generation they bring to, in one snapshot."""
+        ...
+
+    def load_vector_matrix(
+        self, account_id: str, *, levels: Sequence[int] | None = None, with_vectors: bool = True
+    ) -> VectorMatrix:
+        """Every committed row of the account (at ``levels``) as columns, with their generation, in one snapshot."""
+        ...
+
+    def get_vector_texts(self, account_id: str, ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+        """``(text, breadcrumb, context)`` of the account's rows with these ids; missing ids are absent."""
+        ...
+
+    def load_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors of the account's rows with these ids (float32, shape ``(dim,)``); missing ids are absent."""
+        ...
+
+    def get_vector_rows(self, account_id: str, ids: Sequence[str]) -> dict[str, VectorRecord]:
+        """The account's rows with these ids; missing ids are absent."""
         ...
 
     # index stamp

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from context_engine.schema.knowledge import SemanticMode, SessionTraceSummary, ToolInvocation
 from context_engine.schema.memory import DedupPolicy
 from context_engine.schema.query import ContextTypeName
-from context_engine.service import NodeView
+from context_engine.schema.views import NodeView
 
 
 class _Request(BaseModel):

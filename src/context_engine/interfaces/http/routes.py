@@ -54,7 +54,8 @@ from context_engine.schema.knowledge import EvidenceVerification, LookupRequest,
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
-from context_engine.service import ContextEngineService, SimilarSearchResult
+from context_engine.schema.views import SimilarSearchResult
+from context_engine.service import ContextEngineService
 
 router = APIRouter()
 _T = TypeVar("_T")
@@ -96,8 +97,12 @@ Caller = Annotated[RequestContext, Depends(caller)]
 
 # ---- retrieval ------------------------------------------------------------------------------------------------------
 @router.post(
-    "/api/v1/search_memory", response_model=SearchMemoryResponse, tags=["retrieval"], responses=READ_ERRORS,
-    operation_id="search_memory", summary="First-round retrieval: L0 candidates and recommended reads",
+    "/api/v1/search_memory",
+    response_model=SearchMemoryResponse,
+    tags=["retrieval"],
+    responses=READ_ERRORS,
+    operation_id="search_memory",
+    summary="First-round retrieval: L0 candidates and recommended reads",
 )
 def search_memory(req: SearchMemoryRequest, service: Service, ctx: Caller, request: Request) -> SearchMemoryResponse:
     """Plan typed queries, recall L0 abstracts, expand the hierarchy, recheck, score and assemble (seed 000 §4-6).
@@ -106,8 +111,12 @@ def search_memory(req: SearchMemoryRequest, service: Service, ctx: Caller, reque
 
 
 @router.post(
-    "/api/v1/read_memory", response_model=ReadMemoryResponse, tags=["retrieval"], responses=READ_ERRORS,
-    operation_id="read_memory", summary="Explicit drill-down: L1 overview or L2 content of one URI",
+    "/api/v1/read_memory",
+    response_model=ReadMemoryResponse,
+    tags=["retrieval"],
+    responses=READ_ERRORS,
+    operation_id="read_memory",
+    summary="Explicit drill-down: L1 overview or L2 content of one URI",
 )
 def read_memory(req: ReadMemoryRequest, service: Service, ctx: Caller, request: Request) -> ReadMemoryResponse:
     """ACL first: an invisible or missing URI gives the same ``RET-4032`` (403). L2 text is redacted."""
@@ -115,8 +124,12 @@ def read_memory(req: ReadMemoryRequest, service: Service, ctx: Caller, request: 
 
 
 @router.post(
-    "/api/search/similar", response_model=SimilarSearchResult, tags=["retrieval"], responses=READ_ERRORS,
-    operation_id="search_similar", summary="Raw semantic search, one result per document (live evaluation)",
+    "/api/search/similar",
+    response_model=SimilarSearchResult,
+    tags=["retrieval"],
+    responses=READ_ERRORS,
+    operation_id="search_similar",
+    summary="Raw semantic search, one result per document (live evaluation)",
 )
 def search_similar(req: SimilarSearchRequest, service: Service, ctx: Caller, request: Request) -> SimilarSearchResult:
     """``{query, top_k}`` -> ``{results: [{doc_id, score, ...}]}``, best first; ``score`` is cosine similarity.
@@ -126,8 +139,12 @@ def search_similar(req: SimilarSearchRequest, service: Service, ctx: Caller, req
 
 # ---- lookup_knowledge -----------------------------------------------------------------------------------------------
 @router.post(
-    "/api/v1/lookup_knowledge", response_model=LookupResult, tags=["knowledge"], responses=READ_ERRORS,
-    operation_id="lookup_knowledge", summary="Runbook evidence for an operations question",
+    "/api/v1/lookup_knowledge",
+    response_model=LookupResult,
+    tags=["knowledge"],
+    responses=READ_ERRORS,
+    operation_id="lookup_knowledge",
+    summary="Runbook evidence for an operations question",
 )
 def lookup_knowledge(req: LookupRequest, service: Service, ctx: Caller, request: Request) -> LookupResult:
     """Hint layer + semantic layer over L2 chunks, relevance levels, session dedup, context pack, one audit row."""
@@ -135,8 +152,12 @@ def lookup_knowledge(req: LookupRequest, service: Service, ctx: Caller, request:
 
 
 @router.get(
-    "/api/v1/tool_invocations", response_model=ToolInvocationList, tags=["knowledge"], responses=READ_ERRORS,
-    operation_id="list_tool_invocations", summary="Audit rows of the caller's account, newest first",
+    "/api/v1/tool_invocations",
+    response_model=ToolInvocationList,
+    tags=["knowledge"],
+    responses=READ_ERRORS,
+    operation_id="list_tool_invocations",
+    summary="Audit rows of the caller's account, newest first",
 )
 def list_tool_invocations(
     service: Service,
@@ -155,8 +176,12 @@ def list_tool_invocations(
 
 
 @router.get(
-    "/api/v1/tool_invocations/summary", response_model=SessionTraceSummary, tags=["knowledge"], responses=READ_ERRORS,
-    operation_id="session_trace_summary", summary="What a session's tool calls did",
+    "/api/v1/tool_invocations/summary",
+    response_model=SessionTraceSummary,
+    tags=["knowledge"],
+    responses=READ_ERRORS,
+    operation_id="session_trace_summary",
+    summary="What a session's tool calls did",
 )
 def session_trace_summary(
     service: Service, ctx: Caller, session_id: Annotated[str, Query(min_length=1, max_length=256)]
@@ -165,8 +190,12 @@ def session_trace_summary(
 
 
 @router.post(
-    "/api/v1/verify_evidence", response_model=EvidenceVerification, tags=["knowledge"], responses=READ_ERRORS,
-    operation_id="verify_evidence", summary="Is a quoted excerpt backed by a recorded evidence ref?",
+    "/api/v1/verify_evidence",
+    response_model=EvidenceVerification,
+    tags=["knowledge"],
+    responses=READ_ERRORS,
+    operation_id="verify_evidence",
+    summary="Is a quoted excerpt backed by a recorded evidence ref?",
 )
 def verify_evidence(req: VerifyEvidenceRequest, service: Service, ctx: Caller) -> EvidenceVerification:
     return service.verify_evidence(req.invocation_id, req.excerpt, ctx)
@@ -174,22 +203,32 @@ def verify_evidence(req: VerifyEvidenceRequest, service: Service, ctx: Caller) -
 
 # ---- browsing -------------------------------------------------------------------------------------------------------
 @router.get(
-    "/api/v1/ls", response_model=LsResponse, tags=["browse"], responses=READ_ERRORS, operation_id="ls",
+    "/api/v1/ls",
+    response_model=LsResponse,
+    tags=["browse"],
+    responses=READ_ERRORS,
+    operation_id="ls",
     summary="Children of a directory with their L0 abstracts",
 )
 def ls(
-    service: Service, ctx: Caller,
+    service: Service,
+    ctx: Caller,
     uri: Annotated[str, Query(max_length=4096, description="A directory URI.")] = "ctx://resources/",
 ) -> LsResponse:
     return LsResponse(uri=uri, nodes=service.ls(uri, ctx))
 
 
 @router.get(
-    "/api/v1/tree", response_model=TreeResponse, tags=["browse"], responses=READ_ERRORS, operation_id="tree",
+    "/api/v1/tree",
+    response_model=TreeResponse,
+    tags=["browse"],
+    responses=READ_ERRORS,
+    operation_id="tree",
     summary="A subtree with each node's L0 abstract",
 )
 def tree(
-    service: Service, ctx: Caller,
+    service: Service,
+    ctx: Caller,
     uri: Annotated[str, Query(max_length=4096, description="Root of the tree.")] = "ctx://resources/",
     max_depth: Annotated[int, Query(ge=0, le=10, description="Levels below the root.")] = 3,
 ) -> TreeResponse:
@@ -198,32 +237,42 @@ def tree(
 
 # ---- writes ---------------------------------------------------------------------------------------------------------
 @router.post(
-    "/api/v1/resources", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
-    operation_id="add_resource_path", summary="Add server-side files below an allowed root",
+    "/api/v1/resources",
+    response_model=IngestReport,
+    tags=[WRITE_TAG],
+    responses=WRITE_ERRORS,
+    operation_id="add_resource_path",
+    summary="Add server-side files below an allowed root",
 )
 def add_resource_path(req: AddResourcePathRequest, service: Service, ctx: Caller) -> IngestReport:
     return calls.add_resource_path(service, req, ctx)
 
 
 @router.post(
-    "/api/v1/resources/text", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
-    operation_id="add_resource_text", summary="Add one resource document given as text",
+    "/api/v1/resources/text",
+    response_model=IngestReport,
+    tags=[WRITE_TAG],
+    responses=WRITE_ERRORS,
+    operation_id="add_resource_text",
+    summary="Add one resource document given as text",
 )
 def add_resource_text(req: AddResourceTextRequest, service: Service, ctx: Caller) -> IngestReport:
     return calls.add_resource_text(service, req, ctx)
 
 
 @router.post(
-    "/api/v1/resources/upload", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
-    operation_id="add_resource_upload", summary="Upload .md/.markdown/.txt files as resources",
+    "/api/v1/resources/upload",
+    response_model=IngestReport,
+    tags=[WRITE_TAG],
+    responses=WRITE_ERRORS,
+    operation_id="add_resource_upload",
+    summary="Upload .md/.markdown/.txt files as resources",
 )
 def add_resource_upload(
     service: Service,
     ctx: Caller,
     files: Annotated[list[UploadFile], File(description="One or more files (multipart field 'files').")],
-    target_uri: Annotated[str, Form(description="Target directory (or file URI for one file).")] = (
-        "ctx://resources/"
-    ),
+    target_uri: Annotated[str, Form(description="Target directory (or file URI for one file).")] = ("ctx://resources/"),
     strict: Annotated[bool, Form(description="Fail on the first bad file.")] = False,
 ) -> IngestReport:
     """The whole body is limited by ``http.max_upload_bytes`` and each file by ``ingest.max_file_bytes``."""
@@ -237,8 +286,12 @@ def add_resource_upload(
 
 # ---- memories (issue 11) --------------------------------------------------------------------------------------------
 @router.post(
-    "/api/v1/memories", response_model=IngestReport, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="add_memory", summary="Store a memory in the caller's user space",
+    "/api/v1/memories",
+    response_model=IngestReport,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="add_memory",
+    summary="Store a memory in the caller's user space",
 )
 def add_memory(req: AddMemoryRequest, service: Service, ctx: Caller) -> IngestReport:
     """The same normalised text is the same memory (``unchanged``); a near-duplicate follows ``policy``: with
@@ -247,8 +300,12 @@ def add_memory(req: AddMemoryRequest, service: Service, ctx: Caller) -> IngestRe
 
 
 @router.post(
-    "/api/v1/memories/batch", response_model=MemoryWriteResult, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="add_memories", summary="Store a batch of memories in one all-or-nothing write",
+    "/api/v1/memories/batch",
+    response_model=MemoryWriteResult,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="add_memories",
+    summary="Store a batch of memories in one all-or-nothing write",
 )
 def add_memories(req: AddMemoriesRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
     """One outcome per item, in input order: ``added``, ``unchanged``, ``duplicate`` (with ``duplicate_of``) or
@@ -257,8 +314,12 @@ def add_memories(req: AddMemoriesRequest, service: Service, ctx: Caller, request
 
 
 @router.post(
-    "/api/v1/memories/messages", response_model=MemoryWriteResult, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="add_messages", summary="Store conversation messages of one session as memories",
+    "/api/v1/memories/messages",
+    response_model=MemoryWriteResult,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="add_messages",
+    summary="Store conversation messages of one session as memories",
 )
 def add_messages(req: AddMessagesRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
     """Message ``i`` becomes ``ctx://user/<space>/memories/sessions/<session_id>/<seq>.md`` (``items[i].uri``);
@@ -267,23 +328,30 @@ def add_messages(req: AddMessagesRequest, service: Service, ctx: Caller, request
 
 
 @router.get(
-    "/api/v1/memories", response_model=MemoryListPage, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="list_memories", summary="The caller's memories, newest first, one page",
+    "/api/v1/memories",
+    response_model=MemoryListPage,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="list_memories",
+    summary="The caller's memories, newest first, one page",
 )
-def list_memories(
-    req: Annotated[ListMemoriesRequest, Query()], service: Service, ctx: Caller
-) -> MemoryListPage:
+def list_memories(req: Annotated[ListMemoriesRequest, Query()], service: Service, ctx: Caller) -> MemoryListPage:
     """L0 abstracts with ``created_at``, ``updated_at``, ``occurred_at``, ``metadata`` and ``version``;
     ``next_offset`` is null on the last page."""
     return calls.list_memories(service, req, ctx)
 
 
 @router.get(
-    "/api/v1/memories/item", response_model=MemoryDetail, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="get_memory", summary="One memory: its text and earlier versions",
+    "/api/v1/memories/item",
+    response_model=MemoryDetail,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="get_memory",
+    summary="One memory: its text and earlier versions",
 )
 def get_memory(
-    service: Service, ctx: Caller,
+    service: Service,
+    ctx: Caller,
     uri: Annotated[str, Query(max_length=4096, description="The memory's URI.")],
 ) -> MemoryDetail:
     """The current text (secrets redacted) and ``history`` (earlier versions, oldest first). Missing and not
@@ -292,8 +360,12 @@ def get_memory(
 
 
 @router.post(
-    "/api/v1/memories/update", response_model=MemoryWriteResult, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="update_memory", summary="Replace a memory's text, keeping the previous version",
+    "/api/v1/memories/update",
+    response_model=MemoryWriteResult,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="update_memory",
+    summary="Replace a memory's text, keeping the previous version",
 )
 def update_memory(req: UpdateMemoryRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
     """Re-embedded, ``version`` + 1 (``updated``), or ``unchanged`` for the same text. Missing, not visible or not
@@ -302,34 +374,49 @@ def update_memory(req: UpdateMemoryRequest, service: Service, ctx: Caller, reque
 
 
 @router.post(
-    "/api/v1/memories/delete", response_model=IngestReport, tags=[MEMORY_TAG], responses=MEMORY_ERRORS,
-    operation_id="delete_memory", summary="Delete one memory and its versions",
+    "/api/v1/memories/delete",
+    response_model=IngestReport,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="delete_memory",
+    summary="Delete one memory and its versions",
 )
 def delete_memory(req: MemoryUriRequest, service: Service, ctx: Caller) -> IngestReport:
     """Missing, not visible or not writable: the same ``403 RET-4032`` body."""
     return calls.delete_memory(service, req, ctx)
 
 
-
 @router.post(
-    "/api/v1/skills", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
-    operation_id="add_skill", summary="Store a skill in the caller's agent space",
+    "/api/v1/skills",
+    response_model=IngestReport,
+    tags=[WRITE_TAG],
+    responses=WRITE_ERRORS,
+    operation_id="add_skill",
+    summary="Store a skill in the caller's agent space",
 )
 def add_skill(req: AddSkillRequest, service: Service, ctx: Caller) -> IngestReport:
     return calls.add_skill(service, req, ctx)
 
 
 @router.post(
-    "/api/v1/delete", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
-    operation_id="delete", summary="Delete a node (a directory with recursive)",
+    "/api/v1/delete",
+    response_model=IngestReport,
+    tags=[WRITE_TAG],
+    responses=WRITE_ERRORS,
+    operation_id="delete",
+    summary="Delete a node (a directory with recursive)",
 )
 def delete(req: DeleteRequest, service: Service, ctx: Caller) -> IngestReport:
     return service.delete(req.uri, ctx, recursive=req.recursive)
 
 
 @router.post(
-    "/api/v1/move", response_model=IngestReport, tags=[WRITE_TAG], responses=WRITE_ERRORS,
-    operation_id="move", summary="Move or rename a node and its subtree",
+    "/api/v1/move",
+    response_model=IngestReport,
+    tags=[WRITE_TAG],
+    responses=WRITE_ERRORS,
+    operation_id="move",
+    summary="Move or rename a node and its subtree",
 )
 def move(req: MoveRequest, service: Service, ctx: Caller) -> IngestReport:
     return service.move(req.src, req.dst, ctx)
@@ -343,7 +430,10 @@ async def healthz() -> HealthResponse:
 
 
 @router.get(
-    "/readyz", response_model=ReadyResponse, tags=["operations"], operation_id="readyz",
+    "/readyz",
+    response_model=ReadyResponse,
+    tags=["operations"],
+    operation_id="readyz",
     responses={503: {"model": ErrorEnvelope, "description": "Starting or stopping (API-5031)."}},
 )
 async def readyz(request: Request) -> ReadyResponse:
@@ -358,7 +448,10 @@ async def readyz(request: Request) -> ReadyResponse:
 
 
 @router.get(
-    "/metrics", tags=["operations"], operation_id="metrics", response_class=Response,
+    "/metrics",
+    tags=["operations"],
+    operation_id="metrics",
+    response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}, "description": "Prometheus text format."}},
 )
 async def metrics(request: Request) -> Response:

@@ -1,30 +1,71 @@
-"""The BM25 keyword index (DESIGN §7.1, §14): ``bm25s`` over :class:`KeywordTokenizer` tokens, per account and level.
+"""The BM25 keyword index (DESIGN §7.1, §14): an inverted index over :class:`KeywordTokenizer` tokens, scored at
+query time, per account and level.
 
-A derived index like the vector index: the metadata store is the source of truth, the write pipeline keeps this index
-in sync through :class:`~context_engine.ingest.pipeline.WriteListener` (:meth:`BM25Index.nodes_written`,
-:meth:`BM25Index.nodes_deleted`), and :meth:`BM25Index.rebuild` restores it from the vector rows kept in the metadata
-store (each row carries its text). One bm25s model is kept per ``(account_id, level)`` so that the IDF statistics of
-level-0 abstracts and level-2 chunks never mix and no tenant's vocabulary leaks into another's scores. bm25s has no
-incremental update: a write marks the partition stale and the next search re-indexes it (about 1 s per 5k documents
-on 2 cores; tokens are cached per record, so only the matrix is rebuilt).
+A derived index like the vector index: the metadata store is the source of truth. With a ``source`` (the metadata
+store) the index follows the one invalidation rule of the derived indexes (:mod:`context_engine.storage.changes`,
+docs/derived_indexes.md): before each search of an account it reads the committed account generation (one
+primary-key read); when it moved, the changed rows are read from the change log (``changes_since``) and applied, which
+costs O(changed records), or the account is reloaded wholesale (``load_vector_matrix``) on its first search or when
+the log does not reach back. Writes of any process are therefore seen by the next search, with no listener
+(:meth:`BM25Index.nodes_written` / :meth:`BM25Index.nodes_deleted` do nothing then). Without a source the index is fed
+directly (:meth:`BM25Index.upsert`, :meth:`BM25Index.delete`, or as a
+:class:`~context_engine.ingest.pipeline.WriteListener`) and keeps the texts it was given; with one, no record text is
+held in memory: the texts of the returned hits are read from the store (``get_vector_rows``, one query per search).
 
-Scores are BM25 scores (``score_label='bm25'``): higher is better, ``> 0`` for every hit (a record sharing no token
-with the query is never returned), not comparable across queries. Each hit also carries ``coverage``, the score divided
-by its upper bound for the query, ``sum over query tokens of idf(t)`` (Lucene BM25's term-frequency factor
-``tf / (tf + k1 * norm)`` is below 1; a token absent from the partition counts with ``df = 0``): a query-normalised
-value in [0, 1) that says how much of the query's information the record matches (about 0.5 when every query token
-occurs once in a record of average length, k1 = 0.9), comparable across queries, as the "theoretical" normalisation of
-Bruch et al. 2023 (ACM TOIS, "An Analysis of Fusion Functions for Hybrid Retrieval") suggests. The bound is exact for
-``method='lucene'`` (the default) and an approximation for the other variants. Fuse with dense scores through
-:mod:`context_engine.retrieval.fusion`.
+One partition is kept per ``(account_id, level)`` so that the IDF statistics of level-0 abstracts and level-2 chunks
+never mix and no tenant's vocabulary leaks into another's scores. A partition is a
+:class:`~context_engine.storage.filters.RowTable` (ids, URIs, the encoded filter columns and the tombstones; its
+:meth:`~context_engine.storage.filters.RowTable.mask` is the filter) plus, in numpy arrays:
+
+* a **forward index**: each row's distinct term ids and term frequencies (uint16, clipped at 65,535) and its length
+  in tokens, so that a delete can decrement the document frequencies it contributed;
+* the exact statistics of the live rows: ``N`` (live rows), the total length (``avgdl = total / N``) and ``df`` per
+  term; a partition's scores after any sequence of adds and deletes are those of a fresh build of its live rows;
+* a **main segment**: postings in CSR form (per-term offsets into int32 row and uint16 tf arrays), immutable once
+  built;
+* an **append segment**: the postings of the rows added since the last merge, per term in growable arrays.
+
+Adding or deleting n records costs O(their tokens). When the append segment holds more than
+``max(2048, 10% of the live rows)`` rows it is merged: a new main segment is built beside the old one from the
+forward index of the live rows (dropping tombstoned postings) and swapped in, as Lucene merges segments
+(Lucene ``TieredMergePolicy``; Cutting and Pedersen 1990, "Optimizations for dynamic inverted index maintenance");
+when tombstones pass a third of a partition's rows it is compacted instead (a new partition of the live rows is built
+and swapped in). Readers hold an account's view lock only while they capture what a search reads (the query terms'
+postings and statistics, the filter mask): never while a merge or a compaction builds, and they never see a half-built
+segment.
+
+Scores are BM25 scores (``score_label='bm25'``) with the ``keyword`` settings' ``k1``, ``b`` and variant ``method``
+(Robertson and Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and Beyond"; the variants as in Kamphuis et
+al. 2020, "Which BM25 Do You Mean?", ECIR, and bm25s): ``score = sum over the query tokens (duplicates counted, tokens
+absent from the partition skipped) of idf(t) * tfc(t)``, with ``norm = 1 - b + b * dl / avgdl`` and
+
+* ``lucene`` (the default): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), tfc = tf / (tf + k1 * norm);
+* ``robertson``: idf = ln(max(1, (N - df + 0.5) / (df + 0.5))), tfc as lucene;
+* ``atire``: idf = ln(N / df), tfc = tf * (k1 + 1) / (tf + k1 * norm);
+* ``bm25l``: idf = ln((N + 1) / (df + 0.5)), tfc = (k1 + 1) * (c + d) / (k1 + c + d) with c = tf / norm, d = 0.5;
+* ``bm25+``: idf = ln((N + 1) / df), tfc = (k1 + 1) * tf / (k1 * norm + tf) + d, d = 0.5.
+
+These equal bm25s's ``BM25(k1, b, method).get_scores`` over the same tokens (float64 here, float32 there; checked in
+tests/keyword/test_bm25_index.py). For ``bm25l`` and ``bm25+`` a query token absent from a record still adds
+``idf * tfc(tf=0)``, as in bm25s, but only records sharing at least one token with the query are returned. Higher is
+better, ``> 0`` for every hit (a record sharing no token with the query is never returned), not comparable across
+queries.
+
+Each hit also carries ``coverage``, the score divided by its upper bound for the query, ``sum over query tokens of
+idf(t)`` (Lucene BM25's term-frequency factor ``tf / (tf + k1 * norm)`` is below 1; a token absent from the partition
+counts with ``df = 0``): a query-normalised value in [0, 1) that says how much of the query's information the record
+matches (about 0.5 when every query token occurs once in a record of average length, k1 = 0.9), comparable across
+queries, as the "theoretical" normalisation of Bruch et al. 2023 (ACM TOIS, "An Analysis of Fusion Functions for
+Hybrid Retrieval") suggests. The bound is exact for ``method='lucene'`` (the default) and an approximation for the
+other variants (coverage is clipped to 1). Fuse with dense scores through :mod:`context_engine.retrieval.fusion`.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import threading
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -37,11 +78,19 @@ from pydantic import BaseModel, ConfigDict
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
+from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.filters import RowTable
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "keyword_text"]
 
 _FORMAT_VERSION = 1
+_DELTA = 0.5  # BM25L / BM25+ delta (bm25s's default; KeywordSettings has no field for it)
+_TF_MAX = 65_535  # term frequencies are stored as uint16
+_MERGE_MIN_ROWS = 2048  # an append segment is merged past max(this, _MERGE_FRACTION of the live rows)
+_MERGE_FRACTION = 0.1
+_COMPACT_MIN_DEAD = 256  # a partition is compacted past max(this, a third of its rows) tombstones
+_MAX_CHANGES = 50_000  # catch-up applies at most max(this, half the account) changed ids, else reloads
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +135,18 @@ def keyword_text(r: VectorRecord) -> str:
 
     The same fields the embedding input is built from (DESIGN §4), so both retrievers see the same words.
     """
-    return "\n".join(part for part in (r.breadcrumb, r.context, r.text) if part)
+    return _join(r.breadcrumb, r.context, r.text)
+
+
+def _join(breadcrumb: str, context: str, text: str) -> str:
+    return "\n".join(part for part in (breadcrumb, context, text) if part)
 
 
 class KeywordHit(BaseModel):
-    """A keyword search hit. ``score`` is the BM25 score (higher is better, > 0, query-dependent scale)."""
+    """A keyword search hit. ``score`` is the BM25 score (higher is better, > 0, query-dependent scale).
+
+    ``text`` is what BM25 scored (:func:`keyword_text` of the record: breadcrumb, context and text).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -110,92 +166,458 @@ class KeywordHit(BaseModel):
     breadcrumb: str = ""
 
 
-class _Partition:
-    """The records of one ``(account_id, level)`` and, once built, their bm25s model and filter columns."""
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """The filter fields of one record (what :meth:`RowTable.append` reads)."""
 
-    def __init__(self) -> None:
-        self.docs: dict[str, KeywordDoc] = {}
-        self.tokens: dict[str, list[str]] = {}
-        self.model: Any = None
-        self.ids: list[str] = []
-        self.columns: dict[str, np.ndarray] = {}
-        self.df: Counter[str] = Counter()
-        self.stale = True
+    id: str
+    uri: str
+    parent_uri: str | None
+    owner_space: str
+    context_type: str
+    category: str
+    level: int
+    doc_id: str
+    chunk_index: int
 
-    def upper_bound(self, q_tokens: Sequence[str]) -> float:
-        """The highest BM25 score ``q_tokens`` can reach here: ``sum idf(t)`` (Lucene idf; see the module docstring)."""
-        n = len(self.ids)
-        return sum(math.log(1.0 + (n - self.df.get(t, 0) + 0.5) / (self.df.get(t, 0) + 0.5)) for t in q_tokens)
 
-    def build(self, settings: KeywordSettings) -> None:
-        import bm25s
+def _grown(arr: np.ndarray, need: int, used: int) -> np.ndarray:
+    """``arr`` if it holds ``need`` entries, else a copy at least twice as long with its first ``used`` entries."""
+    if need <= arr.shape[0]:
+        return arr
+    new = np.zeros(max(need, 2 * arr.shape[0]), dtype=arr.dtype)
+    new[:used] = arr[:used]
+    return new
 
-        self.ids = sorted(self.docs)
-        self.columns = {}
-        self.codes: dict[str, tuple[dict[str, int], np.ndarray]] = {}
-        self.model = None
-        if self.ids:
-            model = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method)
-            model.index([self.tokens[i] for i in self.ids], show_progress=False)
-            self.model = model
-            self.df = Counter(t for i in self.ids for t in set(self.tokens[i]))
-            for name in ("uri", "parent_uri", "owner_space", "context_type", "category", "doc_id"):
-                col = np.empty(len(self.ids), dtype=object)
-                col[:] = [getattr(self.docs[i], name) for i in self.ids]
-                self.columns[name] = col
-                if name != "uri":
-                    # Integer codes per distinct value, so a filter is one vectorised np.isin (not a Python loop
-                    # over every record: 100k level-0 records per search otherwise).
-                    vocab: dict[str, int] = {}
-                    codes = np.fromiter((vocab.setdefault(v, len(vocab)) for v in col), dtype=np.int32, count=len(col))
-                    self.codes[name] = (vocab, codes)
-            order = sorted(range(len(self.ids)), key=lambda r: self.columns["uri"][r])
-            self.uri_order = np.asarray(order, dtype=np.int64)
-            self.sorted_uris = [self.columns["uri"][r] for r in order]
-        self.stale = False
 
-    def mask(self, flt: VectorFilter) -> np.ndarray | None:
-        n = len(self.ids)
-        mask: np.ndarray | None = None
-        for name, wanted in (
-            ("owner_space", flt.owner_spaces),
-            ("context_type", flt.context_types),
-            ("category", flt.categories),
-            ("parent_uri", flt.parent_uris),
-            ("doc_id", flt.doc_ids),
-        ):
-            if wanted is None:
-                continue
-            vocab, codes = self.codes[name]
-            allowed = [vocab[v] for v in set(wanted) if v in vocab]
-            part = np.isin(codes, np.asarray(allowed, dtype=np.int32)) if allowed else np.zeros(n, dtype=bool)
-            mask = part if mask is None else mask & part
-        if flt.uri_prefix is not None:
-            # URIs in code-point order: the records under a prefix are one contiguous range (two bisections).
-            lo = bisect.bisect_left(self.sorted_uris, flt.uri_prefix)
-            hi = bisect.bisect_left(self.sorted_uris, flt.uri_prefix + "\U0010ffff")
-            part = np.zeros(n, dtype=bool)
-            part[self.uri_order[lo:hi]] = True
-            mask = part if mask is None else mask & part
-        return mask
+@dataclass(frozen=True, slots=True)
+class _Main:
+    """An immutable main segment: the postings of term ``t`` are ``rows/tfs[indptr[t]:indptr[t + 1]]``, rows
+    ascending (tombstoned rows dropped at build time; rows killed since are masked by the reader)."""
+
+    indptr: np.ndarray  # int64, (terms + 1,)
+    rows: np.ndarray  # int32
+    tfs: np.ndarray  # uint16
+
+    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        if term + 1 >= self.indptr.shape[0]:
+            return _NO_ROWS, _NO_TFS
+        start, end = int(self.indptr[term]), int(self.indptr[term + 1])
+        return self.rows[start:end], self.tfs[start:end]
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int32)
+_NO_TFS = np.zeros(0, dtype=np.uint16)
+_EMPTY_MAIN = _Main(np.zeros(1, dtype=np.int64), _NO_ROWS, _NO_TFS)
+
+
+class _Partition(RowTable):
+    """The records of one ``(account_id, level)``: a :class:`RowTable`, the forward index, the statistics of the live
+    rows, and the main and append segments (module docstring).
+
+    Not thread-safe: the owning account serialises writers and guards what readers capture (``_Account``).
+    """
+
+    def __init__(self, account_id: str, level: int, capacity: int = 256) -> None:
+        super().__init__(account_id, capacity)
+        self.part_level = level
+        self.term_of: dict[str, int] = {}
+        self.df = np.zeros(1024, dtype=np.int32)  # live rows holding each term id
+        self.total_len = 0  # tokens of the live rows
+        self.doc_len = np.zeros(self.capacity, dtype=np.int32)
+        self.fwd_start = np.zeros(self.capacity + 1, dtype=np.int64)  # row r's entries: fwd_start[r]:fwd_start[r+1]
+        self.fwd_terms = np.zeros(4096, dtype=np.int32)
+        self.fwd_tfs = np.zeros(4096, dtype=np.uint16)
+        self.main = _EMPTY_MAIN
+        self.main_rows = 0  # rows below this are covered by ``main``
+        self.tail: dict[int, tuple[array[int], array[int]]] = {}  # append segment: term -> (rows, tfs)
+        self.texts: dict[str, tuple[str, str]] = {}  # id -> (text, breadcrumb), for records given with their text
+
+    @property
+    def tail_rows(self) -> int:
+        return self.n - self.main_rows
+
+    def on_grow(self, capacity: int) -> None:
+        self.doc_len = _grown(self.doc_len, capacity, self.n)
+        self.fwd_start = _grown(self.fwd_start, capacity + 1, self.n + 1)
+
+    def kill(self, rid: str) -> int | None:
+        """Tombstone the live row of ``rid`` and take it out of the statistics (O(its distinct terms))."""
+        row = super().kill(rid)
+        if row is not None:
+            start, end = int(self.fwd_start[row]), int(self.fwd_start[row + 1])
+            self.df[self.fwd_terms[start:end]] -= 1  # a row's term ids are distinct
+            self.total_len -= int(self.doc_len[row])
+            self.texts.pop(rid, None)
+        return row
+
+    def row(self, row: int) -> _Row:
+        """The filter fields of ``row`` (decoded)."""
+        return _Row(
+            self.ids[row],
+            self.uris[row],
+            self.value("parent_uri", row),
+            self.value("owner_space", row),
+            self.value("context_type", row),
+            self.value("category", row),
+            self.part_level,
+            self.value("doc_id", row),
+            int(self.chunk_index[row]),
+        )
+
+    # ---- writes --------------------------------------------------------------------------------------------------
+    def encode(self, token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Term ids (new terms join the vocabulary), tfs, distinct-term counts and lengths of tokenised records."""
+        term_of = self.term_of
+        terms = array("i")  # compact while collecting (a Python list costs ~36 bytes an entry)
+        tfs = array("H")
+        counts = array("q")
+        for tokens in token_lists:
+            freq = Counter(tokens)
+            for token, tf in freq.items():
+                tid = term_of.get(token)
+                if tid is None:
+                    tid = term_of[token] = len(term_of)
+                terms.append(tid)
+                tfs.append(min(tf, _TF_MAX))
+            counts.append(len(freq))
+        return (
+            np.frombuffer(terms, dtype=np.int32).copy(),
+            np.frombuffer(tfs, dtype=np.uint16).copy(),
+            np.frombuffer(counts, dtype=np.int64).copy(),
+            np.asarray([len(t) for t in token_lists], dtype=np.int32),
+        )
+
+    def add(
+        self,
+        rows: Sequence[Any],
+        encoded: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        *,
+        to_tail: bool = True,
+    ) -> None:
+        """Append records (ids not live here; see ``_Account.add``) with their encoded tokens and publish them.
+
+        ``to_tail``: also append their postings to the append segment (else the caller builds a main segment).
+        """
+        if not rows:
+            return
+        terms, tfs, counts, lens = encoded
+        new = self.append(rows)
+        used = int(self.fwd_start[new.start])
+        end = used + terms.shape[0]
+        self.fwd_terms = _grown(self.fwd_terms, end, used)
+        self.fwd_tfs = _grown(self.fwd_tfs, end, used)
+        self.fwd_terms[used:end] = terms
+        self.fwd_tfs[used:end] = tfs
+        self.fwd_start[new.start + 1 : new.stop + 1] = used + np.cumsum(counts)
+        self.doc_len[new.start : new.stop] = lens
+        self.df = _grown(self.df, len(self.term_of), self.df.shape[0])
+        np.add.at(self.df, terms, 1)
+        self.total_len += int(lens.sum())
+        if to_tail and terms.size:
+            # Group the batch's postings by term (stable: rows stay ascending), then one append per term.
+            order = np.argsort(terms, kind="stable")
+            by_term = terms[order]
+            rows_sorted = np.repeat(np.arange(new.start, new.stop, dtype=np.int32), counts)[order]
+            tfs_sorted = tfs[order]
+            cuts = (np.flatnonzero(np.diff(by_term)) + 1).tolist()
+            tail = self.tail
+            for tid, start, stop in zip(by_term[[0, *cuts]].tolist(), [0, *cuts], [*cuts, by_term.size], strict=True):
+                found = tail.get(tid)
+                if found is None:
+                    found = tail[tid] = (array("i"), array("H"))
+                found[0].frombytes(rows_sorted[start:stop].tobytes())
+                found[1].frombytes(tfs_sorted[start:stop].tobytes())
+        self.publish(new)
+
+    def build_main(self) -> tuple[_Main, int]:
+        """A main segment of every live row (built beside the current one; swap it in with :meth:`swap_main`)."""
+        n = self.n
+        used = int(self.fwd_start[n])
+        counts = np.diff(self.fwd_start[: n + 1])
+        entry_rows = np.repeat(np.arange(n, dtype=np.int32), counts)
+        keep = self.alive[:n][entry_rows]
+        terms = self.fwd_terms[:used][keep]
+        order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
+        indptr = np.zeros(len(self.term_of) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(self.term_of)), out=indptr[1:])
+        return _Main(indptr, entry_rows[keep][order], self.fwd_tfs[:used][keep][order]), n
+
+    def swap_main(self, main: _Main, rows: int) -> None:
+        """Install a main segment covering the rows below ``rows`` (no row was added since it was built)."""
+        self.main, self.main_rows, self.tail = main, rows, {}
+
+    def compacted(self) -> _Partition:
+        """A new partition holding the live rows only (same order), its vocabulary reduced to the live terms."""
+        live = np.flatnonzero(self.alive[: self.n])
+        out = _Partition(self.account_id, self.part_level, capacity=max(256, live.size))
+        vocab = len(self.term_of)
+        kept = np.flatnonzero(self.df[:vocab] > 0)
+        remap = np.full(vocab, -1, dtype=np.int32)
+        remap[kept] = np.arange(kept.size, dtype=np.int32)
+        out.term_of = {t: int(remap[i]) for t, i in self.term_of.items() if remap[i] >= 0}
+        starts = self.fwd_start[live]
+        counts = self.fwd_start[live + 1] - starts
+        total = int(counts.sum())
+        entries = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total, dtype=np.int64)
+        encoded = (remap[self.fwd_terms[entries]], self.fwd_tfs[entries], counts, self.doc_len[live])
+        out.add([self.row(int(r)) for r in live], encoded, to_tail=False)
+        out.swap_main(*out.build_main())
+        out.texts = {self.ids[r]: self.texts[self.ids[r]] for r in live.tolist() if self.ids[r] in self.texts}
+        return out
+
+    # ---- reads ---------------------------------------------------------------------------------------------------
+    def capture(self, q_tokens: Sequence[str], flt: VectorFilter) -> _View | None:
+        """What a search reads of this partition, copied out (under the account's view lock)."""
+        n, live = self.n, self.live
+        if not live:
+            return None
+        bound = 0.0  # sum of Lucene idf over the query tokens (module docstring)
+        terms: list[tuple[int, int, int]] = []
+        for token, count in Counter(q_tokens).items():
+            tid = self.term_of.get(token)
+            df = int(self.df[tid]) if tid is not None else 0
+            bound += count * math.log(1.0 + (live - df + 0.5) / (df + 0.5))
+            if df > 0 and tid is not None:
+                terms.append((tid, count, df))
+        if not terms:
+            return None
+        tails = []
+        for tid, _, _ in terms:
+            found = self.tail.get(tid)
+            if found is None:
+                tails.append((_NO_ROWS, _NO_TFS))
+            else:
+                tails.append((np.array(found[0], dtype=np.int32), np.array(found[1], dtype=np.uint16)))
+        return _View(self, n, live, self.total_len, terms, self.main, tails, self.mask(flt, n), self.doc_len, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """One partition as a search sees it: the query terms' postings and statistics and the filter mask."""
+
+    part: _Partition
+    n: int
+    live: int
+    total_len: int
+    terms: list[tuple[int, int, int]]  # (term id, times in the query, df)
+    main: _Main
+    tails: list[tuple[np.ndarray, np.ndarray]]
+    mask: np.ndarray
+    doc_len: np.ndarray  # rows below n never change
+    bound: float
+
+    def top(self, top_k: int, settings: KeywordSettings) -> list[tuple[float, str, int]]:
+        """``(score, id, row)`` of the best ``top_k`` rows passing the mask with score > 0 (and every row tied with
+        the k-th, so that ties resolve by id in the caller)."""
+        method, k1, b = settings.method, settings.k1, settings.b
+        dfs = np.asarray([df for _, _, df in self.terms], dtype=np.float64)
+        weights = np.asarray([c for _, c, _ in self.terms], dtype=np.float64) * _idf(method, dfs, self.live)
+        row_parts: list[np.ndarray] = []
+        tf_parts: list[np.ndarray] = []
+        for (tid, _, _), (tail_rows, tail_tfs) in zip(self.terms, self.tails, strict=True):
+            main_rows, main_tfs = self.main.postings(tid)
+            row_parts += (main_rows, tail_rows)
+            tf_parts += (main_tfs, tail_tfs)
+        rows = np.concatenate(row_parts)
+        if not rows.size:
+            return []
+        per_term = np.add.reduceat([p.size for p in row_parts], np.arange(0, len(row_parts), 2))
+        tf = np.concatenate(tf_parts).astype(np.float32)
+        # float32 per posting (as bm25s), summed in float64 by bincount. kn = k1 * (1 - b + b * dl / avgdl).
+        kn = self.doc_len[rows].astype(np.float32)
+        kn *= np.float32(k1 * b * self.live / self.total_len)
+        kn += np.float32(k1 * (1.0 - b))
+        contrib = _tfc(method, tf, kn, k1)
+        base = _tfc_zero(method, k1)
+        if base:
+            contrib -= np.float32(base)
+        contrib *= np.repeat(weights.astype(np.float32), per_term)
+        # Every contribution is > 0 except where idf is 0 (robertson, atire): "summed > 0" is "shares a token with
+        # the query and scores above 0". Masking after summing spares a gather per posting.
+        if rows.size * 8 > self.n:
+            summed = np.bincount(rows, weights=contrib, minlength=self.n)
+            cand = np.flatnonzero((summed > 0) & self.mask)
+            scores = summed[cand]
+        else:
+            cand, inverse = np.unique(rows, return_inverse=True)
+            scores = np.bincount(inverse, weights=contrib, minlength=cand.size)
+            keep = (scores > 0) & self.mask[cand]
+            cand, scores = cand[keep], scores[keep]
+        if base:
+            scores = scores + float(weights.sum()) * base  # the non-occurrence part of BM25L / BM25+
+        if cand.size > top_k:
+            kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
+            keep = scores >= kth  # every row tied with the k-th: ties resolve by id
+            cand, scores = cand[keep], scores[keep]
+        ids = self.part.ids
+        return [(float(s), ids[r], r) for r, s in zip(cand.tolist(), scores.tolist(), strict=True)]
+
+
+def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
+    if method == "lucene":
+        return np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    if method == "robertson":
+        return np.log(np.maximum(1.0, (n - df + 0.5) / (df + 0.5)))
+    if method == "atire":
+        return np.log(n / df)
+    if method == "bm25l":
+        return np.log((n + 1) / (df + 0.5))
+    if method == "bm25+":
+        return np.log((n + 1) / df)
+    raise ValueError(f"unknown BM25 method {method!r}")
+
+
+def _tfc(method: str, tf: np.ndarray, kn: np.ndarray, k1: float) -> np.ndarray:
+    """The term factor of each posting; ``kn = k1 * norm`` (overwritten)."""
+    if method in ("lucene", "robertson"):
+        kn += tf
+        return np.divide(tf, kn, out=kn)
+    if method == "atire":
+        kn += tf
+        return np.divide(tf * np.float32(k1 + 1.0), kn, out=kn)
+    if method == "bm25l":
+        c = tf * np.float32(k1) / kn  # tf / norm
+        return np.float32(k1 + 1.0) * (c + np.float32(_DELTA)) / (c + np.float32(k1 + _DELTA))
+    if method == "bm25+":
+        kn += tf
+        out = np.divide(tf * np.float32(k1 + 1.0), kn, out=kn)
+        out += np.float32(_DELTA)
+        return out
+    raise ValueError(f"unknown BM25 method {method!r}")
+
+
+def _tfc_zero(method: str, k1: float) -> float:
+    """The term factor of a token absent from a record (non-zero for BM25L and BM25+ only)."""
+    if method == "bm25l":
+        return (k1 + 1.0) * _DELTA / (k1 + _DELTA)
+    if method == "bm25+":
+        return _DELTA
+    return 0.0
+
+
+class _Account:
+    """One account's partitions (by level) and the generation they hold.
+
+    ``write_lock`` serialises writers (catch-up, direct writes, merges); ``view_lock`` is held by writers while they
+    change what readers see, and by readers while they capture (never while a merge or a compaction builds).
+    """
+
+    def __init__(self, account_id: str, *, by_uri: bool) -> None:
+        self.account_id = account_id
+        self.generation: int | None = None  # None: not loaded from a store
+        self.parts: dict[int, _Partition] = {}
+        self.by_uri: dict[str, set[str]] | None = {} if by_uri else None  # uri -> ids (indexes without a source)
+        self.write_lock = threading.Lock()
+        self.view_lock = threading.Lock()
+
+    @property
+    def rows(self) -> int:
+        return sum(p.live for p in self.parts.values())
+
+    def remove(self, rid: str) -> bool:
+        """Tombstone ``rid`` wherever it is live (under both locks)."""
+        for part in self.parts.values():
+            row = part.kill(rid)
+            if row is not None:
+                if self.by_uri is not None:
+                    refs = self.by_uri.get(part.uris[row])
+                    if refs is not None:
+                        refs.discard(rid)
+                        if not refs:
+                            del self.by_uri[part.uris[row]]
+                return True
+        return False
+
+    def add(self, rows: Sequence[Any], tokens: Sequence[list[str]], texts: Sequence[tuple[str, str]] | None) -> None:
+        """Insert or replace records (the last of duplicate ids wins), grouped by level (under both locks)."""
+        last = {r.id: i for i, r in enumerate(rows)}
+        by_level: dict[int, list[int]] = {}
+        for i, r in enumerate(rows):
+            if last[r.id] == i:
+                self.remove(r.id)
+                by_level.setdefault(int(r.level), []).append(i)
+        for level, idx in sorted(by_level.items()):
+            part = self.parts.get(level)
+            if part is None:
+                part = self.parts[level] = _Partition(self.account_id, level)
+            part.add([rows[i] for i in idx], part.encode([tokens[i] for i in idx]))
+            if texts is not None:
+                part.texts.update((rows[i].id, texts[i]) for i in idx)
+            if self.by_uri is not None:
+                for i in idx:
+                    self.by_uri.setdefault(rows[i].uri, set()).add(rows[i].id)
+
+    def maintain(self, *, force: bool = False) -> int:
+        """Compact or merge the partitions past their thresholds (every one with work when ``force``); each new
+        structure is built outside the view lock and swapped in under it (write lock held). Returns the merges."""
+        merges = 0
+        for level, part in sorted(self.parts.items()):
+            if part.dead and (force or part.dead > max(_COMPACT_MIN_DEAD, part.n // 3)):
+                new = part.compacted()
+                with self.view_lock:
+                    self.parts[level] = new
+                merges += 1
+            elif part.tail_rows and (force or part.tail_rows > max(_MERGE_MIN_ROWS, part.live * _MERGE_FRACTION)):
+                main, rows = part.build_main()
+                with self.view_lock:
+                    part.swap_main(main, rows)
+                merges += 1
+        return merges
+
+
+def _partitions_of_matrix(
+    account_id: str, m: VectorMatrix, tokenizer: KeywordTokenizer, keep_texts: bool
+) -> dict[int, _Partition]:
+    """Partitions built from a store snapshot (tokenises every row; main segments built at once)."""
+    parts: dict[int, _Partition] = {}
+    levels = m.level
+    for level in sorted({int(v) for v in levels.tolist()}):
+        idx = np.flatnonzero(levels == level).tolist()
+        rows = [
+            _Row(
+                m.ids[i],
+                m.uri[i],
+                m.parent_uri[i],
+                m.owner_space[i],
+                m.context_type[i],
+                m.category[i],
+                level,
+                m.doc_id[i],
+                int(m.chunk_index[i]),
+            )
+            for i in idx
+        ]
+        texts = [_join(m.breadcrumb[i], m.context[i], m.text[i]) for i in idx]
+        part = _Partition(account_id, level, capacity=max(256, len(idx)))
+        part.add(rows, part.encode([tokenizer(t) for t in texts]), to_tail=False)
+        part.swap_main(*part.build_main())
+        if keep_texts:
+            part.texts = {m.ids[i]: (t, m.breadcrumb[i]) for i, t in zip(idx, texts, strict=True)}
+        parts[level] = part
+    return parts
 
 
 class BM25Index:
     """BM25 over keyword records, with the same pre-filter as the vector index (DESIGN §3, §7.1).
 
-    Thread-safe. Usable as a :class:`~context_engine.ingest.pipeline.WriteListener`
-    (``pipeline.add_listener(index)``), or fed directly with :meth:`upsert`/:meth:`delete`.
-
-    With a ``source`` (the metadata store), an account's records are loaded lazily from it on the first search for
-    that account (:meth:`rebuild`), and write notifications for accounts not loaded yet are ignored (the load will
-    read them from the store, which is committed before listeners are called). Opening an engine therefore costs
-    nothing until a keyword search runs. Like the vector index, the records of ``pending`` nodes are included: callers
-    drop hits whose node is not ``indexed``, as ``ContextEngineService.search`` does.
+    Thread-safe. With a ``source`` (the metadata store) every search sees the committed records of its account, of
+    this process or another (module docstring): an account is loaded on its first search and caught up from the
+    change log before each later one; opening an engine therefore costs nothing until a keyword search runs. Like the
+    vector index, the records of ``pending`` nodes are included: callers drop hits whose node is not ``indexed``, as
+    ``ContextEngineService.search`` does. Without a source, feed it with :meth:`upsert` / :meth:`delete`, or use it as
+    a :class:`~context_engine.ingest.pipeline.WriteListener` (``pipeline.add_listener(index)``).
 
     Args:
         settings: the ``keyword`` settings section (BM25 parameters and tokenisation).
         tokenizer: overrides the tokenizer built from ``settings``.
-        source: a :class:`~context_engine.storage.protocols.MetadataStore` to load accounts from lazily.
+        source: a :class:`~context_engine.storage.protocols.MetadataStore` to load and catch up accounts from.
+
+    Attributes:
+        docs_indexed: records tokenised and added (loads, catch-up and direct writes).
+        loads: accounts loaded wholesale from a store (first search, a change log that did not reach back,
+            :meth:`rebuild`).
+        merges: append segments merged and partitions compacted.
     """
 
     name = "bm25"
@@ -208,7 +630,6 @@ class BM25Index:
         source: Any = None,
     ) -> None:
         self._source = source
-        self._loaded: set[str] = set()
         self.settings = settings or KeywordSettings()
         self.tokenizer = tokenizer or KeywordTokenizer(
             stem=self.settings.stem,
@@ -216,95 +637,186 @@ class BM25Index:
             split_identifiers=self.settings.split_identifiers,
             cjk=self.settings.cjk,
         )
-        self._parts: dict[tuple[str, int], _Partition] = {}
-        self._by_uri: dict[tuple[str, str], set[tuple[int, str]]] = {}  # (account, uri) -> {(level, id)}
-        self._lock = threading.RLock()
+        self._accounts: dict[str, _Account] = {}
+        self._lock = threading.Lock()  # guards _accounts and the counters
+        self.docs_indexed = 0
+        self.loads = 0
+        self.merges = 0
+
+    def _account(self, account_id: str, *, create: bool) -> _Account | None:
+        with self._lock:
+            account = self._accounts.get(account_id)
+            if account is None and create:
+                account = self._accounts[account_id] = _Account(account_id, by_uri=self._source is None)
+            return account
+
+    def _count(self, *, indexed: int = 0, loads: int = 0, merges: int = 0) -> None:
+        with self._lock:
+            self.docs_indexed += indexed
+            self.loads += loads
+            self.merges += merges
 
     # ---- writes ---------------------------------------------------------------------------------------------------
     def upsert(self, docs: Iterable[KeywordDoc | VectorRecord]) -> None:
-        """Insert or replace records by ``id`` (a :class:`VectorRecord` is converted with :func:`keyword_text`).
+        """Insert or replace records by ``id`` (a :class:`VectorRecord` is converted with :func:`keyword_text`); their
+        texts are kept for the hits.
 
-        Tokenises outside the lock; the affected partitions are re-indexed on their next search.
+        Tokenises outside the locks; O(the records' tokens) plus, now and then, a merge. With a ``source`` these
+        records are replaced by the store's at the account's next wholesale load.
         """
         prepared = [(d if isinstance(d, KeywordDoc) else KeywordDoc.from_vector_record(d)) for d in docs]
+        by_account: dict[str, list[int]] = {}
+        for i, d in enumerate(prepared):
+            by_account.setdefault(d.account_id, []).append(i)
         tokens = [self.tokenizer(d.text) for d in prepared]
-        with self._lock:
-            for doc, toks in zip(prepared, tokens, strict=True):
-                self._remove_id(doc.account_id, doc.id)
-                part = self._parts.setdefault((doc.account_id, doc.level), _Partition())
-                part.docs[doc.id] = doc
-                part.tokens[doc.id] = toks
-                part.stale = True
-                self._by_uri.setdefault((doc.account_id, doc.uri), set()).add((doc.level, doc.id))
+        for account_id, idx in by_account.items():
+            account = self._account(account_id, create=True)
+            assert account is not None
+            self._write(
+                account,
+                [],
+                [prepared[i] for i in idx],
+                [tokens[i] for i in idx],
+                [(prepared[i].text, prepared[i].breadcrumb) for i in idx],
+            )
 
     def delete(self, account_id: str, ids: Sequence[str]) -> None:
         """Delete records of ``account_id`` by ``id``; unknown ids are ignored."""
-        with self._lock:
-            for i in ids:
-                self._remove_id(account_id, i)
+        account = self._account(account_id, create=False)
+        if account is not None:
+            self._write(account, list(ids), [], [], None)
 
     def delete_uris(self, account_id: str, uris: Sequence[str]) -> None:
-        """Delete every record whose ``uri`` is one of ``uris`` (all levels and chunks)."""
-        with self._lock:
-            for uri in uris:
-                for level, rid in self._by_uri.pop((account_id, uri), set()):
-                    part = self._parts.get((account_id, level))
-                    if part is not None and part.docs.pop(rid, None) is not None:
-                        part.tokens.pop(rid, None)
-                        part.stale = True
+        """Delete every record whose ``uri`` is one of ``uris`` (all levels and chunks).
 
-    def _remove_id(self, account_id: str, rid: str) -> None:
-        for (acc, level), part in self._parts.items():
-            if acc != account_id:
-                continue
-            doc = part.docs.pop(rid, None)
-            if doc is not None:
-                part.tokens.pop(rid, None)
-                part.stale = True
-                refs = self._by_uri.get((acc, doc.uri))
-                if refs is not None:
-                    refs.discard((level, rid))
-                    if not refs:
-                        del self._by_uri[(acc, doc.uri)]
+        O(the records) without a source; with one, a scan of the account's rows (the engine never calls it then).
+        """
+        account = self._account(account_id, create=False)
+        if account is None:
+            return
+        with account.write_lock:
+            if account.by_uri is not None:
+                ids = [rid for uri in uris for rid in account.by_uri.get(uri, ())]
+            else:
+                wanted = set(uris)
+                ids = [
+                    p.ids[r] for p in account.parts.values() for r in range(p.n) if p.alive[r] and p.uris[r] in wanted
+                ]
+            self._apply(account, ids, [], [], None)
+
+    def _write(
+        self,
+        account: _Account,
+        removed: Sequence[str],
+        rows: Sequence[Any],
+        tokens: Sequence[list[str]],
+        texts: Sequence[tuple[str, str]] | None,
+    ) -> None:
+        with account.write_lock:
+            self._apply(account, removed, rows, tokens, texts)
+
+    def _apply(
+        self,
+        account: _Account,
+        removed: Sequence[str],
+        rows: Sequence[Any],
+        tokens: Sequence[list[str]],
+        texts: Sequence[tuple[str, str]] | None,
+        generation: int | None = None,
+    ) -> None:
+        """Apply removals and upserts (write lock held), then merge what passed its threshold."""
+        with account.view_lock:
+            for rid in removed:
+                account.remove(rid)
+            account.add(rows, tokens, texts)
+            if generation is not None:
+                account.generation = generation
+        merges = account.maintain()
+        self._count(indexed=len(rows), merges=merges)
 
     # ---- WriteListener --------------------------------------------------------------------------------------------
     def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
-        """Replace every record of ``nodes`` by ``vectors`` (their level-0 and level-2 rows)."""
-        if self._source is not None and account_id not in self._loaded:
-            return  # loaded from the store on the first search
-        with self._lock:
-            self.delete_uris(account_id, [n.uri for n in nodes])
-            self.upsert([v for v in vectors if v.account_id == account_id])
+        """Replace every record of ``nodes`` by ``vectors`` (their level-0 and level-2 rows).
+
+        A no-op with a ``source``: the change log is the one rule (the next search catches up).
+        """
+        if self._source is not None:
+            return
+        self.delete_uris(account_id, [n.uri for n in nodes])
+        self.upsert([v for v in vectors if v.account_id == account_id])
 
     def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
-        """Drop every record of ``uris``."""
-        if self._source is not None and account_id not in self._loaded:
+        """Drop every record of ``uris`` (a no-op with a ``source``, see :meth:`nodes_written`)."""
+        if self._source is not None:
             return
         self.delete_uris(account_id, uris)
 
     def rebuild(self, metadata: Any, account_id: str | None = None) -> int:
-        """Reload from the vector rows kept in a :class:`MetadataStore` (``iter_vectors``); returns the row count.
+        """Reload from the vector rows of a :class:`MetadataStore` (``load_vector_matrix``); returns the row count.
 
-        Replaces what the index held for ``account_id`` (every account when ``None``).
+        Replaces what the index held for ``account_id`` (every account of ``metadata`` and every held one when
+        ``None``). Without a ``source`` the texts are kept (nothing else could serve them).
         """
-        with self._lock:
-            for key in [k for k in self._parts if account_id is None or k[0] == account_id]:
-                del self._parts[key]
-            for key in [k for k in self._by_uri if account_id is None or k[0] == account_id]:
-                del self._by_uri[key]
+        if account_id is not None:
+            accounts = [account_id]
+        else:
+            with self._lock:
+                held = set(self._accounts)
+            accounts = sorted(held | set(metadata.accounts()))
         n = 0
-        seen: set[str] = set() if account_id is None else {account_id}
-        for batch in metadata.iter_vectors(account_id):
-            self.upsert(batch)
-            n += len(batch)
-            seen.update(r.account_id for r in batch)
-        with self._lock:
-            self._loaded.update(seen)  # so the first search of each account does not reload it
+        for acc in accounts:
+            account = self._account(acc, create=True)
+            assert account is not None
+            with account.write_lock:
+                n += self._load(account, metadata)
         return n
+
+    def _load(self, account: _Account, metadata: Any) -> int:
+        """Replace the account's partitions by a snapshot of ``metadata`` (write lock held); returns its rows."""
+        m: VectorMatrix = metadata.load_vector_matrix(account.account_id, with_vectors=False)
+        keep_texts = self._source is None
+        parts = _partitions_of_matrix(account.account_id, m, self.tokenizer, keep_texts)
+        by_uri: dict[str, set[str]] | None = None
+        if account.by_uri is not None:
+            by_uri = {}
+            for i, uri in zip(m.ids, m.uri.tolist(), strict=True):
+                by_uri.setdefault(uri, set()).add(i)
+        with account.view_lock:
+            account.parts = parts
+            account.by_uri = by_uri
+            account.generation = m.generation
+        self._count(indexed=m.n, loads=1)
+        return m.n
+
+    def _current(self, account_id: str) -> _Account | None:
+        """The account, caught up to (at least) its committed generation when the index has a source."""
+        if self._source is None:
+            return self._account(account_id, create=False)
+        generation = self._source.account_generation(account_id)
+        account = self._account(account_id, create=True)
+        assert account is not None
+        if account.generation == generation:
+            return account
+        with account.write_lock:
+            if account.generation == generation:
+                return account  # caught up by another thread meanwhile
+            if account.generation is not None:
+                delta: IndexDelta = self._source.changes_since(
+                    account_id, account.generation, max_changes=max(_MAX_CHANGES, account.rows // 2)
+                )
+                if not delta.reload:
+                    tokens = [self.tokenizer(keyword_text(r)) for r in delta.upserted]
+                    self._apply(account, delta.removed, delta.upserted, tokens, None, delta.generation)
+                    return account
+            self._load(account, self._source)  # never loaded, or the change log does not reach back
+        return account
 
     # ---- reads ----------------------------------------------------------------------------------------------------
     def search(self, query: str, top_k: int, flt: VectorFilter) -> list[KeywordHit]:
         """The ``top_k`` records passing ``flt`` with the highest BM25 score for ``query``.
+
+        With a ``source``, catches the account up first (module docstring) and reads the hits' texts from it (one
+        query); a hit whose record was deleted from the store meanwhile is dropped.
 
         Args:
             query: free text, tokenised like the documents.
@@ -316,71 +828,109 @@ class BM25Index:
             ``None`` every level is searched and the lists merged by score.
 
         Raises:
-            ContextEngineError: ``RET-5001`` (retryable) when bm25s fails.
+            ContextEngineError: ``RET-5001`` (retryable) when scoring or reading the store fails.
         """
         if top_k <= 0:
             return []
         q_tokens = self.tokenizer(query)
         if not q_tokens:
             return []
-        if self._source is not None and flt.account_id not in self._loaded:
-            with self._lock:
-                if flt.account_id not in self._loaded:
-                    self.rebuild(self._source, flt.account_id)
-        with self._lock:
-            keys = [k for k in self._parts if k[0] == flt.account_id and (flt.levels is None or k[1] in flt.levels)]
-            hits: list[tuple[float, str, KeywordDoc, float]] = []
-            try:
-                for key in sorted(keys):
-                    hits.extend(self._search_part(self._parts[key], q_tokens, top_k, flt))
-            except (ValueError, IndexError, TypeError, MemoryError) as err:
-                raise ContextEngineError(
-                    ErrorCode.VECTOR_SEARCH_FAILED,
-                    f"keyword search failed: {type(err).__name__}: {err}"[:300],
-                    {"index": self.name},
-                    retryable=True,
-                ) from err
-        hits.sort(key=lambda h: (-h[0], h[1]))
-        return [_hit(doc, score, bound) for score, _, doc, bound in hits[:top_k]]
+        try:
+            account = self._current(flt.account_id)
+            if account is None:
+                return []
+            with account.view_lock:
+                views = [
+                    part.capture(q_tokens, flt)
+                    for level, part in sorted(account.parts.items())
+                    if flt.levels is None or level in flt.levels
+                ]
+            found: list[tuple[float, str, _View, int]] = []
+            for view in views:
+                if view is not None:
+                    found.extend((s, i, view, r) for s, i, r in view.top(top_k, self.settings))
+            found.sort(key=lambda h: (-h[0], h[1]))
+            return self._hits(flt.account_id, found[:top_k])
+        except ContextEngineError as err:
+            if err.code == ErrorCode.VECTOR_SEARCH_FAILED:
+                raise
+            raise _search_failed(err) from err
+        except (ValueError, IndexError, TypeError, KeyError, MemoryError) as err:
+            raise _search_failed(err) from err
 
-    def _search_part(
-        self, part: _Partition, q_tokens: list[str], top_k: int, flt: VectorFilter
-    ) -> list[tuple[float, str, KeywordDoc, float]]:
-        if part.stale:
-            part.build(self.settings)
-        if part.model is None:
-            return []
-        ids = part.model.get_tokens_ids(q_tokens)
-        if not ids:
-            return []
-        scores = np.asarray(part.model.get_scores_from_ids(ids), dtype=np.float64)
-        mask = part.mask(flt)
-        if mask is not None:
-            scores = np.where(mask, scores, 0.0)
-        rows = np.flatnonzero(scores > 0)
-        if rows.size > top_k:
-            kth = np.partition(scores[rows], rows.size - top_k)[rows.size - top_k]
-            rows = rows[scores[rows] >= kth]  # keep every row tied with the k-th: ties resolve by id
-        bound = part.upper_bound(q_tokens)
-        return [(float(scores[r]), part.ids[r], part.docs[part.ids[r]], bound) for r in rows]
+    def _hits(self, account_id: str, found: list[tuple[float, str, _View, int]]) -> list[KeywordHit]:
+        texts: dict[str, tuple[str, str]] = {}
+        missing: list[str] = []
+        for _, rid, view, _ in found:
+            text = view.part.texts.get(rid)
+            if text is not None:
+                texts[rid] = text
+            else:
+                missing.append(rid)
+        if missing and self._source is not None:
+            stored = self._source.get_vector_rows(account_id, missing)
+            texts.update((rid, (keyword_text(r), r.breadcrumb)) for rid, r in stored.items())
+        out: list[KeywordHit] = []
+        for score, rid, view, row in found:
+            text = texts.get(rid)
+            if text is None:
+                continue  # deleted since the search started
+            out.append(_hit(view.part.row(row), score, view.bound, text))
+        return out
 
     def count(self, account_id: str | None = None) -> int:
         """Records held (of one account, or all)."""
         with self._lock:
-            return sum(len(p.docs) for (acc, _), p in self._parts.items() if account_id is None or acc == account_id)
+            accounts = [a for a in self._accounts.values() if account_id is None or a.account_id == account_id]
+        return sum(a.rows for a in accounts)
 
     def optimize(self) -> None:
-        """Re-index every stale partition now (so the next search does not pay for it)."""
+        """Merge every append segment and compact every partition with tombstones now (readers are not blocked)."""
         with self._lock:
-            for part in self._parts.values():
-                if part.stale:
-                    part.build(self.settings)
+            accounts = list(self._accounts.values())
+        for account in accounts:
+            with account.write_lock:
+                self._count(merges=account.maintain(force=True))
 
     # ---- persistence ----------------------------------------------------------------------------------------------
     def save(self, path: Path) -> None:
-        """Write the records (JSON lines after a header with the format version and parameters) to ``path``."""
+        """Write the records (JSON lines after a header with the format version and parameters) to ``path``.
+
+        Texts not held (records loaded from a ``source``) are read from it.
+        """
         with self._lock:
-            docs = [d for p in self._parts.values() for d in p.docs.values()]
+            accounts = list(self._accounts.values())
+        docs: list[KeywordDoc] = []
+        for account in accounts:
+            with account.view_lock:
+                held = [(p, r) for p in account.parts.values() for r in np.flatnonzero(p.alive[: p.n]).tolist()]
+            stored: dict[str, VectorRecord] = {}
+            missing = [p.ids[r] for p, r in held if p.ids[r] not in p.texts]
+            if missing and self._source is not None:
+                stored = self._source.get_vector_rows(account.account_id, missing)
+            for part, row in held:
+                rid = part.ids[row]
+                text = part.texts.get(rid)
+                if text is None:
+                    rec = stored.get(rid)
+                    text = (keyword_text(rec), rec.breadcrumb) if rec is not None else ("", "")
+                r = part.row(row)
+                docs.append(
+                    KeywordDoc(
+                        id=rid,
+                        text=text[0],
+                        account_id=account.account_id,
+                        uri=r.uri,
+                        parent_uri=r.parent_uri,
+                        owner_space=r.owner_space,
+                        context_type=r.context_type,
+                        category=r.category,
+                        level=r.level,
+                        doc_id=r.doc_id,
+                        chunk_index=r.chunk_index,
+                        breadcrumb=text[1],
+                    )
+                )
         header = {
             "format": "context-engine-bm25",
             "version": _FORMAT_VERSION,
@@ -411,19 +961,28 @@ class BM25Index:
         return index
 
 
-def _hit(doc: KeywordDoc, score: float, bound: float) -> KeywordHit:
+def _hit(r: _Row, score: float, bound: float, text: tuple[str, str]) -> KeywordHit:
     return KeywordHit(
-        id=doc.id,
+        id=r.id,
         score=score,
         coverage=min(1.0, score / bound) if bound > 0 else 0.0,
-        uri=doc.uri,
-        parent_uri=doc.parent_uri,
-        owner_space=doc.owner_space,
-        context_type=doc.context_type,
-        category=doc.category,
-        level=doc.level,
-        doc_id=doc.doc_id,
-        chunk_index=doc.chunk_index,
-        text=doc.text,
-        breadcrumb=doc.breadcrumb,
+        uri=r.uri,
+        parent_uri=r.parent_uri,
+        owner_space=r.owner_space,
+        context_type=r.context_type,
+        category=r.category,
+        level=r.level,
+        doc_id=r.doc_id,
+        chunk_index=r.chunk_index,
+        text=text[0],
+        breadcrumb=text[1],
+    )
+
+
+def _search_failed(err: Exception) -> ContextEngineError:
+    return ContextEngineError(
+        ErrorCode.VECTOR_SEARCH_FAILED,
+        f"keyword search failed: {getattr(err, 'message', None) or f'{type(err).__name__}: {err}'}"[:300],
+        {"index": "bm25", "error": getattr(err, "code", None) or type(err).__name__},
+        retryable=True,
     )

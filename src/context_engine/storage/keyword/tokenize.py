@@ -108,7 +108,8 @@ _jieba_lock = threading.Lock()
 _jieba_tokenizer: Any = None
 
 
-def _jieba() -> Any:
+def jieba_tokenizer() -> Any:
+    """The process-wide jieba tokenizer (one dictionary, ~1 s to load, shared with the hint layer), on first use."""
     global _jieba_tokenizer
     if _jieba_tokenizer is None:
         with _jieba_lock:
@@ -213,7 +214,7 @@ class KeywordTokenizer:
             if len(run) == 1:
                 return [run]
             return [run[i : i + 2] for i in range(len(run) - 1)]
-        tok = _jieba()
+        tok = jieba_tokenizer()
         with self._lock:
             words = tok.cut_for_search(run) if self.cjk == "jieba-search" else tok.cut(run)
             words = list(words)

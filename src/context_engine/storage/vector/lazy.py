@@ -1,0 +1,68 @@
+"""A vector index opened on first use (DESIGN.md §3, issue 12 cold start).
+
+Opening LanceDB costs seconds (``import lancedb`` alone is 2-4 s on a small machine), and a search_memory served by
+the level-0 matrix and BM25 never touches it. :class:`LazyVectorIndex` holds the opener and runs it the first time
+anything is asked of the index, once, under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
+from context_engine.storage.protocols import VectorIndex
+
+__all__ = ["LazyVectorIndex"]
+
+
+class LazyVectorIndex:
+    """:class:`~context_engine.storage.protocols.VectorIndex` that opens the real one on first use.
+
+    Args:
+        name: the backend's name (``lancedb``), known before opening.
+        opener: builds the index; what it raises (``IDX-4091``, ``WRT-5001``) surfaces at the first call.
+    """
+
+    def __init__(self, name: str, opener: Callable[[], VectorIndex]) -> None:
+        self.name = name
+        self._opener = opener
+        self._index: VectorIndex | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def opened(self) -> bool:
+        """Whether the real index was opened."""
+        return self._index is not None
+
+    def _get(self) -> VectorIndex:
+        index = self._index
+        if index is None:
+            with self._lock:
+                if self._index is None:
+                    self._index = self._opener()
+                index = self._index
+        return index
+
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
+        self._get().upsert(records)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self._get().delete(ids)
+
+    def search(self, vector: np.ndarray, top_k: int, flt: VectorFilter) -> list[VectorHit]:
+        return self._get().search(vector, top_k, flt)
+
+    def count(self) -> int:
+        return self._get().count()
+
+    def optimize(self) -> None:
+        self._get().optimize()
+
+    def __getattr__(self, attr: str) -> Any:  # adapter specifics (has_ann_index, dim, ...)
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self._get(), attr)

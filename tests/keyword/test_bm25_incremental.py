@@ -1,0 +1,292 @@
+"""The incremental BM25 index (issue 12): scores equal a fresh bm25s build after any sequence of writes, merges keep
+results, and an index with a source catches up from the change log of another handle on the same database."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from unittest import mock
+
+import bm25s
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from context_engine.schema.nodes import VectorFilter, VectorRecord
+from context_engine.settings import KeywordSettings
+from context_engine.storage.keyword import BM25Index, KeywordDoc
+from context_engine.storage.keyword import bm25_index as bm25_module
+from context_engine.storage.keyword.bm25_index import keyword_text
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+
+WORDS = ["pod", "node", "disk", "crash", "etcd", "leader", "cert", "quota", "kernel", "proxy", "ingress", "cache"]
+METHODS = ["lucene", "robertson", "atire", "bm25l", "bm25+"]
+ACC = "acc"
+
+
+def expected_scores(index: BM25Index, live: dict[str, str], query: str) -> dict[str, float]:
+    """What a bm25s build of exactly the live documents scores, for the records sharing a token with the query."""
+    if not live:
+        return {}
+    ids = sorted(live)
+    tokens = [index.tokenizer(live[i]) for i in ids]
+    q_tokens = index.tokenizer(query)
+    if not q_tokens or not any(tokens):
+        return {}
+    s = index.settings
+    model = bm25s.BM25(k1=s.k1, b=s.b, method=s.method)
+    model.index(tokens, show_progress=False)
+    scores = model.get_scores(q_tokens)
+    wanted = set(q_tokens)
+    return {i: float(scores[r]) for r, i in enumerate(ids) if wanted & set(tokens[r]) and scores[r] > 0}
+
+
+def assert_matches_bm25s(index: BM25Index, live: dict[str, str], query: str) -> None:
+    hits = index.search(query, 10_000, VectorFilter(account_id=ACC))
+    expected = expected_scores(index, live, query)
+    got = {h.id: h.score for h in hits}
+    assert set(got) == set(expected), query
+    for rid, score in expected.items():
+        assert got[rid] == pytest.approx(score, rel=1e-5), (query, rid)
+    assert [h.id for h in hits] == [h.id for h in sorted(hits, key=lambda h: (-h.score, h.id))]
+
+
+texts = st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(" ".join)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("upsert"), st.integers(0, 14), texts),
+        st.tuples(st.just("delete"), st.integers(0, 14), st.just("")),
+        st.tuples(st.just("optimize"), st.just(0), st.just("")),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops, queries=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join), max_size=3))
+def test_scores_equal_a_fresh_bm25s_build_after_any_writes(method, ops, queries):
+    # Tiny thresholds so that merges and compactions happen inside short sequences.
+    with (
+        mock.patch.object(bm25_module, "_MERGE_MIN_ROWS", 3),
+        mock.patch.object(bm25_module, "_COMPACT_MIN_DEAD", 2),
+    ):
+        index = BM25Index(KeywordSettings(method=method, k1=1.2, b=0.75))
+        live: dict[str, str] = {}
+        for op, key, text in ops:
+            rid = f"r{key:02d}"
+            if op == "upsert":
+                index.upsert([KeywordDoc(id=rid, text=text, account_id=ACC)])
+                live[rid] = text
+            elif op == "delete":
+                index.delete(ACC, [rid])
+                live.pop(rid, None)
+            else:
+                index.optimize()
+        assert index.count(ACC) == len(live)
+        for query in [*queries, "pod node disk"]:
+            assert_matches_bm25s(index, live, query)
+
+
+def test_batches_with_duplicate_ids_keep_the_last_and_match_bm25s():
+    index = BM25Index()
+    index.upsert(
+        [
+            KeywordDoc(id="a", text="pod crash", account_id=ACC),
+            KeywordDoc(id="b", text="node disk", account_id=ACC),
+            KeywordDoc(id="a", text="etcd leader", account_id=ACC),
+        ]
+    )
+    assert index.count(ACC) == 2
+    assert_matches_bm25s(index, {"a": "etcd leader", "b": "node disk"}, "pod etcd disk")
+
+
+def corpus(n: int, seed: int = 7) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    return [(f"d{i:06d}", " ".join(rng.choices(WORDS, k=rng.randint(1, 9)))) for i in range(n)]
+
+
+def test_merging_keeps_results_identical():
+    docs = corpus(1500)
+    index = BM25Index()
+    index.upsert(KeywordDoc(id=i, text=t, account_id=ACC) for i, t in docs)
+    flt = VectorFilter(account_id=ACC)
+    queries = ["pod crash", "etcd leader cache", "kernel", "proxy ingress quota node"]
+    before = {q: [(h.id, h.score, h.coverage) for h in index.search(q, 50, flt)] for q in queries}
+    assert index.merges == 0  # 1500 rows sit in the append segment
+    index.optimize()
+    assert index.merges == 1
+    for q in queries:
+        after = [(h.id, h.score, h.coverage) for h in index.search(q, 50, flt)]
+        assert [a[0] for a in after] == [b[0] for b in before[q]]
+        assert [a[1] for a in after] == pytest.approx([b[1] for b in before[q]], rel=1e-12)
+    # writes past the threshold merge by themselves, deletes past a third compact; scores stay those of bm25s
+    more = corpus(2600, seed=8)
+    index.upsert(KeywordDoc(id=f"m{i}", text=t, account_id=ACC) for i, t in more)
+    assert index.merges == 2
+    live = {i: t for i, t in docs} | {f"m{i}": t for i, t in more}
+    gone = sorted(live)[::2]
+    index.delete(ACC, gone)
+    for rid in gone:
+        del live[rid]
+    assert index.merges == 3
+    for q in queries:
+        assert_matches_bm25s(index, live, q)
+
+
+def test_concurrent_searches_see_consistent_partitions_while_writes_merge():
+    index = BM25Index()
+    docs = corpus(3000)
+    index.upsert(KeywordDoc(id=i, text=t, account_id=ACC) for i, t in docs[:1000])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                hits = index.search("pod crash etcd", 20, VectorFilter(account_id=ACC))
+                assert all(h.score > 0 for h in hits)
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            errors.append(err)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for start in range(1000, 3000, 250):
+            index.upsert(KeywordDoc(id=i, text=t, account_id=ACC) for i, t in docs[start : start + 250])
+            index.delete(ACC, [docs[j][0] for j in range(start - 1000, start - 900)])
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    live = {i: t for i, t in docs}
+    for j in range(2000):
+        if j % 250 < 100:
+            live.pop(docs[j][0], None)
+    assert_matches_bm25s(index, live, "pod crash etcd")
+
+
+# ---- catch-up from the change log --------------------------------------------------------------------------------
+def vec(i: int) -> np.ndarray:
+    v = np.zeros(4, dtype=np.float32)
+    v[i % 4] = 1.0
+    return v
+
+
+def record(rid: str, text: str, *, level: int = 2, account: str = ACC, space: str = "shared") -> VectorRecord:
+    uri = f"ctx://resources/ops/{rid}.md"
+    return VectorRecord(
+        id=rid,
+        vector=vec(len(rid)),
+        uri=uri,
+        parent_uri="ctx://resources/ops/",
+        account_id=account,
+        owner_space=space,
+        context_type="resource",
+        level=level,
+        doc_id=uri,
+        text=text,
+        breadcrumb=f"Ops > {rid}",
+        context="",
+    )
+
+
+@pytest.fixture
+def two_handles(tmp_path: Path):
+    """Two store handles on one SQLite file: the second plays another process."""
+    first = SqlMetadataStore.sqlite(tmp_path / "metadata.db")
+    second = SqlMetadataStore.sqlite(tmp_path / "metadata.db")
+    yield first, second
+    first.close()
+    second.close()
+
+
+def test_writes_of_another_handle_are_seen_at_the_next_search(two_handles):
+    mine, other = two_handles
+    other.put_vectors([record(f"r{i:02d}", f"{WORDS[i % len(WORDS)]} runbook {i}") for i in range(40)])
+    other.put_vectors([record("abs", "crash loop abstract", level=0)])
+    index = BM25Index(source=mine)
+    assert index.count() == 0  # nothing read before a search
+    flt = VectorFilter(account_id=ACC, levels=[2])
+    assert {h.id for h in index.search("etcd", 10, flt)} == {"r04", "r16", "r28"}
+    assert (index.loads, index.docs_indexed) == (1, 41)
+    # another process writes one new record, replaces two and deletes two
+    other.put_vectors([record("new", "etcd leader election"), record("r04", "disk pressure"), record("r05", "etcd")])
+    other.delete_vectors(["r16", "r28"])
+    hits = index.search("etcd", 10, flt)
+    assert [h.id for h in hits] == ["r05", "new"]
+    assert (index.loads, index.docs_indexed) == (1, 44)  # exactly the three changed records were tokenised
+    # the level-0 partition keeps its own statistics; writes of another account change nothing here
+    assert [h.id for h in index.search("crash", 10, VectorFilter(account_id=ACC, levels=[0]))] == ["abs"]
+    other.put_vectors([record("x", "etcd", account="other")])
+    index.search("etcd", 10, flt)
+    assert (index.loads, index.docs_indexed) == (1, 44)
+    # listener calls are no-ops with a source: the change log is the one rule
+    index.nodes_deleted(ACC, ["ctx://resources/ops/new.md"])
+    assert [h.id for h in index.search("etcd", 10, flt)] == ["r05", "new"]
+
+
+def test_hit_texts_come_from_the_store(two_handles):
+    mine, other = two_handles
+    rec = record("r1", "certificate expires soon")
+    other.put_vectors([rec, record("r2", "disk almost full")])
+    index = BM25Index(source=mine)
+    calls: list[int] = []
+    real = mine.get_vector_rows
+
+    def counting(account_id, ids):
+        calls.append(len(ids))
+        return real(account_id, ids)
+
+    with mock.patch.object(mine, "get_vector_rows", counting):
+        (hit,) = index.search("certificate", 5, VectorFilter(account_id=ACC))
+    assert calls == [1]  # one read for the top-k
+    assert hit.text == keyword_text(rec) and hit.breadcrumb == rec.breadcrumb
+    assert not any(p.texts for p in index._accounts[ACC].parts.values())  # no text held in memory
+
+
+def test_filters_apply_to_records_from_the_store(two_handles):
+    mine, other = two_handles
+    other.put_vectors([record("s1", "disk full"), record("u1", "disk full too", space="user:u1")])
+    index = BM25Index(source=mine)
+    assert [h.id for h in index.search("disk", 5, VectorFilter(account_id=ACC, owner_spaces=["user:u1"]))] == ["u1"]
+    assert index.search("disk", 5, VectorFilter(account_id=ACC, levels=[0])) == []
+
+
+def test_a_change_log_too_long_to_apply_reloads(two_handles):
+    mine, other = two_handles
+    other.put_vectors([record(f"r{i:02d}", "pod crash") for i in range(20)])
+    index = BM25Index(source=mine)
+    index.search("pod", 5, VectorFilter(account_id=ACC))
+    with mock.patch.object(bm25_module, "_MAX_CHANGES", 2):
+        other.put_vectors([record(f"r{i:02d}", "etcd leader") for i in range(15)])
+        assert len(index.search("etcd", 50, VectorFilter(account_id=ACC))) == 15
+    assert index.loads == 2
+
+
+def test_rebuild_reloads_from_the_store(two_handles):
+    mine, other = two_handles
+    other.put_vectors([record("r1", "pod crash")])
+    index = BM25Index(source=mine)
+    index.upsert([KeywordDoc(id="stray", text="pod", account_id=ACC)])  # not in the store
+    assert index.rebuild(mine, ACC) == 1
+    assert [h.id for h in index.search("pod", 5, VectorFilter(account_id=ACC))] == ["r1"]
+    assert index.loads == 1
+
+
+@pytest.mark.slow
+def test_adding_one_record_to_a_large_account_indexes_one_document(two_handles):
+    mine, other = two_handles
+    docs = corpus(20_000)
+    other.put_vectors([record(i, t) for i, t in docs])
+    index = BM25Index(source=mine)
+    flt = VectorFilter(account_id=ACC)
+    index.search("pod", 5, flt)
+    assert (index.loads, index.docs_indexed) == (1, 20_000)
+    other.put_vectors([record("zz-new", "pod kernel zebra")])
+    assert [h.id for h in index.search("zebra", 5, flt)] == ["zz-new"]
+    assert (index.loads, index.docs_indexed) == (1, 20_001)
+    assert index.merges == 0  # one row in the append segment, far below the merge threshold

@@ -1,0 +1,251 @@
+"""The matrix index (ExactVectorIndex, the level-0 matrix) beyond the VectorIndex conformance suite: catch-up from
+the change log in O(changes), reload when the log does not reach back, ties at the top-k boundary, compaction,
+levels and row limits, and error mapping (DESIGN.md §3, docs/derived_indexes.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.nodes import VectorFilter, VectorRecord
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+from context_engine.storage.protocols import VectorIndex
+from context_engine.storage.vector.exact import ExactVectorIndex, VectorMatrix
+from context_engine.storage.vector.matrix import MatrixVectorIndex
+
+DIM = 8
+ALL = VectorFilter(account_id="acc-a")
+
+
+def unit(seed: int, n: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def rec(id: str, vector: np.ndarray, account_id: str = "acc-a", **fields: object) -> VectorRecord:
+    values: dict[str, object] = {
+        "id": id,
+        "vector": np.asarray(vector, dtype=np.float32),
+        "uri": f"ctx://resources/docs/{id}.md",
+        "parent_uri": "ctx://resources/docs/",
+        "account_id": account_id,
+        "owner_space": "shared",
+        "context_type": "resource",
+        "level": 0,
+    }
+    values.update(fields)
+    return VectorRecord(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlMetadataStore]:
+    s = SqlMetadataStore.sqlite(tmp_path / "metadata.db")
+    yield s
+    s.close()
+
+
+def test_is_a_vector_index(store: SqlMetadataStore) -> None:
+    index = ExactVectorIndex(store)
+    assert isinstance(index, VectorIndex) and index.name == "exact"
+    assert isinstance(MatrixVectorIndex(store, levels=(0,)), VectorIndex)
+
+
+def test_ties_at_the_top_k_boundary_resolve_by_id(store: SqlMetadataStore) -> None:
+    v = unit(1, 3)
+    tied = v[0] + 0.5 * v[1]
+    tied /= np.linalg.norm(tied)
+    index = ExactVectorIndex(store)
+    # one exact match, five identical vectors written in reverse id order, one far away
+    index.upsert([rec(i, tied) for i in ("e", "d", "c", "b", "a")] + [rec("z-best", v[0]), rec("far", -v[0])])
+    hits = index.search(v[0], 3, ALL)
+    assert [h.id for h in hits] == ["z-best", "a", "b"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6) and hits[0].score <= 1.0
+    assert hits[1].score == hits[2].score == pytest.approx(float(tied @ v[0]), abs=1e-6)
+    assert [h.id for h in index.search(v[0], 7, ALL)] == ["z-best", "a", "b", "c", "d", "e", "far"]
+    assert index.search(v[0], 7, ALL)[-1].score == pytest.approx(-1.0, abs=1e-6)
+
+
+def test_cache_follows_writes_of_this_and_other_store_instances(store: SqlMetadataStore, tmp_path: Path) -> None:
+    v = unit(2, 4)
+    index = ExactVectorIndex(store)
+    index.upsert([rec("a", v[0]), rec("b", v[1])])
+    assert [h.id for h in index.search(v[2], 1, ALL)] in (["a"], ["b"])
+    index.upsert([rec("c", v[2])])
+    assert index.search(v[2], 1, ALL)[0].id == "c"
+
+    other = SqlMetadataStore.sqlite(tmp_path / "metadata.db")  # another process on the same database
+    try:
+        other.put_vectors([rec("d", v[3])])
+        assert index.search(v[3], 1, ALL)[0].id == "d"
+        other.delete_vectors(["d", "c"])
+        assert {h.id for h in index.search(v[3], 10, ALL)} == {"a", "b"}
+    finally:
+        other.close()
+    # loaded once; every later write was applied from the change log, row by row
+    assert (index.loads, index.rows_loaded, index.rows_applied) == (1, 2, 4)
+
+
+def test_search_sees_committed_rows_only_and_never_a_rolled_back_cache(store: SqlMetadataStore) -> None:
+    v = unit(3, 3)
+    index = ExactVectorIndex(store)
+    index.upsert([rec("a", v[0])])
+    with pytest.raises(RuntimeError), store.transaction():
+        index.upsert([rec("tmp", v[1])])
+        assert [h.id for h in index.search(v[1], 5, ALL)] == ["a"]  # uncommitted: not searched
+        raise RuntimeError("roll back")
+    index.upsert([rec("b", v[2])])  # the counter moves past the rolled-back value
+    assert [h.id for h in index.search(v[1], 5, ALL)] in (["a", "b"], ["b", "a"])
+
+
+def test_lru_keeps_results_right_across_accounts(store: SqlMetadataStore) -> None:
+    v = unit(6, 2)
+    index = ExactVectorIndex(store, max_cached_accounts=1)
+    index.upsert([rec("a1", v[0], account_id="acc-a"), rec("b1", v[1], account_id="acc-b")])
+    for _ in range(3):
+        assert [h.id for h in index.search(v[0], 5, ALL)] == ["a1"]
+        assert [h.id for h in index.search(v[0], 5, VectorFilter(account_id="acc-b"))] == ["b1"]
+    index.optimize()
+    assert [h.id for h in index.search(v[0], 5, ALL)] == ["a1"]
+
+
+def test_bad_queries(store: SqlMetadataStore) -> None:
+    index = ExactVectorIndex(store)
+    index.upsert([rec("a", unit(7, 1)[0])])
+    with pytest.raises(ContextEngineError) as info:
+        index.search(np.ones(DIM + 1, np.float32), 3, ALL)
+    assert info.value.code is ErrorCode.INDEX_MODEL_MISMATCH
+    with pytest.raises(ContextEngineError) as info:
+        index.search(np.full(DIM, np.nan, np.float32), 3, ALL)
+    assert info.value.code is ErrorCode.VECTOR_SEARCH_FAILED
+    assert index.search(np.ones(DIM, np.float32), 0, ALL) == []
+
+
+def test_store_failure_is_retryable_ret_5001(store: SqlMetadataStore) -> None:
+    index = ExactVectorIndex(store)
+    store.close()
+    with pytest.raises(ContextEngineError) as info:
+        index.search(np.ones(DIM, np.float32), 3, ALL)
+    assert info.value.code is ErrorCode.VECTOR_SEARCH_FAILED and info.value.retryable
+    assert isinstance(info.value.__cause__, ContextEngineError)
+
+
+def test_vector_matrix_from_records_sorts_by_id() -> None:
+    v = unit(8, 3)
+    records: Sequence[VectorRecord] = [rec("b", v[0]), rec("c", v[1], parent_uri=None), rec("a", v[2], level=2)]
+    m = VectorMatrix.from_records(7, records)
+    assert (m.generation, m.ids, m.n, m.dim) == (7, ["a", "b", "c"], 3, DIM)
+    np.testing.assert_array_equal(m.vectors, v[[2, 0, 1]])
+    assert list(m.parent_uri) == ["ctx://resources/docs/", "ctx://resources/docs/", None]
+    assert m.level.tolist() == [2, 0, 0]
+    assert VectorMatrix.from_records(1, []).n == 0
+
+
+def test_adding_one_row_to_a_20k_row_account_applies_one_row(store: SqlMetadataStore) -> None:
+    """Catch-up costs O(changes): counted rows, not time (issue 12 acceptance)."""
+    vectors = unit(9, 20_001)
+    store.put_vectors([rec(f"r{i:05d}", vectors[i]) for i in range(20_000)])
+    index = MatrixVectorIndex(store)
+    assert index.search(vectors[0], 1, ALL)[0].id == "r00000"
+    assert (index.loads, index.rows_loaded, index.rows_applied) == (1, 20_000, 0)
+    store.put_vectors([rec("new", vectors[20_000])])
+    assert index.search(vectors[20_000], 1, ALL)[0].id == "new"
+    assert (index.loads, index.rows_loaded, index.rows_applied) == (1, 20_000, 1)
+    store.delete_vectors(["new", "r00000"])
+    assert index.search(vectors[0], 1, ALL)[0].id != "r00000"
+    assert (index.loads, index.rows_applied) == (1, 3)
+    assert index.search(vectors[5], 1, ALL)[0].id == "r00005"  # current: nothing read or applied
+    assert (index.loads, index.rows_applied) == (1, 3)
+
+
+def test_a_pruned_change_log_reloads_the_account(store: SqlMetadataStore) -> None:
+    from sqlalchemy import text
+
+    v = unit(10, 3)
+    index = MatrixVectorIndex(store)
+    store.put_vectors([rec("a", v[0])])
+    assert [h.id for h in index.search(v[0], 5, ALL)] == ["a"]
+    store.put_vectors([rec("b", v[1])])
+    with store._engine.begin() as conn:  # what pruning does: the log no longer reaches back to the held generation
+        conn.execute(text("DELETE FROM index_changes"))
+        conn.execute(text("UPDATE index_generations SET log_floor = generation"))
+    assert next(h.id for h in index.search(v[1], 5, ALL)) == "b"
+    assert index.loads == 2 and index.rows_applied == 0
+
+
+def test_levels_restrict_what_is_held(store: SqlMetadataStore) -> None:
+    v = unit(11, 4)
+    store.put_vectors([rec("l0", v[0]), rec("l2", v[1], level=2)])
+    level0 = MatrixVectorIndex(store, levels=(0,))
+    assert [h.id for h in level0.search(v[1], 5, ALL)] == ["l0"]
+    store.put_vectors([rec("l2b", v[2], level=2), rec("l0b", v[3])])
+    assert {h.id for h in level0.search(v[1], 5, ALL)} == {"l0", "l0b"}
+    assert {h.id for h in ExactVectorIndex(store).search(v[1], 5, ALL)} == {"l0", "l2", "l0b", "l2b"}
+
+
+def test_compaction_keeps_every_live_row(store: SqlMetadataStore) -> None:
+    vectors = unit(12, 1_000)
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(1_000)])
+    index = MatrixVectorIndex(store)
+    index.search(vectors[0], 1, ALL)
+    store.delete_vectors([f"r{i:04d}" for i in range(0, 1_000, 2)])  # 500 tombstones: compacted on catch-up
+    hits = index.search(vectors[1], 1_000, ALL)
+    assert sorted(h.id for h in hits) == [f"r{i:04d}" for i in range(1, 1_000, 2)]
+    seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
+    assert seg.dead == 0 and seg.n == 500
+    assert hits[0].id == "r0001"
+
+
+def test_an_account_over_max_rows_is_not_held(store: SqlMetadataStore) -> None:
+    v = unit(13, 3)
+    store.put_vectors([rec(f"r{i}", v[i]) for i in range(3)])
+    index = MatrixVectorIndex(store, max_rows=2)
+    assert index.view("acc-a") is None and index.too_large("acc-a")
+    with pytest.raises(ContextEngineError) as info:
+        index.search(v[0], 1, ALL)
+    assert info.value.code is ErrorCode.VECTOR_SEARCH_FAILED
+    store.delete_vectors(["r2"])
+    assert index.view("acc-a") is not None and not index.too_large("acc-a")
+
+
+def clustered(seed: int, n: int, dim: int, clusters: int = 40) -> np.ndarray:
+    """Unit vectors with a decaying spectrum (variance of component i ~ 1/i), like text embeddings', in clusters."""
+    rng = np.random.default_rng(seed)
+    scale = (1.0 / np.sqrt(np.arange(1, dim + 1))).astype(np.float32)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32) * scale
+    v = centres[rng.integers(0, clusters, n)] + 0.5 * rng.standard_normal((n, dim)).astype(np.float32) * scale
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_a_compressed_segment_returns_the_exact_top_k_with_exact_scores(store: SqlMetadataStore) -> None:
+    dim = 64
+    vectors = clustered(14, 3_000, dim)
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(3_000)])
+    exact = MatrixVectorIndex(store)
+    small = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=24)
+    seg = small.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
+    assert seg.compressed and seg.vectors.shape[1] == 24
+    queries = clustered(15, 50, dim)
+    recall = []
+    for q in queries:
+        want = exact.search(q, 10, ALL)
+        got = small.search(q, 10, ALL)
+        recall.append(len({h.id for h in got} & {h.id for h in want}) / 10)
+        by_id = {h.id: h.score for h in want}
+        assert all(abs(h.score - by_id[h.id]) < 1e-5 for h in got if h.id in by_id)  # exact scores
+    assert np.mean(recall) >= 0.99
+    assert small.rows_rescored > 0
+
+
+def test_a_segment_that_grows_past_the_limit_is_compressed_at_catch_up(store: SqlMetadataStore) -> None:
+    vectors = clustered(16, 1_200, DIM * 4)
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(900)])
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=8)
+    assert not index.view("acc-a").segments["shared"][0].compressed  # type: ignore[union-attr]
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(900, 1_200)])
+    seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
+    assert seg.compressed and seg.live == 1_200
+    assert index.search(vectors[1_100], 1, ALL)[0].id == "r1100"
