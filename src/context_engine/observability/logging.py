@@ -20,12 +20,13 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
-from context_engine.schema.context import RequestContext
-from context_engine.settings import LoggingSettings
+if TYPE_CHECKING:  # types only: importing the logger must not build the schema and settings models (cold start)
+    from context_engine.schema.context import RequestContext
+    from context_engine.settings import LoggingSettings
 
 _HANDLER_NAME = "context-engine"
 # Third-party loggers routed to the one handler (their own handlers are removed so nothing is printed twice).
@@ -38,7 +39,11 @@ def configure_logging(settings: LoggingSettings | None = None, *, stream: TextIO
     Idempotent: a second call replaces the handler installed by the first. Side effects: the root logger's level
     and this module's handler; uvicorn's and the MCP SDK's loggers propagate to it.
     """
-    cfg = settings or LoggingSettings()
+    if settings is None:
+        from context_engine.settings import LoggingSettings
+
+        settings = LoggingSettings()
+    cfg = settings
     level = getattr(logging, cfg.level)
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,

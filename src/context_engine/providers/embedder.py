@@ -41,6 +41,8 @@ class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions, mean pooling, cosine) via sentence-transformers, on CPU by default.
 
     The model loads lazily on first use (about 6 s) and once per process; encoding is thread-safe.
+    ``embedding.num_threads`` (default 1; 0 keeps torch's default, every core) goes to ``torch.set_num_threads``,
+    which is process-wide.
     """
 
     model_name = "sentence-transformers/all-MiniLM-L6-v2"

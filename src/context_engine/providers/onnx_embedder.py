@@ -102,7 +102,8 @@ class OnnxMiniLMEmbedder:
     Loads lazily (exporting the model first when ``model_path`` does not exist); thread-safe.
 
     Args:
-        settings: the ``embedding`` section (``batch_size``, ``num_threads``).
+        settings: the ``embedding`` section (``batch_size``; ``num_threads``, default 1, is the session's
+            ``intra_op_num_threads``, 0 keeps ONNX Runtime's default of every core).
         model_path: the ``.onnx`` file (exported on first use when missing).
     """
 

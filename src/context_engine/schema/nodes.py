@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from context_engine.schema.levels import Level  # noqa: F401 - re-exported; its own module keeps the CLI light
 from context_engine.schema.uri import ContextType
-
-
-class Level(StrEnum):
-    """Levels of a node: L0 abstract, L1 overview, L2 content (DESIGN §1)."""
-
-    L0 = "L0"
-    L1 = "L1"
-    L2 = "L2"
-
-    @property
-    def index_level(self) -> int:
-        """The ``level`` field value used in the vector index (0, 1, 2)."""
-        return int(self.value[1])
-
 
 IndexStatus = Literal["indexed", "pending"]
 

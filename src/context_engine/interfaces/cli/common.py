@@ -3,6 +3,10 @@
 Global options: ``--home PATH`` (``CE_HOME``), ``--json`` (machine-readable output), ``--as
 account:role:user_space:agent_space`` (the RequestContext; default: account ``default``, role ``admin``).
 Errors print the envelope ``{code, message, details, request_id}`` and exit with the code's exit status.
+
+Cold start (issue 12): the command modules import only typer, rich and :mod:`context_engine.errors` at module level;
+the schema, settings, service and everything under them are imported inside the command functions, so
+``context-engine --help`` builds no pydantic model and loads no store or model.
 """
 
 from __future__ import annotations
@@ -12,16 +16,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from context_engine.errors import ContextEngineError
-from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
-from context_engine.schema.nodes import IngestReport
+
+if TYPE_CHECKING:
+    from context_engine.schema.context import RequestContext
+    from context_engine.schema.nodes import IngestReport
 
 app = typer.Typer(
     name="context-engine",
@@ -39,7 +44,19 @@ err_console = Console(stderr=True, emoji=False)
 class _State:
     home: Path | None = None
     json: bool = False
-    ctx: RequestContext = DEFAULT_CONTEXT
+    _ctx: RequestContext | None = None  # None: DEFAULT_CONTEXT, imported when first asked for
+
+    @property
+    def ctx(self) -> RequestContext:
+        if self._ctx is None:
+            from context_engine.schema.context import DEFAULT_CONTEXT
+
+            return DEFAULT_CONTEXT
+        return self._ctx
+
+    @ctx.setter
+    def ctx(self, value: RequestContext | None) -> None:
+        self._ctx = value
 
 
 state = _State()
@@ -58,8 +75,10 @@ def _main(
 ) -> None:
     state.home = home
     state.json = json_out
-    state.ctx = DEFAULT_CONTEXT  # reset: one process may run several invocations (tests, shells)
+    state.ctx = None  # reset to the default: one process may run several invocations (tests, shells)
     if as_:
+        from context_engine.schema.context import RequestContext
+
         try:
             state.ctx = RequestContext.parse(as_)
         except ContextEngineError as e:
@@ -115,6 +134,8 @@ def progress_bar() -> Iterator[Any]:
     if state.json:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),

@@ -18,16 +18,17 @@ import re
 from contextlib import ExitStack
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, print_report, progress_bar, state
-from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryOutcome, MemoryWriteResult
+
+if TYPE_CHECKING:
+    from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryOutcome
 
 __all__ = ["DedupPolicyOption", "json_object_option", "timestamp_option"]
 
@@ -73,6 +74,8 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     for a missing or unreadable file."""
     # The HTTP/MCP message model, so a line means what a request body means; imported here because the HTTP
     # package costs seconds to import and only this command needs it.
+    from pydantic import ValidationError
+
     from context_engine.interfaces.http.models import MessageIn
 
     try:
@@ -130,6 +133,8 @@ def add_messages(
     session: Annotated[str, typer.Option("--session", "-s", help="The conversation session id (one URI segment).")],
 ) -> None:
     """Store conversation messages as memories of one session (batches of memory.max_batch_items)."""
+    from context_engine.schema.memory import MemoryWriteResult
+
     numbered = _read_messages(file)
     outcomes: list[MemoryOutcome] = []
     totals = MemoryWriteResult(items=[])

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.common import app, emit, err_console, fail, open_engine, out, state
-from context_engine.schema.nodes import Level
-from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest, SearchMemoryResponse
+from context_engine.schema.levels import Level
+
+if TYPE_CHECKING:
+    from context_engine.schema.query import SearchMemoryRequest, SearchMemoryResponse
 
 
 def _session(path: Path | None) -> dict | None:
@@ -81,6 +82,8 @@ def search(
     ] = None,
 ) -> None:
     """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
+    from pydantic import ValidationError
+
     texts = _queries(query, queries)
     archive = _session(session)
     time_range = {"start": since, "end": until} if since or until else None
@@ -177,6 +180,8 @@ def read(
     ] = 0,
 ) -> None:
     """read_memory: one level of a node (secrets redacted; L2 may be an excerpt)."""
+    from context_engine.schema.query import ReadMemoryRequest
+
     with open_engine() as engine:
         if level is Level.L0:
             text = engine.read(uri, Level.L0, state.ctx)
@@ -225,4 +230,6 @@ def _meta_filter(pairs: list[str] | None) -> dict[str, object] | None:
 
 
 def _requests(texts: list[str], **fields: object) -> list[SearchMemoryRequest]:
+    from context_engine.schema.query import SearchMemoryRequest
+
     return [SearchMemoryRequest(query=text, **fields) for text in texts]  # type: ignore[arg-type]

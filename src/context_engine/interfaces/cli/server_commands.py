@@ -2,7 +2,9 @@
 ``keys create|list|revoke`` (API keys). DESIGN.md §10; docs/interfaces.md.
 
 ``serve`` and ``mcp`` configure structured logging (JSON lines on stderr) before anything else; stdout stays free
-(for the MCP stdio protocol). ``keys`` opens only the metadata database, not the embedding model.
+(for the MCP stdio protocol). ``keys`` opens only the metadata database, not the embedding model. ``mcp`` opens
+the engine on a background thread so that a client's ``initialize`` is answered before the stores and the model are
+loaded (issue 12, cold start; :mod:`context_engine.interfaces.mcp.background`).
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from context_engine.errors import ContextEngineError
 from context_engine.interfaces.cli.common import app, emit, err_console, fail, out, state
-from context_engine.schema.context import RequestContext
-from context_engine.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from context_engine.settings import Settings
 
 keys_app = typer.Typer(
     name="keys", help="API keys for the HTTP and MCP servers (stored hashed, each bound to a RequestContext).",
@@ -29,6 +32,8 @@ app.add_typer(keys_app)
 
 
 def _settings(**overrides: Any) -> Settings:
+    from context_engine.settings import load_settings
+
     try:
         return load_settings(state.home, **overrides) if state.home else load_settings(**overrides)
     except ValueError as err:  # pydantic validation of the overrides (e.g. a bad port)
@@ -122,33 +127,34 @@ def serve(
 def mcp() -> None:
     """Serve the MCP tools over stdio (for MCP clients that launch the server); logs go to stderr.
 
-    The tools act as the global --as context (default: account default, role admin)."""
+    The tools act as the global --as context (default: account default, role admin). The engine opens in the
+    background: initialize and tools/list are answered at once, the first tool call waits for it."""
+    from context_engine.interfaces.mcp.background import BackgroundEngine
     from context_engine.interfaces.mcp.server import build_mcp_server
     from context_engine.observability.logging import configure_logging
 
     settings = _settings()
     configure_logging(settings.logging, stream=sys.stderr)
-    ctx: RequestContext = state.ctx
-    holder: dict[str, Any] = {}
+    ctx = state.ctx
+
+    def open_service() -> Any:
+        from context_engine.service import ContextEngineService
+
+        return ContextEngineService(settings)
+
+    engine = BackgroundEngine(open_service)
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[dict[str, Any]]:
-        import anyio.to_thread
-
-        from context_engine.interfaces.http.app import warm_up_engine
-        from context_engine.service import ContextEngineService
-
-        holder["service"] = await anyio.to_thread.run_sync(lambda: ContextEngineService(settings))
-        await anyio.to_thread.run_sync(warm_up_engine, holder["service"])
+        engine.start()
         try:
             yield {}
         finally:
-            holder.pop("service").close()
+            engine.close()  # waits for an opening still under way, then closes the stores
 
-    def service() -> Any:
-        return holder["service"]
-
-    server = build_mcp_server(service, lambda _request: ctx, lifespan=lifespan, log_level=settings.logging.level)
+    server = build_mcp_server(
+        engine.get, lambda _request: ctx, lifespan=lifespan, log_level=settings.logging.level, status=engine.status
+    )
     try:
         server.run("stdio")
     except ContextEngineError as e:
@@ -168,6 +174,8 @@ def keys_create(
     name: Annotated[str, typer.Option("--name", "-n", help="A label, e.g. who or what uses the key.")] = "",
 ) -> None:
     """Create an API key; the key is printed once and cannot be shown again."""
+    from context_engine.schema.context import RequestContext
+
     try:
         ctx = RequestContext.parse(context)
     except ContextEngineError as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http.models import (
@@ -32,7 +32,9 @@ from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWri
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.uri import parse_uri
-from context_engine.service import ContextEngineService, SimilarSearchResult
+
+if TYPE_CHECKING:
+    from context_engine.service import ContextEngineService, SimilarSearchResult
 
 log = get_logger("context_engine.interfaces")
 

@@ -15,6 +15,13 @@ log, on stderr).
 Transports: stdio (``context-engine mcp``; the caller's RequestContext is the CLI's ``--as``, default
 ``default:admin``) and streamable HTTP mounted on the HTTP server (the context comes from the request's API key, see
 :mod:`context_engine.interfaces.http.app`). Logs go to stderr only: stdout belongs to the stdio protocol.
+
+Cold start (issue 12): over stdio the engine opens on a background thread
+(:class:`~context_engine.interfaces.mcp.background.BackgroundEngine`), so ``initialize`` and ``tools/list`` do not
+wait for the stores or the embedding model; the service provider is called in the tool call's worker thread, where
+it may block until the engine is open. The ``initialize`` result then carries the engine's state under
+``_meta["context-engine/status"]`` (``{"engine": "opening" | "loading_model" | "ready" | "failed", "model_loaded":
+bool}``), as it was when the answer was built; the same is logged as ``mcp_initialize``.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -53,11 +60,16 @@ from context_engine.schema.knowledge import EvidenceVerification, LookupRequest,
 from context_engine.schema.memory import DedupPolicy, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
-from context_engine.service import ContextEngineService
+
+if TYPE_CHECKING:
+    from context_engine.service import ContextEngineService
 
 log = get_logger("context_engine.mcp")
 
-ServiceProvider = Callable[[], ContextEngineService]
+STATUS_META_KEY = "context-engine/status"
+"""The ``_meta`` key of the ``initialize`` result that holds the engine's status (stdio)."""
+
+ServiceProvider = Callable[[], "ContextEngineService"]
 ContextResolver = Callable[[Any], RequestContext]
 """Given the MCP request's transport request (a Starlette ``Request`` over HTTP, ``None`` on stdio), the caller."""
 
@@ -136,20 +148,41 @@ def _new_id(request: Any) -> str:
     return state.get("request_id") or uuid.uuid4().hex[:16]
 
 
+class _StatusOnInitialize:
+    """SDK middleware: adds ``status()`` to the ``initialize`` result's ``_meta`` (:data:`STATUS_META_KEY`) and logs
+    it as ``mcp_initialize``; every other message passes through unchanged."""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self._status = status
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            status = self._status()
+            log.info("mcp_initialize", **status)
+            result = {**result, "_meta": {**(result.get("_meta") or {}), STATUS_META_KEY: status}}
+        return result
+
+
 def build_mcp_server(
     service: ServiceProvider,
     resolve_ctx: ContextResolver,
     *,
     lifespan: Any = None,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO",
+    status: Callable[[], dict[str, Any]] | None = None,
 ) -> MCPServer:
     """The MCP server with the engine's tools.
 
     Args:
-        service: returns the open service (called per tool call; the engine is opened once per process).
+        service: returns the open service; called per tool call in the call's worker thread, so it may block
+            while the engine opens (stdio: :meth:`BackgroundEngine.get
+            <context_engine.interfaces.mcp.background.BackgroundEngine.get>`).
         resolve_ctx: the caller's RequestContext from the transport request (see :data:`ContextResolver`).
-        lifespan: an ``MCPServer`` lifespan (stdio opens the engine there); ``None`` for the HTTP mount.
+        lifespan: an ``MCPServer`` lifespan (stdio starts opening the engine there); ``None`` for the HTTP mount.
         log_level: the SDK's log level.
+        status: the engine's status, a JSON object added to the ``initialize`` result's ``_meta`` under
+            :data:`STATUS_META_KEY`; ``None`` adds nothing (the HTTP mount, whose engine is open before it serves).
     """
     # MCPServer's constructor calls logging.basicConfig (a console handler on the root logger); logging is the
     # entry point's job (observability.logging.configure_logging), so the root logger is put back as it was.
@@ -162,6 +195,7 @@ def build_mcp_server(
         version=_version(),
         lifespan=lifespan,
         log_level=log_level,
+        middleware=[_StatusOnInitialize(status)] if status is not None else None,
     )
     root.handlers[:] = handlers
     root.setLevel(level)
@@ -180,7 +214,8 @@ def build_mcp_server(
                     req = build()
                 except ValidationError as err:
                     raise _invalid(err, code) from None
-                out = await anyio.to_thread.run_sync(call, service(), req, ctx)
+                # service() runs in the worker thread: over stdio it blocks until the engine is open
+                out = await anyio.to_thread.run_sync(lambda: call(service(), req, ctx))
                 return _result(out)
             except ContextEngineError as err:
                 log.info("tool_error", code=err.code.value, message=err.message)
