@@ -235,13 +235,13 @@ def test_hit_texts_come_from_the_store(two_handles):
     other.put_vectors([rec, record("r2", "disk almost full")])
     index = BM25Index(source=mine)
     calls: list[int] = []
-    real = mine.get_vector_rows
+    real = mine.get_vector_texts
 
     def counting(account_id, ids):
         calls.append(len(ids))
         return real(account_id, ids)
 
-    with mock.patch.object(mine, "get_vector_rows", counting):
+    with mock.patch.object(mine, "get_vector_texts", counting):
         (hit,) = index.search("certificate", 5, VectorFilter(account_id=ACC))
     assert calls == [1]  # one read for the top-k
     assert hit.text == keyword_text(rec) and hit.breadcrumb == rec.breadcrumb

@@ -146,7 +146,7 @@ class L0Retriever:
         ks = self._ks
         depth = len(dense) if ks.fusion == "convex" else ks.fusion_depth
         try:
-            keyword = self._keyword.search(tq.text, max(depth, tq.top_k), flt)
+            keyword = self._keyword.search(tq.text, max(depth, tq.top_k), flt, generation=run.generation)
         except ContextEngineError as err:
             run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
             return dense

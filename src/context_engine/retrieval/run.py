@@ -90,3 +90,5 @@ class SearchRun:
     # memory filters (issue 11): the URIs they select, or None when the request has none
     allowed: frozenset[str] | None = None
     keyword_top: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    # the account generation the request read before gathering seeds (docs/derived_indexes.md), for BM25
+    generation: int | None = None

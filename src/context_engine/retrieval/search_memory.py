@@ -179,7 +179,13 @@ class SearchMemoryPipeline:
                 for attempt in (1, 2):
                     generation = self._metadata.account_generation(ctx.account_id)
                     scorer = self.source.scorer(ctx.account_id, vector, generation)
-                    run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace, allowed=allowed)
+                    run = SearchRun(
+                        scorer,
+                        RequestNodes(self._metadata, ctx.account_id),
+                        trace,
+                        allowed=allowed,
+                        generation=generation,
+                    )
                     seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
                     if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
                         break

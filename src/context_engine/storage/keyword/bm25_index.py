@@ -10,7 +10,7 @@ the log does not reach back. Writes of any process are therefore seen by the nex
 (:meth:`BM25Index.nodes_written` / :meth:`BM25Index.nodes_deleted` do nothing then). Without a source the index is fed
 directly (:meth:`BM25Index.upsert`, :meth:`BM25Index.delete`, or as a
 :class:`~context_engine.ingest.pipeline.WriteListener`) and keeps the texts it was given; with one, no record text is
-held in memory: the texts of the returned hits are read from the store (``get_vector_rows``, one query per search).
+held in memory: the texts of the returned hits are read from the store (``get_vector_texts``, one query per search).
 
 One partition is kept per ``(account_id, level)`` so that the IDF statistics of level-0 abstracts and level-2 chunks
 never mix and no tenant's vocabulary leaks into another's scores. A partition is a
@@ -788,11 +788,13 @@ class BM25Index:
         self._count(indexed=m.n, loads=1)
         return m.n
 
-    def _current(self, account_id: str) -> _Account | None:
-        """The account, caught up to (at least) its committed generation when the index has a source."""
+    def _current(self, account_id: str, generation: int | None = None) -> _Account | None:
+        """The account, caught up to (at least) its committed generation when the index has a source
+        (``generation``: the committed value when the caller just read it)."""
         if self._source is None:
             return self._account(account_id, create=False)
-        generation = self._source.account_generation(account_id)
+        if generation is None:
+            generation = self._source.account_generation(account_id)
         account = self._account(account_id, create=True)
         assert account is not None
         if account.generation == generation:
@@ -812,7 +814,7 @@ class BM25Index:
         return account
 
     # ---- reads ----------------------------------------------------------------------------------------------------
-    def search(self, query: str, top_k: int, flt: VectorFilter) -> list[KeywordHit]:
+    def search(self, query: str, top_k: int, flt: VectorFilter, *, generation: int | None = None) -> list[KeywordHit]:
         """The ``top_k`` records passing ``flt`` with the highest BM25 score for ``query``.
 
         With a ``source``, catches the account up first (module docstring) and reads the hits' texts from it (one
@@ -822,6 +824,7 @@ class BM25Index:
             query: free text, tokenised like the documents.
             top_k: hits wanted; ``<= 0`` returns none.
             flt: the pre-filter (the account is mandatory; ``None`` fields do not restrict).
+            generation: the account's committed generation when the caller just read it (one read saved).
 
         Returns:
             Hits with score > 0, ordered by score descending, ties by ``id`` ascending. When ``flt.levels`` is
@@ -836,7 +839,7 @@ class BM25Index:
         if not q_tokens:
             return []
         try:
-            account = self._current(flt.account_id)
+            account = self._current(flt.account_id, generation)
             if account is None:
                 return []
             with account.view_lock:
@@ -868,8 +871,11 @@ class BM25Index:
             else:
                 missing.append(rid)
         if missing and self._source is not None:
-            stored = self._source.get_vector_rows(account_id, missing)
-            texts.update((rid, (keyword_text(r), r.breadcrumb)) for rid, r in stored.items())
+            stored = self._source.get_vector_texts(account_id, missing)  # three columns, no vectors
+            texts.update(
+                (rid, (_join(breadcrumb, context, text), breadcrumb))
+                for rid, (text, breadcrumb, context) in stored.items()
+            )
         out: list[KeywordHit] = []
         for score, rid, view, row in found:
             text = texts.get(rid)
