@@ -1,33 +1,34 @@
-"""search_memory latency on memory trees of 10k and 100k nodes, per stage and in total (DESIGN.md §12).
+"""search_memory (and lookup_knowledge) latency, memory and cold start on stores of 10k to 1M nodes (DESIGN §12).
 
 Usage::
 
-    python bench/search_memory.py [--sizes 10000 100000] [--queries 500] [--sources memory index]
-                                  [--hybrid off on] [--pool 12000] [--workdir bench/.cache/search_memory]
+    python bench/search_memory.py [--sizes 10000 100000 1000000] [--queries 500] [--hybrid on off]
+                                  [--sources memory index] [--no-vector-index] [--workdir bench/.cache/search_memory]
 
 What it builds, per size (cached under ``--workdir``, which is gitignored, and reused by the next run):
 
 * Three accounts (50% / 30% / 20% of the nodes), each with shared resources (runbook-like abstracts under
-  ``ctx://resources/<service>/<component>/``), memories of 12-40 users (``ctx://user/<u>/memories/<category>/``) and
-  skills of 3-8 agents (``ctx://agent/<a>/skills/<family>/``), with their directories. About 8% of the texts are
+  ``ctx://resources/<service>/<component>/``), memories of 12-400 users (``ctx://user/<u>/memories/<category>/``) and
+  skills of 3-40 agents (``ctx://agent/<a>/skills/<family>/``), with their directories. About 8% of the texts are
   Chinese.
 * Texts come from templates; a pool of ``--pool`` distinct file texts plus every directory text is embedded once with
-  the real model and cached (``emb-*.npy``). Each file takes a pool text and the pool vector with a little noise (so
-  the ~8 copies of a text at 100k nodes do not tie exactly).
-* Rows are written in bulk through the stores' batch APIs, not through the write pipeline (embedding 100k texts
-  would take ~15 min): ``MetadataStore.upsert_nodes`` / ``put_vectors`` and ``VectorIndex.upsert`` (one level-0 row
-  per node and two level-2 chunk rows per file, as ingest would write), then ``optimize()`` (at 100k nodes the
-  ~300k-row LanceDB table gets its ANN index). Content files are written only for a 500-file sample, used by the
-  read_memory figures: search_memory never reads content.
+  the default model (use-multilingual, 512 dimensions) and cached on disk (``emb/``). Each file takes a pool text and
+  the pool vector with a little noise (so the copies of a text do not tie exactly).
+* The bulk-load path: rows are written through the stores' batch APIs in large transactions, not through the write
+  pipeline (no per-node directory refresh): ``MetadataStore.upsert_nodes`` / ``put_vectors(bulk=True)`` (no change
+  log: readers reload) and, unless ``--no-vector-index``, ``VectorIndex.upsert`` + ``optimize()`` (LanceDB, ANN index
+  from 100k rows). One level-0 row per node and one level-2 chunk row per file. Content files only for a 500-file
+  sample (read_memory figures).
 
-What it measures: ``--queries`` generated queries (English and Chinese; ~40% name no intent, so they plan three
-typed queries) from random callers (users with their agent, and admins), after a warm-up, in-process, one thread,
-with the real embedder. Per stage (from the request trace): planner, embed (query embedding, inside seed),
-seed_search (seed minus embed), hierarchical (expansion + scoring), recheck, assemble; and the total wall time of
-``ContextEngineService.search_memory``. Never run as a test; figures depend on the machine and its load.
+What it measures, per size, in a fresh child process (so its RSS is a serving process's, not the builder's): time to
+open the home and answer the first search_memory (model load, level-0 matrix and BM25 loads included); ``--queries``
+generated queries (English and Chinese; ~40% name no intent and plan three typed queries) from random callers after
+a warm-up, in-process, one thread, with the real embedder: p50/p95 per stage (planner, embed, seed_search,
+hierarchical, recheck, assemble) and in total; RSS after the warm searches; lookup_knowledge p50/p95 (with a vector
+index); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and recall@10 of
+the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
-On a 2-core machine pass ``--torch-threads 1``: with torch's two default intra-op threads, the query embedding's
-OpenMP workers contend with the search's own CPU work and its p95 grows tenfold (see docs/search_memory.md).
+Never run as a test; figures depend on the machine and its load (run it on a quiet machine).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import hashlib
 import json
 import os
 import random
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -54,7 +57,7 @@ from context_engine.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
-STORE_VERSION = "3"
+STORE_VERSION = "4"
 ACCOUNTS = (("acme", 0.5), ("globex", 0.3), ("initech", 0.2))
 SERVICES = [
     "payments",
@@ -296,7 +299,7 @@ def plan_tree(n_nodes: int, pool: dict[str, list[str]], seed: int = 11):
     res_keys = sorted(k for k in pool if k.startswith("res:"))
     for account, share in ACCOUNTS:
         count = int(n_files * share)
-        users = [f"u{i:02d}" for i in range(max(12, count // 2500))]
+        users = [f"u{i:03d}" for i in range(max(12, count // 2500))]
         agents = [f"a{i}" for i in range(max(3, count // 12000))]
         for i in range(count):
             r = rng.random()
@@ -337,7 +340,7 @@ def dir_texts(files: list[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
     return out
 
 
-def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedder) -> None:
+def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedder, vector_index: bool) -> None:
     marker = home / f"complete-v{STORE_VERSION}"
     if marker.exists():
         print(f"  reusing the store at {home}")
@@ -357,19 +360,32 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
     dir_vecs = dict(zip(dir_keys, cache.vectors([dirs[k] for k in dir_keys]), strict=True))
     print(f"  {len(files)} files, {len(dirs)} directories, pool {len(pool_texts)} texts", flush=True)
 
-    engine = ContextEngineService(load_settings(home), embedder=embedder)
+    engine = ContextEngineService(
+        load_settings(home, vector={"backend": "lancedb" if vector_index else "exact"}), embedder=embedder
+    )
     rng = np.random.default_rng(5)
     from context_engine.ingest.pipeline import vector_id
 
-    def noisy(v: np.ndarray) -> np.ndarray:
-        w = v + rng.standard_normal(v.shape).astype(np.float32) * (0.12 / np.sqrt(v.size))
-        return w / np.linalg.norm(w)
+    def noisy_all(base: np.ndarray) -> np.ndarray:
+        w = base + rng.standard_normal(base.shape).astype(np.float32) * (0.12 / np.sqrt(base.shape[1]))
+        return w / np.linalg.norm(w, axis=1, keepdims=True)
+
+    level0 = noisy_all(np.stack([vec_of_text[text] for _, _, text in files]))
+    level2 = noisy_all(level0)
+    parsed: dict[str, ContextURI] = {}
+
+    def parent_of(uri: str) -> tuple[str, ContextURI]:
+        head = uri.rsplit("/", 1)[0] + "/"
+        found = parsed.get(head)
+        if found is None:
+            found = parsed[head] = ContextURI.parse(head)
+        return head, found
 
     nodes: list[NodeRecord] = []
     vectors: list[VectorRecord] = []
-    for account, uri, text in files:
-        u = ContextURI.parse(uri)
-        parent = str(u.parent)
+    for f, (account, uri, text) in enumerate(files):
+        parent, p = parent_of(uri)
+        u = p  # a file shares its directory's owner space, context type and category
         nodes.append(
             NodeRecord(
                 account_id=account,
@@ -387,7 +403,7 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
                 source="bench",
             )
         )
-        v0 = noisy(vec_of_text[text])
+        v0 = level0[f]
         common = {
             "uri": uri,
             "parent_uri": parent,
@@ -398,11 +414,11 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
             "doc_id": uri,
         }
         vectors.append(VectorRecord(id=vector_id(account, uri, 0, 0), vector=v0, level=0, text=text, **common))
-        for ci in range(2):
+        for ci in range(1):
             vectors.append(
                 VectorRecord(
                     id=vector_id(account, uri, 2, ci),
-                    vector=noisy(v0),
+                    vector=level2[f],
                     level=2,
                     chunk_index=ci,
                     text=f"{text} (section {ci + 1})",
@@ -445,22 +461,24 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
         )
     print(f"  writing {len(nodes)} node rows and {len(vectors)} vector rows ...", flush=True)
     t = time.perf_counter()
-    for start in range(0, len(nodes), 5000):
+    for start in range(0, len(nodes), 50_000):
         with engine.metadata.transaction():
-            engine.metadata.upsert_nodes(nodes[start : start + 5000])
-    for start in range(0, len(vectors), 10000):
+            engine.metadata.upsert_nodes(nodes[start : start + 50_000], bulk=True)
+    for start in range(0, len(vectors), 50_000):
         with engine.metadata.transaction():
-            engine.metadata.put_vectors(vectors[start : start + 10000])
+            engine.metadata.put_vectors(vectors[start : start + 50_000], bulk=True)
     print(f"  metadata written in {time.perf_counter() - t:.0f} s", flush=True)
-    t = time.perf_counter()
-    for start in range(0, len(vectors), 50000):
-        engine.index.upsert(vectors[start : start + 50000])
-    engine.index.optimize()
-    print(
-        f"  vector index written and optimised in {time.perf_counter() - t:.0f} s "
-        f"(ANN index: {getattr(engine.index, 'has_ann_index', 'n/a')})",
-        flush=True,
-    )
+    if vector_index:
+        t = time.perf_counter()
+        for start in range(0, len(vectors), 100_000):
+            engine.index.upsert(vectors[start : start + 100_000])
+        engine.index.optimize()
+        print(
+            f"  vector index written and optimised in {time.perf_counter() - t:.0f} s "
+            f"(ANN index: {getattr(engine.index, 'has_ann_index', 'n/a')})",
+            flush=True,
+        )
+    (home / "settings.json").write_text(json.dumps({"vector_index": vector_index}), encoding="utf-8")
     # content for a sample (read_memory figures) and the directories above it
     sample = random.Random(3).sample(files, min(500, len(files)))
     for account, uri, text in sample:
@@ -578,62 +596,151 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
     print(f"  throughput     {1000.0 / total_mean:9.1f} queries/s (one thread)")
 
 
+def rss_mb() -> tuple[float, float]:
+    """(current, peak) resident set size of this process in MB, from /proc/self/status."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024
+    return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
+
+
+def default_embedder():
+    from context_engine.providers.embedder import build_embedder
+    from context_engine.settings import EmbeddingSettings
+
+    return build_embedder(EmbeddingSettings(num_threads=1))
+
+
+def measure_home(args: argparse.Namespace) -> None:
+    """The measurements of one built home, in this (fresh) process."""
+    home = args.measure_home
+    size = json.loads(next(home.glob("complete-v*")).read_text(encoding="utf-8"))["nodes"]
+    vector_index = json.loads((home / "settings.json").read_text(encoding="utf-8"))["vector_index"]
+    contexts = [
+        RequestContext(account_id=a, role=r, user_space=u, agent_space=g)
+        for a, r, u, g in json.loads((home / "callers.json").read_text())
+    ]
+    random.Random(1).shuffle(contexts)
+    queries = make_queries(args.queries)
+    backend = {"backend": "lancedb" if vector_index else "exact"}
+    for source, hybrid in [(s, h) for s in args.sources for h in args.hybrid]:
+        retrieval = {"l0_source": source, "seed": {"hybrid": hybrid == "on"}}
+        t0 = time.perf_counter()
+        engine = ContextEngineService(
+            load_settings(home, retrieval=retrieval, vector=backend, knowledge={"hybrid": hybrid == "on"}),
+            embedder=default_embedder(),
+        )
+        opened = time.perf_counter() - t0
+        engine.search_memory(SearchMemoryRequest(query=queries[0], top_k=10), contexts[0])
+        first = time.perf_counter() - t0
+        for account, _ in ACCOUNTS:  # the other accounts' loads are not part of the first query
+            for ctx in contexts:
+                if ctx.account_id == account:
+                    engine.search_memory(SearchMemoryRequest(query=queries[1], top_k=10), ctx)
+                    break
+        print(
+            f"\n  {size} nodes, source '{source}', hybrid {hybrid}: opened in {opened:.2f} s, "
+            f"first search_memory answered {first:.2f} s after the start (model, matrix and BM25 loads included)"
+        )
+        samples = measure(engine, queries, contexts, args.warmup)
+        report(f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}", samples)
+        now, peak = rss_mb()
+        print(f"  RSS after the warm searches: {now:.0f} MB (peak {peak:.0f} MB)")
+        if vector_index and source == args.sources[0] and hybrid == args.hybrid[0]:
+            admin = RequestContext(account_id=ACCOUNTS[0][0], role="admin")
+            times = []
+            for i, q in enumerate(queries[: min(300, len(queries))]):
+                t = time.perf_counter()
+                engine.lookup_knowledge(q, admin, session_id=f"bench-{i}")
+                times.append((time.perf_counter() - t) * 1e3)
+            times = times[args.warmup :]
+            print(
+                f"  lookup_knowledge: p50 {pct(times, 50):.2f} ms, p95 {pct(times, 95):.2f} ms ({len(times)} queries)"
+            )
+        if source == args.sources[0] and hybrid == args.hybrid[0]:
+            writes(engine, contexts)
+            recall(engine, queries, contexts)
+        engine.close()
+
+
+def writes(engine, contexts) -> None:
+    """Write latency through the real pipeline (embedding included), into one user's memories."""
+    ctx = next(c for c in contexts if c.role == "user")
+    one, hundred = [], []
+    for i in range(10):
+        t = time.perf_counter()
+        text = f"Bench note {i}: the {SERVICES[i % len(SERVICES)]} deploy finished at {i}:00."
+        engine.add_memory(text, ctx, policy="keep")  # keep: near-duplicates are written, not skipped
+        one.append((time.perf_counter() - t) * 1e3)
+    from context_engine.schema.memory import MemoryItem
+
+    for r in range(3):
+        items = [MemoryItem(text=f"Bench batch {r} item {j}: {TECH[j % len(TECH)]} on day {j}.") for j in range(100)]
+        t = time.perf_counter()
+        engine.add_memories(items, ctx, policy="keep")
+        hundred.append((time.perf_counter() - t) * 1e3)
+    print(
+        f"  write latency: add 1 memory p50 {pct(one, 50):.0f} ms (max {max(one):.0f}), "
+        f"add 100 memories p50 {pct(hundred, 50):.0f} ms (max {max(hundred):.0f})"
+    )
+
+
+def recall(engine, queries, contexts) -> None:
+    """Recall@10 of the level-0 matrix as served against an uncompressed float32 matrix of the same rows."""
+    from context_engine.retrieval.l0_source import MemoryL0Scorer
+    from context_engine.retrieval.scope import base_filter
+    from context_engine.schema.query import TypedQuery
+    from context_engine.storage.vector.matrix import MatrixVectorIndex
+
+    exact = MatrixVectorIndex(engine.metadata, levels=(0,))
+    compressed = sum(
+        seg.compressed
+        for account, _ in ACCOUNTS
+        for seg, _ in (engine.l0_matrix.view(account) or type("V", (), {"segments": {}})).segments.values()
+    )
+    found = []
+    for i, q in enumerate(queries[:200]):
+        ctx = contexts[i % len(contexts)]
+        vector = engine.embedder.embed_query(q)
+        flt = base_filter(TypedQuery(text=q, context_type=("resource", "memory", "skill")[i % 3]), ctx)
+        served = MemoryL0Scorer(engine.l0_matrix.view(ctx.account_id), vector).top(flt, 10)
+        want = MemoryL0Scorer(exact.view(ctx.account_id), vector).top(flt, 10)
+        if want:
+            found.append(len({m.uri for m in served} & {m.uri for m in want}) / len(want))
+    print(f"  level-0 recall@10 as served vs float32: {np.mean(found):.4f} ({compressed} compressed segments)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--sources", nargs="+", default=["memory", "index"], choices=["memory", "index", "auto"])
+    parser.add_argument("--sources", nargs="+", default=["memory"], choices=["memory", "index", "auto"])
     parser.add_argument("--pool", type=int, default=12_000, help="distinct file texts embedded once")
     parser.add_argument(
-        "--hybrid", nargs="+", default=["off"], choices=["off", "on"], help="retrieval.seed.hybrid values to measure"
+        "--hybrid", nargs="+", default=["on"], choices=["off", "on"], help="retrieval.seed.hybrid values to measure"
     )
+    parser.add_argument("--no-vector-index", action="store_true", help="build no LanceDB index (no lookup figures)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".cache" / "search_memory")
-    parser.add_argument(
-        "--torch-threads", type=int, default=0, help="torch intra-op threads for the query embedding (0: default)"
-    )
+    parser.add_argument("--measure-home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_home is not None:
+        measure_home(args)
+        return
 
-    from context_engine.providers.embedder import SentenceTransformerEmbedder
-    from context_engine.settings import EmbeddingSettings
-
-    embedder = SentenceTransformerEmbedder(EmbeddingSettings(num_threads=args.torch_threads))
-    embedder.warm_up()
-    import torch
-
-    print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (1 min), "
-        f"torch threads {torch.get_num_threads()}"
-    )
-    queries = make_queries(args.queries)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (1 min)")
+    embedder = default_embedder()
     for size in args.sizes:
         home = args.workdir / f"store-{size}"
-        print(f"\n== {size} nodes ==")
-        build_store(home, size, args.pool, args.workdir, embedder)
-        contexts = [
-            RequestContext(account_id=a, role=r, user_space=u, agent_space=g)
-            for a, r, u, g in json.loads((home / "callers.json").read_text())
-        ]
-        random.Random(1).shuffle(contexts)
-        for source, hybrid in [(s, h) for s in args.sources for h in args.hybrid]:
-            retrieval = {"l0_source": source, "seed": {"hybrid": hybrid == "on"}}
-            engine = ContextEngineService(load_settings(home, retrieval=retrieval), embedder=embedder)
-            if hybrid == "on":
-                t = time.perf_counter()
-                engine.keyword_index.rebuild(engine.metadata)
-                print(f"  BM25 index of every account: built in {time.perf_counter() - t:.2f} s")
-            if source != "index":
-                for account, _ in ACCOUNTS:
-                    t = time.perf_counter()
-                    engine.l0_cache.load(account)
-                    print(f"  level-0 matrix of {account}: loaded in {time.perf_counter() - t:.2f} s")
-            print(f"  load average now {os.getloadavg()[0]:.1f}")
-            report(
-                f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}",
-                measure(engine, queries, contexts, args.warmup),
-            )
-            engine.close()
-        engine = ContextEngineService(load_settings(home), embedder=embedder)
+        print(f"\n== {size} nodes ==", flush=True)
+        build_store(home, size, args.pool, args.workdir, embedder, not args.no_vector_index)
+        child = [sys.executable, __file__, "--measure-home", str(home), "--queries", str(args.queries)]
+        child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
+        subprocess.run(child, check=True)
+        backend = "exact" if args.no_vector_index else "lancedb"
+        engine = ContextEngineService(load_settings(home, vector={"backend": backend}), embedder=embedder)
         sample = json.loads((home / "sample.json").read_text())
         for level in ("L1", "L2"):
             times = []
