@@ -16,16 +16,33 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from context_engine.schema.nodes import VectorFilter
 
-__all__ = ["ENCODED_COLUMNS", "RowTable"]
+__all__ = ["ENCODED_COLUMNS", "RowFields", "RowTable"]
 
 ENCODED_COLUMNS = ("owner_space", "context_type", "category", "parent_uri", "doc_id")
 """String columns kept as integer codes (one vocabulary per column and table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowFields:
+    """The filter fields of one derived row: what :meth:`RowTable.append` reads (indexes extend it)."""
+
+    id: str
+    uri: str
+    parent_uri: str | None
+    owner_space: str
+    context_type: str
+    category: str
+    level: int
+    doc_id: str
+    chunk_index: int
+
 
 _FILTER_FIELDS = (
     ("owner_space", "owner_spaces"),

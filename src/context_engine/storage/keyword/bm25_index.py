@@ -79,7 +79,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
-from context_engine.storage.filters import RowTable
+from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "keyword_text"]
@@ -166,21 +166,6 @@ class KeywordHit(BaseModel):
     breadcrumb: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """The filter fields of one record (what :meth:`RowTable.append` reads)."""
-
-    id: str
-    uri: str
-    parent_uri: str | None
-    owner_space: str
-    context_type: str
-    category: str
-    level: int
-    doc_id: str
-    chunk_index: int
-
-
 def _grown(arr: np.ndarray, need: int, used: int) -> np.ndarray:
     """``arr`` if it holds ``need`` entries, else a copy at least twice as long with its first ``used`` entries."""
     if need <= arr.shape[0]:
@@ -251,9 +236,9 @@ class _Partition(RowTable):
             self.texts.pop(rid, None)
         return row
 
-    def row(self, row: int) -> _Row:
+    def row(self, row: int) -> RowFields:
         """The filter fields of ``row`` (decoded)."""
-        return _Row(
+        return RowFields(
             self.ids[row],
             self.uris[row],
             self.value("parent_uri", row),
@@ -575,7 +560,7 @@ def _partitions_of_matrix(
     for level in sorted({int(v) for v in levels.tolist()}):
         idx = np.flatnonzero(levels == level).tolist()
         rows = [
-            _Row(
+            RowFields(
                 m.ids[i],
                 m.uri[i],
                 m.parent_uri[i],
@@ -967,7 +952,7 @@ class BM25Index:
         return index
 
 
-def _hit(r: _Row, score: float, bound: float, text: tuple[str, str]) -> KeywordHit:
+def _hit(r: RowFields, score: float, bound: float, text: tuple[str, str]) -> KeywordHit:
     return KeywordHit(
         id=r.id,
         score=score,

@@ -29,7 +29,7 @@ import numpy as np
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta, VectorMatrix
-from context_engine.storage.filters import RowTable
+from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.protocols import MetadataStore
 
 __all__ = ["MatrixSegment", "MatrixVectorIndex", "MatrixView"]
@@ -38,18 +38,9 @@ _COMPACT_MIN_DEAD = 256
 
 
 @dataclass(frozen=True, slots=True)
-class _Row:
-    """What a segment stores of one vector row (attribute access for :meth:`RowTable.append`)."""
+class _Row(RowFields):
+    """What a segment stores of one vector row: the filter fields plus what a hit shows."""
 
-    id: str
-    uri: str
-    parent_uri: str | None
-    owner_space: str
-    context_type: str
-    category: str
-    level: int
-    doc_id: str
-    chunk_index: int
     text: str
     breadcrumb: str
 
