@@ -724,6 +724,7 @@ def main() -> None:
     )
     parser.add_argument("--no-vector-index", action="store_true", help="build no LanceDB index (no lookup figures)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".cache" / "search_memory")
+    parser.add_argument("--build-only", action="store_true", help="build (or reuse) the stores, measure nothing")
     parser.add_argument("--measure-home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_home is not None:
@@ -735,7 +736,11 @@ def main() -> None:
     for size in args.sizes:
         home = args.workdir / f"store-{size}"
         print(f"\n== {size} nodes ==", flush=True)
+        t0 = time.perf_counter()
         build_store(home, size, args.pool, args.workdir, embedder, not args.no_vector_index)
+        print(f"  store ready in {time.perf_counter() - t0:.0f} s", flush=True)
+        if args.build_only:
+            continue
         child = [sys.executable, __file__, "--measure-home", str(home), "--queries", str(args.queries)]
         child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
         subprocess.run(child, check=True)

@@ -290,3 +290,42 @@ def test_adding_one_record_to_a_large_account_indexes_one_document(two_handles):
     assert [h.id for h in index.search("zebra", 5, flt)] == ["zz-new"]
     assert (index.loads, index.docs_indexed) == (1, 20_001)
     assert index.merges == 0  # one row in the append segment, far below the merge threshold
+
+
+filters = st.builds(
+    lambda spaces, types, levels: VectorFilter(account_id=ACC, owner_spaces=spaces, context_types=types, levels=levels),
+    st.none() | st.lists(st.sampled_from(["shared", "user:a", "agent:b"]), max_size=2, unique=True),
+    st.none() | st.lists(st.sampled_from(["resource", "memory", "skill"]), max_size=2, unique=True),
+    st.none() | st.lists(st.sampled_from([0, 2]), min_size=1, max_size=2, unique=True),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flts=st.lists(filters, min_size=1, max_size=4), query=texts, top_k=st.integers(1, 30))
+def test_search_many_returns_what_each_search_returns(flts, query, top_k):
+    rng = random.Random(3)
+    index = BM25Index()
+    spaces = {"shared": "resource", "user:a": "memory", "agent:b": "skill"}
+    docs = []
+    for i, (rid, text) in enumerate(corpus(200)):
+        space = rng.choice(sorted(spaces))
+        docs.append(
+            KeywordDoc(
+                id=rid, text=text, account_id=ACC, owner_space=space, context_type=spaces[space], level=i % 2 * 2
+            )
+        )
+    index.upsert(docs)
+    many = index.search_many(query, top_k, flts)
+    bare = index.search_many(query, top_k, flts, with_text=False)
+    assert len(many) == len(bare) == len(flts)
+    for flt, got, without in zip(flts, many, bare, strict=True):
+        alone = index.search(query, top_k, flt)
+        assert [(h.id, h.score, h.text) for h in got] == [(h.id, h.score, h.text) for h in alone]
+        assert [(h.id, h.score, h.coverage) for h in without] == [(h.id, h.score, h.coverage) for h in alone]
+        assert all(h.text == "" for h in without)
+
+
+def test_search_many_rejects_filters_of_two_accounts():
+    index = BM25Index()
+    with pytest.raises(ValueError, match="same account"):
+        index.search_many("pod", 5, [VectorFilter(account_id="a"), VectorFilter(account_id="b")])

@@ -156,7 +156,8 @@ def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine):
     exact = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(exact)
     small = hash_engine(
-        home=exact.settings.home, retrieval={"l0_source": "memory", "memory_compress_rows": 1, "memory_compress_dims": 8}
+        home=exact.settings.home,
+        retrieval={"l0_source": "memory", "memory_compress_rows": 1, "memory_compress_dims": 8},
     )
     assert all(seg.compressed for seg, _ in small.l0_matrix.view("default").segments.values())
     for ctx in (ADMIN, ALICE, BOB):
@@ -171,3 +172,28 @@ def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine):
     assert a.children(flt, parents, 2) == b.children(flt, parents, 2)
     assert a.lookup(flt, parents) == pytest.approx(b.lookup(flt, parents), abs=1e-6)
     assert small.l0_matrix.rows_rescored > 0
+
+
+@pytest.mark.parametrize("backend", ["lancedb", "exact"])
+def test_matches_give_the_records_with_their_texts_on_both_paths(hash_engine, backend):
+    # matches() finds a record among its parent's children (roots have no parent); both scorers agree.
+    engine = hash_engine(vector={"backend": backend})
+    seed_small_store(engine)
+    vector = engine.embedder.embed_query("disk")
+    flt = VectorFilter(account_id="default", owner_spaces=["shared", "user:alice"], levels=[0])
+    index, memory = IndexL0Scorer(engine.index, vector), MemoryL0Scorer(engine.l0_matrix.view("default"), vector)
+    uris = [DISK_URI, "ctx://resources/", "ctx://resources/ops/", "ctx://resources/ops/nothing.md"]
+    uris += ["ctx://user/alice/", "ctx://user/alice/memories/", "ctx://user/bob/memories/"]  # bob's: not visible
+    got_i, got_m = index.matches(flt, uris), memory.matches(flt, uris)
+    want = {DISK_URI, "ctx://resources/", "ctx://resources/ops/", "ctx://user/alice/memories/"}
+    assert set(got_i) == set(got_m) == want
+    for uri, m in got_m.items():
+        assert (m.uri, m.text, m.parent_uri, m.owner_space) == (
+            got_i[uri].uri,
+            got_i[uri].text,
+            got_i[uri].parent_uri,
+            got_i[uri].owner_space,
+        )
+        assert m.similarity == pytest.approx(got_i[uri].similarity, abs=1e-5)
+    assert got_m[DISK_URI].text and got_m["ctx://resources/"].parent_uri is None
+    assert memory.lookup(flt, uris) == {u: m.similarity for u, m in got_m.items()}

@@ -39,7 +39,15 @@ __all__ = ["L0Retriever"]
 class KeywordSearch(Protocol):
     """BM25 over level-0 abstracts (``storage.keyword.BM25Index``)."""
 
-    def search(self, query: str, top_k: int, flt: VectorFilter) -> list[KeywordHit]: ...
+    def search_many(
+        self,
+        query: str,
+        top_k: int,
+        flts: Sequence[VectorFilter],
+        *,
+        generation: int | None = None,
+        with_text: bool = True,
+    ) -> list[list[KeywordHit]]: ...
 
 
 class L0Retriever:
@@ -121,8 +129,10 @@ class L0Retriever:
         # map_fn may run the similarity queries concurrently (index source); the rest is sequential.
         matches = list(map_fn(lambda i: run.scorer.top(filters[i], fetch[i]), range(len(typed_queries))))
         if self._keyword is not None:
+            keyword = self._keyword_lists(typed_queries, filters, matches, run)
             matches = [
-                self._fuse(tq, flt, ms, run) for tq, flt, ms in zip(typed_queries, filters, matches, strict=True)
+                ms if kw is None else self._fuse(tq, flt, ms, kw, run)
+                for tq, flt, ms, kw in zip(typed_queries, filters, matches, keyword, strict=True)
             ]
         windows = [min(len(ms), tq.top_k) for tq, ms in zip(typed_queries, matches, strict=True)]
         while True:
@@ -140,23 +150,55 @@ class L0Retriever:
             out.append(self._seeds(tq, flt, ms[:window], ctx, run))
         return out
 
-    def _fuse(self, tq: TypedQuery, flt: VectorFilter, dense: list[L0Match], run: SearchRun) -> list[L0Match]:
-        """The dense matches fused with BM25 (module docstring), as many as the dense list had, in fused order."""
+    def _keyword_lists(
+        self,
+        typed_queries: Sequence[TypedQuery],
+        filters: Sequence[VectorFilter],
+        dense: Sequence[list[L0Match]],
+        run: SearchRun,
+    ) -> list[list[KeywordHit] | None]:
+        """Each typed query's BM25 list (``None`` where BM25 failed: a warning, dense seeds only). Typed queries of
+        one text (the planner's usual plan: one per context type) share one scoring of the postings
+        (``BM25Index.search_many``); texts are not read (``_resolve`` takes them from the scorer)."""
         assert self._keyword is not None
         ks = self._ks
-        depth = len(dense) if ks.fusion == "convex" else ks.fusion_depth
-        try:
-            keyword = self._keyword.search(tq.text, max(depth, tq.top_k), flt, generation=run.generation)
-        except ContextEngineError as err:
-            run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
-            return dense
+        depths = [
+            max(len(ms) if ks.fusion == "convex" else ks.fusion_depth, tq.top_k)
+            for tq, ms in zip(typed_queries, dense, strict=True)
+        ]
+        by_text: dict[str, list[int]] = {}
+        for i, tq in enumerate(typed_queries):
+            by_text.setdefault(tq.text, []).append(i)
+        out: list[list[KeywordHit] | None] = [None] * len(typed_queries)
+        for text, group in by_text.items():
+            try:
+                lists = self._keyword.search_many(
+                    text,
+                    max(depths[i] for i in group),
+                    [filters[i] for i in group],
+                    generation=run.generation,
+                    with_text=False,
+                )
+            except ContextEngineError as err:
+                run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
+                continue
+            for i, hits in zip(group, lists, strict=True):
+                out[i] = hits[: depths[i]]
+        return out
+
+    def _fuse(
+        self, tq: TypedQuery, flt: VectorFilter, dense: list[L0Match], keyword: list[KeywordHit], run: SearchRun
+    ) -> list[L0Match]:
+        """The dense matches fused with the BM25 list (module docstring), as many as the dense list had, in fused
+        order."""
+        ks = self._ks
         run.keyword_top[tq.context_type] = [(h.uri, h.score) for h in keyword[:2]]
         by_uri = {m.uri: m for m in dense}
         only_bm25 = {h.uri: h for h in keyword if h.uri not in by_uri}
         n = len(dense) or None
         if ks.fusion == "convex":
             # Both sides absolute: look up the cosine of BM25's best records the dense list lacks, then sum.
-            self._resolve(flt, [h.uri for h in keyword[: tq.top_k] if h.uri in only_bm25], only_bm25, by_uri, run)
+            self._resolve(flt, [h.uri for h in keyword[: tq.top_k] if h.uri in only_bm25], by_uri, run)
             lists = convex_inputs(
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
@@ -170,21 +212,16 @@ class L0Retriever:
                 fused = rrf(pairs, k=ks.rrf_k, depth=ks.fusion_depth, top_k=n)
             else:
                 fused = weighted_fusion(pairs, [_weight(ks), 1.0 - _weight(ks)], depth=ks.fusion_depth, top_k=n)
-            self._resolve(flt, [u for u, _ in fused if u in only_bm25], only_bm25, by_uri, run)
+            self._resolve(flt, [u for u, _ in fused if u in only_bm25], by_uri, run)
         run.trace.event("seed", "fused", context_type=tq.context_type, bm25_hits=len(keyword), fusion=ks.fusion)
         return [by_uri[u] for u, _ in fused if u in by_uri]
 
     @staticmethod
-    def _resolve(
-        flt: VectorFilter, uris: list[str], hits: dict[str, KeywordHit], by_uri: dict[str, L0Match], run: SearchRun
-    ) -> None:
+    def _resolve(flt: VectorFilter, uris: list[str], by_uri: dict[str, L0Match], run: SearchRun) -> None:
         """Add matches for records only BM25 found, with their cosine from the scorer; a record the scorer cannot see
         (filtered out, or gone) is not a seed."""
-        sims = run.scorer.lookup(flt, uris) if uris else {}
-        for uri in uris:
-            if uri in sims:
-                h = hits[uri]
-                by_uri[uri] = L0Match(uri, h.parent_uri, h.owner_space, h.context_type, h.category, h.text, sims[uri])
+        if uris:
+            by_uri.update(run.scorer.matches(flt, uris))
 
     def _seeds(
         self,

@@ -5,7 +5,8 @@ Every search_memory stage needs the same thing: the cosine similarity between on
 
 * ``top(flt, k)``: the best ``k`` records passing a filter (L0 recall);
 * ``children(flt, parents, per_parent)``: the best children of some directories (hierarchical expansion);
-* ``lookup(flt, uris)``: the similarity of named records (ancestors, for ``hierarchy_score``).
+* ``lookup(flt, uris)``: the similarity of named records (ancestors, for ``hierarchy_score``); ``matches`` gives
+  them with their texts (records only BM25 found).
 
 :class:`IndexL0Scorer` answers through the :class:`~context_engine.storage.protocols.VectorIndex` protocol (one
 pre-filtered index search per question: ``parent_uris`` for children, ``doc_ids`` for lookups, since a level-0
@@ -79,6 +80,10 @@ class L0Scorer(Protocol):
         """Similarity of each record in ``uris`` that exists and passes ``flt`` (others are absent)."""
         ...
 
+    def matches(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, L0Match]:
+        """As :meth:`lookup`, the whole matches (with their level-0 texts)."""
+        ...
+
 
 def _search_failed(err: Exception, where: str) -> ContextEngineError:
     return ContextEngineError(
@@ -150,6 +155,15 @@ class IndexL0Scorer:
         )
         return {h.uri: h.score for h in self._search(len(wanted), sel, "lookup")}
 
+    def matches(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, L0Match]:
+        wanted = sorted(set(uris))
+        if not wanted:
+            return {}
+        sel = flt.model_copy(
+            update={"doc_ids": wanted, "levels": [0], "uri_prefix": None, "parent_uris": None, "categories": None}
+        )
+        return {h.uri: self._match(h) for h in self._search(len(wanted), sel, "lookup")}
+
 
 # ---------------------------------------------------------------------------------------------------- memory path
 def space_of(uri: str) -> str:
@@ -177,6 +191,7 @@ class MemoryL0Scorer:
         self._query = np.asarray(query_vector, dtype=np.float32)
         self._scores: dict[str, np.ndarray] = {}
         self._exact: dict[str, dict[int, float]] = {}  # compressed segments: rows rescored exactly so far
+        self._masks: dict[tuple, np.ndarray] = {}  # (space, filter key) -> mask: a request asks with few filters
         self._lock = threading.Lock()
 
     @property
@@ -229,6 +244,15 @@ class MemoryL0Scorer:
                 known.update(fresh)
         return {r: known[r] for r in rows if r in known}
 
+    def _mask(self, space: str, flt: VectorFilter) -> np.ndarray:
+        """The segment's filter mask (:meth:`RowTable.mask`), computed once per request and filter."""
+        key = (space, _filter_key(flt))
+        found = self._masks.get(key)
+        if found is None:
+            seg, n = self._view.segments[space]
+            found = self._masks[key] = seg.mask(flt, n)
+        return found
+
     def _spaces(self, flt: VectorFilter) -> list[str]:
         """Segments that can hold rows passing ``flt`` (owner space, level, prefix), sorted."""
         if flt.levels is not None and 0 not in flt.levels:
@@ -269,8 +293,7 @@ class MemoryL0Scorer:
             return []
         matches: list[L0Match] = []
         for space in self._spaces(flt):
-            seg, n = self._view.segments[space]
-            rows = np.flatnonzero(seg.mask(flt, n))
+            rows = np.flatnonzero(self._mask(space, flt))
             if rows.size:
                 matches.extend(self._best(space, rows, k))
         return _ordered(matches)[:k]
@@ -280,38 +303,59 @@ class MemoryL0Scorer:
             return {}
         plain = flt.model_copy(update={"parent_uris": None})
         allowed = set(self._spaces(plain.model_copy(update={"uri_prefix": None})))
-        masks: dict[str, np.ndarray] = {}
         out: dict[str, list[L0Match]] = {}
         for parent in sorted(set(parent_uris)):
             space = space_of(parent)
             if space not in allowed:
                 continue
             seg, n = self._view.segments[space]
-            if space not in masks:
-                masks[space] = seg.mask(plain, n)
-            mask = masks[space]
+            mask = self._mask(space, plain)
             rows = np.asarray([r for r in seg.children.get(parent, ()) if r < n and mask[r]], dtype=np.int64)
             if rows.size:
                 out[parent] = self._best(space, rows, per_parent)
         return out
 
     def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
-        # A level-0 record's doc_id is its node URI (ingest/pipeline.py): one vectorised doc_id pass per segment.
-        wanted = sorted(set(uris))
+        return {uri: m.similarity for uri, m in self.matches(flt, uris).items()}
+
+    def matches(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, L0Match]:
+        """The level-0 records of ``uris`` that exist and pass ``flt`` (as :meth:`lookup`, with their texts)."""
+        # A record is found among its parent's children (the URI names the parent), so a lookup reads the few
+        # siblings, not the segment; the filter mask is the request's shared one.
         plain = flt.model_copy(update={"categories": None, "uri_prefix": None, "parent_uris": None, "doc_ids": None})
-        out: dict[str, float] = {}
-        by_space: dict[str, list[str]] = {}
-        for uri in wanted:
-            by_space.setdefault(space_of(uri), []).append(uri)
         allowed = set(self._spaces(plain))
-        for space, group in by_space.items():
+        rows_of: dict[str, dict[int, str]] = {}
+        for uri in sorted(set(uris)):
+            space = space_of(uri)
             if space not in allowed:
                 continue
             seg, n = self._view.segments[space]
-            rows = np.flatnonzero(seg.mask(plain.model_copy(update={"doc_ids": group}), n))
-            if rows.size:
-                out.update((seg.uris[r], sim) for r, sim in self._similarity(space, rows.tolist()).items())
+            mask = self._mask(space, plain)
+            for r in seg.children.get(_parent_of(uri), ()):
+                if r < n and mask[r] and seg.uris[r] == uri:
+                    rows_of.setdefault(space, {})[r] = uri
+        out: dict[str, L0Match] = {}
+        for space, rows in rows_of.items():
+            for r, sim in self._similarity(space, list(rows)).items():
+                out[rows[r]] = self._match(space, r, sim)
         return out
+
+
+def _parent_of(uri: str) -> str | None:
+    """The ``parent_uri`` of a canonical node URI (``ctx://a/b/c`` and ``ctx://a/b/c/`` -> ``ctx://a/b/``), ``None``
+    for a scope or space root (as the ingest pipeline writes it)."""
+    parts = uri[len("ctx://") :].rstrip("/").split("/")
+    if len(parts) == 1 or (len(parts) == 2 and parts[0] != "resources"):
+        return None
+    return uri[: uri.rstrip("/").rfind("/") + 1]
+
+
+def _filter_key(flt: VectorFilter) -> tuple:
+    """A hashable key of a filter's fields (lists as tuples)."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in (getattr(flt, f) for f in _FILTER_KEY_FIELDS))
+
+
+_FILTER_KEY_FIELDS = tuple(VectorFilter.model_fields)
 
 
 # ---------------------------------------------------------------------------------------------------- chooser

@@ -8,6 +8,7 @@ content store's internal file names are reserved, so a directory can never be mi
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import dataclass
 from typing import Literal
@@ -69,13 +70,17 @@ class ContextURI:
     # ---- construction -------------------------------------------------------------------------------------
     @classmethod
     def parse(cls, uri: str) -> ContextURI:
-        """Parse and validate ``uri``.
+        """Parse and validate ``uri`` (results of valid URIs are cached: a search parses the same few hundred).
 
         Raises:
             ContextEngineError: ``WRT-4001`` with a message naming the problem.
         """
         if not isinstance(uri, str):
             raise _invalid(repr(uri), "a URI must be a string")
+        return _parse_cached(uri) if cls is ContextURI else cls._parse(uri)
+
+    @classmethod
+    def _parse(cls, uri: str) -> ContextURI:
         raw = unicodedata.normalize("NFC", uri.strip())
         if any("\ud800" <= ch <= "\udfff" for ch in raw):  # a lone surrogate cannot be stored or encoded
             raise _invalid(raw.encode("utf-8", "backslashreplace").decode(), "contains a lone surrogate character")
@@ -211,3 +216,10 @@ class ContextURI:
 def parse_uri(uri: str | ContextURI) -> ContextURI:
     """Accept a string or an already parsed URI."""
     return uri if isinstance(uri, ContextURI) else ContextURI.parse(uri)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _parse_cached(uri: str) -> ContextURI:
+    """:meth:`ContextURI.parse` of a string (ContextURI is immutable, so instances are shared; errors are not
+    cached and raise each time)."""
+    return ContextURI._parse(uri)

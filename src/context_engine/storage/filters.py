@@ -98,7 +98,7 @@ class RowTable:
         self.ids: list[str] = []
         self.uris: list[str] = []
         self.row_of: dict[str, int] = {}  # id -> live row
-        self.children: dict[str, list[int]] = {}  # parent_uri -> rows (live or dead; callers check alive)
+        self.children: dict[str | None, list[int]] = {}  # parent_uri -> rows (live or dead; callers check alive)
         self.alive = np.zeros(capacity, dtype=bool)
         self.level = np.zeros(capacity, dtype=np.int16)
         self.chunk_index = np.zeros(capacity, dtype=np.int32)
@@ -153,8 +153,7 @@ class RowTable:
             self.ids.append(r.id)
             self.uris.append(r.uri)
             self.row_of[r.id] = row
-            if r.parent_uri is not None:
-                self.children.setdefault(r.parent_uri, []).append(row)
+            self.children.setdefault(r.parent_uri, []).append(row)  # None: the scope and space roots
         return range(start, end)
 
     def publish(self, rows: range) -> None:
@@ -186,7 +185,11 @@ class RowTable:
                 return np.zeros(n, dtype=bool)
             mask &= self.codes[column].lut(wanted)[self.columns[column][:n]]
         if flt.levels is not None:
-            mask &= np.isin(self.level[:n], np.asarray(flt.levels, dtype=np.int64))
+            levels = self.level[:n]
+            picked = np.zeros(n, dtype=bool)
+            for level in set(flt.levels):  # one to three levels: cheaper than np.isin, which sorts
+                picked |= levels == level
+            mask &= picked
         if flt.uri_prefix is not None:
             mask &= self.prefix_mask(flt.uri_prefix, n)
         return mask

@@ -352,8 +352,9 @@ class _Partition(RowTable):
         return out
 
     # ---- reads ---------------------------------------------------------------------------------------------------
-    def capture(self, q_tokens: Sequence[str], flt: VectorFilter) -> _View | None:
-        """What a search reads of this partition, copied out (under the account's view lock)."""
+    def capture(self, q_tokens: Sequence[str], flts: Sequence[VectorFilter | None]) -> _View | None:
+        """What a search reads of this partition, copied out (under the account's view lock): the query's postings
+        and one filter mask per filter of ``flts`` (``None``: a filter that excludes this partition's level)."""
         n, live = self.n, self.live
         if not live:
             return None
@@ -374,12 +375,13 @@ class _Partition(RowTable):
                 tails.append((_NO_ROWS, _NO_TFS))
             else:
                 tails.append((np.array(found[0], dtype=np.int32), np.array(found[1], dtype=np.uint16)))
-        return _View(self, n, live, self.total_len, terms, self.main, tails, self.mask(flt, n), self.doc_len, bound)
+        masks = [np.zeros(n, dtype=bool) if flt is None else self.mask(flt, n) for flt in flts]
+        return _View(self, n, live, self.total_len, terms, self.main, tails, masks, self.doc_len, bound)
 
 
 @dataclass(frozen=True, slots=True)
 class _View:
-    """One partition as a search sees it: the query terms' postings and statistics and the filter mask."""
+    """One partition as a search sees it: the query terms' postings and statistics and the filter masks."""
 
     part: _Partition
     n: int
@@ -388,13 +390,32 @@ class _View:
     terms: list[tuple[int, int, int]]  # (term id, times in the query, df)
     main: _Main
     tails: list[tuple[np.ndarray, np.ndarray]]
-    mask: np.ndarray
+    masks: list[np.ndarray]  # one per filter of the search
     doc_len: np.ndarray  # rows below n never change
     bound: float
 
-    def top(self, top_k: int, settings: KeywordSettings) -> list[tuple[float, str, int]]:
-        """``(score, id, row)`` of the best ``top_k`` rows passing the mask with score > 0 (and every row tied with
-        the k-th, so that ties resolve by id in the caller)."""
+    def top(self, top_k: int, settings: KeywordSettings) -> list[list[tuple[float, str, int]]]:
+        """Per filter mask, ``(score, id, row)`` of the best ``top_k`` rows passing it with score > 0 (and every row
+        tied with the k-th, so that ties resolve by id in the caller). The postings are scored once for all."""
+        scored = self._scored(settings)
+        out: list[list[tuple[float, str, int]]] = []
+        ids = self.part.ids
+        for mask in self.masks:
+            if scored is None:
+                out.append([])
+                continue
+            cand, scores = scored
+            keep = mask[cand]
+            cand, scores = cand[keep], scores[keep]
+            if cand.size > top_k:
+                kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
+                keep = scores >= kth  # every row tied with the k-th: ties resolve by id
+                cand, scores = cand[keep], scores[keep]
+            out.append([(float(s), ids[r], r) for r, s in zip(cand.tolist(), scores.tolist(), strict=True)])
+        return out
+
+    def _scored(self, settings: KeywordSettings) -> tuple[np.ndarray, np.ndarray] | None:
+        """Rows with a score > 0 (live or not: the masks hold ``alive``) and their BM25 scores."""
         method, k1, b = settings.method, settings.k1, settings.b
         dfs = np.asarray([df for _, _, df in self.terms], dtype=np.float64)
         weights = np.asarray([c for _, c, _ in self.terms], dtype=np.float64) * _idf(method, dfs, self.live)
@@ -406,7 +427,7 @@ class _View:
             tf_parts += (main_tfs, tail_tfs)
         rows = np.concatenate(row_parts)
         if not rows.size:
-            return []
+            return None
         per_term = np.add.reduceat([p.size for p in row_parts], np.arange(0, len(row_parts), 2))
         tf = np.concatenate(tf_parts).astype(np.float32)
         # float32 per posting (as bm25s), summed in float64 by bincount. kn = k1 * (1 - b + b * dl / avgdl).
@@ -419,24 +440,19 @@ class _View:
             contrib -= np.float32(base)
         contrib *= np.repeat(weights.astype(np.float32), per_term)
         # Every contribution is > 0 except where idf is 0 (robertson, atire): "summed > 0" is "shares a token with
-        # the query and scores above 0". Masking after summing spares a gather per posting.
+        # the query and scores above 0". The masks are applied after summing (a gather per candidate, not posting).
         if rows.size * 8 > self.n:
             summed = np.bincount(rows, weights=contrib, minlength=self.n)
-            cand = np.flatnonzero((summed > 0) & self.mask)
+            cand = np.flatnonzero(summed > 0)
             scores = summed[cand]
         else:
             cand, inverse = np.unique(rows, return_inverse=True)
             scores = np.bincount(inverse, weights=contrib, minlength=cand.size)
-            keep = (scores > 0) & self.mask[cand]
+            keep = scores > 0
             cand, scores = cand[keep], scores[keep]
         if base:
             scores = scores + float(weights.sum()) * base  # the non-occurrence part of BM25L / BM25+
-        if cand.size > top_k:
-            kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
-            keep = scores >= kth  # every row tied with the k-th: ties resolve by id
-            cand, scores = cand[keep], scores[keep]
-        ids = self.part.ids
-        return [(float(s), ids[r], r) for r, s in zip(cand.tolist(), scores.tolist(), strict=True)]
+        return cand, scores
 
 
 def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
@@ -799,7 +815,9 @@ class BM25Index:
         return account
 
     # ---- reads ----------------------------------------------------------------------------------------------------
-    def search(self, query: str, top_k: int, flt: VectorFilter, *, generation: int | None = None) -> list[KeywordHit]:
+    def search(
+        self, query: str, top_k: int, flt: VectorFilter, *, generation: int | None = None, with_text: bool = True
+    ) -> list[KeywordHit]:
         """The ``top_k`` records passing ``flt`` with the highest BM25 score for ``query``.
 
         With a ``source``, catches the account up first (module docstring) and reads the hits' texts from it (one
@@ -810,6 +828,9 @@ class BM25Index:
             top_k: hits wanted; ``<= 0`` returns none.
             flt: the pre-filter (the account is mandatory; ``None`` fields do not restrict).
             generation: the account's committed generation when the caller just read it (one read saved).
+            with_text: ``False`` returns hits with empty ``text`` and ``breadcrumb`` and reads nothing from the
+                store (a caller that has the texts elsewhere, e.g. the level-0 matrix of search_memory; hits are
+                then at the captured generation, including a record deleted since).
 
         Returns:
             Hits with score > 0, ordered by score descending, ties by ``id`` ascending. When ``flt.levels`` is
@@ -818,27 +839,60 @@ class BM25Index:
         Raises:
             ContextEngineError: ``RET-5001`` (retryable) when scoring or reading the store fails.
         """
-        if top_k <= 0:
+        return self.search_many(query, top_k, [flt], generation=generation, with_text=with_text)[0]
+
+    def search_many(
+        self,
+        query: str,
+        top_k: int,
+        flts: Sequence[VectorFilter],
+        *,
+        generation: int | None = None,
+        with_text: bool = True,
+    ) -> list[list[KeywordHit]]:
+        """:meth:`search` of one query under several filters of one account (search_memory's typed queries): the
+        postings are read and scored once, each filter's mask applied after. Returns one hit list per filter, each
+        exactly what :meth:`search` returns for it.
+
+        Raises:
+            ValueError: when the filters name different accounts.
+            ContextEngineError: ``RET-5001`` (retryable) when scoring or reading the store fails.
+        """
+        if not flts:
             return []
+        if len({f.account_id for f in flts}) > 1:
+            raise ValueError("search_many: every filter must name the same account")
+        if top_k <= 0:
+            return [[] for _ in flts]
         q_tokens = self.tokenizer(query)
         if not q_tokens:
-            return []
+            return [[] for _ in flts]
+        account_id = flts[0].account_id
         try:
-            account = self._current(flt.account_id, generation)
+            account = self._current(account_id, generation)
             if account is None:
-                return []
+                return [[] for _ in flts]
             with account.view_lock:
                 views = [
-                    part.capture(q_tokens, flt)
+                    part.capture(q_tokens, [f if f.levels is None or level in f.levels else None for f in flts])
                     for level, part in sorted(account.parts.items())
-                    if flt.levels is None or level in flt.levels
+                    if any(f.levels is None or level in f.levels for f in flts)
                 ]
-            found: list[tuple[float, str, _View, int]] = []
+            found: list[list[tuple[float, str, _View, int]]] = [[] for _ in flts]
             for view in views:
                 if view is not None:
-                    found.extend((s, i, view, r) for s, i, r in view.top(top_k, self.settings))
-            found.sort(key=lambda h: (-h[0], h[1]))
-            return self._hits(flt.account_id, found[:top_k])
+                    for i, tops in enumerate(view.top(top_k, self.settings)):
+                        found[i].extend((s, rid, view, r) for s, rid, r in tops)
+            out: list[list[KeywordHit]] = []
+            for hits in found:
+                hits.sort(key=lambda h: (-h[0], h[1]))
+                if with_text:
+                    out.append(self._hits(account_id, hits[:top_k]))
+                else:
+                    out.append(
+                        [_hit(view.part.row(row), score, view.bound, ("", "")) for score, _, view, row in hits[:top_k]]
+                    )
+            return out
         except ContextEngineError as err:
             if err.code == ErrorCode.VECTOR_SEARCH_FAILED:
                 raise
