@@ -310,7 +310,9 @@ class MemoryL0Scorer:
                 continue
             seg, n = self._view.segments[space]
             mask = self._mask(space, plain)
-            rows = np.asarray([r for r in seg.children.get(parent, ()) if r < n and mask[r]], dtype=np.int64)
+            rows = np.asarray(seg.children.get(parent, ()), dtype=np.int64)
+            rows = rows[rows < n]
+            rows = rows[mask[rows]]
             if rows.size:
                 out[parent] = self._best(space, rows, per_parent)
         return out

@@ -422,14 +422,16 @@ class LanceDBVectorIndex:
             raise ContextEngineError(
                 ErrorCode.INDEX_MODEL_MISMATCH,
                 f"The vector index at {self._path} holds {found}-dimensional vectors but the embedder produces "
-                f"{self._dim}; rebuild it with `context-engine reindex` or use the model it was built with.",
+                f"{self._dim}; use the model it was built with, or move {self._path} away and run "
+                "`context-engine reindex --full`.",
                 {"index_dim": found, "embedder_dim": self._dim, "table": self._settings.table_name},
             )
         missing = [name for name in self._schema.names if name not in schema.names]
         if missing:
             raise ContextEngineError(
                 ErrorCode.INDEX_MODEL_MISMATCH,
-                f"The vector index at {self._path} lacks columns {missing}; rebuild it with `context-engine reindex`.",
+                f"The vector index at {self._path} lacks columns {missing} (written by another version); it is "
+                f"derived from the metadata database: move {self._path} away and run `context-engine reindex --full`.",
                 {"missing_columns": missing, "table": self._settings.table_name},
             )
 
