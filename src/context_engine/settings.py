@@ -404,12 +404,12 @@ class RetrievalSettings(_Section):
     memory_compress_rows: int | None = Field(
         100_000,
         ge=1,
-        description="An owner-space segment of the level-0 matrix with at least this many rows keeps "
-        "memory_compress_dims-dimensional projections of its vectors (uncentred PCA) instead of the 512 floats, and "
-        "rescores its candidates exactly from the metadata store: a quarter of the memory and of the work per score "
-        "(docs/derived_indexes.md); null: never.",
+        description="An account with at least this many level-0 rows keeps memory_compress_dims-dimensional "
+        "projections of its vectors in the level-0 matrix (one uncentred-PCA projection per account) instead of the "
+        "512 floats, and rescores its candidates exactly from the metadata store: a quarter of the memory and of the "
+        "work per score (docs/derived_indexes.md); null: never.",
     )
-    memory_compress_dims: int = Field(128, ge=8, le=4096, description="Dimensions of a compressed segment.")
+    memory_compress_dims: int = Field(128, ge=8, le=4096, description="Dimensions of a compressed account's rows.")
     memory_load_now_rows: int = Field(
         60_000,
         ge=0,

@@ -49,23 +49,36 @@ def test_lookup_knowledge_and_audit_endpoints(client, tenants, service):
     assert listed.status_code == 200
     ids = [i["invocation_id"] for i in listed.json()["invocations"]]
     assert ids == [second["invocation_id"], first["invocation_id"]]  # newest first
-    summary = client.get("/api/v1/tool_invocations/summary", params={"session_id": "http-audit-1"},
-                         headers=tenants.admin).json()
+    summary = client.get(
+        "/api/v1/tool_invocations/summary", params={"session_id": "http-audit-1"}, headers=tenants.admin
+    ).json()
     assert summary["invocation_count"] == 2 and summary["dedup_count"] >= 1
 
     excerpt = first["evidence_blocks"][0]["text"][:60]
-    ok = client.post("/api/v1/verify_evidence", json={"invocation_id": first["invocation_id"], "excerpt": excerpt},
-                     headers=tenants.admin).json()
+    ok = client.post(
+        "/api/v1/verify_evidence",
+        json={"invocation_id": first["invocation_id"], "excerpt": excerpt},
+        headers=tenants.admin,
+    ).json()
     assert ok["verified"] is True and ok["raw_path"] == "$.evidence_blocks[0]"
-    bad = client.post("/api/v1/verify_evidence", json={"invocation_id": first["invocation_id"],
-                                                       "excerpt": "this sentence was never retrieved"},
-                      headers=tenants.admin).json()
+    bad = client.post(
+        "/api/v1/verify_evidence",
+        json={"invocation_id": first["invocation_id"], "excerpt": "this sentence was never retrieved"},
+        headers=tenants.admin,
+    ).json()
     assert bad["verified"] is False
     # another account cannot see or verify acme's invocations
-    assert client.get("/api/v1/tool_invocations", params={"session_id": "http-audit-1"},
-                      headers=tenants.bob).json()["invocations"] == []
-    other = client.post("/api/v1/verify_evidence", json={"invocation_id": first["invocation_id"], "excerpt": excerpt},
-                        headers=tenants.bob).json()
+    assert (
+        client.get("/api/v1/tool_invocations", params={"session_id": "http-audit-1"}, headers=tenants.bob).json()[
+            "invocations"
+        ]
+        == []
+    )
+    other = client.post(
+        "/api/v1/verify_evidence",
+        json={"invocation_id": first["invocation_id"], "excerpt": excerpt},
+        headers=tenants.bob,
+    ).json()
     assert other["verified"] is False and other["reason"] == "invocation_not_found"
 
     direct = service.lookup_knowledge(LookupRequest(query=body["query"]), ACME_ADMIN).model_dump(mode="json")
@@ -75,8 +88,9 @@ def test_lookup_knowledge_and_audit_endpoints(client, tenants, service):
 
 def test_similar_search_contract(client, tenants):
     """The live-evaluation contract: {query, top_k} -> {results: [{doc_id, score, ...}]}, one result per doc."""
-    r = client.post("/api/search/similar", json={"query": "certificate about to expire", "top_k": 3},
-                    headers=tenants.admin)
+    r = client.post(
+        "/api/search/similar", json={"query": "certificate about to expire", "top_k": 3}, headers=tenants.admin
+    )
     assert r.status_code == 200, r.text
     results = r.json()["results"]
     assert 1 <= len(results) <= 3
@@ -84,37 +98,47 @@ def test_similar_search_contract(client, tenants):
     assert len({x["doc_id"] for x in results}) == len(results)
     scores = [x["score"] for x in results]
     assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
-    r0 = client.post("/api/search/similar", json={"query": "certificate about to expire", "top_k": 3, "level": 0},
-                     headers=tenants.admin)
+    r0 = client.post(
+        "/api/search/similar",
+        json={"query": "certificate about to expire", "top_k": 3, "level": 0},
+        headers=tenants.admin,
+    )
     assert r0.status_code == 200 and r0.json()["level"] == 0 and r0.json()["results"]
-    assert client.post("/api/search/similar", json={"query": "x", "top_k": 1001},
-                       headers=tenants.admin).json()["code"] == "RET-4002"
+    assert (
+        client.post("/api/search/similar", json={"query": "x", "top_k": 1001}, headers=tenants.admin).json()["code"]
+        == "RET-4002"
+    )
 
 
 def test_writes_ls_tree_move_delete(client, tenants, upload_root):
     h = tenants.admin
-    r = client.post("/api/v1/resources", json={"path": str(upload_root / "ops"), "target_uri": "ctx://resources/srv/"},
-                    headers=h)
+    r = client.post(
+        "/api/v1/resources", json={"path": str(upload_root / "ops"), "target_uri": "ctx://resources/srv/"}, headers=h
+    )
     assert r.status_code == 200 and r.json()["nodes"] >= 1, r.text
-    r = client.post("/api/v1/resources", json={"path": "ops/disk.md", "target_uri": "ctx://resources/srv/"},
-                    headers=h)  # relative to the first root; unchanged content is a no-op
+    r = client.post(
+        "/api/v1/resources", json={"path": "ops/disk.md", "target_uri": "ctx://resources/srv/"}, headers=h
+    )  # relative to the first root; unchanged content is a no-op
     assert r.status_code == 200 and r.json()["unchanged"] == 1, r.text
     r = client.post(
         "/api/v1/resources/upload",
         files=[("files", ("a.md", b"# Alpha\n\nalpha text\n")), ("files", ("b.txt", b"beta text\n"))],
-        data={"target_uri": "ctx://resources/up/"}, headers=h,
+        data={"target_uri": "ctx://resources/up/"},
+        headers=h,
     )
     assert r.status_code == 200 and r.json()["nodes"] == 2, r.text
-    r = client.post("/api/v1/resources/text", json={"text": "# Gamma\n\ngamma\n", "uri": "ctx://resources/up/g.md"},
-                    headers=h)
+    r = client.post(
+        "/api/v1/resources/text", json={"text": "# Gamma\n\ngamma\n", "uri": "ctx://resources/up/g.md"}, headers=h
+    )
     assert r.status_code == 200 and r.json()["nodes"] == 1
     listed = client.get("/api/v1/ls", params={"uri": "ctx://resources/up/"}, headers=h).json()["nodes"]
     names = [n["uri"] for n in listed]
     assert names == ["ctx://resources/up/a.md", "ctx://resources/up/b.txt", "ctx://resources/up/g.md"]
     tree = client.get("/api/v1/tree", params={"uri": "ctx://resources/", "max_depth": 1}, headers=h).json()
     assert tree["root"]["uri"] == "ctx://resources/" and tree["root"]["children"]
-    r = client.post("/api/v1/move", json={"src": "ctx://resources/up/g.md", "dst": "ctx://resources/up/gamma.md"},
-                    headers=h)
+    r = client.post(
+        "/api/v1/move", json={"src": "ctx://resources/up/g.md", "dst": "ctx://resources/up/gamma.md"}, headers=h
+    )
     assert r.status_code == 200
     r = client.post("/api/v1/delete", json={"uri": "ctx://resources/up/", "recursive": True}, headers=h)
     assert r.status_code == 200
@@ -122,8 +146,15 @@ def test_writes_ls_tree_move_delete(client, tenants, upload_root):
 
 
 def test_skill_and_memory_writes_land_in_the_callers_spaces(client, tenants):
-    r = client.post("/api/v1/skills", json={"name": "restart-kubelet", "description": "Restart the kubelet safely",
-                                            "content": "systemctl restart kubelet"}, headers=tenants.alice)
+    r = client.post(
+        "/api/v1/skills",
+        json={
+            "name": "restart-kubelet",
+            "description": "Restart the kubelet safely",
+            "content": "systemctl restart kubelet",
+        },
+        headers=tenants.alice,
+    )
     assert r.status_code == 200 and r.json()["uris"] == ["ctx://agent/alice-bot/skills/restart-kubelet.md"]
     r = client.post("/api/v1/memories", json={"text": "bob's note"}, headers=tenants.bob)
     assert r.status_code == 200 and r.json()["uris"][0].startswith("ctx://user/bob/memories/general/")
@@ -133,18 +164,41 @@ def test_openapi_is_complete(client):
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
     expected = {
-        ("post", "/api/v1/search_memory"), ("post", "/api/v1/read_memory"), ("post", "/api/v1/lookup_knowledge"),
-        ("post", "/api/search/similar"), ("post", "/api/v1/resources"), ("post", "/api/v1/resources/upload"),
-        ("post", "/api/v1/resources/text"), ("post", "/api/v1/memories"), ("post", "/api/v1/skills"),
-        ("post", "/api/v1/delete"), ("post", "/api/v1/move"), ("get", "/api/v1/ls"), ("get", "/api/v1/tree"),
-        ("get", "/api/v1/tool_invocations"), ("post", "/api/v1/verify_evidence"), ("get", "/metrics"),
-        ("get", "/healthz"), ("get", "/readyz"),
+        ("post", "/api/v1/search_memory"),
+        ("post", "/api/v1/read_memory"),
+        ("post", "/api/v1/lookup_knowledge"),
+        ("post", "/api/search/similar"),
+        ("post", "/api/v1/resources"),
+        ("post", "/api/v1/resources/upload"),
+        ("post", "/api/v1/resources/text"),
+        ("post", "/api/v1/memories"),
+        ("post", "/api/v1/skills"),
+        ("post", "/api/v1/delete"),
+        ("post", "/api/v1/move"),
+        ("get", "/api/v1/ls"),
+        ("get", "/api/v1/tree"),
+        ("get", "/api/v1/tool_invocations"),
+        ("post", "/api/v1/verify_evidence"),
+        ("get", "/metrics"),
+        ("get", "/healthz"),
+        ("get", "/readyz"),
     }
     assert expected <= {(m, p) for p, ops in paths.items() for m in ops}
     schemas = spec["components"]["schemas"]
-    for name in ("SearchMemoryRequest", "SearchMemoryResponse", "ReadMemoryRequest", "ReadMemoryResponse",
-                 "LookupRequest", "LookupResult", "SimilarSearchRequest", "SimilarSearchResult", "ErrorEnvelope",
-                 "IngestReport", "ToolInvocation", "EvidenceVerification"):
+    for name in (
+        "SearchMemoryRequest",
+        "SearchMemoryResponse",
+        "ReadMemoryRequest",
+        "ReadMemoryResponse",
+        "LookupRequest",
+        "LookupResult",
+        "SimilarSearchRequest",
+        "SimilarSearchResult",
+        "ErrorEnvelope",
+        "IngestReport",
+        "ToolInvocation",
+        "EvidenceVerification",
+    ):
         assert name in schemas, name
     op = paths["/api/v1/search_memory"]["post"]
     assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("SearchMemoryResponse")

@@ -28,8 +28,9 @@ def test_keys_are_stored_hashed(service):
 
 
 def test_key_binds_the_context_not_the_body(client, tenants):
-    r = client.post("/api/v1/memories", json={"text": "alice likes tea", "category": "preference"},
-                    headers=tenants.alice)
+    r = client.post(
+        "/api/v1/memories", json={"text": "alice likes tea", "category": "preference"}, headers=tenants.alice
+    )
     assert r.status_code == 200, r.text
     assert r.json()["uris"][0].startswith("ctx://user/alice/memories/preference/")
     # no field of any request can choose the account: search_memory rejects unknown fields
@@ -57,8 +58,16 @@ def test_revocation_by_another_process_within_ttl(client, service):
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("localhost", True), ("0.0.0.0", False),
-     ("192.168.1.10", False), ("example.org", False), ("", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.10", False),
+        ("example.org", False),
+        ("", False),
+    ],
 )
 def test_loopback_detection(host, loopback):
     assert is_loopback_host(host) is loopback

@@ -21,7 +21,10 @@ def test_keys_create_list_revoke(tmp_path):
     token = created["api_key"]
     assert token.startswith("ce_" + created["key_id"] + "_")
     assert (created["account_id"], created["role"], created["user_space"], created["agent_space"]) == (
-        "acme", "user", "alice", "bot",
+        "acme",
+        "user",
+        "alice",
+        "bot",
     )
 
     r = runner.invoke(app, ["--home", home, "--json", "keys", "list"])

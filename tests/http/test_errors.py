@@ -48,7 +48,8 @@ def test_invalid_json_is_an_envelope(client, tenants):
 
 def test_target_not_visible_is_4031(client, tenants):
     r = client.post(
-        "/api/v1/search_memory", json={"query": "preferences", "target_uri": "ctx://user/carol/memories/"},
+        "/api/v1/search_memory",
+        json={"query": "preferences", "target_uri": "ctx://user/carol/memories/"},
         headers=tenants.alice,
     )
     assert_envelope(r, "RET-4031")
@@ -60,8 +61,9 @@ def test_uri_not_readable_is_4032(client, tenants):
 
 
 def test_level_not_available_is_4004(client, tenants):
-    r = client.post("/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/", "level": "L2"},
-                    headers=tenants.admin)
+    r = client.post(
+        "/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/", "level": "L2"}, headers=tenants.admin
+    )
     assert_envelope(r, "RET-4004")
 
 
@@ -69,11 +71,13 @@ def test_other_tenant_gets_the_same_403_for_forbidden_and_missing(client, tenant
     """globex's key on acme's existing document and on a URI that exists nowhere: byte-identical bodies."""
     same_id = {"X-Request-ID": "tenant-probe-1"}
     existing = client.post(
-        "/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NodeNotReady.md"},
+        "/api/v1/read_memory",
+        json={"uri": "ctx://resources/kubernetes/NodeNotReady.md"},
         headers={**tenants.bob, **same_id},
     )
     missing = client.post(
-        "/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NoSuchRunbook.md"},
+        "/api/v1/read_memory",
+        json={"uri": "ctx://resources/kubernetes/NoSuchRunbook.md"},
         headers={**tenants.bob, **same_id},
     )
     assert existing.status_code == missing.status_code == 403
@@ -83,8 +87,9 @@ def test_other_tenant_gets_the_same_403_for_forbidden_and_missing(client, tenant
     private = client.post("/api/v1/read_memory", json={"uri": ALICE_MEMORY}, headers={**tenants.bob, **same_id})
     assert private.status_code == 403 and private.json()["code"] == "RET-4032"
     # and the owner (same account) reads the document
-    ok = client.post("/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NodeNotReady.md"},
-                     headers=tenants.admin)
+    ok = client.post(
+        "/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NodeNotReady.md"}, headers=tenants.admin
+    )
     assert ok.status_code == 200
 
 
@@ -160,8 +165,9 @@ def test_lookup_vector_failure_is_not_a_500(client, tenants, service, monkeypatc
 
 # ---- write path ------------------------------------------------------------------------------------------------------
 def test_invalid_uri_is_wrt_4001(client, tenants):
-    r = client.post("/api/v1/memories", json={"text": "x", "uri": "ctx://user/alice/memories/../x.md"},
-                    headers=tenants.alice)
+    r = client.post(
+        "/api/v1/memories", json={"text": "x", "uri": "ctx://user/alice/memories/../x.md"}, headers=tenants.alice
+    )
     assert_envelope(r, "WRT-4001")
 
 
@@ -191,15 +197,23 @@ def test_symlink_out_of_root_is_refused(client, tenants, upload_root, tmp_path):
 
 
 def test_unsupported_format_is_wrt_4151(client, tenants):
-    r = client.post("/api/v1/resources/upload", files=[("files", ("notes.pdf", b"%PDF-1.4"))],
-                    data={"target_uri": "ctx://resources/up/"}, headers=tenants.admin)
+    r = client.post(
+        "/api/v1/resources/upload",
+        files=[("files", ("notes.pdf", b"%PDF-1.4"))],
+        data={"target_uri": "ctx://resources/up/"},
+        headers=tenants.admin,
+    )
     body = assert_envelope(r, "WRT-4151")
     assert "ce-upload-" not in r.text and "/tmp" not in body["message"]
 
 
 def test_empty_file_is_wrt_4221(client, tenants):
-    r = client.post("/api/v1/resources/upload", files=[("files", ("empty.md", b""))],
-                    data={"target_uri": "ctx://resources/up/"}, headers=tenants.admin)
+    r = client.post(
+        "/api/v1/resources/upload",
+        files=[("files", ("empty.md", b""))],
+        data={"target_uri": "ctx://resources/up/"},
+        headers=tenants.admin,
+    )
     assert_envelope(r, "WRT-4221")
     assert "ce-upload-" not in r.text
 
@@ -210,8 +224,9 @@ def test_non_empty_directory_delete_is_wrt_4091(client, tenants):
 
 
 def test_user_cannot_write_shared_resources(client, tenants):
-    r = client.post("/api/v1/resources/text", json={"text": "# T\n\nbody\n", "uri": "ctx://resources/t.md"},
-                    headers=tenants.alice)
+    r = client.post(
+        "/api/v1/resources/text", json={"text": "# T\n\nbody\n", "uri": "ctx://resources/t.md"}, headers=tenants.alice
+    )
     assert_envelope(r, "RET-4032")
 
 

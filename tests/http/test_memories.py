@@ -41,8 +41,13 @@ def test_messages_list_get_update_history_delete(client, tenants, service):
     body = {
         "session_id": "trip-1",
         "messages": [
-            {"role": "user", "content": "I visited Lisbon last May.", "speaker": "Alice",
-             "timestamp": "2023-05-08T13:56:00Z", "metadata": {"topic": "travel"}},
+            {
+                "role": "user",
+                "content": "I visited Lisbon last May.",
+                "speaker": "Alice",
+                "timestamp": "2023-05-08T13:56:00Z",
+                "metadata": {"topic": "travel"},
+            },
             {"role": "assistant", "content": "How was the food there?", "timestamp": 1683554220},
         ],
     }
@@ -65,11 +70,13 @@ def test_messages_list_get_update_history_delete(client, tenants, service):
     direct = service.list_memories(ALICE, session_id="trip-1", limit=200).model_dump(mode="json")
     assert page == direct
 
-    r = client.post("/api/v1/memories/update", json={"uri": first, "text": "I visited Porto last May."},
-                    headers=tenants.alice)
+    r = client.post(
+        "/api/v1/memories/update", json={"uri": first, "text": "I visited Porto last May."}, headers=tenants.alice
+    )
     assert r.status_code == 200, r.text
-    assert r.json()["items"] == [{"uri": first, "status": "updated", "duplicate_of": None, "similarity": None,
-                                  "version": 2}]
+    assert r.json()["items"] == [
+        {"uri": first, "status": "updated", "duplicate_of": None, "similarity": None, "version": 2}
+    ]
     got = client.get("/api/v1/memories/item", params={"uri": first}, headers=tenants.alice)
     assert got.status_code == 200, got.text
     detail = got.json()
@@ -86,9 +93,16 @@ def test_messages_list_get_update_history_delete(client, tenants, service):
 
 def test_add_memory_with_metadata_time_and_policy(client, tenants):
     h = tenants.alice
-    r = client.post("/api/v1/memories", json={"text": "My cat is called Miso.", "category": "profile",
-                                              "metadata": {"source": "chat"}, "occurred_at": "2024-02-01"},
-                    headers=h)
+    r = client.post(
+        "/api/v1/memories",
+        json={
+            "text": "My cat is called Miso.",
+            "category": "profile",
+            "metadata": {"source": "chat"},
+            "occurred_at": "2024-02-01",
+        },
+        headers=h,
+    )
     assert r.status_code == 200, r.text
     uri = r.json()["uris"][0]
     assert uri.startswith("ctx://user/alice/memories/profile/") and r.json()["nodes"] == 1
@@ -97,8 +111,12 @@ def test_add_memory_with_metadata_time_and_policy(client, tenants):
 
     same = client.post("/api/v1/memories", json={"text": "my cat is  called MISO.", "category": "profile"}, headers=h)
     assert same.json()["unchanged"] == 1 and same.json()["uris"] == [uri]
-    assert client.post("/api/v1/memories", json={"text": "My cat is called Miso!", "category": "profile"},
-                       headers=h).json()["unchanged"] == 1  # punctuation is not part of the normalised text
+    assert (
+        client.post(
+            "/api/v1/memories", json={"text": "My cat is called Miso!", "category": "profile"}, headers=h
+        ).json()["unchanged"]
+        == 1
+    )  # punctuation is not part of the normalised text
     near = {"text": "My cat is named Miso.", "category": "profile"}  # cosine 0.96 (MiniLM and the default model)
     skipped = client.post("/api/v1/memories", json=near, headers=h).json()
     assert skipped["duplicates"] == 1 and skipped["nodes"] == 0 and skipped["uris"] == [uri]
@@ -110,9 +128,11 @@ def test_add_memory_with_metadata_time_and_policy(client, tenants):
 
 
 def test_batch_outcomes_in_input_order(client, tenants):
-    items = [{"text": "Alice works at a bakery in Porto.", "category": "profile"},
-             {"text": "Alice's favourite season is autumn.", "metadata": {"k": 1}, "occurred_at": 1700000000},
-             {"text": "alice works at a  bakery in porto.", "category": "profile"}]
+    items = [
+        {"text": "Alice works at a bakery in Porto.", "category": "profile"},
+        {"text": "Alice's favourite season is autumn.", "metadata": {"k": 1}, "occurred_at": 1700000000},
+        {"text": "alice works at a  bakery in porto.", "category": "profile"},
+    ]
     r = client.post("/api/v1/memories/batch", json={"items": items}, headers=tenants.alice)
     assert r.status_code == 200, r.text
     out = r.json()["items"]
@@ -125,14 +145,30 @@ BAD_MESSAGES = [
     ("no content", {"session_id": "bad", "messages": [{"content": "fine"}, {"role": "user"}]}, 422, "WRT-4221"),
     ("blank content", {"session_id": "bad", "messages": [{"content": "  "}]}, 422, "WRT-4221"),
     ("unknown role", {"session_id": "bad", "messages": [{"content": "hi", "role": "robot"}]}, 400, "WRT-4002"),
-    ("bad timestamp", {"session_id": "bad", "messages": [{"content": "hi", "timestamp": "last tuesday"}]}, 400,
-     "WRT-4002"),
-    ("metadata not an object", {"session_id": "bad", "messages": [{"content": "hi", "metadata": [1, 2]}]}, 400,
-     "WRT-4002"),
-    ("metadata too large", {"session_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "x" * 5000}}]},
-     413, "WRT-4131"),
-    ("over the batch limit", {"session_id": "bad", "messages": [{"content": f"m{i}"} for i in range(BATCH_LIMIT + 1)]},
-     413, "WRT-4131"),
+    (
+        "bad timestamp",
+        {"session_id": "bad", "messages": [{"content": "hi", "timestamp": "last tuesday"}]},
+        400,
+        "WRT-4002",
+    ),
+    (
+        "metadata not an object",
+        {"session_id": "bad", "messages": [{"content": "hi", "metadata": [1, 2]}]},
+        400,
+        "WRT-4002",
+    ),
+    (
+        "metadata too large",
+        {"session_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "x" * 5000}}]},
+        413,
+        "WRT-4131",
+    ),
+    (
+        "over the batch limit",
+        {"session_id": "bad", "messages": [{"content": f"m{i}"} for i in range(BATCH_LIMIT + 1)]},
+        413,
+        "WRT-4131",
+    ),
     ("session with /", {"session_id": "a/b", "messages": [{"content": "hi"}]}, 400, "WRT-4001"),
     ("session ..", {"session_id": "..", "messages": [{"content": "hi"}]}, 400, "WRT-4001"),
     ("empty batch", {"session_id": "bad", "messages": []}, 400, "WRT-4002"),
@@ -151,8 +187,12 @@ def test_bad_messages_write_nothing(client, tenants, case, body, status, code):
 
 
 BAD_BATCHES = [
-    ("over the batch limit", {"items": [{"text": f"fact number {i}"} for i in range(BATCH_LIMIT + 1)]}, 413,
-     "WRT-4131"),
+    (
+        "over the batch limit",
+        {"items": [{"text": f"fact number {i}"} for i in range(BATCH_LIMIT + 1)]},
+        413,
+        "WRT-4131",
+    ),
     ("metadata not an object", {"items": [{"text": "a fact"}, {"text": "b fact", "metadata": "x"}]}, 400, "WRT-4002"),
     ("metadata too large", {"items": [{"text": "a fact", "metadata": {"a": "y" * 5000}}]}, 413, "WRT-4131"),
     ("bad occurred_at", {"items": [{"text": "a fact", "occurred_at": "soon"}]}, 400, "WRT-4002"),
@@ -192,8 +232,11 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(client, tenants, 
     """bob (another account) and carol (the same account): get, update and delete of alice's memory give
     byte-identical bodies to those of a URI that exists nowhere; alice's memory is untouched."""
     other = tenants.bob if who == "bob" else carol
-    r = client.post("/api/v1/memories/messages", json={"session_id": f"private-{who}", "messages": [
-                    {"content": "My PIN is not something I share."}]}, headers=tenants.alice)
+    r = client.post(
+        "/api/v1/memories/messages",
+        json={"session_id": f"private-{who}", "messages": [{"content": "My PIN is not something I share."}]},
+        headers=tenants.alice,
+    )
     uri = r.json()["items"][0]["uri"]
     missing = uri.replace("000001", "000099")
     same_id = {"X-Request-ID": "memory-probe-1"}
@@ -205,16 +248,20 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(client, tenants, 
     for method, path, kw in calls:
         bodies = []
         for target in (uri, missing):
-            filled = {k: {f: (v.format(u=target) if isinstance(v, str) else v) for f, v in d.items()}
-                      for k, d in kw.items()}
+            filled = {
+                k: {f: (v.format(u=target) if isinstance(v, str) else v) for f, v in d.items()} for k, d in kw.items()
+            }
             resp = getattr(client, method)(path, headers={**other, **same_id}, **filled)
             assert resp.status_code == 403, (path, resp.text)
             assert resp.json()["code"] == "RET-4032"
             bodies.append(resp.content.replace(target.encode(), b"URI"))
         assert bodies[0] == bodies[1], path
         # the owner's own missing URI: the same 403 too
-        own = getattr(client, method)(path, headers=tenants.alice, **{
-            k: {f: (v.format(u=missing) if isinstance(v, str) else v) for f, v in d.items()} for k, d in kw.items()})
+        own = getattr(client, method)(
+            path,
+            headers=tenants.alice,
+            **{k: {f: (v.format(u=missing) if isinstance(v, str) else v) for f, v in d.items()} for k, d in kw.items()},
+        )
         assert own.status_code == 403 and own.json()["code"] == "RET-4032"
     still = client.get("/api/v1/memories/item", params={"uri": uri}, headers=tenants.alice).json()
     assert still["text"] == "My PIN is not something I share." and still["version"] == 1
@@ -226,10 +273,12 @@ def test_openapi_documents_the_memory_routes(client):
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
     expected = {
-        ("post", "/api/v1/memories"): "IngestReport", ("get", "/api/v1/memories"): "MemoryListPage",
+        ("post", "/api/v1/memories"): "IngestReport",
+        ("get", "/api/v1/memories"): "MemoryListPage",
         ("post", "/api/v1/memories/batch"): "MemoryWriteResult",
         ("post", "/api/v1/memories/messages"): "MemoryWriteResult",
-        ("get", "/api/v1/memories/item"): "MemoryDetail", ("post", "/api/v1/memories/update"): "MemoryWriteResult",
+        ("get", "/api/v1/memories/item"): "MemoryDetail",
+        ("post", "/api/v1/memories/update"): "MemoryWriteResult",
         ("post", "/api/v1/memories/delete"): "IngestReport",
     }
     for (method, path), model in expected.items():
@@ -247,19 +296,37 @@ def test_openapi_documents_the_memory_routes(client):
 
 
 def test_search_memory_filters_over_http(client, tenants):
-    for session, text, topic in (("filt-a", "We booked a cabin by the lake.", "lakeside"),
-                                 ("filt-b", "We booked a table at the sushi bar.", "food")):
-        body = {"session_id": session, "messages": [
-            {"role": "user", "speaker": "Alice", "content": text, "timestamp": "2023-07-01T10:00:00Z",
-             "metadata": {"topic": topic}}]}
+    for session, text, topic in (
+        ("filt-a", "We booked a cabin by the lake.", "lakeside"),
+        ("filt-b", "We booked a table at the sushi bar.", "food"),
+    ):
+        body = {
+            "session_id": session,
+            "messages": [
+                {
+                    "role": "user",
+                    "speaker": "Alice",
+                    "content": text,
+                    "timestamp": "2023-07-01T10:00:00Z",
+                    "metadata": {"topic": topic},
+                }
+            ],
+        }
         assert client.post("/api/v1/memories/messages", json=body, headers=tenants.alice).status_code == 200
-    r = client.post("/api/v1/search_memory", json={"query": "what did we book?", "session_id": "filt-b"},
-                    headers=tenants.alice)
+    r = client.post(
+        "/api/v1/search_memory", json={"query": "what did we book?", "session_id": "filt-b"}, headers=tenants.alice
+    )
     assert r.status_code == 200, r.text
     assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-b/000001.md"]
-    r = client.post("/api/v1/search_memory", json={"query": "what did we book?", "metadata_filter": {"topic": "lakeside"}},
-                    headers=tenants.alice)
+    r = client.post(
+        "/api/v1/search_memory",
+        json={"query": "what did we book?", "metadata_filter": {"topic": "lakeside"}},
+        headers=tenants.alice,
+    )
     assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-a/000001.md"]
-    bad = client.post("/api/v1/search_memory", headers=tenants.alice, json={
-        "query": "x", "time_range": {"start": "2023-08-01T00:00:00Z", "end": "2023-07-01T00:00:00Z"}})
+    bad = client.post(
+        "/api/v1/search_memory",
+        headers=tenants.alice,
+        json={"query": "x", "time_range": {"start": "2023-08-01T00:00:00Z", "end": "2023-07-01T00:00:00Z"}},
+    )
     assert bad.status_code == 400 and bad.json()["code"] == "RET-4001"

@@ -53,12 +53,14 @@ def lines(buf: io.StringIO) -> list[dict]:
 def test_metrics_exposes_the_named_metrics_after_a_few_calls(client, tenants):
     h = tenants.admin
     client.post("/api/v1/search_memory", json={"query": "documentation about kubernetes nodes"}, headers=h)
-    client.post("/api/v1/search_memory", json={"query": "kubelet", "planner_hints": {"must_have_terms": ["zzz"]}},
-                headers=h)
+    client.post(
+        "/api/v1/search_memory", json={"query": "kubelet", "planner_hints": {"must_have_terms": ["zzz"]}}, headers=h
+    )
     client.post("/api/v1/search_memory", json={"query": "doc", "score_threshold": 0.99}, headers=h)
     client.post("/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NodeNotReady.md"}, headers=h)
-    client.post("/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NodeNotReady.md", "level": "L2"},
-                headers=h)
+    client.post(
+        "/api/v1/read_memory", json={"uri": "ctx://resources/kubernetes/NodeNotReady.md", "level": "L2"}, headers=h
+    )
     client.post("/api/v1/lookup_knowledge", json={"query": "NodeNotReady", "session_id": "m1"}, headers=h)
     client.post("/api/v1/lookup_knowledge", json={"query": "NodeNotReady", "session_id": "m1"}, headers=h)
     r = client.get("/metrics")
@@ -83,8 +85,19 @@ def test_logs_are_json_with_the_seed_fields_and_no_query_text(client, tenants, l
     search = [e for e in out if e["event"] == "search_memory"]
     assert search, out
     ev = search[-1]
-    for field in ("request_id", "query_hash", "typed_query_count", "top_k", "seed_count", "final_count", "warnings",
-                  "account_id", "role", "effective_owner_spaces", "recheck_drop_reasons"):
+    for field in (
+        "request_id",
+        "query_hash",
+        "typed_query_count",
+        "top_k",
+        "seed_count",
+        "final_count",
+        "warnings",
+        "account_id",
+        "role",
+        "effective_owner_spaces",
+        "recheck_drop_reasons",
+    ):
         assert field in ev, field
     assert ev["request_id"] == "log-1" and ev["account_id"] == "acme" and ev["role"] == "user"
     access = [e for e in out if e["event"] == "http_request" and e.get("request_id") == "log-1"]

@@ -17,8 +17,15 @@ from context_engine.settings import load_settings
 ALICE = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="bot")
 CAROL = RequestContext(account_id="acme", role="user", user_space="carol")
 BOB = RequestContext(account_id="globex", role="user", user_space="bob")
-MEMORY_TOOLS = {"add_memory", "add_memories", "add_messages", "list_memories", "get_memory", "update_memory",
-                "delete_memory"}
+MEMORY_TOOLS = {
+    "add_memory",
+    "add_memories",
+    "add_messages",
+    "list_memories",
+    "get_memory",
+    "update_memory",
+    "delete_memory",
+}
 BATCH_LIMIT = 3
 
 
@@ -60,28 +67,49 @@ def test_memory_tools_are_listed_with_compact_descriptions(service):
     assert tools["delete_memory"].annotations.destructive_hint is True
     assert "history" in tools["get_memory"].output_schema["properties"]
     assert set(tools["add_memory"].input_schema["properties"]) == {
-        "text", "category", "uri", "metadata", "occurred_at", "policy"
+        "text",
+        "category",
+        "uri",
+        "metadata",
+        "occurred_at",
+        "policy",
     }
 
 
 def test_messages_list_get_update_delete_equal_the_service(service):
-    res = call(service, ALICE, "add_messages", {"session_id": "s1", "messages": [
-        {"content": "We adopted a dog named Pixel.", "speaker": "Alice", "timestamp": "2024-03-02T10:00:00Z"},
-        {"role": "assistant", "content": "What breed is Pixel?"},
-    ]})
+    res = call(
+        service,
+        ALICE,
+        "add_messages",
+        {
+            "session_id": "s1",
+            "messages": [
+                {"content": "We adopted a dog named Pixel.", "speaker": "Alice", "timestamp": "2024-03-02T10:00:00Z"},
+                {"role": "assistant", "content": "What breed is Pixel?"},
+            ],
+        },
+    )
     assert not res.is_error, res.content[0].text
     uris = [i["uri"] for i in res.structured_content["items"]]
-    assert uris == ["ctx://user/alice/memories/sessions/s1/000001.md", "ctx://user/alice/memories/sessions/s1/000002.md"]
+    assert uris == [
+        "ctx://user/alice/memories/sessions/s1/000001.md",
+        "ctx://user/alice/memories/sessions/s1/000002.md",
+    ]
     assert json.loads(res.content[0].text) == res.structured_content
 
     page = call(service, ALICE, "list_memories", {"session_id": "s1"}).structured_content
     assert page == service.list_memories(ALICE, session_id="s1").model_dump(mode="json")
     assert page["total"] == 2 and {m["abstract"] for m in page["items"]} == {
-        "Alice: We adopted a dog named Pixel.", "assistant: What breed is Pixel?"
+        "Alice: We adopted a dog named Pixel.",
+        "assistant: What breed is Pixel?",
     }
 
-    upd = call(service, ALICE, "update_memory", {"uri": uris[0], "text": "We adopted a cat named Pixel.",
-                                                 "metadata": {"edited": True}})
+    upd = call(
+        service,
+        ALICE,
+        "update_memory",
+        {"uri": uris[0], "text": "We adopted a cat named Pixel.", "metadata": {"edited": True}},
+    )
     assert upd.structured_content["items"][0]["status"] == "updated"
     detail = call(service, ALICE, "get_memory", {"uri": uris[0]}).structured_content
     assert detail["text"] == "We adopted a cat named Pixel." and detail["metadata"] == {"edited": True}
@@ -90,20 +118,38 @@ def test_messages_list_get_update_delete_equal_the_service(service):
 
     deleted = call(service, ALICE, "delete_memory", {"uri": uris[1]})
     assert not deleted.is_error and deleted.structured_content["uris"] == [uris[1]]
-    assert [m["uri"] for m in call(service, ALICE, "list_memories", {"session_id": "s1"}).structured_content[
-        "items"]] == [uris[0]]
+    assert [
+        m["uri"] for m in call(service, ALICE, "list_memories", {"session_id": "s1"}).structured_content["items"]
+    ] == [uris[0]]
 
 
 def test_add_memory_and_batch(service):
-    res = call(service, ALICE, "add_memory", {"text": "Alice is allergic to peanuts.", "category": "profile",
-                                              "metadata": {"source": "intake"}, "occurred_at": 1700000000})
+    res = call(
+        service,
+        ALICE,
+        "add_memory",
+        {
+            "text": "Alice is allergic to peanuts.",
+            "category": "profile",
+            "metadata": {"source": "intake"},
+            "occurred_at": 1700000000,
+        },
+    )
     assert not res.is_error and res.structured_content["nodes"] == 1, res.content[0].text
     uri = res.structured_content["uris"][0]
     got = service.get_memory(uri, ALICE)
     assert got.metadata == {"source": "intake"} and got.occurred_at.isoformat() == "2023-11-14T22:13:20+00:00"
-    batch = call(service, ALICE, "add_memories", {"items": [{"text": "Alice runs every Sunday."},
-                                                            {"text": "alice is allergic to  peanuts.",
-                                                             "category": "profile"}]})
+    batch = call(
+        service,
+        ALICE,
+        "add_memories",
+        {
+            "items": [
+                {"text": "Alice runs every Sunday."},
+                {"text": "alice is allergic to  peanuts.", "category": "profile"},
+            ]
+        },
+    )
     assert [o["status"] for o in batch.structured_content["items"]] == ["added", "unchanged"]
     assert batch.structured_content["items"][1]["uri"] == uri
 
@@ -113,10 +159,12 @@ BAD = [
     ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "role": "narrator"}]}, "WRT-4002"),
     ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "timestamp": "31/02/2024"}]}, "WRT-4002"),
     ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "metadata": "tag"}]}, "WRT-4002"),
-    ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "z" * 5000}}]},
-     "WRT-4131"),
-    ("add_messages", {"session_id": "bad", "messages": [{"content": str(i)} for i in range(BATCH_LIMIT + 1)]},
-     "WRT-4131"),
+    ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "z" * 5000}}]}, "WRT-4131"),
+    (
+        "add_messages",
+        {"session_id": "bad", "messages": [{"content": str(i)} for i in range(BATCH_LIMIT + 1)]},
+        "WRT-4131",
+    ),
     ("add_messages", {"session_id": "x/y", "messages": [{"content": "hi"}]}, "WRT-4001"),
     ("add_messages", {"session_id": "..", "messages": [{"content": "hi"}]}, "WRT-4001"),
     ("add_memories", {"items": [{"text": f"fact {i}"} for i in range(BATCH_LIMIT + 1)]}, "WRT-4131"),
@@ -138,8 +186,9 @@ def test_bad_input_is_an_envelope_and_writes_nothing(service, tool, args, code):
 
 @pytest.mark.parametrize("other", [BOB, CAROL], ids=["other-account", "same-account"])
 def test_another_users_memory_is_the_same_403_as_a_missing_one(service, other):
-    uri = call(service, ALICE, "add_memory", {"text": f"Alice's locker code is private ({other.account_id})."}
-               ).structured_content["uris"][0]
+    uri = call(
+        service, ALICE, "add_memory", {"text": f"Alice's locker code is private ({other.account_id})."}
+    ).structured_content["uris"][0]
     missing = uri.replace(".md", "-nope.md")
     for tool, extra in (("get_memory", {}), ("update_memory", {"text": "stolen"}), ("delete_memory", {})):
         envs = []
@@ -153,11 +202,32 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(service, other):
 
 
 def test_search_memory_tool_takes_the_memory_filters(service):
-    call(service, ALICE, "add_messages", {"session_id": "mcp-filter", "messages": [
-        {"role": "user", "speaker": "Alice", "content": "The plumber comes on Tuesday at nine.",
-         "timestamp": "2023-09-05T09:00:00Z"}]})
-    result = call(service, ALICE, "search_memory", {"query": "when does the plumber come?", "session_id": "mcp-filter",
-                                                    "time_range": {"start": "2023-09-01T00:00:00Z"}})
+    call(
+        service,
+        ALICE,
+        "add_messages",
+        {
+            "session_id": "mcp-filter",
+            "messages": [
+                {
+                    "role": "user",
+                    "speaker": "Alice",
+                    "content": "The plumber comes on Tuesday at nine.",
+                    "timestamp": "2023-09-05T09:00:00Z",
+                }
+            ],
+        },
+    )
+    result = call(
+        service,
+        ALICE,
+        "search_memory",
+        {
+            "query": "when does the plumber come?",
+            "session_id": "mcp-filter",
+            "time_range": {"start": "2023-09-01T00:00:00Z"},
+        },
+    )
     assert not result.is_error, result
     hits = result.structured_content["hits"]
     assert [h["uri"] for h in hits] == ["ctx://user/alice/memories/sessions/mcp-filter/000001.md"]

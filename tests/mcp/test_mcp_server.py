@@ -19,15 +19,22 @@ from tests.http.helpers import SAMPLE_CORPUS
 ADMIN = RequestContext(account_id="acme", role="admin")
 USER = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="bot")
 TOOLS = {
-    "search_memory", "read_memory", "lookup_knowledge", "verify_evidence", "add_memory", "add_resource", "add_skill"
+    "search_memory",
+    "read_memory",
+    "lookup_knowledge",
+    "verify_evidence",
+    "add_memory",
+    "add_resource",
+    "add_skill",
 }
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("mcp-root")
-    (root / "net.md").write_text("# DNS Failure\n\n## Meaning\n\nName resolution fails in the cluster.\n",
-                                 encoding="utf-8")
+    (root / "net.md").write_text(
+        "# DNS Failure\n\n## Meaning\n\nName resolution fails in the cluster.\n", encoding="utf-8"
+    )
     settings = load_settings(tmp_path_factory.mktemp("mcp-home"), http={"allowed_upload_roots": (root,)})
     svc = ContextEngineService(settings, embedder=embedder)
     svc.add_resource(SAMPLE_CORPUS, "ctx://resources/", ADMIN)

@@ -249,3 +249,39 @@ def test_a_segment_that_grows_past_the_limit_is_compressed_at_catch_up(store: Sq
     seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
     assert seg.compressed and seg.live == 1_200
     assert index.search(vectors[1_100], 1, ALL)[0].id == "r1100"
+
+
+def test_an_account_of_many_small_segments_is_compressed_with_one_projection(store: SqlMetadataStore) -> None:
+    # 40 users of 30 rows each: every segment is far below the limit, the account is over it
+    dim = 64
+    vectors = clustered(17, 1_200, dim)
+    records = []
+    for i in range(1_200):
+        user = f"u{i % 40:02d}"
+        records.append(
+            rec(
+                f"m{i:04d}",
+                vectors[i],
+                uri=f"ctx://user/{user}/memories/m{i:04d}.md",
+                parent_uri=f"ctx://user/{user}/memories/",
+                owner_space=f"user:{user}",
+                context_type="memory",
+            )
+        )
+    store.put_vectors(records)
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16)
+    view = index.view("acc-a")
+    assert view is not None and len(view.segments) == 40
+    projections = {id(seg.projection) for seg, _ in view.segments.values()}
+    assert len(projections) == 1 and all(seg.vectors.shape[1] == 16 for seg, _ in view.segments.values())
+    exact = MatrixVectorIndex(store)
+    for i in (3, 517, 1_111):
+        flt = VectorFilter(account_id="acc-a", owner_spaces=[f"user:u{i % 40:02d}"])
+        want = exact.search(vectors[i], 5, flt)
+        got = index.search(vectors[i], 5, flt)
+        assert [h.id for h in got] == [h.id for h in want]
+        assert all(abs(a.score - b.score) < 1e-5 for a, b in zip(got, want, strict=True))
+    # an account below the limit stays exact
+    store.put_vectors([rec("b0", vectors[0], account_id="acc-b")])
+    small = index.view("acc-b")
+    assert small is not None and not any(seg.compressed for seg, _ in small.segments.values())

@@ -64,7 +64,6 @@ _METADATA_KEY_MAX_CHARS = 64
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
 
 
-
 def normalise_memory_text(text: str) -> str:
     """The text two memories must share to be the same memory: NFKC, case-folded, punctuation removed (Unicode
     category P), whitespace-collapsed. "Bob likes green tea" and "bob likes green tea!" are one memory."""
@@ -224,8 +223,9 @@ class MemoryWriter:
         try:
             return ContextURI.parse(f"ctx://user/{space}/memories/sessions/").child(session_id.strip(), is_dir=True)
         except ContextEngineError as err:
-            raise _error(ErrorCode.URI_INVALID, f"session_id {session_id[:60]!r} is not a valid path segment: "
-                         f"{err.message}") from err
+            raise _error(
+                ErrorCode.URI_INVALID, f"session_id {session_id[:60]!r} is not a valid path segment: {err.message}"
+            ) from err
 
     def _message(self, index: int, raw: Message | dict[str, Any], session_id: str) -> _Prepared:
         if isinstance(raw, dict) and (raw.get("content") is None or raw.get("content") == ""):
@@ -234,7 +234,9 @@ class MemoryWriter:
             msg = raw if isinstance(raw, Message) else Message.model_validate(raw)
         except ValidationError as err:
             fields = [".".join(map(str, e["loc"])) for e in err.errors()]
-            raise _error(ErrorCode.REQUEST_INVALID, f"not a message ({', '.join(fields)})", index, fields=fields) from err
+            raise _error(
+                ErrorCode.REQUEST_INVALID, f"not a message ({', '.join(fields)})", index, fields=fields
+            ) from err
         if msg.role not in _ROLES:
             raise _error(
                 ErrorCode.REQUEST_INVALID,
@@ -311,7 +313,9 @@ class MemoryWriter:
                 item = raw if isinstance(raw, MemoryItem) else MemoryItem.model_validate(raw)
             except ValidationError as err:
                 fields = [".".join(map(str, e["loc"])) for e in err.errors()]
-                raise _error(ErrorCode.REQUEST_INVALID, f"not a memory ({', '.join(fields)})", i, fields=fields) from err
+                raise _error(
+                    ErrorCode.REQUEST_INVALID, f"not a memory ({', '.join(fields)})", i, fields=fields
+                ) from err
             text = self._text(i, item.text)
             try:
                 base = root.child(item.category or "general", is_dir=True)
@@ -460,9 +464,7 @@ class MemoryWriter:
         """Items of ``todo`` that nearly repeat a stored memory of the user or an earlier item: index -> (URI, cosine)."""
         threshold = self._settings.near_duplicate_similarity
         vectors = self._embedder.embed_documents([parsed[i][0].abstract for i in todo])
-        flt = VectorFilter(
-            account_id=account_id, owner_spaces=[f"user:{space}"], levels=[0], context_types=["memory"]
-        )
+        flt = VectorFilter(account_id=account_id, owner_spaces=[f"user:{space}"], levels=[0], context_types=["memory"])
         found: dict[int, tuple[str, float]] = {}
         kept: list[int] = []  # positions in `todo` of items that are not duplicates
         for pos, i in enumerate(todo):
@@ -593,4 +595,3 @@ def _result(report: IngestReport, outcomes: list[MemoryOutcome]) -> MemoryWriteR
         unchanged=report.unchanged,
         pending=report.pending,
     )
-

@@ -176,8 +176,10 @@ def sentence_boundaries(text: str, *, newlines: Literal["none", "items", "all"])
             if nxt < n and text[nxt].islower():
                 continue  # "the app. then ..." or "e.g. foo": not a sentence end
             before = text[max(0, m.start() - 7) : m.start()].casefold()
-            if any(before.endswith(a) and (len(before) == len(a) or not before[-len(a) - 1].isalnum())
-                   for a in _ABBREVIATIONS):
+            if any(
+                before.endswith(a) and (len(before) == len(a) or not before[-len(a) - 1].isalnum())
+                for a in _ABBREVIATIONS
+            ):
                 continue
         while end < n and text[end].isspace():
             end += 1
@@ -331,8 +333,24 @@ _KIND_BY_OPEN: dict[str, BlockKind] = {
 #: Section headings (casefolded) whose first paragraph is the document's lead: runbooks put the alert's meaning
 #: there, not in the first paragraph of the file.
 LEAD_SECTION_NAMES: frozenset[str] = frozenset(
-    {"meaning", "summary", "overview", "description", "introduction", "purpose", "about", "abstract",
-     "含义", "概述", "概要", "简介", "描述", "说明", "摘要", "介绍"}
+    {
+        "meaning",
+        "summary",
+        "overview",
+        "description",
+        "introduction",
+        "purpose",
+        "about",
+        "abstract",
+        "含义",
+        "概述",
+        "概要",
+        "简介",
+        "描述",
+        "说明",
+        "摘要",
+        "介绍",
+    }
 )
 _LEAD_MIN_CHARS = {"en": 80, "zh": 30}
 _LEAD_MAX_SENTENCES = 3
@@ -912,10 +930,7 @@ def _is_lead_in(blocks: Sequence[Block], seg: _Segment) -> bool:
     """A whole short paragraph ending with a colon, introducing the next block."""
     block = blocks[seg.block]
     return (
-        block.kind == "paragraph"
-        and seg.start == 0
-        and seg.end == len(block.text)
-        and block.text.endswith((":", "："))
+        block.kind == "paragraph" and seg.start == 0 and seg.end == len(block.text) and block.text.endswith((":", "："))
     )
 
 

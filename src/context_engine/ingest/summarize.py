@@ -208,9 +208,7 @@ class ExtractiveSummarizer:
                 lines.append(truncate_text(line, L1_LINE_MAX_CHARS))
         return _pack_lines(lines, self._l1, lambda _dropped: ELLIPSIS)
 
-    def summarize_directory(
-        self, name: str, children: Sequence[ChildSummary], *, total: int | None = None
-    ) -> Summary:
+    def summarize_directory(self, name: str, children: Sequence[ChildSummary], *, total: int | None = None) -> Summary:
         """Summarise a directory from its children, sorted by name so the output does not depend on their order.
 
         Chinese wording (``"目录 kubernetes：包含 49 项：A、B 等。"``) when more than half of the children's
@@ -265,9 +263,7 @@ class ExtractiveSummarizer:
         unlisted = n - len(kids)  # children outside the sample
         if unlisted > 0:
             lines.append(_more(unlisted, zh))
-        return _pack_lines(
-            lines, self._l1, lambda dropped: _more(dropped - (1 if unlisted > 0 else 0) + unlisted, zh)
-        )
+        return _pack_lines(lines, self._l1, lambda dropped: _more(dropped - (1 if unlisted > 0 else 0) + unlisted, zh))
 
 
 def _more(count: int, zh: bool) -> str:

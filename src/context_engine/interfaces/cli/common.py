@@ -152,5 +152,3 @@ def progress_bar() -> Iterator[Any]:
             bar.update(tasks[stage], completed=done, total=total)
 
         yield tick
-
-

@@ -52,10 +52,13 @@ def json_object_option(raw: str | None, option: str) -> dict[str, Any] | None:
     except ValueError as err:
         fail(ContextEngineError(ErrorCode.REQUEST_INVALID, f"{option}: not valid JSON ({err})", {"field": option}))
     if not isinstance(value, dict):
-        fail(ContextEngineError(
-            ErrorCode.REQUEST_INVALID, f'{option} must be a JSON object, e.g. \'{{"source": "chat"}}\'',
-            {"field": option},
-        ))
+        fail(
+            ContextEngineError(
+                ErrorCode.REQUEST_INVALID,
+                f'{option} must be a JSON object, e.g. \'{{"source": "chat"}}\'',
+                {"field": option},
+            )
+        )
     return value
 
 
@@ -92,21 +95,28 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as err:
-            fail(ContextEngineError(
-                ErrorCode.REQUEST_INVALID, f"{where}: not valid JSON ({err.msg} at column {err.colno})",
-                {"line": number, "column": err.colno},
-            ))
+            fail(
+                ContextEngineError(
+                    ErrorCode.REQUEST_INVALID,
+                    f"{where}: not valid JSON ({err.msg} at column {err.colno})",
+                    {"line": number, "column": err.colno},
+                )
+            )
         if not isinstance(raw, dict):
-            fail(ContextEngineError(
-                ErrorCode.REQUEST_INVALID, f"{where}: a message must be a JSON object", {"line": number}
-            ))
+            fail(
+                ContextEngineError(
+                    ErrorCode.REQUEST_INVALID, f"{where}: a message must be a JSON object", {"line": number}
+                )
+            )
         try:
             message = MessageIn.model_validate(raw)
         except ValidationError as err:
             problems = [".".join(map(str, e["loc"])) + ": " + e["msg"] for e in err.errors()[:3]]
-            fail(ContextEngineError(
-                ErrorCode.REQUEST_INVALID, f"{where}: {'; '.join(problems)}", {"line": number, "fields": problems}
-            ))
+            fail(
+                ContextEngineError(
+                    ErrorCode.REQUEST_INVALID, f"{where}: {'; '.join(problems)}", {"line": number, "fields": problems}
+                )
+            )
         messages.append((number, message.model_dump(exclude_none=True)))
     if not messages:
         fail(ContextEngineError(ErrorCode.REQUEST_INVALID, f"{path}: no message in the file"))
@@ -241,8 +251,9 @@ def get_memory(uri: Annotated[str, typer.Argument(help="The memory's URI.")]) ->
 def update_memory(
     uri: Annotated[str, typer.Argument(help="The memory's URI.")],
     text: Annotated[str, typer.Argument(help="The new text.")],
-    metadata: Annotated[str | None, typer.Option("--metadata", help="New metadata, a JSON object (default: kept).")]
-    = None,
+    metadata: Annotated[
+        str | None, typer.Option("--metadata", help="New metadata, a JSON object (default: kept).")
+    ] = None,
     occurred_at: Annotated[
         str | None, typer.Option("--occurred-at", help="New occurred_at: ISO 8601 or Unix seconds (default: kept).")
     ] = None,

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from context_engine.settings import Settings
 
 keys_app = typer.Typer(
-    name="keys", help="API keys for the HTTP and MCP servers (stored hashed, each bound to a RequestContext).",
+    name="keys",
+    help="API keys for the HTTP and MCP servers (stored hashed, each bound to a RequestContext).",
     no_args_is_help=True,
 )
 app.add_typer(keys_app)
@@ -185,8 +186,10 @@ def keys_create(
     if state.json:
         emit({**_key_row(info), "api_key": token})
         return
-    out.print(f"[green]created key {info.key_id}[/] for {ctx.account_id}:{ctx.role}:"
-              f"{ctx.user_space or ''}:{ctx.agent_space or ''}")
+    out.print(
+        f"[green]created key {info.key_id}[/] for {ctx.account_id}:{ctx.role}:"
+        f"{ctx.user_space or ''}:{ctx.agent_space or ''}"
+    )
     out.print(token, markup=False, highlight=False)
     err_console.print("Store it now: only its hash is kept. Use it as 'Authorization: Bearer <key>'.")
 
@@ -205,7 +208,12 @@ def keys_list(
     table = Table("key_id", "name", "account", "role", "user_space", "agent_space", "created", "last used", "revoked")
     for k in found:
         table.add_row(
-            k.key_id, k.name, k.account_id, k.role, k.user_space or "", k.agent_space or "",
+            k.key_id,
+            k.name,
+            k.account_id,
+            k.role,
+            k.user_space or "",
+            k.agent_space or "",
             k.created_at.strftime("%Y-%m-%d %H:%M"),
             k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "",
             k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "",

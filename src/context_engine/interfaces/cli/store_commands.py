@@ -31,7 +31,9 @@ def init() -> None:
     if state.json:
         emit(info)
     else:
-        out.print(f"initialised [bold]{info['home']}[/] (model {info['embedding_model']}, index {info['index_backend']})")
+        out.print(
+            f"initialised [bold]{info['home']}[/] (model {info['embedding_model']}, index {info['index_backend']})"
+        )
 
 
 @app.command()
@@ -71,7 +73,12 @@ def add_memory(
     md = json_object_option(metadata, "--metadata")
     with open_engine() as engine:
         report = engine.add_memory(
-            text, state.ctx, uri=uri, category=category, metadata=md, occurred_at=timestamp_option(occurred_at),
+            text,
+            state.ctx,
+            uri=uri,
+            category=category,
+            metadata=md,
+            occurred_at=timestamp_option(occurred_at),
             policy=policy.value if policy else None,
         )
     where = escape(report.uris[0]) if report.uris else ""
@@ -94,7 +101,9 @@ def add_skill(
 ) -> None:
     """Store a skill in the caller's agent space."""
     if (content is None) == (file is None):
-        fail(ContextEngineError(ErrorCode.REQUEST_INVALID, "give the skill body with exactly one of --content or --file"))
+        fail(
+            ContextEngineError(ErrorCode.REQUEST_INVALID, "give the skill body with exactly one of --content or --file")
+        )
     try:
         body = file.read_text(encoding="utf-8") if file else (content or "")
     except (OSError, UnicodeDecodeError) as err:

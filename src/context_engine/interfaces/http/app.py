@@ -158,8 +158,11 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
             {"name": "retrieval", "description": "search_memory / read_memory (DESIGN §5-6)."},
             {"name": "knowledge", "description": "lookup_knowledge and its audit trail (DESIGN §7)."},
             {"name": "write", "description": "Add, delete and move nodes (DESIGN §4)."},
-            {"name": "memories", "description": "Memories and conversations: add, batch, messages, list, get with "
-                                                "history, update, delete (issue 11)."},
+            {
+                "name": "memories",
+                "description": "Memories and conversations: add, batch, messages, list, get with "
+                "history, update, delete (issue 11).",
+            },
             {"name": "browse", "description": "ls / tree with L0 abstracts."},
             {"name": "operations", "description": "Health, readiness and Prometheus metrics (DESIGN §9)."},
         ],
@@ -175,8 +178,12 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
 
         state.mcp = build_mcp_server(lambda: state.ready(), _mcp_context, log_level=settings.logging.level)
         app.router.routes.append(
-            Route(http.mcp_path, endpoint=McpHttpEndpoint(state), methods=["GET", "POST", "DELETE"],
-                  include_in_schema=False)
+            Route(
+                http.mcp_path,
+                endpoint=McpHttpEndpoint(state),
+                methods=["GET", "POST", "DELETE"],
+                include_in_schema=False,
+            )
         )
     app.add_middleware(
         RequestMiddleware,

@@ -137,9 +137,7 @@ def resolve_server_path(raw: str, roots: Sequence[Path]) -> Path:
     return real
 
 
-def add_resource_path(
-    service: ContextEngineService, req: AddResourcePathRequest, ctx: RequestContext
-) -> IngestReport:
+def add_resource_path(service: ContextEngineService, req: AddResourcePathRequest, ctx: RequestContext) -> IngestReport:
     """Add a server-side file or directory found below ``http.allowed_upload_roots`` (see
     :func:`resolve_server_path`)."""
     path = resolve_server_path(req.path, service.settings.http.allowed_upload_roots)
@@ -159,8 +157,13 @@ def add_resource_text(service: ContextEngineService, req: AddResourceTextRequest
 
 
 def add_resource_files(
-    service: ContextEngineService, files: Sequence[tuple[str, bytes]], target_uri: str, ctx: RequestContext,
-    *, strict: bool, workdir: Path,
+    service: ContextEngineService,
+    files: Sequence[tuple[str, bytes]],
+    target_uri: str,
+    ctx: RequestContext,
+    *,
+    strict: bool,
+    workdir: Path,
 ) -> IngestReport:
     """Add uploaded files (``(file name, bytes)``) below ``target_uri``, staged in ``workdir`` (a fresh directory).
 
@@ -207,7 +210,12 @@ def add_memory(service: ContextEngineService, req: AddMemoryRequest, ctx: Reques
     """``service.add_memory`` (dedup and ``policy`` without ``uri``) plus an ``add_memory`` log event (never the
     text). ``report.duplicates`` is 1 when a near-duplicate was skipped; ``report.uris`` then names the existing one."""
     report = service.add_memory(
-        req.text, ctx, uri=req.uri, category=req.category, metadata=req.metadata, occurred_at=req.occurred_at,
+        req.text,
+        ctx,
+        uri=req.uri,
+        category=req.category,
+        metadata=req.metadata,
+        occurred_at=req.occurred_at,
         policy=req.policy,
     )
     log.info("add_memory", category=req.category, uris=report.uris, duplicates=report.duplicates)
@@ -218,8 +226,9 @@ def add_memories(service: ContextEngineService, req: AddMemoriesRequest, ctx: Re
     """``service.add_memories``: one all-or-nothing write, one outcome per item in input order."""
     items = [i.model_dump(exclude_none=True) for i in req.items]
     result = service.add_memories(items, ctx, policy=req.policy)
-    log.info("add_memories", items=len(items), nodes=result.nodes, unchanged=result.unchanged,
-             duplicates=result.duplicates)
+    log.info(
+        "add_memories", items=len(items), nodes=result.nodes, unchanged=result.unchanged, duplicates=result.duplicates
+    )
     return result
 
 

@@ -73,8 +73,10 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 MEMORY_ERRORS: dict[int | str, dict[str, Any]] = {
     **COMMON_ERRORS,
-    400: _status_doc("Invalid request: bad URI, category or session id (WRT-4001), bad field, role, timestamp, "
-                     "metadata or paging (WRT-4002)."),
+    400: _status_doc(
+        "Invalid request: bad URI, category or session id (WRT-4001), bad field, role, timestamp, "
+        "metadata or paging (WRT-4002)."
+    ),
     403: _status_doc("The memory does not exist or is not visible/writable for this caller (RET-4032, one body)."),
     413: _status_doc("Body, batch (memory.max_batch_items), text or metadata over its limit (WRT-4131)."),
     422: _status_doc("Text or message content empty, binary or not UTF-8 (WRT-4221)."),

@@ -51,12 +51,17 @@ class HttpMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = Counter(
-            "ce_http_requests", "HTTP requests by method, route template and status", ["method", "route", "status"],
+            "ce_http_requests",
+            "HTTP requests by method, route template and status",
+            ["method", "route", "status"],
             registry=registry,
         )
         self.duration = Histogram(
-            "ce_http_request_duration_seconds", "HTTP request latency by method and route template",
-            ["method", "route"], buckets=_BUCKETS, registry=registry,
+            "ce_http_request_duration_seconds",
+            "HTTP request latency by method and route template",
+            ["method", "route"],
+            buckets=_BUCKETS,
+            registry=registry,
         )
 
     @classmethod

@@ -84,8 +84,9 @@ INSTRUCTIONS = (
 
 def _result(model: BaseModel) -> CallToolResult:
     data = model.model_dump(mode="json")
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-                          structured_content=data)
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
+    )
 
 
 def _error(err: ContextEngineError, request_id: str) -> CallToolResult:
@@ -118,10 +119,19 @@ def _request_of(mcp_ctx: Context | None) -> Any:
 class EngineMCPServer(MCPServer):
     """``MCPServer`` whose argument-validation failures use the engine's envelope (``RET-4001``/``WRT-4002``)."""
 
-    write_tools: frozenset[str] = frozenset({
-        "add_memory", "add_resource", "add_skill", "add_memories", "add_messages", "list_memories", "get_memory",
-        "update_memory", "delete_memory",
-    })
+    write_tools: frozenset[str] = frozenset(
+        {
+            "add_memory",
+            "add_resource",
+            "add_skill",
+            "add_memories",
+            "add_messages",
+            "list_memories",
+            "get_memory",
+            "update_memory",
+            "delete_memory",
+        }
+    )
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
@@ -200,8 +210,12 @@ def build_mcp_server(
     root.handlers[:] = handlers
     root.setLevel(level)
 
-    async def run(mcp_ctx: Context | None, code: ErrorCode, build: Callable[[], BaseModel],
-                  call: Callable[[ContextEngineService, Any, RequestContext], BaseModel]) -> CallToolResult:
+    async def run(
+        mcp_ctx: Context | None,
+        code: ErrorCode,
+        build: Callable[[], BaseModel],
+        call: Callable[[ContextEngineService, Any, RequestContext], BaseModel],
+    ) -> CallToolResult:
         request = _request_of(mcp_ctx)
         request_id = _new_id(request)
         try:
@@ -234,17 +248,21 @@ def build_mcp_server(
     async def search_memory(
         query: Annotated[str, Field(description="What to look for (Chinese or English).")],
         top_k: Annotated[int, Field(description="Results wanted, 1..50.")] = 10,
-        score_threshold: Annotated[float | None, Field(description="Final-score threshold 0..1; null: default.")]
-        = None,
+        score_threshold: Annotated[
+            float | None, Field(description="Final-score threshold 0..1; null: default.")
+        ] = None,
         score_gte: Annotated[bool, Field(description="Compare with >= instead of >.")] = False,
         categories: Annotated[list[str] | None, Field(description="Only these categories.")] = None,
         target_uri: Annotated[str | None, Field(description="Only this visible subtree.")] = None,
-        owner_space: Annotated[str | None, Field(description="Only this owner space (shared, user:<s>, agent:<s>).")]
-        = None,
-        session_archive: Annotated[dict[str, Any] | None, Field(description="Recent messages: {messages: [...]}.")]
-        = None,
-        planner_hints: Annotated[dict[str, Any] | None, Field(description="{intent, terms, must_have_terms, ...}.")]
-        = None,
+        owner_space: Annotated[
+            str | None, Field(description="Only this owner space (shared, user:<s>, agent:<s>).")
+        ] = None,
+        session_archive: Annotated[
+            dict[str, Any] | None, Field(description="Recent messages: {messages: [...]}.")
+        ] = None,
+        planner_hints: Annotated[
+            dict[str, Any] | None, Field(description="{intent, terms, must_have_terms, ...}.")
+        ] = None,
         include_debug: bool = False,
         trace_level: Literal["basic", "detailed"] = "basic",
         session_id: Annotated[str | None, Field(description="Only this conversation session's messages.")] = None,
@@ -259,9 +277,12 @@ def build_mcp_server(
         """First-round retrieval: L0 candidates (abstracts) ranked for the query, with the URIs worth reading next
         (next_actions). Never returns L1/L2 text: call read_memory for that."""
         args = _arguments(locals())
-        return await run(ctx, ErrorCode.QUERY_INVALID,
-                         lambda: SearchMemoryRequest(**{k: v for k, v in args.items() if v is not None}),
-                         calls.search_memory)
+        return await run(
+            ctx,
+            ErrorCode.QUERY_INVALID,
+            lambda: SearchMemoryRequest(**{k: v for k, v in args.items() if v is not None}),
+            calls.search_memory,
+        )
 
     @mcp.tool(annotations=read_only)
     async def read_memory(
@@ -282,7 +303,9 @@ def build_mcp_server(
         session_id: Annotated[str | None, Field(description="Diagnosis session: repeats come back DEDUPED.")] = None,
         top_k: Annotated[int | None, Field(description="Evidence documents wanted, 1..50; null: default.")] = None,
         mode: Annotated[SemanticMode | None, Field(description="auto, primary or fallback; null: default.")] = None,
-        min_similarity: Annotated[float | None, Field(description="Similarity floor (calibrated scale, -1..1); null: default.")] = None,
+        min_similarity: Annotated[
+            float | None, Field(description="Similarity floor (calibrated scale, -1..1); null: default.")
+        ] = None,
         target_uri: Annotated[str | None, Field(description="Only this visible subtree.")] = None,
         context_token_budget: Annotated[int | None, Field(description="Token budget of the context pack.")] = None,
         ctx: Context | None = None,
@@ -370,8 +393,11 @@ def build_mcp_server(
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: UpdateMemoryRequest(**args), calls.update_memory)
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                          open_world_hint=False))
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        )
+    )
     async def delete_memory(
         uri: str,
         ctx: Context | None = None,
@@ -382,24 +408,35 @@ def build_mcp_server(
 
     @mcp.tool(annotations=writes)
     async def add_resource(
-        uri: Annotated[str, Field(description="Target: a file URI (text) or a directory URI (path) under "
-                                              "ctx://resources/.")] = "ctx://resources/",
+        uri: Annotated[
+            str, Field(description="Target: a file URI (text) or a directory URI (path) under ctx://resources/.")
+        ] = "ctx://resources/",
         text: Annotated[str | None, Field(description="The document as text (markdown); give text or path.")] = None,
-        path: Annotated[str | None, Field(description="A server-side file or directory below "
-                                                      "http.allowed_upload_roots.")] = None,
+        path: Annotated[
+            str | None, Field(description="A server-side file or directory below http.allowed_upload_roots.")
+        ] = None,
         strict: Annotated[bool, Field(description="With path: fail on the first bad file.")] = False,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, IngestReport]:
         """Add a resource document (text at a file URI) or server-side files (path), then summarise and index it."""
         if (text is None) == (path is None):
-            return _error(ContextEngineError(ErrorCode.REQUEST_INVALID, "give exactly one of text and path"),
-                          _new_id(_request_of(ctx)))
+            return _error(
+                ContextEngineError(ErrorCode.REQUEST_INVALID, "give exactly one of text and path"),
+                _new_id(_request_of(ctx)),
+            )
         if text is not None:
-            return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddResourceTextRequest(text=text, uri=uri),
-                             calls.add_resource_text)
-        return await run(ctx, ErrorCode.REQUEST_INVALID,
-                         lambda: AddResourcePathRequest(path=path or "", target_uri=uri, strict=strict),
-                         calls.add_resource_path)
+            return await run(
+                ctx,
+                ErrorCode.REQUEST_INVALID,
+                lambda: AddResourceTextRequest(text=text, uri=uri),
+                calls.add_resource_text,
+            )
+        return await run(
+            ctx,
+            ErrorCode.REQUEST_INVALID,
+            lambda: AddResourcePathRequest(path=path or "", target_uri=uri, strict=strict),
+            calls.add_resource_path,
+        )
 
     @mcp.tool(annotations=writes)
     async def add_skill(

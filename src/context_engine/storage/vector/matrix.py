@@ -173,8 +173,10 @@ class MatrixSegment(RowTable):
 class _Account:
     """One account's segments (by owner space), the generation they hold, and id -> space.
 
-    A segment with at least ``compress_rows`` rows is compressed to ``compress_dims`` dimensions (when it is built,
-    or at the next compaction check once it has grown past the limit)."""
+    An account with at least ``compress_rows`` rows is compressed: one projection to ``compress_dims`` dimensions is
+    fitted on its vectors (when it is loaded, or when it grows past the limit) and every segment holds projections
+    (built so, or rebuilt at the next compaction check). One projection per account, not per segment: a large
+    account of many users is mostly small segments, which are the memory."""
 
     def __init__(
         self, account_id: str, generation: int, compress_rows: int | None = None, compress_dims: int = 128
@@ -186,6 +188,7 @@ class _Account:
         self.segments: dict[str, MatrixSegment] = {}
         self.space_of: dict[str, str] = {}
         self.dim: int | None = None
+        self.projection: np.ndarray | None = None
         self.lock = threading.Lock()  # serialises catch-up of this account
 
     @property
@@ -193,24 +196,33 @@ class _Account:
         return sum(seg.live for seg in self.segments.values())
 
     def add(self, rows: Sequence[_Row], vectors: np.ndarray) -> None:
+        if rows and self.dim is None:
+            self.dim = int(vectors.shape[1])
+        if rows and self.projection is None and self._should_compress(self.rows + len(rows)):
+            self.projection = fit_projection(self._sample(vectors), self.compress_dims)
         by_space: dict[str, list[int]] = {}
         for i, r in enumerate(rows):
             by_space.setdefault(r.owner_space, []).append(i)
         for space, idx in by_space.items():
-            if self.dim is None:
-                self.dim = int(vectors.shape[1])
+            assert self.dim is not None
             seg = self.segments.get(space)
             if seg is None:
-                projection = None
-                if self._should_compress(len(idx)):
-                    projection = fit_projection(vectors[idx], self.compress_dims)
-                seg = self.segments[space] = MatrixSegment(self.account_id, self.dim, max(256, len(idx)), projection)
+                seg = self.segments[space] = MatrixSegment(
+                    self.account_id, self.dim, max(256, len(idx)), self.projection
+                )
             picked = [rows[i] for i in idx]
             for r in picked:
                 self.remove(r.id)
             seg.add(picked, vectors[idx])
             for r in picked:
                 self.space_of[r.id] = space
+
+    def _sample(self, vectors: np.ndarray, sample: int = 20_000) -> np.ndarray:
+        """Unit vectors to fit the projection on: the new ones plus those of the (uncompressed) segments held."""
+        held = [seg.vectors[np.flatnonzero(seg.alive[: seg.n])] for seg in self.segments.values() if not seg.compressed]
+        total = len(vectors) + sum(len(h) for h in held)
+        step = max(1, total // sample)
+        return np.concatenate([vectors[::step], *(h[::step] for h in held)])
 
     def remove(self, rid: str) -> bool:
         space = self.space_of.pop(rid, None)
@@ -224,9 +236,8 @@ class _Account:
 
     def compact(self) -> None:
         for space, seg in list(self.segments.items()):
-            if not seg.compressed and self._should_compress(seg.live):
-                live = np.flatnonzero(seg.alive[: seg.n])
-                self.segments[space] = seg.compacted(fit_projection(seg.vectors[live], self.compress_dims))
+            if not seg.compressed and self.projection is not None:
+                self.segments[space] = seg.compacted(self.projection)
             elif seg.dead > _COMPACT_MIN_DEAD and seg.dead * 3 > seg.n:
                 self.segments[space] = seg.compacted()
 
@@ -350,8 +361,8 @@ class MatrixVectorIndex:
         levels: the levels held (``None``: every level, the exact index; ``(0,)``: the level-0 matrix).
         max_rows: an account with more rows (at ``levels``) is not held; :meth:`view` returns ``None`` for it.
         max_cached_accounts: accounts held at once (least recently used are dropped).
-        compress_rows: an owner-space segment of at least this many rows holds ``compress_dims``-dimensional
-            projections of its vectors (uncentred PCA, :func:`fit_projection`) instead of the vectors: a quarter of
+        compress_rows: every segment of an account of at least this many rows holds ``compress_dims``-dimensional
+            projections of its vectors (one projection per account ; uncentred PCA, :func:`fit_projection`) instead of the vectors: a quarter of
             the memory at 128 of 512 dimensions, and a quarter of the work per score. Searches pick
             :func:`rescore_depth` candidates from the projections and rescore them with the exact vectors read from
             the metadata store, so returned scores are exact. ``None``: never compress.
