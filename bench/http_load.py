@@ -47,21 +47,78 @@ CORPORA = ("prometheus-operator", "openshift")
 MARKER = "http-bench-ready.json"
 
 CATEGORIES = ("preference", "profile", "event", "project", "contact", "habit", "tooling", "incident")
-TOPICS = ("kubernetes", "databases", "networking", "storage", "security", "frontend", "billing", "oncall",
-          "travel", "reading", "music", "food", "fitness", "hiring", "release", "design", "docs", "testing",
-          "observability", "cost", "vendors", "meetings", "mentoring", "budget", "roadmap")
+TOPICS = (
+    "kubernetes",
+    "databases",
+    "networking",
+    "storage",
+    "security",
+    "frontend",
+    "billing",
+    "oncall",
+    "travel",
+    "reading",
+    "music",
+    "food",
+    "fitness",
+    "hiring",
+    "release",
+    "design",
+    "docs",
+    "testing",
+    "observability",
+    "cost",
+    "vendors",
+    "meetings",
+    "mentoring",
+    "budget",
+    "roadmap",
+)
 SUBJECTS = ("I", "My team", "The on-call engineer", "Our manager", "The customer", "My colleague Lee")
-VERBS = ("prefers", "dislikes", "always uses", "asked about", "decided to adopt", "reported trouble with",
-         "wants a summary of", "keeps notes on", "reviewed", "postponed")
-OBJECTS = ("blue-green deployments", "PostgreSQL read replicas", "short status updates", "Grafana dashboards",
-           "weekly retrospectives", "TLS certificate rotation", "spot instances", "feature flags",
-           "structured logging", "the quarterly budget", "Terraform modules", "pair programming",
-           "incident timelines", "dark mode", "Chinese documentation", "canary releases", "SLO burn alerts")
+VERBS = (
+    "prefers",
+    "dislikes",
+    "always uses",
+    "asked about",
+    "decided to adopt",
+    "reported trouble with",
+    "wants a summary of",
+    "keeps notes on",
+    "reviewed",
+    "postponed",
+)
+OBJECTS = (
+    "blue-green deployments",
+    "PostgreSQL read replicas",
+    "short status updates",
+    "Grafana dashboards",
+    "weekly retrospectives",
+    "TLS certificate rotation",
+    "spot instances",
+    "feature flags",
+    "structured logging",
+    "the quarterly budget",
+    "Terraform modules",
+    "pair programming",
+    "incident timelines",
+    "dark mode",
+    "Chinese documentation",
+    "canary releases",
+    "SLO burn alerts",
+)
 MEMORY_QUERIES = (
-    "what do I prefer for deployments", "my preferences about dashboards", "who am I and what is my background",
-    "remember what the customer reported", "my habits for status updates", "what did the team decide about releases",
-    "preference for logging style", "recall the incident timeline notes", "what tooling do I use",
-    "我的偏好是什么", "回顾一下我关于预算的记忆", "my background in databases",
+    "what do I prefer for deployments",
+    "my preferences about dashboards",
+    "who am I and what is my background",
+    "remember what the customer reported",
+    "my habits for status updates",
+    "what did the team decide about releases",
+    "preference for logging style",
+    "recall the incident timeline notes",
+    "what tooling do I use",
+    "我的偏好是什么",
+    "回顾一下我关于预算的记忆",
+    "my background in databases",
 )
 
 
@@ -93,8 +150,10 @@ def prepare(home: Path, memories: int) -> None:
         docs = []
         for i in range(memories):
             cat, topic = CATEGORIES[i % len(CATEGORIES)], TOPICS[(i // len(CATEGORIES)) % len(TOPICS)]
-            text = (f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} in the {topic} work "
-                    f"(note {i}). {rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}.")
+            text = (
+                f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} in the {topic} work "
+                f"(note {i}). {rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}."
+            )
             uri = ContextURI.parse(f"ctx://user/bench/memories/{cat}/{topic}/note-{i:05d}.md")
             docs.append(SourceDoc(uri, text, "plain", "bench", content_hash(text, "plain"), f"note-{i:05d}"))
         for start in range(0, len(docs), 1000):
@@ -134,9 +193,10 @@ def paired(home: Path, url: str, key: str, n: int) -> tuple[dict[str, Any], dict
     search, lookup = queries()
     local: dict[str, Any] = {}
     remote: dict[str, Any] = {}
-    with ContextEngineService(load_settings(home)) as svc, httpx.Client(
-        base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120
-    ) as client:
+    with (
+        ContextEngineService(load_settings(home)) as svc,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client,
+    ):
         svc.embedder.warm_up()
 
         engine_ms: list[float] = []
@@ -198,11 +258,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def drive(url: str, key: str, path: str, bodies: list[dict[str, Any]], n: int, conc: int,
-                session_ids: bool) -> dict[str, float]:
+async def drive(
+    url: str, key: str, path: str, bodies: list[dict[str, Any]], n: int, conc: int, session_ids: bool
+) -> dict[str, float]:
     limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, limits=limits,
-                                 timeout=120) as client:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}, limits=limits, timeout=120
+    ) as client:
+
         async def one(i: int) -> float:
             body = dict(bodies[i % len(bodies)])
             if session_ids:
@@ -229,16 +292,15 @@ async def drive(url: str, key: str, path: str, bodies: list[dict[str, Any]], n: 
     return {"rps": n / wall, "p50_ms": pct(lat, 50), "p95_ms": pct(lat, 95), "mean_ms": statistics.mean(lat)}
 
 
-def over_http(
-    home: Path, key: str, n: int, levels: list[int], log: Path
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def over_http(home: Path, key: str, n: int, levels: list[int], log: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Start ``serve``; the paired concurrency-1 figures, then HTTP at the other levels: ``(in_process, http)``."""
     port = free_port()
     exe = Path(sys.executable).with_name("context-engine")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with log.open("w") as err:
-        proc = subprocess.Popen([str(exe), "--home", str(home), "serve", "--port", str(port)], stdout=err,
-                                stderr=err, env=env)
+        proc = subprocess.Popen(
+            [str(exe), "--home", str(home), "serve", "--port", str(port)], stdout=err, stderr=err, env=env
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -287,8 +349,9 @@ def main() -> None:
 
     local, remote = over_http(args.home, key, args.requests, levels, args.home / "serve.log")
 
-    print(f"\n{args.requests} requests per row; data: 380 runbooks + {args.memories} memory nodes; "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"\n{args.requests} requests per row; data: 380 runbooks + {args.memories} memory nodes; {os.cpu_count()} CPUs"
+    )
     print(f"{'endpoint':<18} {'where':<12} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}  (c=1: paired)")
     for name in ("search_memory", "lookup_knowledge"):
         r = local[name]
@@ -301,9 +364,11 @@ def main() -> None:
             r1 = remote[name][1]
             d95 = r1["p95_ms"] - local[name]["p95_ms"]
             d50 = r1["p50_ms"] - local[name]["p50_ms"]
-            print(f"  {name:<18} paired series: p95 {d95:+.2f} ms, p50 {d50:+.2f} ms | per request (client - engine "
-                  f"Server-Timing): p50 {r1['added_p50_ms']:.2f} ms, p95 {r1['added_p95_ms']:.2f} ms, "
-                  f"max {r1['added_max_ms']:.2f} ms")
+            print(
+                f"  {name:<18} paired series: p95 {d95:+.2f} ms, p50 {d50:+.2f} ms | per request (client - engine "
+                f"Server-Timing): p50 {r1['added_p50_ms']:.2f} ms, p95 {r1['added_p95_ms']:.2f} ms, "
+                f"max {r1['added_max_ms']:.2f} ms"
+            )
     if args.json:
         args.json.write_text(json.dumps({"in_process": local, "http": remote}, indent=2), encoding="utf-8")
 

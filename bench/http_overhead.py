@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 SERVER = textwrap.dedent(
-    '''
+    """
     import sys, uvicorn
     from datetime import datetime, UTC
     from context_engine.interfaces.http import create_app
@@ -81,7 +81,7 @@ SERVER = textwrap.dedent(
     _, token = ApiKeyStore(stub.metadata).create(RequestContext(account_id="default", role="admin"), "bench")
     print(token, flush=True)
     uvicorn.run(create_app(settings, service=stub), host="127.0.0.1", port=port, log_config=None, access_log=False)
-    '''
+    """
 )
 
 
@@ -100,8 +100,12 @@ def main() -> None:
         s.close()
         script = Path(tmp) / "stub_server.py"
         script.write_text(SERVER, encoding="utf-8")
-        proc = subprocess.Popen([sys.executable, str(script), str(Path(tmp) / "home"), str(port)],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(Path(tmp) / "home"), str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             token = proc.stdout.readline().strip()  # type: ignore[union-attr]
             url = f"http://127.0.0.1:{port}"
@@ -131,10 +135,21 @@ def main() -> None:
                         lat.append((time.perf_counter() - st) * 1000)
                         assert r.status_code == 200, r.text
                     wall = time.perf_counter() - t0
-                    print(f"{name:<18} {args.requests / wall:>8.1f} {pct(lat, 50):>8.2f} {pct(lat, 95):>8.2f} "
-                          f"{pct(lat, 99):>8.2f}  {len(r.content)}")
-                    print(json.dumps({"endpoint": name, "p50_ms": pct(lat, 50), "p95_ms": pct(lat, 95),
-                                      "mean_ms": statistics.mean(lat)}), file=sys.stderr)
+                    print(
+                        f"{name:<18} {args.requests / wall:>8.1f} {pct(lat, 50):>8.2f} {pct(lat, 95):>8.2f} "
+                        f"{pct(lat, 99):>8.2f}  {len(r.content)}"
+                    )
+                    print(
+                        json.dumps(
+                            {
+                                "endpoint": name,
+                                "p50_ms": pct(lat, 50),
+                                "p95_ms": pct(lat, 95),
+                                "mean_ms": statistics.mean(lat),
+                            }
+                        ),
+                        file=sys.stderr,
+                    )
         finally:
             proc.terminate()
             proc.wait(timeout=20)

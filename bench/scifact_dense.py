@@ -96,8 +96,10 @@ def main() -> None:
     print(f"SciFact test, {len(test_ids)} queries, {len(corpus)} docs, backend={args.backend}, model={emb.model_name}")
     for m in measures:
         print(f"  {str(m):10s} {agg[m]:.4f}")
-    print(f"  embed {embed_s:.1f}s{' (cached)' if embed_s < 5 else ''}, index {index_s:.2f}s, "
-          f"query p50 {np.percentile(lat, 50):.1f} ms p95 {np.percentile(lat, 95):.1f} ms (embed + search)")
+    print(
+        f"  embed {embed_s:.1f}s{' (cached)' if embed_s < 5 else ''}, index {index_s:.2f}s, "
+        f"query p50 {np.percentile(lat, 50):.1f} ms p95 {np.percentile(lat, 95):.1f} ms (embed + search)"
+    )
 
 
 def _trec_qrels(path: Path) -> str:

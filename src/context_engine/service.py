@@ -204,6 +204,7 @@ class ContextEngineService:
             max_rows=rs.memory_max_rows,
             compress_rows=rs.memory_compress_rows,
             compress_dims=rs.memory_compress_dims,
+            rescore_cache_rows=rs.memory_rescore_cache_rows,
         )
         self.l0_source = L0Source(self.index, self.l0_matrix, self.metadata, rs)
         self.redactor = Redactor(rs.redaction, self.metrics)

@@ -410,6 +410,12 @@ class RetrievalSettings(_Section):
         "work per score (docs/derived_indexes.md); null: never.",
     )
     memory_compress_dims: int = Field(128, ge=8, le=4096, description="Dimensions of a compressed account's rows.")
+    memory_rescore_cache_rows: int = Field(
+        20_000,
+        ge=0,
+        description="Exact vectors of compressed accounts kept in memory for rescoring (least recently used, 2 kB a "
+        "row at 512 dimensions; invalidated by the change log): a cached candidate is not read from the store again.",
+    )
     memory_load_now_rows: int = Field(
         60_000,
         ge=0,

@@ -285,3 +285,25 @@ def test_an_account_of_many_small_segments_is_compressed_with_one_projection(sto
     store.put_vectors([rec("b0", vectors[0], account_id="acc-b")])
     small = index.view("acc-b")
     assert small is not None and not any(seg.compressed for seg, _ in small.segments.values())
+
+
+def test_rescored_vectors_are_cached_and_invalidated_by_the_change_log(store: SqlMetadataStore) -> None:
+    dim = 64
+    vectors = clustered(18, 1_500, dim)
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(1_500)])
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, rescore_cache_rows=10_000)
+    first = index.search(vectors[7], 5, ALL)
+    read = index.rows_rescored
+    assert read > 0 and index.rescore_cache_hits == 0
+    assert index.search(vectors[7], 5, ALL) == first
+    assert index.rows_rescored == read and index.rescore_cache_hits >= read  # nothing read again
+    # another writer moves r0007 away from its own vector: the cached copy must not survive the catch-up
+    store.put_vectors([rec("r0007", -vectors[7])])
+    hits = {h.id: h.score for h in index.search(vectors[7], 1_500, ALL)}
+    assert hits["r0007"] == pytest.approx(-1.0, abs=1e-5)
+    # a cache of zero rows reads every time
+    uncached = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, rescore_cache_rows=0)
+    uncached.search(vectors[9], 5, ALL)
+    once = uncached.rows_rescored
+    uncached.search(vectors[9], 5, ALL)
+    assert uncached.rows_rescored == 2 * once and uncached.rescore_cache_hits == 0

@@ -274,16 +274,22 @@ class MemoryL0Scorer:
             similarity,
         )
 
+    def _candidates(self, space: str, rows: np.ndarray, k: int) -> np.ndarray:
+        """The rows :meth:`_best` scores exactly for ``k`` wanted: the ``k`` best (a compressed segment: the
+        :func:`rescore_depth` best by its approximate scores), with every row tied with the last."""
+        seg, _ = self._view.segments[space]
+        depth = rescore_depth(k) if seg.compressed else k
+        if rows.size > depth:
+            sub = self.scores(space)[rows]
+            kth = sub[np.argpartition(-sub, depth - 1)[:depth]].min()
+            rows = rows[sub >= kth]  # keep every row tied with the k-th: ties resolve by URI below
+        return rows
+
     def _best(self, space: str, rows: np.ndarray, k: int) -> list[L0Match]:
         """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
         :func:`rescore_depth` best by its approximate scores, rescored exactly)."""
         seg, _ = self._view.segments[space]
-        scores = self.scores(space)
-        depth = rescore_depth(k) if seg.compressed else k
-        if rows.size > depth:
-            sub = scores[rows]
-            kth = sub[np.argpartition(-sub, depth - 1)[:depth]].min()
-            rows = rows[sub >= kth]  # keep every row tied with the k-th: ties resolve by URI below
+        rows = self._candidates(space, rows, k)
         exact = self._similarity(space, rows.tolist())
         best = sorted(exact, key=lambda r: (-exact[r], seg.uris[r]))[:k]
         return [self._match(space, r, exact[r]) for r in best]
@@ -303,7 +309,7 @@ class MemoryL0Scorer:
             return {}
         plain = flt.model_copy(update={"parent_uris": None})
         allowed = set(self._spaces(plain.model_copy(update={"uri_prefix": None})))
-        out: dict[str, list[L0Match]] = {}
+        picked: list[tuple[str, str, np.ndarray]] = []
         for parent in sorted(set(parent_uris)):
             space = space_of(parent)
             if space not in allowed:
@@ -314,8 +320,14 @@ class MemoryL0Scorer:
             rows = rows[rows < n]
             rows = rows[mask[rows]]
             if rows.size:
-                out[parent] = self._best(space, rows, per_parent)
-        return out
+                picked.append((parent, space, rows))
+        by_space: dict[str, list[np.ndarray]] = {}
+        for _, space, rows in picked:
+            if self._view.segments[space][0].compressed:
+                by_space.setdefault(space, []).append(self._candidates(space, rows, per_parent))
+        for space, parts in by_space.items():  # one exact read for every parent's candidates
+            self._similarity(space, np.unique(np.concatenate(parts)).tolist())
+        return {parent: self._best(space, rows, per_parent) for parent, space, rows in picked}
 
     def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
         return {uri: m.similarity for uri, m in self.matches(flt, uris).items()}

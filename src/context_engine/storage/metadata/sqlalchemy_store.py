@@ -1071,15 +1071,21 @@ class SqlMetadataStore:
 
         Reads two columns only, one primary-key read per 500 ids: what exact rescoring needs.
         """
-        out: dict[str, np.ndarray] = {}
+        found: list[str] = []
+        blobs: list[bytes] = []
         with self._read() as s:
             for chunk in _chunks(sorted(set(ids))):  # by primary key alone (see changes_since)
-                out.update(
-                    (rid, np.frombuffer(blob, dtype="<f4").astype(np.float32))
-                    for rid, acc, blob in s.execute(_GET_VECTORS, {"ids": list(chunk)})
-                    if acc == account_id
-                )
-        return out
+                for rid, acc, blob in s.execute(_GET_VECTORS, {"ids": list(chunk)}):
+                    if acc == account_id:
+                        found.append(rid)
+                        blobs.append(blob)
+        if not found:
+            return {}
+        sizes = {len(b) for b in blobs}
+        if len(sizes) == 1:  # one decode for all rows (the usual case: one model per account)
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").astype(np.float32).reshape(len(found), -1)
+            return dict(zip(found, matrix, strict=True))
+        return {rid: np.frombuffer(b, dtype="<f4").astype(np.float32) for rid, b in zip(found, blobs, strict=True)}
 
     def load_vector_matrix(
         self, account_id: str, *, levels: Sequence[int] | None = None, with_vectors: bool = True

@@ -367,12 +367,15 @@ class MatrixVectorIndex:
             :func:`rescore_depth` candidates from the projections and rescore them with the exact vectors read from
             the metadata store, so returned scores are exact. ``None``: never compress.
         compress_dims: the projection's dimensions.
+        rescore_cache_rows: exact vectors read for rescoring kept in memory (least recently used first out); an
+            entry is dropped when the change log names its id or the account is reloaded, so it is never stale.
 
     Attributes:
         loads: accounts loaded wholesale (first use, or a change log that did not reach back).
         rows_loaded: rows read by those loads.
         rows_applied: rows applied from the change log (upserted + removed): the O(changes) work of catch-up.
-        rows_rescored: exact vectors read to rescore candidates of compressed segments.
+        rows_rescored: exact vectors read from the store to rescore candidates of compressed segments.
+        rescore_cache_hits: exact vectors of candidates found in the rescore cache instead.
     """
 
     name = "matrix"
@@ -386,6 +389,7 @@ class MatrixVectorIndex:
         max_cached_accounts: int = 64,
         compress_rows: int | None = None,
         compress_dims: int = 128,
+        rescore_cache_rows: int = 20_000,
     ) -> None:
         if max_cached_accounts < 1:
             raise ValueError("max_cached_accounts must be at least 1")
@@ -403,6 +407,10 @@ class MatrixVectorIndex:
         self.rows_loaded = 0
         self.rows_applied = 0
         self.rows_rescored = 0
+        self.rescore_cache_hits = 0
+        self._rescore_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._rescore_cache_rows = rescore_cache_rows
+        self._rescore_epoch: dict[str, int] = {}  # account -> invalidations so far (a fetch racing one is not cached)
 
     # ---- VectorIndex writes -------------------------------------------------------------------------------------
     def upsert(self, records: Sequence[VectorRecord]) -> None:
@@ -524,6 +532,7 @@ class MatrixVectorIndex:
                 self._too_large[account_id] = self._metadata.account_generation(account_id)
                 self._accounts.pop(account_id, None)
             return None
+        self._invalidate(account_id, None)
         m = self._metadata.load_vector_matrix(account_id, levels=self.levels)
         if self._max_rows is not None and m.n > self._max_rows:
             with self._lock:
@@ -544,12 +553,50 @@ class MatrixVectorIndex:
         return MatrixView(account, self.exact_vectors)
 
     def exact_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The exact unit vectors of rows, read from the metadata store (one primary-key read per 500 ids)."""
+        """The exact unit vectors of rows: from the rescore cache, else read from the metadata store (one
+        primary-key read per 500 ids) and cached."""
+        out: dict[str, np.ndarray] = {}
+        missing: list[str] = []
+        cache = self._rescore_cache
         with self._lock:
-            self.rows_rescored += len(ids)
-        return self._metadata.load_vectors(account_id, ids)
+            for rid in ids:
+                found = cache.get((account_id, rid))
+                if found is None:
+                    missing.append(rid)
+                else:
+                    cache.move_to_end((account_id, rid))
+                    out[rid] = found
+            self.rows_rescored += len(missing)
+            self.rescore_cache_hits += len(ids) - len(missing)
+            epoch = self._rescore_epoch.get(account_id, 0)
+        if not missing:
+            return out
+        fresh = self._metadata.load_vectors(account_id, missing)
+        out.update(fresh)
+        if self._rescore_cache_rows:
+            with self._lock:
+                if self._rescore_epoch.get(account_id, 0) == epoch:  # no invalidation raced the read
+                    for rid, vector in fresh.items():
+                        cache[(account_id, rid)] = vector
+                    while len(cache) > self._rescore_cache_rows:
+                        cache.popitem(last=False)
+        return out
+
+    def _invalidate(self, account_id: str, ids: Iterable[str] | None) -> None:
+        """Drop cached exact vectors of ``ids`` (every one of the account when ``None``)."""
+        with self._lock:
+            self._rescore_epoch[account_id] = self._rescore_epoch.get(account_id, 0) + 1
+            if not self._rescore_cache:
+                return
+            if ids is None:
+                for key in [k for k in self._rescore_cache if k[0] == account_id]:
+                    del self._rescore_cache[key]
+            else:
+                for rid in ids:
+                    self._rescore_cache.pop((account_id, rid), None)
 
     def _apply(self, account: _Account, delta: IndexDelta) -> None:
+        self._invalidate(account.account_id, [*delta.removed, *(r.id for r in delta.upserted)])
         for rid in delta.removed:
             account.remove(rid)
         if delta.upserted:
