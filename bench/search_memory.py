@@ -3,7 +3,8 @@
 Usage::
 
     python bench/search_memory.py [--sizes 10000 100000 1000000] [--queries 500] [--hybrid on off]
-                                  [--sources memory index] [--no-vector-index] [--workdir bench/.cache/search_memory]
+                                  [--sources memory index] [--no-vector-index] [--build-only]
+                                  [--workdir bench/.cache/search_memory]
 
 What it builds, per size (cached under ``--workdir``, which is gitignored, and reused by the next run):
 
