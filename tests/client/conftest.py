@@ -60,7 +60,9 @@ def world(tmp_path_factory, embedder) -> Iterator[World]:
     settings = load_settings(tmp_path_factory.mktemp("client-home"))
     service = ContextEngineService(settings, embedder=embedder)
     keys = ApiKeyStore(service.metadata)
-    admin, alice, bob = (keys.create(ctx, name)[1] for ctx, name in ((ACME_ADMIN, "admin"), (ALICE, "alice"), (BOB, "bob")))
+    admin, alice, bob = (
+        keys.create(ctx, name)[1] for ctx, name in ((ACME_ADMIN, "admin"), (ALICE, "alice"), (BOB, "bob"))
+    )
     try:
         with LiveServer(create_app(service=service)) as server:
             with Client(server.url, admin) as client:

@@ -155,7 +155,9 @@ class AsyncClient:
         ``ctx://resources/``; indexed before the call returns."""
         return await self._call("add_resource_text", {"text": text, "uri": uri}, IngestReport)
 
-    async def add_resource_path(self, path: str, target_uri: str = "ctx://resources/", strict: bool = False) -> IngestReport:
+    async def add_resource_path(
+        self, path: str, target_uri: str = "ctx://resources/", strict: bool = False
+    ) -> IngestReport:
         """``POST /api/v1/resources``: a server-side file or directory below ``http.allowed_upload_roots``."""
         data = {"path": path, "target_uri": target_uri, "strict": strict}
         return await self._call("add_resource_path", data, IngestReport)
@@ -177,7 +179,9 @@ class AsyncClient:
         data: dict[str, Any] = {"items": items} if policy is None else {"items": items, "policy": policy}
         return await self._call("add_memories", data, MemoryWriteResult)
 
-    async def add_messages(self, session_id: str, messages: list[MessageIn] | list[dict[str, Any]]) -> MemoryWriteResult:
+    async def add_messages(
+        self, session_id: str, messages: list[MessageIn] | list[dict[str, Any]]
+    ) -> MemoryWriteResult:
         """``POST /api/v1/memories/messages``: the messages of one session as memories (``items[i].uri``)."""
         return await self._call("add_messages", {"session_id": session_id, "messages": messages}, MemoryWriteResult)
 
