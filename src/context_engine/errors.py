@@ -49,6 +49,7 @@ class ErrorCode(StrEnum):
     ROUTE_NOT_FOUND = "API-4041"
     METHOD_NOT_ALLOWED = "API-4051"
     INTERNAL = "API-5001"  # an unexpected server error: generic message to the client, details in the server log
+    UNREACHABLE = "API-5021"  # client side (context_engine.client): no answer, or no envelope, from the server
     NOT_READY = "API-5031"  # the engine is still starting or is shutting down (retryable)
 
     @property

@@ -1,0 +1,166 @@
+"""What the sync and the async client share: building a request from an :class:`~.endpoints.Endpoint`, decoding the
+answer into the route's model, mapping error envelopes to :class:`ApiError`, and the retry policy.
+
+Retries (tenacity, bounded by ``retries``): only failures where the server did not act on the request, so writes are
+safe to repeat: a connection that could not be opened (``API-5021``) and ``503 API-5031`` (the engine is starting or
+stopping). Everything else is raised at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from tenacity import retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from context_engine.client.endpoints import ENDPOINTS, Endpoint
+from context_engine.errors import ContextEngineError, ErrorCode
+
+M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8420"
+
+
+class ApiError(ContextEngineError):
+    """An error answered by the server (its envelope ``{code, message, details, request_id}``) or met on the way.
+
+    Attributes:
+        code, message, details, retryable: as in :class:`ContextEngineError`; ``code`` is the server's code.
+        status_code: the HTTP status, ``None`` when no answer came (``API-5021``) or the request was refused locally.
+        request_id: the server's request id (also in its log), when it answered with an envelope.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        retryable: bool = False,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(code, message, details, retryable=retryable)
+        self.status_code = status_code
+        self.request_id = request_id
+
+
+def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | None:
+    """The request model of client method ``name`` from keyword arguments (or a ready model), validated locally.
+
+    Raises:
+        ApiError: the route's validation code (``RET-4001`` or ``WRT-4002``) when a field is unknown or mistyped;
+            range checks with codes of their own (``top_k`` -> ``RET-4002``...) are left to the server.
+    """
+    endpoint = ENDPOINTS[name]
+    if endpoint.request is None:
+        return None
+    if isinstance(data, endpoint.request):
+        return data
+    try:
+        return endpoint.request.model_validate(data)
+    except ValidationError as err:
+        errors = [{"loc": [str(x) for x in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in err.errors()]
+        where = ", ".join(".".join(e["loc"]) + ": " + e["msg"] for e in errors[:3])
+        raise ApiError(endpoint.invalid_code, f"invalid request: {where}", {"errors": errors}) from err
+
+
+def request_args(endpoint: Endpoint, payload: BaseModel | None) -> dict[str, Any]:
+    """``httpx`` arguments of one call: the JSON body (fields the caller set; the server applies its defaults to the
+    rest) or the query parameters (``None`` values left out)."""
+    args: dict[str, Any] = {"method": endpoint.method, "url": endpoint.path}
+    if payload is None:
+        return args
+    if endpoint.method == "GET":
+        params = payload.model_dump(mode="json", exclude_none=True)
+        args["params"] = {k: v for k, v in params.items() if v != []}
+    else:
+        args["json"] = payload.model_dump(mode="json", exclude_unset=True)
+    return args
+
+
+def decode(endpoint: Endpoint, response: httpx.Response, model: type[M]) -> M:
+    """The 2xx body as ``model``; any other status as :class:`ApiError` with the envelope's code.
+
+    Raises:
+        ApiError: the envelope's code (``retryable`` for ``API-5031``); ``API-5021`` when the body is not an envelope
+            (a proxy's error page) or a 2xx body does not match the route's model.
+    """
+    if response.is_success:
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as err:
+            raise ApiError(
+                ErrorCode.UNREACHABLE,
+                f"the answer of {endpoint.method} {endpoint.path} does not match {model.__name__} "
+                "(client and server versions differ?)",
+                {"errors": [{"loc": [str(x) for x in e["loc"]], "msg": e["msg"]} for e in err.errors()[:10]]},
+                status_code=response.status_code,
+            ) from err
+    try:
+        body = response.json()
+        raw_code, message = str(body["code"]), str(body["message"])
+        details, request_id = dict(body.get("details") or {}), body.get("request_id")
+    except (ValueError, KeyError, TypeError):
+        raise ApiError(
+            ErrorCode.UNREACHABLE,
+            f"{endpoint.method} {endpoint.path} answered {response.status_code} without an error envelope",
+            {"status_code": response.status_code},
+            status_code=response.status_code,
+        ) from None
+    try:
+        code = ErrorCode(raw_code)
+    except ValueError:  # a code this client does not know (a newer server): keep it in details
+        code = ErrorCode.INTERNAL if response.status_code >= 500 else ErrorCode.REQUEST_INVALID
+        details = {**details, "server_code": raw_code}
+    raise ApiError(
+        code,
+        message,
+        details,
+        retryable=code is ErrorCode.NOT_READY,
+        status_code=response.status_code,
+        request_id=request_id,
+    )
+
+
+def transport_error(endpoint: Endpoint, err: httpx.HTTPError) -> ApiError:
+    """``API-5021`` for a request that got no answer; retryable only when the connection was never opened (the
+    server cannot have acted on it)."""
+    not_sent = isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout))
+    return ApiError(
+        ErrorCode.UNREACHABLE,
+        f"{endpoint.method} {endpoint.path}: no answer from the server ({type(err).__name__}: {err})",
+        {"error": type(err).__name__},
+        retryable=not_sent,
+    )
+
+
+def retry_policy(retries: int, backoff_s: float) -> dict[str, Any]:
+    """tenacity arguments: at most ``retries`` repeats of a retryable :class:`ApiError`, exponential backoff with
+    jitter starting at ``backoff_s`` (capped at 30 x that), the last error re-raised."""
+    return {
+        "retry": retry_if_exception(lambda e: isinstance(e, ApiError) and e.retryable),
+        "stop": stop_after_attempt(retries + 1),
+        "wait": wait_exponential_jitter(multiplier=backoff_s, max=backoff_s * 30, jitter=backoff_s),
+        "reraise": True,
+    }
+
+
+def client_headers(api_key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer <key>`` when a key is given (the server's auth scheme; without one only anonymous
+    loopback access works)."""
+    headers = {"Accept": "application/json", "User-Agent": "context-engine-client"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def check_settings(retries: int, timeout_s: float, backoff_s: float) -> None:
+    """Refuse out-of-range client settings (``CFG-4001``)."""
+    if not 0 <= retries <= 10:
+        raise ContextEngineError(ErrorCode.CONFIG_INVALID, "retries must be in 0..10", {"retries": retries})
+    if not 0 < timeout_s <= 3600:
+        raise ContextEngineError(ErrorCode.CONFIG_INVALID, "timeout_s must be in (0, 3600]", {"timeout_s": timeout_s})
+    if not 0 <= backoff_s <= 10:
+        raise ContextEngineError(ErrorCode.CONFIG_INVALID, "backoff_s must be in 0..10", {"backoff_s": backoff_s})

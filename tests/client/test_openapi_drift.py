@@ -1,0 +1,96 @@
+"""The client checked against the real server's OpenAPI schema: every client method's path and method exist, and
+its request and response models have the same fields, nested models included, as the server declares. A route or a
+field changed on one side only fails here."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from context_engine.client import AsyncClient, Client
+from context_engine.client.endpoints import ENDPOINTS
+
+pytestmark = pytest.mark.slow
+
+#: API routes the client leaves out on purpose (multipart upload, live evaluation, rarely scripted writes).
+NOT_IN_CLIENT = {
+    ("post", "/api/search/similar"),
+    ("post", "/api/v1/resources/upload"),
+    ("post", "/api/v1/skills"),
+    ("post", "/api/v1/move"),
+}
+
+
+def shape(schema: dict[str, Any], defs: dict[str, Any], seen: frozenset[str] = frozenset()) -> Any:
+    """The field names of a JSON schema, nested: ``{field: shape}`` for objects, ``[shape]`` for arrays, a sorted
+    tuple for unions; leaves (scalars, free-form objects) are ``None``. A model met again inside itself is its name."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        base = name.removesuffix("-Input").removesuffix("-Output")
+        return f"<{base}>" if base in seen else shape(defs[name], defs, seen | {base})
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in schema:
+            parts = [shape(s, defs, seen) for s in schema[key] if s.get("type") != "null"]
+            return parts[0] if len(parts) == 1 else tuple(sorted(map(repr, parts)))
+    if "properties" in schema:
+        return {k: shape(v, defs, seen) for k, v in schema["properties"].items()}
+    if schema.get("type") == "array" and "items" in schema:
+        return [shape(schema["items"], defs, seen)]
+    return None
+
+
+def model_shape(model: type[BaseModel], mode: typing.Literal["validation", "serialization"]) -> Any:
+    schema = model.model_json_schema(mode=mode)
+    return shape(schema, schema.get("$defs", {}), frozenset({model.__name__}))
+
+
+def server_shape(schema: dict[str, Any], components: dict[str, Any]) -> Any:
+    name = schema["$ref"].rsplit("/", 1)[-1]
+    return shape(components[name], components, frozenset({name.removesuffix("-Input").removesuffix("-Output")}))
+
+
+@pytest.fixture(scope="module")
+def openapi(world) -> dict[str, Any]:
+    return httpx.get(f"{world.url}/openapi.json", timeout=30).raise_for_status().json()
+
+
+@pytest.mark.parametrize("name", sorted(ENDPOINTS))
+def test_endpoint_matches_server(openapi: dict[str, Any], name: str) -> None:
+    ep = ENDPOINTS[name]
+    components = openapi["components"]["schemas"]
+    op = openapi["paths"].get(ep.path, {}).get(ep.method.lower())
+    assert op is not None, f"{ep.method} {ep.path} is not in the server's OpenAPI schema"
+    response = op["responses"]["200"]["content"]["application/json"]["schema"]
+    assert server_shape(response, components) == model_shape(ep.response, "serialization")
+    params = {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+    body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if ep.request is None:
+        assert not params and body is None
+    elif ep.method == "GET":
+        assert body is None and params == set(ep.request.model_fields)
+    else:
+        assert not params and server_shape(body, components) == model_shape(ep.request, "validation")
+
+
+def test_every_api_route_is_covered_or_listed(openapi: dict[str, Any]) -> None:
+    routes = {(m, p) for p, ops in openapi["paths"].items() if p.startswith("/api/") for m in ops}
+    covered = {(ep.method.lower(), ep.path) for ep in ENDPOINTS.values()}
+    assert routes - covered == NOT_IN_CLIENT
+    assert {("get", "/healthz"), ("get", "/readyz")} <= covered
+
+
+def test_client_methods_match_the_table() -> None:
+    for cls in (Client, AsyncClient):
+        public = {n for n, f in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")} - {"close"}
+        assert public == set(ENDPOINTS), cls
+        for name, ep in ENDPOINTS.items():
+            assert typing.get_type_hints(getattr(cls, name))["return"] is ep.response, (cls, name)
+    for name in ENDPOINTS:
+        sync_sig, async_sig = inspect.signature(getattr(Client, name)), inspect.signature(getattr(AsyncClient, name))
+        assert sync_sig == async_sig, name
+        assert inspect.iscoroutinefunction(getattr(AsyncClient, name))
