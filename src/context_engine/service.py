@@ -560,11 +560,14 @@ class ContextEngineService:
         """Store a skill at ``ctx://agent/<agent_space>/skills/[<category>/]<name>.md``; L0 is ``name: description``.
 
         Raises:
-            ContextEngineError: ``WRT-4002`` no agent space or empty description; ``WRT-4001`` bad name.
+            ContextEngineError: ``WRT-4002`` no agent space, empty or blank name or description; ``WRT-4001`` bad
+                name or category (e.g. containing ``/``).
         """
         space = ctx.agent_space or ("default" if ctx.is_admin else None)
         if space is None:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no agent_space")
+        if not name.strip() or name.strip() == ".md":
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a skill needs a name", {"field": "name"})
         if not description.strip():
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a skill needs a description")
         base = ContextURI.parse(f"ctx://agent/{space}/skills/")
