@@ -274,11 +274,14 @@ class ContextEngineService:
         *,
         strict: bool = False,
         progress: Progress | None = None,
+        follow_symlinks: bool | None = None,
     ) -> IngestReport:
         """Add a file or a directory of ``.md``/``.markdown``/``.txt`` files below ``target_uri`` (DESIGN §4).
 
         A single file that fails validation raises; in a directory, files that fail are counted in ``failed`` (with
         the reason in ``failures``) and the others are written, unless ``strict`` makes any failure raise first.
+        Entries not read (other types, symbolic links leading outside the folder unless ``follow_symlinks``, default
+        ``ingest.follow_symlinks_outside_root``) are counted in ``skipped`` and listed in ``skipped_paths``.
         Nothing is written before every file has been validated, parsed and embedded.
 
         Raises:
@@ -289,7 +292,7 @@ class ContextEngineService:
         if target.context_type != "resource":
             raise ContextEngineError(ErrorCode.URI_INVALID, "resources go under ctx://resources/")
         src = Path(path).expanduser()
-        found = collect(src, target, self.settings.ingest)
+        found = collect(src, target, self.settings.ingest, follow_symlinks=follow_symlinks)
         single = src.is_file()
         docs: list[SourceDoc] = []
         report_failures: list[dict[str, str]] = []
@@ -307,6 +310,7 @@ class ContextEngineService:
             raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
         report = self.pipeline.write_documents(ctx.account_id, docs, progress=progress) if docs else IngestReport()
         report.skipped = len(found.skipped)
+        report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped]
         report.failed = len(report_failures)
         report.failures = report_failures
         return report

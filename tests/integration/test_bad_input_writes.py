@@ -118,3 +118,39 @@ def test_cli_arguments_that_are_not_utf8(tmp_path, args, code):
     assert envelope["code"] == code
     assert envelope["details"]["reason"] == "invalid_unicode"
     assert not (tmp_path / "home").exists()  # refused before the engine opened
+
+
+@pytest.fixture
+def linked_folder(tmp_path):
+    """A folder with a document, a link to a file outside it, a link to a directory outside it, a dangling link and
+    a link to a document inside it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nroot:x:0:0:root:/root:/bin/bash", encoding="utf-8")
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("# Alpha\n\nA document inside the folder.", encoding="utf-8")
+    (folder / "passwd.md").symlink_to(outside / "secret.md")
+    (folder / "sub" / "etc").symlink_to(outside, target_is_directory=True)
+    (folder / "gone.md").symlink_to(tmp_path / "missing.md")
+    (folder / "sub" / "again.md").symlink_to(folder / "a.md")
+    return folder
+
+
+def test_symlinks_leaving_the_folder_are_skipped_and_reported(make_engine, linked_folder):
+    engine = make_engine()
+    report = engine.add_resource(linked_folder, "ctx://resources/docs/", ADMIN)
+    assert sorted(report.uris) == ["ctx://resources/docs/a.md", "ctx://resources/docs/sub/again.md"]
+    reasons = {s["path"]: s["reason"] for s in report.skipped_paths}
+    assert set(reasons) == {"passwd.md", "sub/etc", "gone.md"}
+    assert "outside the folder" in reasons["passwd.md"] and "outside the folder" in reasons["sub/etc"]
+    assert report.skipped == 3
+    texts = [engine.read(u, "L2", ADMIN) for u in report.uris]
+    assert all("root:x:0:0" not in t for t in texts)
+
+
+def test_a_setting_allows_links_to_files_outside(make_engine, linked_folder):
+    engine = make_engine(ingest={"follow_symlinks_outside_root": True})
+    report = engine.add_resource(linked_folder, "ctx://resources/docs/", ADMIN)
+    assert "ctx://resources/docs/passwd.md" in report.uris
+    assert {s["path"] for s in report.skipped_paths} == {"sub/etc", "gone.md"}  # directories: never descended

@@ -161,6 +161,8 @@ def print_report(report: IngestReport, what: str) -> None:
     )
     for f in report.failures:
         out.print(f"  [red]failed[/] {f['path']}: {f['code']} {f['error']}")
+    for sk in report.skipped_paths:
+        out.print(f"  [yellow]skipped[/] {escape(sk['path'])}: {escape(sk['reason'])}")
 
 
 @contextmanager
