@@ -331,7 +331,8 @@ class ContextEngineService:
         u = self._writable(uri, ctx)
         if u.is_dir:
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{u} names a directory; give a file URI")
-        body = decode_text(text.encode("utf-8"), str(u), self.settings.ingest)
+        # surrogatepass: a lone surrogate becomes bytes that are not UTF-8, which decode_text refuses (WRT-4221)
+        body = decode_text(text.encode("utf-8", "surrogatepass"), str(u), self.settings.ingest)
         hint = title_hint or u.name.rsplit(".", 1)[0]
         doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), hint)
         return self.pipeline.write_documents(ctx.account_id, [doc])
@@ -579,7 +580,7 @@ class ContextEngineService:
             base = base.child(category, is_dir=True)
         target = self._writable(base.child(name if name.endswith(".md") else f"{name}.md"), ctx)
         body = f"# {name}\n\n{description.strip()}\n\n{content.strip()}\n"
-        body = decode_text(body.encode("utf-8"), str(target), self.settings.ingest)
+        body = decode_text(body.encode("utf-8", "surrogatepass"), str(target), self.settings.ingest)
         abstract = f"{name}: {' '.join(description.split())}"[: self.settings.ingest.l0_max_chars]
         doc = SourceDoc(target, body, "markdown", "skill", content_hash(body, "skill"), name)
         return self.pipeline.write_documents(ctx.account_id, [doc], abstracts={str(target): abstract})

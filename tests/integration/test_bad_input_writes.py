@@ -154,3 +154,10 @@ def test_a_setting_allows_links_to_files_outside(make_engine, linked_folder):
     report = engine.add_resource(linked_folder, "ctx://resources/docs/", ADMIN)
     assert "ctx://resources/docs/passwd.md" in report.uris
     assert {s["path"] for s in report.skipped_paths} == {"sub/etc", "gone.md"}  # directories: never descended
+
+
+def test_python_api_text_with_a_lone_surrogate_is_content_invalid(engine):
+    before = _snapshot(engine)
+    _raises(ErrorCode.CONTENT_INVALID, engine.add_text, "# T\n\nbad \ud800 text", "ctx://resources/s.md", ADMIN)
+    _raises(ErrorCode.CONTENT_INVALID, engine.add_skill, "s", "restarts \udcff", "body", ADMIN)
+    assert _snapshot(engine) == before

@@ -1,0 +1,73 @@
+"""Adding a folder of many tiny files (issue 14: 10k files took 567 s; target <= 60 s on the reference machine).
+
+Writes ``--files`` tiny markdown files (one short paragraph each, ``--per-dir`` to a folder) into a temporary
+folder, adds the folder with ``context-engine``'s Python API on a fresh data directory (the default settings, so
+the default embedding model unless ``--backend`` says otherwise), and prints the wall time, files/s and where the
+time went (``--profile`` prints the top functions by cumulative time).
+
+    python bench/add_many_files.py --files 1000
+    python bench/add_many_files.py --files 10000 --per-dir 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+from context_engine.schema.context import DEFAULT_CONTEXT
+from context_engine.service import ContextEngineService
+from context_engine.settings import load_settings
+
+WORDS = (
+    "disk pressure node kubelet eviction image garbage collection threshold volume mount pod restart backoff "
+    "certificate expiry rotation dns resolution latency timeout queue consumer lag replica leader election"
+).split()
+
+
+def write_files(folder: Path, n: int, per_dir: int) -> None:
+    """``n`` tiny markdown files, ``per_dir`` per sub-folder; deterministic text, all different."""
+    for i in range(n):
+        sub = folder / f"d{i // per_dir:04d}"
+        if i % per_dir == 0:
+            sub.mkdir(parents=True)
+        words = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(12))
+        (sub / f"note-{i:06d}.md").write_text(f"# Note {i}\n\n{words} (item {i}).\n", encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=1000, help="How many files (default 1000).")
+    ap.add_argument("--per-dir", type=int, default=100, help="Files per sub-folder (default 100).")
+    ap.add_argument("--backend", default=None, help="embedding.backend (default: the settings' default).")
+    ap.add_argument("--profile", action="store_true", help="Print the top 25 functions by cumulative time.")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "many"
+        write_files(folder, args.files, args.per_dir)
+        overrides = {"embedding": {"backend": args.backend}} if args.backend else {}
+        engine = ContextEngineService(load_settings(Path(tmp) / "home", **overrides))
+        engine.embedder.warm_up()
+        profiler = cProfile.Profile() if args.profile else None
+        t0 = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        report = engine.add_resource(folder, "ctx://resources/many/", DEFAULT_CONTEXT)
+        if profiler:
+            profiler.disable()
+        took = time.perf_counter() - t0
+        engine.close()
+    print(
+        f"add of {args.files} files ({args.per_dir} per folder, {engine.embedder.model_name}): {took:.1f} s, "
+        f"{args.files / took:.0f} files/s; nodes={report.nodes} directories={report.directories} "
+        f"vectors={report.vectors} failed={report.failed}"
+    )
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
