@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import tempfile
 import time
@@ -52,17 +53,17 @@ def main() -> None:
         engine = ContextEngineService(load_settings(Path(tmp) / "home", **overrides))
         engine.embedder.warm_up()
         profiler = cProfile.Profile() if args.profile else None
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if profiler:
             profiler.enable()
         report = engine.add_resource(folder, "ctx://resources/many/", DEFAULT_CONTEXT)
         if profiler:
             profiler.disable()
-        took = time.perf_counter() - t0
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
         engine.close()
     print(
-        f"add of {args.files} files ({args.per_dir} per folder, {engine.embedder.model_name}): {took:.1f} s, "
-        f"{args.files / took:.0f} files/s; nodes={report.nodes} directories={report.directories} "
+        f"add of {args.files} files ({args.per_dir} per folder, {engine.embedder.model_name}): {took:.1f} s wall, "
+        f"{cpu:.1f} s CPU (all threads), {args.files / took:.0f} files/s; load average {os.getloadavg()[0]:.1f}; nodes={report.nodes} directories={report.directories} "
         f"vectors={report.vectors} failed={report.failed}"
     )
     if profiler:
