@@ -17,7 +17,10 @@ from pydantic import BaseModel
 from context_engine.errors import ContextEngineError, ErrorCode
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_MAX_DEPTH = 64  # JSON deeper than this is refused elsewhere (body limits); the walk stops rather than recursing on
+
+
+class _Key(str):
+    """A mapping key on the walk's stack (its location is the mapping's, plus the key shown escaped)."""
 
 
 def has_invalid_unicode(text: str) -> bool:
@@ -28,24 +31,28 @@ def has_invalid_unicode(text: str) -> bool:
 def find_invalid_text(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
     """Location of the first string (or mapping key) in ``value`` with invalid Unicode, ``None`` when all are valid.
 
-    Walks strings, mappings (keys and values), lists, tuples, sets and pydantic models (their fields), depth-first
-    in order. The location is the path of keys and indexes from ``value``, e.g. ``("messages", 2, "content")``.
+    Walks strings, mappings (keys, then values), lists, tuples, sets and pydantic models (their fields), depth-first
+    in order, without recursion (any depth). The location is the path of keys and indexes from ``value``, e.g.
+    ``("messages", 2, "content")``; an invalid key is shown with its surrogates escaped (``k\\udc80``).
     """
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, loc)]
     while stack:
         item, where = stack.pop()
-        if isinstance(item, str):
+        if isinstance(item, _Key):
+            if has_invalid_unicode(item):
+                return (*where, _shown(item))
+        elif isinstance(item, str):
             if has_invalid_unicode(item):
                 return where
-        elif len(where) - len(loc) > _MAX_DEPTH:
-            continue
         elif isinstance(item, BaseModel):
             stack.extend((getattr(item, k), (*where, k)) for k in reversed(type(item).model_fields))
         elif isinstance(item, Mapping):
-            for k, v in reversed(list(item.items())):
-                if isinstance(k, str) and has_invalid_unicode(k):
-                    return (*where, _shown(k))
-                stack.append((v, (*where, k if isinstance(k, str | int) else str(k))))
+            entries: list[tuple[Any, tuple[str | int, ...]]] = []
+            for k, v in item.items():
+                if isinstance(k, str):
+                    entries.append((_Key(k), where))
+                entries.append((v, (*where, k if isinstance(k, str | int) else str(k))))
+            stack.extend(reversed(entries))
         elif isinstance(item, list | tuple | set | frozenset):
             stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(item))))
     return None

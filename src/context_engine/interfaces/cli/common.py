@@ -113,10 +113,9 @@ def _check_arguments(command: str | None, args: dict[str, str]) -> None:
     found = find_invalid_text(args)
     if found is not None:
         code = ErrorCode.CONTENT_INVALID if command in WRITE_COMMANDS else ErrorCode.QUERY_INVALID
-        err = invalid_text_error(("argument", found[0]), code)
         what = "--as" if found[0] == "--as" else f"argument {found[0]} of {command}"
-        err.message = f"{what} is not valid UTF-8 text; pass well-formed UTF-8"
-        fail(err)
+        details = invalid_text_error(("argument", found[0]), code).details
+        fail(ContextEngineError(code, f"{what} is not valid UTF-8 text; pass well-formed UTF-8", details))
 
 
 def fail(e: ContextEngineError) -> None:

@@ -5,8 +5,9 @@
   endpoints (routes tagged ``write`` or ``memories``: the memory API's own checks are ``WRT-*`` too, so one endpoint
   never answers the same mistake with two codes); ``details.errors`` lists each problem's location, message and type,
   never the input.
-* Invalid Unicode (a lone surrogate, bytes that are not UTF-8) anywhere in a request -> ``400`` with ``WRT-4221`` on
-  write and memory endpoints and ``RET-4001`` on read endpoints (:mod:`.validation`, :mod:`context_engine.schema.text`).
+* Invalid Unicode (a lone surrogate, bytes that are not UTF-8) anywhere in a request -> ``422 WRT-4221`` on write
+  and memory endpoints and ``400 RET-4001`` on read endpoints (:mod:`.validation`, :mod:`context_engine.schema.text`).
+* A body that could not be read or parsed otherwise -> ``400``, ``RET-4001`` or ``WRT-4002`` as for validation.
 * Starlette's own 404/405 -> ``API-4041``/``API-4051``.
 * Anything else -> ``500`` ``API-5001`` with a generic message; the traceback goes to the server log with the
   ``request_id``, never to the client (see :mod:`.middleware`).

@@ -29,7 +29,6 @@ from context_engine.interfaces.http.errors import (
     WRITE_TAG,
     ErrorEnvelope,
 )
-from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.interfaces.http.models import (
     AddMemoriesRequest,
     AddMemoryRequest,
@@ -50,6 +49,7 @@ from context_engine.interfaces.http.models import (
     UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
+from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SessionTraceSummary
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult

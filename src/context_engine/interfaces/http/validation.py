@@ -1,4 +1,4 @@
-"""The text check of every HTTP route (issue 14, bad input): invalid Unicode in a request is a ``400`` with a code.
+"""The text check of every HTTP route (issue 14, bad input): invalid Unicode in a request is an error with a code.
 
 A router dependency, so it runs for every route before the body is validated and before any engine call:
 
@@ -6,8 +6,8 @@ A router dependency, so it runs for every route before the body is validated and
   ``%FF``); Starlette would otherwise replace them with U+FFFD and run the request on altered text;
 * the JSON body: any string or object key with a lone surrogate (JSON's ``"\\ud800"`` escape).
 
-The code follows the route, as validation errors do (:mod:`.errors`): ``WRT-4221`` on write and memory routes,
-``RET-4001`` on read routes. Raw bytes that are not UTF-8 in a JSON body are answered the same way by the body-parse
+The code follows the route, as validation errors do (:mod:`.errors`): ``422 WRT-4221`` on write and memory routes,
+``400 RET-4001`` on read routes. Raw bytes that are not UTF-8 in a JSON body are answered the same way by the body-parse
 handler in :mod:`.errors`.
 """
 
