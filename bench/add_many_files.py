@@ -5,8 +5,8 @@ folder, adds the folder with ``context-engine``'s Python API on a fresh data dir
 the default embedding model unless ``--backend`` says otherwise), and prints the wall time, files/s and where the
 time went (``--profile`` prints the top functions by cumulative time).
 
-    python bench/add_many_files.py --files 1000
-    python bench/add_many_files.py --files 10000 --per-dir 500
+    python bench/add_many_files.py --files 10000
+    python bench/add_many_files.py --files 1000 --compare 3   # before/after the background index open
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import argparse
 import cProfile
 import os
 import pstats
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,7 +48,27 @@ def main() -> None:
     ap.add_argument("--per-dir", type=int, default=100, help="Files per sub-folder (default 100).")
     ap.add_argument("--backend", default=None, help="embedding.backend (default: the settings' default).")
     ap.add_argument("--profile", action="store_true", help="Print the top 25 functions by cumulative time.")
+    ap.add_argument(
+        "--serial-open",
+        action="store_true",
+        help="Open the vector index after the embedding, as before issue 14 (no background open).",
+    )
+    ap.add_argument(
+        "--compare",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="Run ROUNDS pairs of fresh processes, alternately with and without --serial-open, and print the ratio "
+        "of the median wall times (each process pays its own imports, as a CLI add does).",
+    )
     args = ap.parse_args()
+    if args.compare:
+        compare(args)
+        return
+    if args.serial_open:
+        from context_engine.storage.vector.lazy import LazyVectorIndex
+
+        LazyVectorIndex.open_in_background = lambda self: None  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "many"
         write_files(folder, args.files, args.per_dir)
@@ -63,11 +86,28 @@ def main() -> None:
         engine.close()
     print(
         f"add of {args.files} files ({args.per_dir} per folder, {engine.embedder.model_name}): {took:.1f} s wall, "
-        f"{cpu:.1f} s CPU (all threads), {args.files / took:.0f} files/s; load average {os.getloadavg()[0]:.1f}; nodes={report.nodes} directories={report.directories} "
-        f"vectors={report.vectors} failed={report.failed}"
+        f"{cpu:.1f} s CPU (all threads), {args.files / took:.0f} files/s; load average {os.getloadavg()[0]:.1f}; "
+        f"nodes={report.nodes} directories={report.directories} vectors={report.vectors} failed={report.failed}"
     )
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Alternate fresh processes with and without the background open; print each run and the median ratio."""
+    base = [sys.executable, __file__, "--files", str(args.files), "--per-dir", str(args.per_dir)]
+    if args.backend:
+        base += ["--backend", args.backend]
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(args.compare):
+        for serial in (True, False):
+            out = subprocess.run(
+                base + (["--serial-open"] if serial else []), capture_output=True, text=True, check=True
+            ).stdout.strip()
+            print(("before (serial open): " if serial else "after (background open): ") + out)
+            walls[serial].append(float(out.split(": ", 1)[1].split(" s wall")[0]))
+    before, after = statistics.median(walls[True]), statistics.median(walls[False])
+    print(f"median wall: before {before:.1f} s, after {after:.1f} s, after/before {after / before:.2f}")
 
 
 if __name__ == "__main__":
