@@ -274,11 +274,14 @@ class ContextEngineService:
         *,
         strict: bool = False,
         progress: Progress | None = None,
+        follow_symlinks: bool | None = None,
     ) -> IngestReport:
         """Add a file or a directory of ``.md``/``.markdown``/``.txt`` files below ``target_uri`` (DESIGN §4).
 
         A single file that fails validation raises; in a directory, files that fail are counted in ``failed`` (with
         the reason in ``failures``) and the others are written, unless ``strict`` makes any failure raise first.
+        Entries not read (other types, symbolic links leading outside the folder unless ``follow_symlinks``, default
+        ``ingest.follow_symlinks_outside_root``) are counted in ``skipped`` and listed in ``skipped_paths``.
         Nothing is written before every file has been validated, parsed and embedded.
 
         Raises:
@@ -289,7 +292,7 @@ class ContextEngineService:
         if target.context_type != "resource":
             raise ContextEngineError(ErrorCode.URI_INVALID, "resources go under ctx://resources/")
         src = Path(path).expanduser()
-        found = collect(src, target, self.settings.ingest)
+        found = collect(src, target, self.settings.ingest, follow_symlinks=follow_symlinks)
         single = src.is_file()
         docs: list[SourceDoc] = []
         report_failures: list[dict[str, str]] = []
@@ -307,6 +310,7 @@ class ContextEngineService:
             raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
         report = self.pipeline.write_documents(ctx.account_id, docs, progress=progress) if docs else IngestReport()
         report.skipped = len(found.skipped)
+        report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped]
         report.failed = len(report_failures)
         report.failures = report_failures
         return report
@@ -327,7 +331,8 @@ class ContextEngineService:
         u = self._writable(uri, ctx)
         if u.is_dir:
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{u} names a directory; give a file URI")
-        body = decode_text(text.encode("utf-8"), str(u), self.settings.ingest)
+        # surrogatepass: a lone surrogate becomes bytes that are not UTF-8, which decode_text refuses (WRT-4221)
+        body = decode_text(text.encode("utf-8", "surrogatepass"), str(u), self.settings.ingest)
         hint = title_hint or u.name.rsplit(".", 1)[0]
         doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), hint)
         return self.pipeline.write_documents(ctx.account_id, [doc])
@@ -560,11 +565,14 @@ class ContextEngineService:
         """Store a skill at ``ctx://agent/<agent_space>/skills/[<category>/]<name>.md``; L0 is ``name: description``.
 
         Raises:
-            ContextEngineError: ``WRT-4002`` no agent space or empty description; ``WRT-4001`` bad name.
+            ContextEngineError: ``WRT-4002`` no agent space, empty or blank name or description; ``WRT-4001`` bad
+                name or category (e.g. containing ``/``).
         """
         space = ctx.agent_space or ("default" if ctx.is_admin else None)
         if space is None:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no agent_space")
+        if not name.strip() or name.strip() == ".md":
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a skill needs a name", {"field": "name"})
         if not description.strip():
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a skill needs a description")
         base = ContextURI.parse(f"ctx://agent/{space}/skills/")
@@ -572,7 +580,7 @@ class ContextEngineService:
             base = base.child(category, is_dir=True)
         target = self._writable(base.child(name if name.endswith(".md") else f"{name}.md"), ctx)
         body = f"# {name}\n\n{description.strip()}\n\n{content.strip()}\n"
-        body = decode_text(body.encode("utf-8"), str(target), self.settings.ingest)
+        body = decode_text(body.encode("utf-8", "surrogatepass"), str(target), self.settings.ingest)
         abstract = f"{name}: {' '.join(description.split())}"[: self.settings.ingest.l0_max_chars]
         doc = SourceDoc(target, body, "markdown", "skill", content_hash(body, "skill"), name)
         return self.pipeline.write_documents(ctx.account_id, [doc], abstracts={str(target): abstract})

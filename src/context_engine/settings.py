@@ -86,6 +86,11 @@ class IngestSettings(_Section):
     l0_max_chars: int = Field(256, ge=32, le=2048, description="Abstract length cap (characters, DESIGN §1).")
     l1_max_chars: int = Field(4000, ge=256, le=65536, description="Overview length cap (characters, DESIGN §1).")
     write_batch_files: int = Field(64, ge=1, le=10_000, description="Files committed per metadata transaction.")
+    follow_symlinks_outside_root: bool = Field(
+        False,
+        description="When adding a folder, follow symbolic links that lead outside it; default: skip them and "
+        "report each in the ingest report's failures (a link inside the folder is always followed).",
+    )
 
 
 class MemorySettings(_Section):
@@ -522,6 +527,13 @@ class HttpSettings(_Section):
     )
     key_cache_ttl_s: float = Field(
         5.0, ge=0.0, le=3600.0, description="How long a verified API key is trusted without a database read (s)."
+    )
+    body_idle_timeout_s: float = Field(
+        10.0,
+        ge=0.1,
+        le=600.0,
+        description="Longest wait for the next bytes of a request body (s): a body that stops short of its "
+        "Content-Length is answered 400 after this, and the connection closed.",
     )
 
 

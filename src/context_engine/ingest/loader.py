@@ -132,11 +132,16 @@ class Collected:
     skipped: list[tuple[str, str]]
 
 
-def collect(path: Path, target: ContextURI, settings: IngestSettings) -> Collected:
+def collect(
+    path: Path, target: ContextURI, settings: IngestSettings, *, follow_symlinks: bool | None = None
+) -> Collected:
     """Map a file or a directory tree onto URIs below ``target``.
 
     A single file goes to ``target`` (or ``target/<name>`` when ``target`` is a directory). A directory's files go
-    below ``target`` by relative path, sorted; hidden entries are ignored and other extensions are skipped.
+    below ``target`` by relative path, sorted; hidden entries are ignored and other extensions are skipped. A
+    symbolic link whose target lies outside the directory is skipped with its reason (a link cannot pull in
+    ``/etc/passwd``), unless ``follow_symlinks`` (default ``settings.follow_symlinks_outside_root``) allows links to
+    files; links to directories are never descended into.
 
     Raises:
         ContextEngineError: ``WRT-4041`` when ``path`` does not exist; ``WRT-4001`` for a file name that is not a
@@ -150,11 +155,20 @@ def collect(path: Path, target: ContextURI, settings: IngestSettings) -> Collect
     if not path.is_dir():
         raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{path} is neither a file nor a directory")
     base = target.as_dir()
+    follow = settings.follow_symlinks_outside_root if follow_symlinks is None else follow_symlinks
+    root = path.resolve()
     files: list[tuple[Path, ContextURI]] = []
     skipped: list[tuple[str, str]] = []
     for p in sorted(path.rglob("*")):
         rel = p.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts) or not p.is_file():
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if p.is_symlink():
+            why = _link_problem(p, root, follow)
+            if why is not None:
+                skipped.append((str(rel), why))
+                continue
+        if not p.is_file():
             continue
         if p.suffix.lower() not in settings.extensions:
             skipped.append((str(rel), f"unsupported file type {p.suffix or '(none)'}"))
@@ -167,3 +181,16 @@ def collect(path: Path, target: ContextURI, settings: IngestSettings) -> Collect
         except ContextEngineError as err:
             skipped.append((str(rel), err.message))
     return Collected(files, skipped)
+
+
+def _link_problem(link: Path, root: Path, follow: bool) -> str | None:
+    """Why the symbolic link ``link`` (inside ``root``) is not followed, or ``None`` to follow it."""
+    try:
+        dest = link.resolve(strict=True)
+    except (OSError, RuntimeError):  # dangling or a loop
+        return "symbolic link to nothing (dangling or a loop); not followed"
+    if dest.is_dir():
+        return None if dest.is_relative_to(root) else "symbolic link to a directory outside the folder; not followed"
+    if dest.is_relative_to(root) or follow:
+        return None
+    return "symbolic link to a file outside the folder; not followed (ingest.follow_symlinks_outside_root)"

@@ -115,11 +115,17 @@ class WritePipeline:
         """
         report = IngestReport()
         existing = self._metadata.get_nodes(account_id, [str(d.uri) for d in docs])
+        # keyed without the trailing slash: a file URI that names an existing directory finds it (and is refused)
+        by_key = {ContextURI.parse(u).key: n for u, n in existing.items()}
         todo: list[SourceDoc] = []
         for doc in docs:
-            old = existing.get(str(doc.uri))
+            old = by_key.get(doc.uri.key)
             if old is not None and old.is_dir:
-                raise ContextEngineError(ErrorCode.CONFLICT, f"{doc.uri} is a directory; choose a file URI")
+                raise ContextEngineError(
+                    ErrorCode.CONFLICT,
+                    f"{doc.uri} names the existing directory {old.uri}; choose another file URI",
+                    {"uri": str(doc.uri), "existing": old.uri},
+                )
             if old is not None and old.content_hash == doc.content_hash and old.index_status == "indexed":
                 report.unchanged += 1
                 continue
@@ -133,6 +139,9 @@ class WritePipeline:
         fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
         dirs = self._prepare_directories(account_id, dir_uris, [p.record for p in prepared], now, fresh)
         nodes = prepared + dirs
+        open_index = getattr(type(self._index), "open_in_background", None)  # a lazily opened index: open it now,
+        if open_index is not None:  # beside the embedding, not after it
+            open_index(self._index)
         vectors = self._embed(account_id, nodes, progress)
         new_uris = frozenset(str(d.uri) for d in todo if str(d.uri) not in existing) | frozenset(
             n.record.uri for n in dirs if not n.existed
@@ -383,10 +392,12 @@ class WritePipeline:
         if not uri.segments:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a scope or space root cannot be deleted")
         subtree = self._metadata.list_subtree(account_id, node.uri)
-        if node.is_dir and len(subtree) > 1 and not recursive:
+        # Without recursive exactly one node goes, whatever its kind: nothing below it is ever wiped on the way.
+        if len(subtree) > 1 and not recursive:
             raise ContextEngineError(
                 ErrorCode.CONFLICT,
-                f"{node.uri} is a non-empty directory ({len(subtree) - 1} nodes); delete it with --recursive",
+                f"{node.uri} has {len(subtree) - 1} nodes below it; delete it with --recursive",
+                {"uri": node.uri, "descendants": len(subtree) - 1},
             )
         uris = [n.uri for n in subtree]
         ids = self._metadata.vector_ids_for(account_id, uris)

@@ -145,4 +145,9 @@ class IngestReport(BaseModel):
     pending: int = 0
     duplicates: int = 0  # memories not written because a near-duplicate is stored (policy skip; uris names it)
     failures: list[dict[str, str]] = Field(default_factory=list)
+    skipped_paths: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Entries of an added folder that were not read, with the reason ({path, reason}): another file "
+        "type, a symbolic link leading outside the folder.",
+    )
     uris: list[str] = Field(default_factory=list)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from context_engine.errors import ContextEngineError
 
@@ -28,7 +29,18 @@ if TYPE_CHECKING:
     from context_engine.schema.context import RequestContext
     from context_engine.schema.nodes import IngestReport
 
+class _CheckedGroup(TyperGroup):
+    """The root command group: checks every argument for invalid Unicode once, before any command runs."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        state.json = bool(ctx.params.get("json_out"))  # the callback has not run yet: fail() needs the format
+        _check_arguments(name, {"--as": ctx.params.get("as_") or "", **{str(i): a for i, a in enumerate(rest, 1)}})
+        return name, cmd, rest
+
+
 app = typer.Typer(
+    cls=_CheckedGroup,
     name="context-engine",
     help="ContextEngine: store memories, skills and resources as L0/L1/L2 nodes under ctx:// URIs and retrieve them.",
     no_args_is_help=True,
@@ -62,6 +74,12 @@ class _State:
 state = _State()
 
 
+# Commands that write: invalid Unicode in their arguments is WRT-4221 (content), in the others RET-4001 (query).
+WRITE_COMMANDS = frozenset(
+    {"add", "add-memory", "add-skill", "add-messages", "update-memory", "delete-memory", "rm", "mv", "init", "reindex"}
+)
+
+
 @app.callback()
 def _main(
     home: Annotated[
@@ -83,6 +101,21 @@ def _main(
             state.ctx = RequestContext.parse(as_)
         except ContextEngineError as e:
             fail(e)
+
+
+def _check_arguments(command: str | None, args: dict[str, str]) -> None:
+    """Refuse arguments with invalid Unicode before any command runs: bytes that are not UTF-8 reach Python as lone
+    surrogates (``surrogateescape``), which no store can encode. ``args``: ``--as`` and the command's arguments by
+    position (1-based, options and their values counted)."""
+    from context_engine.errors import ErrorCode
+    from context_engine.schema.text import find_invalid_text, invalid_text_error
+
+    found = find_invalid_text(args)
+    if found is not None:
+        code = ErrorCode.CONTENT_INVALID if command in WRITE_COMMANDS else ErrorCode.QUERY_INVALID
+        what = "--as" if found[0] == "--as" else f"argument {found[0]} of {command}"
+        details = invalid_text_error(("argument", found[0]), code).details
+        fail(ContextEngineError(code, f"{what} is not valid UTF-8 text; pass well-formed UTF-8", details))
 
 
 def fail(e: ContextEngineError) -> None:
@@ -127,6 +160,8 @@ def print_report(report: IngestReport, what: str) -> None:
     )
     for f in report.failures:
         out.print(f"  [red]failed[/] {f['path']}: {f['code']} {f['error']}")
+    for sk in report.skipped_paths:
+        out.print(f"  [yellow]skipped[/] {escape(sk['path'])}: {escape(sk['reason'])}")
 
 
 @contextmanager

@@ -191,6 +191,7 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         max_upload_bytes=http.max_upload_bytes,
         upload_paths=frozenset({UPLOAD_PATH}),
         metrics=lambda: state.http_metrics,
+        body_idle_timeout_s=http.body_idle_timeout_s,
     )
     return app
 

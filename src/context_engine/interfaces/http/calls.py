@@ -141,7 +141,8 @@ def add_resource_path(service: ContextEngineService, req: AddResourcePathRequest
     """Add a server-side file or directory found below ``http.allowed_upload_roots`` (see
     :func:`resolve_server_path`)."""
     path = resolve_server_path(req.path, service.settings.http.allowed_upload_roots)
-    report = service.add_resource(path, req.target_uri, ctx, strict=req.strict)
+    # never through links out of the folder: the allowed roots are a boundary, whatever the local CLI may allow
+    report = service.add_resource(path, req.target_uri, ctx, strict=req.strict, follow_symlinks=False)
     log.info("add_resource", source="path", target_uri=req.target_uri, nodes=report.nodes, failed=report.failed)
     return report
 

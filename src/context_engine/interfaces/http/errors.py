@@ -5,6 +5,9 @@
   endpoints (routes tagged ``write`` or ``memories``: the memory API's own checks are ``WRT-*`` too, so one endpoint
   never answers the same mistake with two codes); ``details.errors`` lists each problem's location, message and type,
   never the input.
+* Invalid Unicode (a lone surrogate, bytes that are not UTF-8) anywhere in a request -> ``422 WRT-4221`` on write
+  and memory endpoints and ``400 RET-4001`` on read endpoints (:mod:`.validation`, :mod:`context_engine.schema.text`).
+* A body that could not be read or parsed otherwise -> ``400``, ``RET-4001`` or ``WRT-4002`` as for validation.
 * Starlette's own 404/405 -> ``API-4041``/``API-4051``.
 * Anything else -> ``500`` ``API-5001`` with a generic message; the traceback goes to the server log with the
   ``request_id``, never to the client (see :mod:`.middleware`).
@@ -21,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.text import invalid_text_error
 
 WRITE_TAG = "write"
 MEMORY_TAG = "memories"
@@ -107,6 +111,12 @@ def _validation_code(request: Request) -> ErrorCode:
     return ErrorCode.REQUEST_INVALID if WRITE_TAG in tags or MEMORY_TAG in tags else ErrorCode.QUERY_INVALID
 
 
+def invalid_text_code(request: Request) -> ErrorCode:
+    """The code for invalid Unicode in a request: ``WRT-4221`` on write and memory routes, ``RET-4001`` on reads."""
+    write = _validation_code(request) is ErrorCode.REQUEST_INVALID
+    return ErrorCode.CONTENT_INVALID if write else ErrorCode.QUERY_INVALID
+
+
 def _clean_errors(errors: Any) -> list[dict[str, Any]]:
     """Location, message and type of each validation problem; the caller's input is not echoed back."""
     out: list[dict[str, Any]] = []
@@ -142,6 +152,10 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
         err = ContextEngineError(ErrorCode.UNAUTHENTICATED, "missing or invalid API key")
     elif exc.status_code >= 500:
         err = ContextEngineError(ErrorCode.INTERNAL, "internal error")
+    elif isinstance(exc.__cause__, UnicodeDecodeError):  # a JSON body whose bytes are not UTF-8
+        err = invalid_text_error(("body",), invalid_text_code(request))
+    elif exc.status_code == 400:
+        err = ContextEngineError(_validation_code(request), str(exc.detail))
     else:
         err = ContextEngineError(ErrorCode.REQUEST_INVALID, str(exc.detail))
     headers = dict(exc.headers or {})

@@ -5,6 +5,10 @@ metrics, and the ``500`` envelope for unexpected errors (DESIGN.md §8, §9).
   random one; echoed in the ``X-Request-ID`` response header, in every error envelope and on every log line.
 * Body size: ``Content-Length`` over the limit is refused before reading (``413``, ``WRT-4131``); a chunked body is
   counted while it is read and refused the same way once it passes the limit. Upload paths get their own limit.
+* Body timing: a body that stops short of its ``Content-Length`` (no bytes for ``http.body_idle_timeout_s``) is
+  answered ``400`` (``RET-4001`` on read routes, ``WRT-4002`` on write routes) and the connection closed, instead of
+  holding the connection open for ever. A body longer than its ``Content-Length`` is cut there by the HTTP parser:
+  the rest is not a valid next request and the server answers it ``400`` and closes.
 * ``Server-Timing: engine;dur=<ms>, app;dur=<ms>`` on engine calls: the engine's own time and the whole server-side
   time, so a client can tell what the interface adds (``bench/http_load.py`` uses it).
 * Unexpected exceptions: logged with the traceback and the request id; the client gets ``500 API-5001`` with a
@@ -20,6 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import anyio
 from fastapi import HTTPException
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,6 +44,19 @@ class BodyTooLarge(HTTPException):
     def __init__(self, limit: int) -> None:
         super().__init__(status_code=413, detail=f"request body over {limit} bytes")
         self.limit = limit
+
+
+class BodyIncomplete(HTTPException):
+    """Raised from ``receive`` when no more body bytes arrive within the idle timeout (a Content-Length over the
+    body): ``400``; the connection is closed after the answer."""
+
+    def __init__(self, timeout_s: float, received: int) -> None:
+        super().__init__(
+            status_code=400,
+            detail=f"request body incomplete: {received} bytes arrived, then nothing for {timeout_s:g} s "
+            "(Content-Length larger than the body?)",
+            headers={"Connection": "close"},
+        )
 
 
 class HttpMetrics:
@@ -99,8 +117,10 @@ class RequestMiddleware:
         max_upload_bytes: int,
         upload_paths: frozenset[str] = frozenset(),
         metrics: Callable[[], HttpMetrics | None] = lambda: None,
+        body_idle_timeout_s: float = 10.0,
     ) -> None:
         self.app = app
+        self.body_idle_timeout_s = body_idle_timeout_s
         self.max_request_bytes = max_request_bytes
         self.max_upload_bytes = max_upload_bytes
         self.upload_paths = upload_paths
@@ -132,12 +152,19 @@ class RequestMiddleware:
             await send(message)
 
         received = 0
+        body_done = False
 
         async def receive_wrapper() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done
+            if body_done:  # later calls wait for the disconnect (streaming responses): no timeout there
+                return await receive()
+            with anyio.move_on_after(self.body_idle_timeout_s) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                raise BodyIncomplete(self.body_idle_timeout_s, received)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                body_done = not message.get("more_body", False)
                 if received > limit:
                     raise BodyTooLarge(limit)
             return message
@@ -152,6 +179,10 @@ class RequestMiddleware:
             except BodyTooLarge:
                 if not status["started"]:
                     await self._too_large(limit, request_id, scope, receive, send_wrapper)
+            except BodyIncomplete as exc:  # outside FastAPI's handlers (the MCP endpoint)
+                if not status["started"]:
+                    err = ContextEngineError(ErrorCode.REQUEST_INVALID, str(exc.detail))
+                    await envelope_response(err, request_id, {"Connection": "close"})(scope, receive, send_wrapper)
             except Exception:  # the 500 envelope; the traceback goes to the server log
                 log.exception("unhandled error", method=scope.get("method"), path=scope.get("path"))
                 if not status["started"]:

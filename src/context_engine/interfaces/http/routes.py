@@ -49,6 +49,7 @@ from context_engine.interfaces.http.models import (
     UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
+from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SessionTraceSummary
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
@@ -57,7 +58,7 @@ from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, S
 from context_engine.schema.views import SimilarSearchResult
 from context_engine.service import ContextEngineService
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(reject_invalid_text)])  # invalid Unicode: 400 before anything runs
 _T = TypeVar("_T")
 _bearer = HTTPBearer(
     auto_error=False,

@@ -9,8 +9,9 @@ same function as the HTTP route (:mod:`context_engine.interfaces.http.calls`), s
 
 Errors: a tool that fails returns ``isError: true`` with the envelope ``{code, message, details, request_id}`` as
 its structured content and as JSON text, exactly the HTTP body. Invalid arguments get ``RET-4001`` (retrieval
-tools) or ``WRT-4002`` (write and memory tools); unexpected errors ``API-5001`` with a generic message (the traceback goes to the
-log, on stderr).
+tools) or ``WRT-4002`` (write and memory tools); invalid Unicode in any argument (a lone surrogate) ``RET-4001`` or
+``WRT-4221``; unexpected errors ``API-5001`` with a generic message (the traceback goes to the log, on stderr). An
+unknown tool name is a protocol error: a JSON-RPC error ``-32602`` (invalid params), not a tool result.
 
 Transports: stdio (``context-engine mcp``; the caller's RequestContext is the CLI's ``--as``, default
 ``default:admin``) and streamable HTTP mounted on the HTTP server (the context comes from the request's API key, see
@@ -34,7 +35,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
@@ -60,6 +62,7 @@ from context_engine.schema.knowledge import EvidenceVerification, LookupRequest,
 from context_engine.schema.memory import DedupPolicy, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
+from context_engine.schema.text import find_invalid_text, invalid_text_error
 
 if TYPE_CHECKING:
     from context_engine.service import ContextEngineService
@@ -134,14 +137,29 @@ class EngineMCPServer(MCPServer):
     )
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._tool_manager.get_tool(name) is None:  # a protocol error (JSON-RPC), not a failed tool result
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"unknown tool {_printable(name)!r}; see tools/list",
+                data={"tools": sorted(t.name for t in self._tool_manager.list_tools())},
+            )
+        write = name in self.write_tools
+        found = find_invalid_text(arguments or {})
+        if found is not None:  # before pydantic: a lone surrogate would otherwise reach the stores
+            code = ErrorCode.CONTENT_INVALID if write else ErrorCode.QUERY_INVALID
+            return _error(invalid_text_error(found, code), _new_id(_request_of(context)))
         try:
             return await super().call_tool(name, arguments, context)
         except Exception as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
-                code = ErrorCode.REQUEST_INVALID if name in self.write_tools else ErrorCode.QUERY_INVALID
+                code = ErrorCode.REQUEST_INVALID if write else ErrorCode.QUERY_INVALID
                 return _error(_invalid(cause, code), _new_id(_request_of(context)))
             raise
+
+
+def _printable(name: str) -> str:
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")[:100]
 
 
 def _verify(service: ContextEngineService, req: VerifyEvidenceRequest, ctx: RequestContext) -> EvidenceVerification:
