@@ -18,41 +18,70 @@ SECRETS: list[tuple[str, str, str]] = [
         "aws_secret_access_key = wJalrFAKEutnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "wJalrFAKEutnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
-    ("gcp_api_key", "GOOGLE_MAPS_KEY AIzaSyFAKE0EXAMPLE0fakeFAKE0exampleKey1", "AIzaSyFAKE0EXAMPLE0fakeFAKE0exampleKey1"),
+    (
+        "gcp_api_key",
+        "GOOGLE_MAPS_KEY AIzaSyFAKE0EXAMPLE0fakeFAKE0exampleKey1",
+        "AIzaSyFAKE0EXAMPLE0fakeFAKE0exampleKey1",
+    ),
     (
         "gcp_service_account_key",
-        '"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvFAKEgIBADANBgkqhkiG9w0EXAMPLE\\n-----END PRIVATE KEY-----\\n"',
+        '"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvFAKEgIBADANBgkqhkiG9w0EXAMPLE'
+        '\\n-----END PRIVATE KEY-----\\n"',
         "MIIEvFAKEgIBADANBgkqhkiG9w0EXAMPLE",
     ),
-    ("gcp_oauth_client_secret", "client id 123.apps, secret GOCSPX-FAKEexample0123456789abcd", "GOCSPX-FAKEexample0123456789abcd"),
+    (
+        "gcp_oauth_client_secret",
+        "client id 123.apps, secret GOCSPX-FAKEexample0123456789abcd",
+        "GOCSPX-FAKEexample0123456789abcd",
+    ),
     (
         "azure_storage_connection_string",
         f"DefaultEndpointsProtocol=https;AccountName=fakeacct;AccountKey={_B64_KEY};EndpointSuffix=core.windows.net",
         _B64_KEY,
     ),
-    ("azure_client_secret", "AZURE_CLIENT_SECRET=Fak8Q~EXAMPLEsecretValue0123456789abcd", "Fak8Q~EXAMPLEsecretValue0123456789abcd"),
+    (
+        "azure_client_secret",
+        "AZURE_CLIENT_SECRET=Fak8Q~EXAMPLEsecretValue0123456789abcd",
+        "Fak8Q~EXAMPLEsecretValue0123456789abcd",
+    ),
     (
         "azure_sas_token",
         "https://fakeacct.blob.core.windows.net/c?sv=2022-11-02&sig=FAKEsigEXAMPLE0123456789abcdefXYZ%3D",
         "FAKEsigEXAMPLE0123456789abcdefXYZ%3D",
     ),
-    ("github_pat_classic", "token: ghp_FAKE0EXAMPLE0fake0example0FAKE01234", "ghp_FAKE0EXAMPLE0fake0example0FAKE01234"),
+    (
+        "github_pat_classic",
+        "token: ghp_FAKE0EXAMPLE0fake0example0FAKE01234",
+        "ghp_FAKE0EXAMPLE0fake0example0FAKE01234",
+    ),
     (
         "github_pat_fine_grained",
         "GH github_pat_11FAKE0EXAMPLE_fakeFineGrainedToken0123456789abcdef",
         "github_pat_11FAKE0EXAMPLE_fakeFineGrainedToken0123456789abcdef",
     ),
     ("gitlab_pat", "CI uses glpat-FAKEexample0123456789 to clone", "glpat-FAKEexample0123456789"),
-    ("slack_bot_token", "SLACK xoxb-000000000000-0000000000000-FAKEexampleFAKEexample00", "xoxb-000000000000-0000000000000-FAKEexampleFAKEexample00"),
+    (
+        "slack_bot_token",
+        "SLACK xoxb-000000000000-0000000000000-FAKEexampleFAKEexample00",
+        "xoxb-000000000000-0000000000000-FAKEexampleFAKEexample00",
+    ),
     (
         "slack_webhook",
         "alerts go to https://hooks.slack.com/services/T00FAKE00/B00FAKE00/FAKEexampleWebhook000000",
         "T00FAKE00/B00FAKE00/FAKEexampleWebhook000000",
     ),
     ("stripe_secret_key", "stripe sk_live_FAKE0EXAMPLE0fake0example00", "sk_live_FAKE0EXAMPLE0fake0example00"),
-    ("sendgrid_key", "mail SG.FAKEexample0123456.FAKEexample0123456789abcdefghijkl", "SG.FAKEexample0123456.FAKEexample0123456789abcdefghijkl"),
+    (
+        "sendgrid_key",
+        "mail SG.FAKEexample0123456.FAKEexample0123456789abcdefghijkl",
+        "SG.FAKEexample0123456.FAKEexample0123456789abcdefghijkl",
+    ),
     ("twilio_key", "twilio SKfa4efa4efa4efa4efa4efa4efa4efa4e", "SKfa4efa4efa4efa4efa4efa4efa4efa4e"),
-    ("npm_token", "//registry.npmjs.org/:_authToken=npm_FAKEexample0FAKEexample0FAKEexample00", "npm_FAKEexample0FAKEexample0FAKEexample00"),
+    (
+        "npm_token",
+        "//registry.npmjs.org/:_authToken=npm_FAKEexample0FAKEexample0FAKEexample00",
+        "npm_FAKEexample0FAKEexample0FAKEexample00",
+    ),
     ("digitalocean_token", f"DO token dop_v1_{_HEX64}", f"dop_v1_{_HEX64}"),
     (
         "jwt",

@@ -141,7 +141,8 @@ def collect_http(admin: httpx.Client, alice: httpx.Client, service: ContextEngin
 
     # the excerpt the caller got still verifies against the stored (redacted) row
     quoted = next(b["text"] for b in lookup["evidence_blocks"] if "[REDACTED:" in b["text"])
-    check = ok(admin.post("/api/v1/verify_evidence", json={"invocation_id": lookup["invocation_id"], "excerpt": quoted}))
+    asked_to_verify = {"invocation_id": lookup["invocation_id"], "excerpt": quoted}
+    check = ok(admin.post("/api/v1/verify_evidence", json=asked_to_verify))
     assert check["verified"] is True
 
     rows = ok(admin.get("/api/v1/tool_invocations", params={"session_id": "s-secrets"}))

@@ -1,12 +1,13 @@
 """Session dedup of lookup_knowledge: ``RetrievedDocTracker`` (DESIGN.md §7.5; seed 001 §8).
 
-``principal + session_id + doc_key``: a document already returned in this diagnosis session (and not expired) comes back as
-``DEDUPED`` with a ``dedup_reason`` instead of its text, so the same runbook never enters the agent's context twice,
-and the agent learns that this direction was already looked at. The ledger is per session only, never a global
-cache, and entries expire after ``dedup_ttl_s``. A session belongs to the principal (``role:user_space:agent_space``)
-that uses it: another user of the account who sends the same session id has a session of its own and learns nothing
-of what the first one saw. It lives in the metadata database (``retrieved_docs``), so every
-replica of a stateless service shares it (DESIGN §13). ``doc_key`` is the document URI within the account.
+``principal + session_id + doc_key``: a document already returned in this diagnosis session (and not expired) comes
+back as ``DEDUPED`` with a ``dedup_reason`` instead of its text, so the same runbook never enters the agent's
+context twice, and the agent learns that this direction was already looked at. The ledger is per session only, never
+a global cache, and entries expire after ``dedup_ttl_s``. A session belongs to the principal
+(``role:user_space:agent_space``) that uses it: another user of the account who sends the same session id has a
+session of its own and learns nothing of what the first one saw. It lives in the metadata database
+(``retrieved_docs``), so every replica of a stateless service shares it (DESIGN §13). ``doc_key`` is the document
+URI within the account.
 
 Reads happen before the result is built; the new marks are written in the same transaction as the invocation row
 (:meth:`ToolInvocationRecorder.record`), so a document counts as retrieved exactly when an audit row says so.
