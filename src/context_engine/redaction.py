@@ -7,9 +7,10 @@ Two layers, applied in this order:
    redacted to the end of the text, so an excerpt cut inside a key leaks nothing), credentials in URLs and connection
    strings (``scheme://user:password@host``, ``redis://:password@host``, a long token as the whole userinfo, Azure
    ``AccountKey=``/``SharedAccessKey=``/``sig=``), ``key=value`` / ``key: value`` assignments of passwords, secrets,
-   tokens, API keys (also Chinese 密码/口令/密钥), bearer and basic ``Authorization`` headers, JWTs, and well-known
-   token formats (AWS, GitHub, GitLab, Slack tokens and webhooks, OpenAI, Google API keys and OAuth client secrets,
-   Stripe, SendGrid, Twilio, Mailgun, DigitalOcean, Shopify, npm, PyPI).
+   tokens, API keys on one line (also Chinese 密码/口令/密钥; in prose, "the password is X", X must hold a digit), bearer
+   and basic ``Authorization`` headers, JWTs, and well-known token formats (AWS, GitHub, GitLab, Slack tokens and
+   webhooks, OpenAI, Google API keys and OAuth client secrets, Stripe, SendGrid, Twilio, Mailgun, DigitalOcean,
+   Shopify, npm, PyPI).
 2. The maintained ``detect-secrets`` plugins (1.5.0), line by line, for whatever their detectors know beyond our
    list. The noisy generic ones are left out: ``HexHighEntropyString`` (digests and commit ids in runbooks) and
    ``IPPublicDetector`` (addresses are not secrets here).
@@ -83,11 +84,21 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
     ("pypi_token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{50,}\b"), 0),
     ("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1),
+    # key: value, key = value, key => value (on one line)
     (
         "credential",
         re.compile(
             r"(?i)(?:\b|(?<=[_\-])|(?=[\u4e00-\u9fff]))(?:[A-Za-z0-9_\-]*(?:" + _KEY_WORDS + r"))"
-            r"[\"']?\s*(?:[:=：]|=>|\bis\b|为|是)\s*(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s,;\"'`<>{}()\[\]]{3,})"
+            r"[\"']?[ \t]*(?:[:=：]|=>)[ \t]*(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s,;\"'`<>{}()\[\]]{3,})"
+        ),
+        1,
+    ),
+    # prose: "the password is X", "密码是X": X must hold a digit, so "the token is invalid" stays as written
+    (
+        "credential",
+        re.compile(
+            r"(?i)(?:\b|(?<=[_\-])|(?=[\u4e00-\u9fff]))(?:[A-Za-z0-9_\-]*(?:" + _KEY_WORDS + r"))"
+            r"[ \t]*(?:\bis\b|为|是)[ \t]*((?=[^\s,;\"'`<>{}()\[\]]*\d)[^\s,;\"'`<>{}()\[\]]{3,})"
         ),
         1,
     ),
