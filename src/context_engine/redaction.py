@@ -42,7 +42,16 @@ if TYPE_CHECKING:  # types only: the log formatter imports this module, which mu
     from context_engine.observability.metrics import Metrics
     from context_engine.settings import RedactionSettings
 
-__all__ = ["PATTERNS", "Redaction", "Redactor", "redact_derived", "redact_log_event", "redact_patterns", "slug_text"]
+__all__ = [
+    "PATTERNS",
+    "Redaction",
+    "Redactor",
+    "redact_derived",
+    "redact_log_event",
+    "redact_patterns",
+    "redact_structure",
+    "slug_text",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -192,7 +201,7 @@ class Redactor:
         """
         if not self._settings.enabled:
             return value
-        return _redact_structure(value)
+        return redact_structure(value)
 
     def _patterns(self, text: str) -> Redaction:
         return _pattern_pass(text)
@@ -288,13 +297,15 @@ def redact_patterns(text: str) -> str:
     return _pattern_pass(text).text
 
 
-def _redact_structure(value: Any) -> Any:
+def redact_structure(value: Any) -> Any:
+    """``value`` with every string inside it (dict values, list and tuple items, recursively) redacted by the
+    patterns, always (write time: stored rows). Containers come back as new dicts and lists; other values as given."""
     if isinstance(value, str):
         return redact_patterns(value)
     if isinstance(value, dict):
-        return {k: _redact_structure(v) for k, v in value.items()}
+        return {k: redact_structure(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_redact_structure(v) for v in value]
+        return [redact_structure(v) for v in value]
     return value
 
 
@@ -330,4 +341,4 @@ def slug_text(text: str) -> str:
 def redact_log_event(logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     """structlog processor: every string of a log event (the message, fields, a formatted traceback) redacted by
     the patterns, so no secret from a document, query or error reaches a log line."""
-    return {k: _redact_structure(v) for k, v in event_dict.items()}
+    return {k: redact_structure(v) for k, v in event_dict.items()}

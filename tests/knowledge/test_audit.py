@@ -279,3 +279,25 @@ def test_schema_3_audit_tables_are_upgraded_in_place(tmp_path):
     con = sqlite3.connect(path)
     assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (4,)
     con.close()
+
+
+def test_rows_are_redacted_before_they_are_stored(audit):
+    """Write-time redaction of audit rows is always on, even with read-time redaction switched off."""
+    from context_engine.redaction import Redactor
+    from context_engine.settings import RedactionSettings
+
+    rec = ToolInvocationRecorder(audit, KnowledgeSettings(), Redactor(RedactionSettings(enabled=False)))
+    leaky = invocation(session="token=should-stay-as-sent").model_copy(
+        update={
+            "input_params": {"query": "login fails with password=Hunter2-FAKE", "top_k": 3},
+            "output_preview": "use postgres://app:FakePgPassw0rd@db/app",
+            "error_message": "mysql://root:FakeMyPassw0rd@db refused",
+        }
+    )
+    rec.record(leaky)
+    stored = audit.get_invocation("acme", leaky.invocation_id)
+    assert stored.input_params == {"query": "login fails with password=[REDACTED:credential]", "top_k": 3}
+    assert stored.output_preview == "use postgres://app:[REDACTED:connection_string]@db/app"
+    assert stored.error_message == "mysql://root:[REDACTED:connection_string]@db refused"
+    assert stored.session_id == "token=should-stay-as-sent"  # identifiers are kept as sent
+    assert stored.retrieval_details.evidence_refs[0].text == TEXT  # ordinary text untouched

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from context_engine.redaction import Redactor
+from context_engine.redaction import Redactor, redact_structure
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import (
     NO_EVIDENCE_PATH,
@@ -59,7 +59,8 @@ class ToolInvocationRecorder:
     Args:
         store: the audit tables.
         settings: the ``knowledge`` section (``verify_min_excerpt_chars``).
-        redactor: redacts the rows' text fields on write and read (``None``: a default redactor).
+        redactor: redacts the rows' text fields when they are read back (``None``: a default redactor); rows are
+            always redacted before they are stored.
     """
 
     def __init__(self, store: SqlAuditStore, settings: KnowledgeSettings, redactor: Redactor | None = None) -> None:
@@ -71,10 +72,12 @@ class ToolInvocationRecorder:
             redactor = Redactor(RedactionSettings())
         self._redactor = redactor
 
-    def redact(self, invocation: ToolInvocation) -> ToolInvocation:
-        """``invocation`` with every text field but the identifiers redacted by the patterns."""
+    def redact(self, invocation: ToolInvocation, *, stored: bool = False) -> ToolInvocation:
+        """``invocation`` with every text field but the identifiers redacted by the patterns: always when it is
+        about to be ``stored``, else (rows read back) as ``retrieval.redaction.enabled`` says."""
         data = invocation.model_dump()
-        update = {k: self._redactor.redact_value(v) for k, v in data.items() if k not in _KEY_FIELDS}
+        redact = redact_structure if stored else self._redactor.redact_value
+        update = {k: redact(v) for k, v in data.items() if k not in _KEY_FIELDS}
         redacted = ToolInvocation.model_validate({**data, **update})
         return invocation if redacted == invocation else redacted
 
@@ -87,7 +90,7 @@ class ToolInvocationRecorder:
             Ledger entries that another call of the session had written first (a concurrent duplicate).
         """
         return self._store.record_invocation(
-            self.redact(invocation), ledger_keys=ledger_doc_keys, ledger_ttl_s=ledger_ttl_s
+            self.redact(invocation, stored=True), ledger_keys=ledger_doc_keys, ledger_ttl_s=ledger_ttl_s
         )
 
     def get(self, invocation_id: str, ctx: RequestContext) -> ToolInvocation | None:
