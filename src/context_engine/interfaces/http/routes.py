@@ -200,7 +200,10 @@ def session_trace_summary(
     "/api/v1/tool_invocations/{invocation_id}",
     response_model=ToolInvocation,
     tags=["knowledge"],
-    responses=READ_ERRORS,
+    responses={
+        **READ_ERRORS,
+        404: {"model": ErrorEnvelope, "description": "No such invocation for this caller (RET-4041)."},
+    },
     operation_id="get_tool_invocation",
     summary="One audit row of the caller (an admin: of its account)",
 )
