@@ -152,6 +152,7 @@ class ContextEngineService:
     def _init_knowledge(self, home: Path) -> None:
         """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction), the semantic
         layer with the exact fallback, session dedup and the audit trail, whose tables live in the metadata database."""
+        from context_engine.redaction import Redactor
         from context_engine.storage.vector.exact import ExactVectorIndex
 
         ks = self.settings.knowledge
@@ -164,6 +165,7 @@ class ContextEngineService:
         self.hint_index = KnowledgeIndexService(self.audit, self.metadata, ks)
         self.pipeline.add_listener(self.hint_index)
         exact = self.index if self.index.name == "exact" else ExactVectorIndex(self.metadata)
+        redactor = Redactor(self.settings.retrieval.redaction, self.metrics)  # excerpts and audit rows
         self.knowledge = LookupKnowledgeService(
             ks,
             hints=self.hint_index,
@@ -178,8 +180,9 @@ class ContextEngineService:
             metadata=self.metadata,
             embedder=self.embedder,
             tracker=RetrievedDocTracker(self.audit, ks.dedup_ttl_s),
-            recorder=ToolInvocationRecorder(self.audit, ks),
+            recorder=ToolInvocationRecorder(self.audit, ks, redactor),
             metrics=self.metrics,
+            redactor=redactor,
         )
 
     def _init_retrieval(self) -> None:
@@ -486,7 +489,7 @@ class ContextEngineService:
         return MemoryView(
             uri=node.uri,
             category=node.category,
-            abstract=self.content.read_level(ctx.account_id, node.uri, Level.L0) or "",
+            abstract=self._stored_text(self.content.read_level(ctx.account_id, node.uri, Level.L0) or ""),
             created_at=node.created_at,
             updated_at=node.updated_at,
             occurred_at=node.occurred_at,
@@ -618,6 +621,11 @@ class ContextEngineService:
             )
         return node
 
+    def _stored_text(self, text: str) -> str:
+        """Stored derived text (L0, titles) as returned: redacted again by the patterns, for nodes written before
+        write-time redaction (docs/security.md)."""
+        return self.redactor.redact(text, library=False).text
+
     def _view(self, node: NodeRecord, ctx: RequestContext) -> NodeView:
         return NodeView(
             uri=node.uri,
@@ -625,8 +633,8 @@ class ContextEngineService:
             context_type=node.context_type,
             category=node.category,
             owner_space=node.owner_space,
-            title=node.title,
-            abstract=self.content.read_level(ctx.account_id, node.uri, Level.L0) or "",
+            title=self._stored_text(node.title),
+            abstract=self._stored_text(self.content.read_level(ctx.account_id, node.uri, Level.L0) or ""),
             has_overview=node.has_overview,
             has_content=node.has_content,
             index_status=node.index_status,
@@ -834,21 +842,38 @@ class ContextEngineService:
         limit: int = 100,
         offset: int = 0,
     ) -> list[ToolInvocation]:
-        """``tool_invocation`` rows of the caller's account, newest first, by session, tool and time
-        (``since <= created_at < until``), paged by ``limit``/``offset`` (DESIGN §9)."""
+        """``tool_invocation`` rows the caller made (an admin: every row of its account), newest first, by session,
+        tool and time (``since <= created_at < until``), paged by ``limit``/``offset`` (DESIGN §9)."""
         return self.knowledge.recorder.list_invocations(
             ctx, session_id=session_id, tool_name=tool_name, since=since, until=until, limit=limit, offset=offset
         )
 
+    def get_invocation(self, invocation_id: str, ctx: RequestContext = DEFAULT_CONTEXT) -> ToolInvocation:
+        """One ``tool_invocation`` row the caller made (an admin: any row of its account).
+
+        Raises:
+            ContextEngineError: ``RET-4041`` when there is none in the caller's scope; another user's or account's
+                invocation gets exactly the body of a missing one.
+        """
+        found = self.knowledge.recorder.get(invocation_id, ctx)
+        if found is None:
+            raise ContextEngineError(
+                ErrorCode.TARGET_NOT_FOUND,
+                "no such invocation for this caller",
+                {"invocation_id": invocation_id},
+            )
+        return found
+
     def session_trace_summary(self, session_id: str, ctx: RequestContext = DEFAULT_CONTEXT) -> SessionTraceSummary:
-        """A per-session summary of the tool calls (counts, documents, dedups, fallbacks, one line per call)."""
+        """A per-session summary of the caller's tool calls (an admin: every caller's calls with this session id):
+        counts, documents, dedups, fallbacks, one line per call; empty for a session the caller never used."""
         return self.knowledge.recorder.session_summary(session_id, ctx)
 
     def verify_evidence(
         self, invocation_id: str, excerpt: str, ctx: RequestContext = DEFAULT_CONTEXT
     ) -> EvidenceVerification:
         """Whether ``excerpt`` is backed by an evidence ref recorded for the invocation (exact substring, or after
-        whitespace normalisation); an invocation of another account is reported as not found."""
+        whitespace normalisation); an invocation of another account or user is reported as not found."""
         return self.knowledge.recorder.verify_evidence(invocation_id, excerpt, ctx)
 
     def search_memory(

@@ -382,9 +382,11 @@ class ReadSettings(_Section):
 
 
 class RedactionSettings(_Section):
-    """Secret redaction of L1/L2 text returned by read_memory (DESIGN §6)."""
+    """Read-time secret redaction (DESIGN §6; docs/security.md): L1/L2 reads, search abstracts, lookup_knowledge
+    excerpts, audit rows, ls/tree. Write-time redaction of stored derived text (L0, L1, titles, slugs, audit rows)
+    and of log lines is always on."""
 
-    enabled: bool = Field(True, description="Redact secrets before text leaves read_memory.")
+    enabled: bool = Field(True, description="Redact secrets in text that reads return.")
     detect_secrets: bool = Field(True, description="Run the detect-secrets plugins as well as our own patterns.")
 
 

@@ -15,12 +15,23 @@ from context_engine.settings import KnowledgeSettings
 
 ACME = RequestContext(account_id="acme", role="admin")
 GLOBEX = RequestContext(account_id="globex", role="admin")
+ALICE = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="bot")
+ALICE_OTHER_AGENT = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="other")
+CAROL = RequestContext(account_id="acme", role="user", user_space="carol")
+P = ACME.principal
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 TEXT = "- Check pod events via `kubectl -n $NAMESPACE describe pod $POD`.\n- Check   pod logs."
 
 
 def invocation(
-    account="acme", session="s1", at=T0, refs=None, tool="lookup_knowledge", status="found", docs=("d1",)
+    account="acme",
+    session="s1",
+    at=T0,
+    refs=None,
+    tool="lookup_knowledge",
+    status="found",
+    docs=("d1",),
+    caller=None,
 ) -> ToolInvocation:
     return ToolInvocation(
         invocation_id=uuid.uuid4().hex,
@@ -29,7 +40,7 @@ def invocation(
         tool_name=tool,
         request_id="r",
         created_at=at,
-        caller={"role": "admin"},
+        caller=caller or {"role": "admin"},
         input_params={"query": "q"},
         retrieval_layer="semantic",
         l0_match_count=0,
@@ -145,18 +156,148 @@ def test_ledger_is_per_session_per_account_and_expires(audit, recorder):
     tracker = RetrievedDocTracker(audit, ttl_s=60)
     inv = invocation()
     recorder.record(inv, ledger_doc_keys=["d1", "d2"], ledger_ttl_s=60)
-    seen = tracker.already_retrieved("acme", "s1", ["d1", "d3"], T0 + timedelta(seconds=10))
+    seen = tracker.already_retrieved("acme", P, "s1", ["d1", "d3"], T0 + timedelta(seconds=10))
     assert list(seen) == ["d1"] and seen["d1"].invocation_id == inv.invocation_id
     assert "by invocation" in tracker.dedup_reason("s1", seen["d1"])
-    assert tracker.already_retrieved("acme", "s2", ["d1"], T0) == {}
-    assert tracker.already_retrieved("globex", "s1", ["d1"], T0) == {}
-    assert tracker.already_retrieved("acme", None, ["d1"], T0) == {}
-    assert tracker.already_retrieved("acme", "s1", ["d1"], T0 + timedelta(seconds=61)) == {}  # expired
+    assert tracker.already_retrieved("acme", P, "s2", ["d1"], T0) == {}
+    assert tracker.already_retrieved("globex", P, "s1", ["d1"], T0) == {}
+    assert tracker.already_retrieved("acme", P, None, ["d1"], T0) == {}
+    assert tracker.already_retrieved("acme", P, "s1", ["d1"], T0 + timedelta(seconds=61)) == {}  # expired
     # an expired mark is renewed by the next invocation; a live one keeps its first invocation
     later = invocation(at=T0 + timedelta(seconds=120))
     raced = recorder.record(later, ledger_doc_keys=["d1"], ledger_ttl_s=60)
     assert raced == {}
-    assert tracker.already_retrieved("acme", "s1", ["d1"], T0 + timedelta(seconds=130))["d1"].invocation_id == (
+    assert tracker.already_retrieved("acme", P, "s1", ["d1"], T0 + timedelta(seconds=130))["d1"].invocation_id == (
         later.invocation_id
     )
     assert tracker.purge_expired(T0 + timedelta(hours=1)) == 2
+
+
+def caller_of(ctx: RequestContext) -> dict:
+    return {"role": ctx.role, "user_space": ctx.user_space, "agent_space": ctx.agent_space}
+
+
+def test_invocations_belong_to_their_principal(recorder):
+    mine = invocation(caller=caller_of(ALICE))
+    theirs = invocation(caller=caller_of(CAROL), at=T0 + timedelta(minutes=1))
+    for r in (mine, theirs):
+        recorder.record(r)
+    assert ALICE.principal == "user:alice:bot" and CAROL.principal == "user:carol:"
+    assert [r.invocation_id for r in recorder.list_invocations(ALICE)] == [mine.invocation_id]
+    assert [r.invocation_id for r in recorder.list_invocations(CAROL)] == [theirs.invocation_id]
+    assert recorder.list_invocations(ALICE_OTHER_AGENT) == []  # another agent of the same user is another principal
+    assert recorder.get(theirs.invocation_id, ALICE) is None
+    assert recorder.get(mine.invocation_id, ALICE) == mine
+    # the account admin reads every principal's rows
+    assert {r.invocation_id for r in recorder.list_invocations(ACME)} == {mine.invocation_id, theirs.invocation_id}
+    assert recorder.get(theirs.invocation_id, ACME) == theirs
+    assert recorder.session_summary("s1", ALICE).invocation_count == 1
+    assert recorder.session_summary("s1", ACME).invocation_count == 2
+    # another user's invocation verifies exactly like a missing one
+    foreign = recorder.verify_evidence(theirs.invocation_id, "Check pod logs.", ALICE)
+    missing = recorder.verify_evidence("0" * 32, "Check pod logs.", ALICE)
+    assert foreign.reason == missing.reason == "invocation_not_found" and not foreign.verified
+    assert recorder.verify_evidence(mine.invocation_id, "Check pod logs.", ALICE).verified
+
+
+def test_ledger_sessions_belong_to_their_principal(audit, recorder):
+    tracker = RetrievedDocTracker(audit, ttl_s=60)
+    recorder.record(invocation(caller=caller_of(ALICE)), ledger_doc_keys=["d1"], ledger_ttl_s=60)
+    assert list(tracker.already_retrieved("acme", ALICE.principal, "s1", ["d1"], T0)) == ["d1"]
+    assert tracker.already_retrieved("acme", CAROL.principal, "s1", ["d1"], T0) == {}
+    assert tracker.already_retrieved("acme", ACME.principal, "s1", ["d1"], T0) == {}
+    # carol marking the same document in her own session "s1" is no conflict with alice's mark
+    assert recorder.record(invocation(caller=caller_of(CAROL)), ledger_doc_keys=["d1"], ledger_ttl_s=60) == {}
+    assert list(tracker.already_retrieved("acme", CAROL.principal, "s1", ["d1"], T0)) == ["d1"]
+
+
+def test_schema_3_audit_tables_are_upgraded_in_place(tmp_path):
+    """A database written before issue 14 (no ``principal``) opens: rows keep their caller's scope, the ledger
+    restarts empty, the schema version becomes 4."""
+    import sqlite3
+
+    from context_engine.storage.metadata.audit import SqlAuditStore
+    from context_engine.storage.metadata.sqlalchemy_store import SCHEMA_VERSION, SqlMetadataStore
+
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.executescript(
+        """
+        CREATE TABLE schema_version (id INTEGER PRIMARY KEY, version INTEGER NOT NULL);
+        INSERT INTO schema_version VALUES (1, 3);
+        CREATE TABLE tool_invocations (seq INTEGER PRIMARY KEY AUTOINCREMENT, invocation_id VARCHAR(64),
+            account_id VARCHAR(64), session_id VARCHAR(256), tool_name VARCHAR(64), request_id VARCHAR(64),
+            created_at TIMESTAMP, caller JSON, input_params JSON, retrieval_layer VARCHAR(32), l0_match_count INTEGER,
+            l1_match_count INTEGER, retrieval_details JSON, relevance_level VARCHAR(32), dedup_reason TEXT,
+            output_preview TEXT, duration_ms FLOAT, success BOOLEAN, error_code VARCHAR(16), error_message TEXT);
+        CREATE TABLE retrieved_docs (id INTEGER PRIMARY KEY AUTOINCREMENT, account_id VARCHAR(64),
+            session_id VARCHAR(256), doc_key VARCHAR(1024), invocation_id VARCHAR(64), retrieved_at TIMESTAMP,
+            expires_at TIMESTAMP, CONSTRAINT uq_retrieved_docs_key UNIQUE (account_id, session_id, doc_key));
+        INSERT INTO retrieved_docs VALUES (1, 'acme', 's1', 'd1', 'x', '2026-01-05 09:00:00', '2099-01-01 00:00:00');
+        """
+    )
+    old = invocation(caller=caller_of(ALICE))
+    values = old.model_dump(mode="json")
+    import json
+
+    con.execute(
+        "INSERT INTO tool_invocations (invocation_id, account_id, session_id, tool_name, request_id, created_at, "
+        "caller, input_params, retrieval_layer, l0_match_count, l1_match_count, retrieval_details, relevance_level, "
+        "dedup_reason, output_preview, duration_ms, success) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            old.invocation_id,
+            "acme",
+            "s1",
+            old.tool_name,
+            "r",
+            "2026-01-05 09:00:00.000000",
+            json.dumps(values["caller"]),
+            json.dumps(values["input_params"]),
+            "semantic",
+            0,
+            1,
+            json.dumps(values["retrieval_details"]),
+            "REFERENCE",
+            None,
+            "p",
+            1.5,
+            1,
+        ),
+    )
+    con.commit()
+    con.close()
+    metadata = SqlMetadataStore.sqlite(path)
+    try:
+        audit = SqlAuditStore(metadata)
+        rec = ToolInvocationRecorder(audit, KnowledgeSettings())
+        assert [r.invocation_id for r in rec.list_invocations(ALICE)] == [old.invocation_id]
+        assert rec.list_invocations(CAROL) == []
+        assert RetrievedDocTracker(audit, 60).already_retrieved("acme", ALICE.principal, "s1", ["d1"], T0) == {}
+        assert rec.record(invocation(caller=caller_of(ALICE)), ledger_doc_keys=["d1"], ledger_ttl_s=60) == {}
+    finally:
+        metadata.close()
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (4,)
+    con.close()
+
+
+def test_rows_are_redacted_before_they_are_stored(audit):
+    """Write-time redaction of audit rows is always on, even with read-time redaction switched off."""
+    from context_engine.redaction import Redactor
+    from context_engine.settings import RedactionSettings
+
+    rec = ToolInvocationRecorder(audit, KnowledgeSettings(), Redactor(RedactionSettings(enabled=False)))
+    leaky = invocation(session="token=should-stay-as-sent").model_copy(
+        update={
+            "input_params": {"query": "login fails with password=Hunter2-FAKE", "top_k": 3},
+            "output_preview": "use postgres://app:FakePgPassw0rd@db/app",
+            "error_message": "mysql://root:FakeMyPassw0rd@db refused",
+        }
+    )
+    rec.record(leaky)
+    stored = audit.get_invocation("acme", leaky.invocation_id)
+    assert stored.input_params == {"query": "login fails with password=[REDACTED:credential]", "top_k": 3}
+    assert stored.output_preview == "use postgres://app:[REDACTED:connection_string]@db/app"
+    assert stored.error_message == "mysql://root:[REDACTED:connection_string]@db refused"
+    assert stored.session_id == "token=should-stay-as-sent"  # identifiers are kept as sent
+    assert stored.retrieval_details.evidence_refs[0].text == TEXT  # ordinary text untouched

@@ -22,6 +22,8 @@ def redactor() -> Redactor:
         ("export API_TOKEN=abcd1234efgh5678ijkl", "abcd1234efgh5678ijkl", "credential"),
         ("client_secret => 9f8e7d6c5b4a", "9f8e7d6c5b4a", "credential"),
         ("数据库密码：Zx9kk2233", "Zx9kk2233", "credential"),
+        ("the admin password is Tr0ub4dor&3 for now", "Tr0ub4dor&3", "credential"),
+        ("管理员密码是Qw3rty9876", "Qw3rty9876", "credential"),
         ("key id AKIAIOSFODNN7EXAMPLE in use", "AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
         ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
         ("glpat-abcdefghij0123456789", "glpat-abcdefghij0123456789", "gitlab_token"),
@@ -61,6 +63,9 @@ def test_secrets_are_replaced(redactor, line, secret, kind):
         "See https://example.com/docs/runbooks/KubePodCrashLooping for details.",
         "容器频繁重启：Pod 中的容器反复退出。",
         "Set `password: <your password>` in the config file.",
+        "The metrics-collector's `ServiceAccount` token is invalid or not yet mounted.",
+        "Check which secret is being used: the `thanos-object-storage` secret is misconfigured.",
+        "secretKeyRef:\n  key: name",
     ],
 )
 def test_ordinary_text_is_left_alone(redactor, text):

@@ -41,6 +41,7 @@ from context_engine.ingest.loader import SourceDoc, content_hash, decode_text
 from context_engine.ingest.memory_abstract import memory_abstract
 from context_engine.ingest.parse import collapse_whitespace
 from context_engine.ingest.pipeline import WritePipeline
+from context_engine.redaction import slug_text
 from context_engine.schema.memory import (
     DedupPolicy,
     MemoryItem,
@@ -102,8 +103,9 @@ def memory_abstract_of(
 
 
 def _slug(text: str, max_len: int = 48) -> str:
-    """A file-name slug of ``text`` (letters, digits and CJK kept) plus an 8-hex hash of its normalised form."""
-    norm = unicodedata.normalize("NFC", text)
+    """A file-name slug of ``text`` (letters, digits and CJK kept; secrets left out) plus an 8-hex hash of its
+    normalised form."""
+    norm = unicodedata.normalize("NFC", slug_text(text))
     words = re.findall(r"\w+", norm.lower())
     slug = "-".join(words)[:max_len].strip("-") or "memory"
     return f"{slug}-{hashlib.sha256(normalise_memory_text(text).encode()).hexdigest()[:8]}"

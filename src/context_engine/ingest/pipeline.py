@@ -24,7 +24,8 @@ import numpy as np
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.loader import SourceDoc
 from context_engine.ingest.parse import MarkdownChunker, MarkdownParser, embedding_input, format_breadcrumb, parse_plain
-from context_engine.ingest.summarize import ChildSummary, ExtractiveSummarizer, Summary
+from context_engine.ingest.summarize import ChildSummary, ExtractiveSummarizer, Summary, truncate_text
+from context_engine.redaction import redact_derived
 from context_engine.schema.nodes import Chunk, IngestReport, Level, NodeRecord, VectorRecord
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings
@@ -183,8 +184,8 @@ class WritePipeline:
         chunks = self._chunker.chunk(parsed, doc_id=str(uri), category=uri.category, source=doc.source)
         summary = self._summarizer.summarize_document(parsed)
         abstract = abstract or doc.abstract
-        if abstract:
-            summary = Summary(abstract=abstract, overview=summary.overview)
+        # stored derived text is redacted at write time (docs/security.md); L2 stays as written, redacted on read
+        summary = self._redacted(Summary(abstract=abstract or summary.abstract, overview=summary.overview))
         if doc.whole_text_l0:
             chunks = []
         record = NodeRecord(
@@ -195,7 +196,7 @@ class WritePipeline:
             context_type=uri.context_type,
             category=uri.category,
             is_dir=False,
-            title=doc.title or parsed.title,
+            title=redact_derived(doc.title or parsed.title, library=False),
             has_overview=bool(summary.overview),
             has_content=True,
             content_hash=doc.content_hash,
@@ -209,6 +210,17 @@ class WritePipeline:
         )
         levels = {Level.L0: summary.abstract, Level.L1: summary.overview or None, Level.L2: doc.text}
         return _PreparedNode(record, levels, chunks, doc.context)
+
+    def _redacted(self, summary: Summary, *, library: bool = True) -> Summary:
+        """Secrets out of a summary before it is stored (L0 with both layers unless ``library`` is false, L1 by the
+        patterns), still within the length caps (a ``[REDACTED:kind]`` mark may be longer than the secret)."""
+        abstract = redact_derived(summary.abstract, library=library)
+        overview = redact_derived(summary.overview, library=False)
+        if len(abstract) > self._settings.l0_max_chars:
+            abstract = truncate_text(abstract, self._settings.l0_max_chars)
+        if len(overview) > self._settings.l1_max_chars:
+            overview = truncate_text(overview, self._settings.l1_max_chars)
+        return Summary(abstract=abstract, overview=overview)
 
     def _prepare_directories(
         self,
@@ -247,6 +259,7 @@ class WritePipeline:
                 for cu, c in sorted(children.items())
             ]
             summary = self._summarizer.summarize_directory(duri.name or d, child_summaries, total=total)
+            summary = self._redacted(summary, library=False)
             old = existing.get(d)
             record = NodeRecord(
                 account_id=account_id,

@@ -2,8 +2,12 @@
 
 ``validate -> hint layer -> embed (once) -> semantic layer (filter, fallback, retry) -> hydrate (metadata, ACL,
 strong matches, caller threshold, hint boost) -> dedup by document, strong matches first, top_k -> expand
-(neighbour / same-section chunks) -> relevance levels -> session dedup -> context pack -> audit row (+ ledger marks,
-one transaction) -> LookupResult``.
+(neighbour / same-section chunks) -> relevance levels -> redact secrets -> session dedup -> context pack -> audit row
+(+ ledger marks, one transaction) -> LookupResult``.
+
+Evidence excerpts are redacted at read time (both layers of :mod:`context_engine.redaction`; titles and breadcrumbs
+by the patterns) before anything is built from them, so the context pack, the evidence refs that ``verify_evidence``
+checks and the audit row all hold the redacted text the caller received.
 
 Threshold policy (DESIGN §7.3; docs/lookup_knowledge.md "Threshold policy"): at the defaults nothing is dropped by
 similarity, so a call returns ``min(top_k, visible candidate documents)`` blocks; the model's usual floor
@@ -44,6 +48,7 @@ from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
 from context_engine.knowledge.semantic_search import SemanticSearchResult, VectorSearchService
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.observability.metrics import Metrics
+from context_engine.redaction import Redactor, redact_patterns
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import (
     NO_EVIDENCE_PATH,
@@ -105,6 +110,7 @@ class LookupKnowledgeService:
         tracker: session dedup.
         recorder: the audit trail.
         metrics: the service's Prometheus metrics.
+        redactor: redacts evidence excerpts (``None``: a default redactor).
     """
 
     def __init__(
@@ -118,6 +124,7 @@ class LookupKnowledgeService:
         tracker: RetrievedDocTracker,
         recorder: ToolInvocationRecorder,
         metrics: Metrics,
+        redactor: Redactor | None = None,
     ) -> None:
         self._s = settings
         self.hints = hints
@@ -127,6 +134,11 @@ class LookupKnowledgeService:
         self.tracker = tracker
         self.recorder = recorder
         self._metrics = metrics
+        if redactor is None:
+            from context_engine.settings import RedactionSettings
+
+            redactor = Redactor(RedactionSettings(), metrics)
+        self._redactor = redactor
         self.floors = floors_for(settings, getattr(embedder, "model_name", None))
         self.relevance = RelevanceClassifier(settings, self.floors)
         self.packer = ContextPacker(settings)
@@ -206,6 +218,7 @@ class LookupKnowledgeService:
         blocks, beyond = self._blocks(chunks, nodes, snapshot, hints, ctx, top_k, strong, semantic.domain_docs)
         if beyond:
             dropped["beyond_top_k"] = beyond
+        self._redact(blocks)
         t = call.lap("post", t)
 
         deduped = self._dedup(call, blocks)
@@ -486,10 +499,19 @@ class LookupKnowledgeService:
             )
         return blocks, beyond
 
+    def _redact(self, blocks: list[EvidenceBlock]) -> None:
+        """Secrets out of every excerpt (both layers), title and breadcrumb (patterns), in place."""
+        for b in blocks:
+            b.text = self._redactor.redact(b.text).text
+            b.title = redact_patterns(b.title)
+            b.breadcrumb = redact_patterns(b.breadcrumb)
+
     def _dedup(self, call: _Call, blocks: list[EvidenceBlock]) -> int:
         """Withhold documents the session already received: ``DEDUPED`` with a reason, text emptied."""
         sid = call.request.session_id
-        seen = self.tracker.already_retrieved(call.ctx.account_id, sid, [b.doc_id for b in blocks], call.created_at)
+        seen = self.tracker.already_retrieved(
+            call.ctx.account_id, call.ctx.principal, sid, [b.doc_id for b in blocks], call.created_at
+        )
         for b in blocks:
             entry = seen.get(b.doc_id)
             if entry is None or sid is None:

@@ -1,10 +1,13 @@
 """Session dedup of lookup_knowledge: ``RetrievedDocTracker`` (DESIGN.md §7.5; seed 001 §8).
 
-``session_id + doc_key``: a document already returned in this diagnosis session (and not expired) comes back as
-``DEDUPED`` with a ``dedup_reason`` instead of its text, so the same runbook never enters the agent's context twice,
-and the agent learns that this direction was already looked at. The ledger is per session only, never a global
-cache, and entries expire after ``dedup_ttl_s``. It lives in the metadata database (``retrieved_docs``), so every
-replica of a stateless service shares it (DESIGN §13). ``doc_key`` is the document URI within the account.
+``principal + session_id + doc_key``: a document already returned in this diagnosis session (and not expired) comes
+back as ``DEDUPED`` with a ``dedup_reason`` instead of its text, so the same runbook never enters the agent's
+context twice, and the agent learns that this direction was already looked at. The ledger is per session only, never
+a global cache, and entries expire after ``dedup_ttl_s``. A session belongs to the principal
+(``role:user_space:agent_space``) that uses it: another user of the account who sends the same session id has a
+session of its own and learns nothing of what the first one saw. It lives in the metadata database
+(``retrieved_docs``), so every replica of a stateless service shares it (DESIGN §13). ``doc_key`` is the document
+URI within the account.
 
 Reads happen before the result is built; the new marks are written in the same transaction as the invocation row
 (:meth:`ToolInvocationRecorder.record`), so a document counts as retrieved exactly when an audit row says so.
@@ -40,16 +43,16 @@ class RetrievedDocTracker:
         return doc_id
 
     def already_retrieved(
-        self, account_id: str, session_id: str | None, doc_ids: Sequence[str], now: datetime
+        self, account_id: str, principal: str, session_id: str | None, doc_ids: Sequence[str], now: datetime
     ) -> dict[str, LedgerEntry]:
-        """Entries (by doc id) of ``doc_ids`` the session already received and that are not expired at ``now``.
+        """Entries (by doc id) of ``doc_ids`` the principal's session already received, not expired at ``now``.
 
         ``session_id=None`` (no session) never dedups.
         """
         if session_id is None or not doc_ids:
             return {}
         keys = {self.doc_key(d): d for d in doc_ids}
-        found = self._store.seen_documents(account_id, session_id, list(keys), now)
+        found = self._store.seen_documents(account_id, principal, session_id, list(keys), now)
         return {keys[k]: entry for k, entry in found.items()}
 
     def dedup_reason(self, session_id: str, entry: LedgerEntry) -> str:

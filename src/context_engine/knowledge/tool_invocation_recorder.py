@@ -11,6 +11,15 @@ in the LookupResult) and the exact text returned there. A call without evidence 
 :meth:`verify_evidence` is the gatekeeper's check: is a quoted excerpt backed by a recorded ref of an invocation
 (exact substring, or substring after NFC and whitespace normalisation)? A ``DEDUPED`` ref is followed to the
 earlier invocation of the same session that returned the text.
+
+Scope (docs/security.md "Tenancy model"): every read is limited to the caller's account and, unless the caller is an
+``admin``, to the rows its own principal (``role:user_space:agent_space``) made. Another user's invocation reads
+exactly like a missing one (``None``, ``invocation_not_found``, an empty session summary).
+
+Secrets (docs/security.md "Secret redaction"): every text field of a row (input parameters, hints, evidence refs,
+preview, error message) is redacted by the patterns before it is stored, and again when rows are read back (rows
+written before issue 14). The identifiers a row is found by (``invocation_id``, ``account_id``, ``session_id``,
+``request_id``, ``caller``, ``tool_name``) are kept as sent.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
+from context_engine.redaction import Redactor, redact_structure
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import (
     NO_EVIDENCE_PATH,
@@ -33,6 +43,8 @@ from context_engine.settings import KnowledgeSettings
 from context_engine.storage.metadata.audit import LedgerEntry, SqlAuditStore
 
 _WS_RE = re.compile(r"\s+")
+# Fields a row is looked up by: kept as sent (redacting them would break the lookups).
+_KEY_FIELDS = frozenset({"invocation_id", "account_id", "session_id", "request_id", "caller", "tool_name"})
 
 
 def normalize_whitespace(text: str) -> str:
@@ -41,16 +53,33 @@ def normalize_whitespace(text: str) -> str:
 
 
 class ToolInvocationRecorder:
-    """Writes and reads ``tool_invocation`` rows; every read is scoped to the caller's account.
+    """Writes and reads ``tool_invocation`` rows; every read is scoped to the caller's account and principal
+    (an admin reads every principal of its account).
 
     Args:
         store: the audit tables.
         settings: the ``knowledge`` section (``verify_min_excerpt_chars``).
+        redactor: redacts the rows' text fields when they are read back (``None``: a default redactor); rows are
+            always redacted before they are stored.
     """
 
-    def __init__(self, store: SqlAuditStore, settings: KnowledgeSettings) -> None:
+    def __init__(self, store: SqlAuditStore, settings: KnowledgeSettings, redactor: Redactor | None = None) -> None:
         self._store = store
         self._s = settings
+        if redactor is None:
+            from context_engine.settings import RedactionSettings
+
+            redactor = Redactor(RedactionSettings())
+        self._redactor = redactor
+
+    def redact(self, invocation: ToolInvocation, *, stored: bool = False) -> ToolInvocation:
+        """``invocation`` with every text field but the identifiers redacted by the patterns: always when it is
+        about to be ``stored``, else (rows read back) as ``retrieval.redaction.enabled`` says."""
+        data = invocation.model_dump()
+        redact = redact_structure if stored else self._redactor.redact_value
+        update = {k: redact(v) for k, v in data.items() if k not in _KEY_FIELDS}
+        redacted = ToolInvocation.model_validate({**data, **update})
+        return invocation if redacted == invocation else redacted
 
     def record(
         self, invocation: ToolInvocation, *, ledger_doc_keys: Sequence[str] = (), ledger_ttl_s: int = 0
@@ -60,11 +89,14 @@ class ToolInvocationRecorder:
         Returns:
             Ledger entries that another call of the session had written first (a concurrent duplicate).
         """
-        return self._store.record_invocation(invocation, ledger_keys=ledger_doc_keys, ledger_ttl_s=ledger_ttl_s)
+        return self._store.record_invocation(
+            self.redact(invocation, stored=True), ledger_keys=ledger_doc_keys, ledger_ttl_s=ledger_ttl_s
+        )
 
     def get(self, invocation_id: str, ctx: RequestContext) -> ToolInvocation | None:
-        """The invocation in the caller's account, or ``None`` (the same for another account's id)."""
-        return self._store.get_invocation(ctx.account_id, invocation_id)
+        """The invocation in the caller's scope, or ``None`` (the same for another account's or user's id)."""
+        found = self._store.get_invocation(ctx.account_id, invocation_id, principal=_scope(ctx))
+        return None if found is None else self.redact(found)
 
     def list_invocations(
         self,
@@ -78,9 +110,10 @@ class ToolInvocationRecorder:
         offset: int = 0,
         newest_first: bool = True,
     ) -> list[ToolInvocation]:
-        """Invocations of the caller's account by session, tool and time (``since <= created_at < until``)."""
-        return self._store.list_invocations(
+        """Invocations in the caller's scope by session, tool and time (``since <= created_at < until``)."""
+        rows = self._store.list_invocations(
             ctx.account_id,
+            principal=_scope(ctx),
             session_id=session_id,
             tool_name=tool_name,
             since=since,
@@ -89,6 +122,7 @@ class ToolInvocationRecorder:
             offset=offset,
             newest_first=newest_first,
         )
+        return [self.redact(r) for r in rows]
 
     def session_summary(self, session_id: str, ctx: RequestContext, *, limit: int = 1000) -> SessionTraceSummary:
         """A verifier's view of a session: counts by tool, level and evidence status, the documents returned,
@@ -174,7 +208,7 @@ class ToolInvocationRecorder:
             if ref.status != "deduped" or not ref.first_invocation_id:
                 continue
             first = self.get(ref.first_invocation_id, ctx)
-            if first is None or first.session_id != invocation.session_id:
+            if first is None or first.session_id != invocation.session_id or first.caller != invocation.caller:
                 continue
             for earlier in first.retrieval_details.evidence_refs:
                 if earlier.status == "evidence" and earlier.doc_id == ref.doc_id:
@@ -191,6 +225,11 @@ class ToolInvocationRecorder:
                         )
         out.reason = "no_evidence" if all(r.raw_path == NO_EVIDENCE_PATH for r in refs) else "not_found"
         return out
+
+
+def _scope(ctx: RequestContext) -> str | None:
+    """The principal whose rows the caller reads; ``None`` (every principal of the account) for an admin."""
+    return None if ctx.is_admin else ctx.principal
 
 
 def _match(excerpt: str, normalized: str, text: str) -> str | None:

@@ -10,7 +10,8 @@ bound with :func:`bind_request`: ``request_id, account_id, role, effective_owner
 pipelines add the seed 000 §8 fields (``query_hash, typed_query_count, top_k, seed_count, final_count, warnings,
 recheck_drop_reasons``), either as structlog fields or as a standard record's ``extra={"ce_event": {...}}``, which is
 lifted into the event. Query text is not logged unless ``logging.log_query_text`` is set (:func:`query_fields`); API
-keys and request bodies never are.
+keys and request bodies never are. Every line passes :func:`context_engine.redaction.redact_log_event` last, so a
+secret that reaches a message or field anyway (a URI, an error text, a logged query) is written redacted.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def configure_logging(settings: LoggingSettings | None = None, *, stream: TextIO
         from context_engine.settings import LoggingSettings
 
         settings = LoggingSettings()
+    from context_engine.redaction import redact_log_event
+
     cfg = settings
     level = getattr(logging, cfg.level)
     shared: list[Any] = [
@@ -68,6 +71,7 @@ def configure_logging(settings: LoggingSettings | None = None, *, stream: TextIO
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
+            redact_log_event,  # last before rendering: the message, every field and a formatted traceback
             renderer,
         ],
     )

@@ -65,6 +65,15 @@ class RequestContext(BaseModel):
     def is_admin(self) -> bool:
         return self.role == "admin"
 
+    @property
+    def principal(self) -> str:
+        """``role:user_space:agent_space`` (empty parts for ``None``): who owns audit rows and lookup sessions.
+
+        A segment never holds ``:``, so the form is unambiguous. Tool invocations and session dedup state belong to
+        the principal that made them; an admin reads every principal's rows of its account (docs/security.md).
+        """
+        return principal_of(self.role, self.user_space, self.agent_space)
+
     def visible_owner_spaces(self) -> list[str] | None:
         """Owner spaces this caller sees, in a fixed order; ``None`` means every space of the account (admin)."""
         if self.is_admin:
@@ -92,6 +101,11 @@ class RequestContext(BaseModel):
         if self.is_admin:
             return True
         return uri.scope != "resources" and self.can_see(uri.owner_space)
+
+
+def principal_of(role: str, user_space: str | None, agent_space: str | None) -> str:
+    """The :attr:`RequestContext.principal` of a caller given by its parts (e.g. a stored ``caller`` record)."""
+    return f"{role}:{user_space or ''}:{agent_space or ''}"
 
 
 DEFAULT_CONTEXT = RequestContext(account_id="default", role="admin")

@@ -124,9 +124,7 @@ def invocations(
     """The tool_invocation audit trail: by session, tool and time; one in full; or a session summary."""
     with open_engine() as engine:
         if invocation_id:
-            found = engine.knowledge.recorder.get(invocation_id, state.ctx)
-            if found is None:
-                fail(ContextEngineError(ErrorCode.URI_FORBIDDEN, "no such invocation in this account"))
+            found = engine.get_invocation(invocation_id, state.ctx)  # RET-4041 as over HTTP
             emit(found.model_dump(mode="json"))
             return
         if summary:

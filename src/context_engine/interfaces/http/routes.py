@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, Security, UploadFile
+from fastapi import Path as PathParam
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -51,7 +52,13 @@ from context_engine.interfaces.http.models import (
 )
 from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.schema.context import RequestContext
-from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SessionTraceSummary
+from context_engine.schema.knowledge import (
+    EvidenceVerification,
+    LookupRequest,
+    LookupResult,
+    SessionTraceSummary,
+    ToolInvocation,
+)
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
@@ -188,6 +195,24 @@ def session_trace_summary(
     service: Service, ctx: Caller, session_id: Annotated[str, Query(min_length=1, max_length=256)]
 ) -> SessionTraceSummary:
     return service.session_trace_summary(session_id, ctx)
+
+
+@router.get(
+    "/api/v1/tool_invocations/{invocation_id}",
+    response_model=ToolInvocation,
+    tags=["knowledge"],
+    responses={
+        **READ_ERRORS,
+        404: {"model": ErrorEnvelope, "description": "No such invocation for this caller (RET-4041)."},
+    },
+    operation_id="get_tool_invocation",
+    summary="One audit row of the caller (an admin: of its account)",
+)
+def get_tool_invocation(
+    service: Service, ctx: Caller, invocation_id: Annotated[str, PathParam(min_length=1, max_length=64)]
+) -> ToolInvocation:
+    """404 ``RET-4041`` when the caller has no such invocation: another user's reads exactly like a missing one."""
+    return service.get_invocation(invocation_id, ctx)
 
 
 @router.post(

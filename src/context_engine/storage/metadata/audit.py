@@ -2,7 +2,8 @@
 
 Three kinds of rows, all scoped by ``account_id``, all portable SQL (SQLite embedded, PostgreSQL by URL):
 
-* ``tool_invocations``: one audit row per tool call (seed 001 §7), with ``retrieval_details`` as JSON.
+* ``tool_invocations``: one audit row per tool call (seed 001 §7), with ``retrieval_details`` as JSON and the
+  ``principal`` (``role:user_space:agent_space``) that made it: reads filter on it unless the caller is an admin.
 * ``retrieved_docs``: the per-session ledger of :class:`~context_engine.knowledge.retrieved_doc_tracker.RetrievedDocTracker`
   (``session_id + doc_key`` with an expiry time), kept in the database so replicas share it (DESIGN §13).
 * ``knowledge_hint_docs`` / ``knowledge_hint_terms``: the hint layer's keyword index, derived at ingest; a per-account
@@ -11,6 +12,11 @@ Three kinds of rows, all scoped by ``account_id``, all portable SQL (SQLite embe
 
 The tables hang off the same declarative base and engine as :mod:`.sqlalchemy_store` (same database, same
 transactions, same SQLite locking), so an invocation row and its ledger marks commit together.
+
+Schema version 4 (issue 14) added ``principal`` to both tables. A database without it is upgraded in place on open:
+``tool_invocations`` gains the column, filled from each row's ``caller`` record; ``retrieved_docs`` (a ledger of
+expiring marks, keyed by a new unique constraint) is recreated empty, so at worst a document is returned once more
+in a session that was open during the upgrade.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    bindparam,
     cast,
     delete,
     insert,
+    inspect,
     select,
     update,
 )
@@ -41,6 +49,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.context import principal_of
 from context_engine.schema.knowledge import ToolInvocation
 from context_engine.storage.metadata.sqlalchemy_store import _IN_BATCH, _META, SqlMetadataStore, _Base, _UTCDateTime
 
@@ -59,11 +68,13 @@ class ToolInvocationRow(_Base):
         Index("ix_tool_invocations_account_session", "account_id", "session_id", "created_at"),
         Index("ix_tool_invocations_account_time", "account_id", "created_at"),
         Index("ix_tool_invocations_account_tool", "account_id", "tool_name", "created_at"),
+        Index("ix_tool_invocations_account_principal", "account_id", "principal", "created_at"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     invocation_id: Mapped[str] = mapped_column(String(64))
     account_id: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str] = mapped_column(String(700), default="")
     session_id: Mapped[str | None] = mapped_column(String(256))
     tool_name: Mapped[str] = mapped_column(String(64))
     request_id: Mapped[str] = mapped_column(String(64))
@@ -84,16 +95,18 @@ class ToolInvocationRow(_Base):
 
 
 class RetrievedDocRow(_Base):
-    """``retrieved_docs``: documents already returned in a session; a row past ``expires_at`` counts as absent."""
+    """``retrieved_docs``: documents already returned in a principal's session; a row past ``expires_at`` counts as
+    absent. Two principals using the same session id have two separate sessions."""
 
     __tablename__ = "retrieved_docs"
     __table_args__ = (
-        UniqueConstraint("account_id", "session_id", "doc_key", name="uq_retrieved_docs_key"),
+        UniqueConstraint("account_id", "principal", "session_id", "doc_key", name="uq_retrieved_docs_principal_key"),
         Index("ix_retrieved_docs_expires", "expires_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     account_id: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str] = mapped_column(String(700))
     session_id: Mapped[str] = mapped_column(String(256))
     doc_key: Mapped[str] = mapped_column(String(1024))
     invocation_id: Mapped[str] = mapped_column(String(64))
@@ -183,6 +196,7 @@ class SqlAuditStore:
         self._store = metadata
         try:
             with metadata._engine.begin() as conn:
+                _upgrade_to_principals(conn)
                 _Base.metadata.create_all(conn, tables=_TABLES)
         except Exception as err:
             raise ContextEngineError(
@@ -215,12 +229,20 @@ class SqlAuditStore:
         """
         values = row.model_dump(mode="json")
         values["created_at"] = row.created_at
+        values["principal"] = principal = _caller_principal(row.caller)
         existing: dict[str, LedgerEntry] = {}
         with self._use(write=True) as s:
             s.execute(insert(ToolInvocationRow.__table__), [values])
             if ledger_keys and row.session_id is not None:
                 existing = self._mark(
-                    s, row.account_id, row.session_id, ledger_keys, row.invocation_id, row.created_at, ledger_ttl_s
+                    s,
+                    row.account_id,
+                    principal,
+                    row.session_id,
+                    ledger_keys,
+                    row.invocation_id,
+                    row.created_at,
+                    ledger_ttl_s,
                 )
         return existing
 
@@ -228,6 +250,7 @@ class SqlAuditStore:
         self,
         s: Session,
         account_id: str,
+        principal: str,
         session_id: str,
         keys: Sequence[str],
         invocation_id: str,
@@ -235,7 +258,7 @@ class SqlAuditStore:
         ttl_s: int,
     ) -> dict[str, LedgerEntry]:
         table = RetrievedDocRow.__table__
-        rows = self._ledger_rows(s, account_id, session_id, keys)
+        rows = self._ledger_rows(s, account_id, principal, session_id, keys)
         expires = now + timedelta(seconds=ttl_s)
         live: dict[str, LedgerEntry] = {}
         fresh: list[dict[str, Any]] = []
@@ -245,6 +268,7 @@ class SqlAuditStore:
                 fresh.append(
                     {
                         "account_id": account_id,
+                        "principal": principal,
                         "session_id": session_id,
                         "doc_key": key,
                         "invocation_id": invocation_id,
@@ -255,7 +279,12 @@ class SqlAuditStore:
             elif found.expires_at <= now:
                 s.execute(
                     update(table)
-                    .where(table.c.account_id == account_id, table.c.session_id == session_id, table.c.doc_key == key)
+                    .where(
+                        table.c.account_id == account_id,
+                        table.c.principal == principal,
+                        table.c.session_id == session_id,
+                        table.c.doc_key == key,
+                    )
                     .values(invocation_id=invocation_id, retrieved_at=now, expires_at=expires)
                 )
             else:
@@ -264,32 +293,42 @@ class SqlAuditStore:
             s.execute(insert(table), fresh)  # one executemany
         return live
 
-    def _ledger_rows(self, s: Session, account_id: str, session_id: str, keys: Sequence[str]) -> dict[str, LedgerEntry]:
+    def _ledger_rows(
+        self, s: Session, account_id: str, principal: str, session_id: str, keys: Sequence[str]
+    ) -> dict[str, LedgerEntry]:
         table = RetrievedDocRow.__table__
         out: dict[str, LedgerEntry] = {}
         unique = sorted(set(keys))
         for start in range(0, len(unique), _IN_BATCH):
             chunk = unique[start : start + _IN_BATCH]
             stmt = select(table.c.doc_key, table.c.invocation_id, table.c.retrieved_at, table.c.expires_at).where(
-                table.c.account_id == account_id, table.c.session_id == session_id, table.c.doc_key.in_(chunk)
+                table.c.account_id == account_id,
+                table.c.principal == principal,
+                table.c.session_id == session_id,
+                table.c.doc_key.in_(chunk),
             )
             for key, inv, at, exp in s.execute(stmt):
                 out[key] = LedgerEntry(key, inv, _utc(at), _utc(exp))
         return out
 
-    def get_invocation(self, account_id: str, invocation_id: str) -> ToolInvocation | None:
-        """The invocation with this id in the account, or ``None`` (also for another account's id)."""
+    def get_invocation(
+        self, account_id: str, invocation_id: str, *, principal: str | None = None
+    ) -> ToolInvocation | None:
+        """The invocation with this id in the account (made by ``principal`` unless it is ``None``), or ``None``
+        (also for another account's or another principal's id)."""
         table = ToolInvocationRow.__table__
+        stmt = select(table).where(table.c.account_id == account_id, table.c.invocation_id == invocation_id)
+        if principal is not None:
+            stmt = stmt.where(table.c.principal == principal)
         with self._use(write=False) as s:
-            row = s.execute(
-                select(table).where(table.c.account_id == account_id, table.c.invocation_id == invocation_id)
-            ).first()
+            row = s.execute(stmt).first()
         return None if row is None else _invocation(row._mapping)
 
     def list_invocations(
         self,
         account_id: str,
         *,
+        principal: str | None = None,
         session_id: str | None = None,
         tool_name: str | None = None,
         since: datetime | None = None,
@@ -298,12 +337,15 @@ class SqlAuditStore:
         offset: int = 0,
         newest_first: bool = True,
     ) -> list[ToolInvocation]:
-        """Invocations of the account, optionally of one session and/or tool, with ``since <= created_at < until``.
+        """Invocations of the account, optionally of one principal, session and/or tool, with
+        ``since <= created_at < until``.
 
         Ordered by ``(created_at, seq)``, newest first unless ``newest_first`` is false; ``limit``/``offset`` page.
         """
         table = ToolInvocationRow.__table__
         stmt = select(table).where(table.c.account_id == account_id)
+        if principal is not None:
+            stmt = stmt.where(table.c.principal == principal)
         if session_id is not None:
             stmt = stmt.where(table.c.session_id == session_id)
         if tool_name is not None:
@@ -319,13 +361,13 @@ class SqlAuditStore:
 
     # ---- session ledger -------------------------------------------------------------------------------------------
     def seen_documents(
-        self, account_id: str, session_id: str, doc_keys: Sequence[str], now: datetime
+        self, account_id: str, principal: str, session_id: str, doc_keys: Sequence[str], now: datetime
     ) -> dict[str, LedgerEntry]:
-        """Entries of ``doc_keys`` already retrieved in the session and not expired at ``now``."""
+        """Entries of ``doc_keys`` already retrieved in the principal's session and not expired at ``now``."""
         if not doc_keys:
             return {}
         with self._use(write=False) as s:
-            rows = self._ledger_rows(s, account_id, session_id, doc_keys)
+            rows = self._ledger_rows(s, account_id, principal, session_id, doc_keys)
         return {k: e for k, e in rows.items() if e.expires_at > now}
 
     def purge_expired(self, now: datetime) -> int:
@@ -411,6 +453,31 @@ class SqlAuditStore:
 # ---- helpers ------------------------------------------------------------------------------------------------------
 def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _caller_principal(caller: dict[str, Any]) -> str:
+    return principal_of(str(caller.get("role", "")), caller.get("user_space"), caller.get("agent_space"))
+
+
+def _upgrade_to_principals(conn: Any) -> None:
+    """Schema 3 -> 4 in place (see the module docstring); a no-op on a new or upgraded database."""
+    inspector = inspect(conn)
+    invocations = ToolInvocationRow.__tablename__
+    if inspector.has_table(invocations) and "principal" not in {c["name"] for c in inspector.get_columns(invocations)}:
+        conn.exec_driver_sql(f"ALTER TABLE {invocations} ADD COLUMN principal VARCHAR(700) DEFAULT ''")
+        table = ToolInvocationRow.__table__
+        rows = [
+            {"b_seq": seq, "b_principal": _caller_principal(caller or {})}
+            for seq, caller in conn.execute(select(table.c.seq, table.c.caller))
+        ]
+        if rows:  # one executemany
+            stmt = update(table).where(table.c.seq == bindparam("b_seq")).values(principal=bindparam("b_principal"))
+            conn.execute(stmt, rows)
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+    ledger = RetrievedDocRow.__tablename__
+    if inspector.has_table(ledger) and "principal" not in {c["name"] for c in inspector.get_columns(ledger)}:
+        RetrievedDocRow.__table__.drop(conn)  # expiring marks only: recreated empty by create_all
 
 
 def _invocation(row: Any) -> ToolInvocation:

@@ -53,13 +53,15 @@ from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation, Vecto
 from context_engine.schema.uri import ContextURI
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Schema version this code reads and writes; a database stamped with a newer one is refused.
 
 Version 2 (issue 11) added ``nodes.occurred_at``, ``nodes.metadata_json``, ``nodes.version``, ``vectors.context``
 and the ``node_versions`` table; version 3 (issue 12) the ``index_generations`` and ``index_changes`` tables (the
-account generation and change log, :mod:`context_engine.storage.changes`). Older databases are upgraded in place on
-open (:data:`_ADDED_COLUMNS`, new tables are created); an account without a generation row is at generation 0."""
+account generation and change log, :mod:`context_engine.storage.changes`); version 4 (issue 14) the ``principal``
+of ``tool_invocations`` and ``retrieved_docs`` (per-user audit scope, upgraded by :mod:`.audit`). Older databases
+are upgraded in place on open (:data:`_ADDED_COLUMNS`, new tables are created); an account without a generation row
+is at generation 0."""
 
 LOG_RETAIN = 20_000
 """Account generations the change log keeps; a reader further behind reloads the account wholesale."""
