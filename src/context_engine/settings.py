@@ -86,6 +86,13 @@ class IngestSettings(_Section):
     l0_max_chars: int = Field(256, ge=32, le=2048, description="Abstract length cap (characters, DESIGN §1).")
     l1_max_chars: int = Field(4000, ge=256, le=65536, description="Overview length cap (characters, DESIGN §1).")
     write_batch_files: int = Field(64, ge=1, le=10_000, description="Files committed per metadata transaction.")
+    crash_at: str | None = Field(
+        None,
+        pattern=r"^[a-z_]+(:[1-9][0-9]{0,5})?$",
+        description="Testing only (the crash tests, docs/security.md): 'point' or 'point:n' makes the writing process "
+        "kill itself with SIGKILL the n-th time (default 1) it reaches that point of the write protocol. Never set it "
+        "in production.",
+    )
 
 
 class MemorySettings(_Section):
