@@ -140,7 +140,12 @@ class ContextEngineService:
         def open_lancedb() -> VectorIndex:
             from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
 
-            return LanceDBVectorIndex(home / "vectors", self.embedder.dim, self.settings.vector)
+            return LanceDBVectorIndex(
+                home / "vectors",
+                self.embedder.dim,
+                self.settings.vector,
+                on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
+            )
 
         # opened on first use: a search served by the level-0 matrix and BM25 never pays for importing LanceDB
         return LazyVectorIndex("lancedb", open_lancedb)
