@@ -414,6 +414,8 @@ class WritePipeline:
         """
         if not uri.segments:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a scope or space root cannot be deleted")
+        if self._metadata.get_node(account_id, str(uri)) is None:  # fail fast; checked again under the write lock
+            raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no node at {uri}")
         report = IngestReport()
 
         def body(journal_id: str) -> _Written:
@@ -525,7 +527,8 @@ class WritePipeline:
         the vector index.
 
         Default: only ``pending`` nodes (repairs failed index writes). ``full=True``: every vector of the account
-        (or of every account when ``account_id`` is ``None``), e.g. after the index directory was lost.
+        (or of every account when ``account_id`` is ``None``), e.g. after the index directory was lost; it also
+        removes content folders that no node owns (left by versions before the write journal): O(store).
         """
         found = self.journal.recover(repair=True)
         report = IngestReport(nodes=found.nodes_indexed, vectors=found.vectors_synced)
@@ -533,6 +536,7 @@ class WritePipeline:
         for acc in accounts:
             if full:
                 nodes = self._metadata.list_all_nodes(acc)
+                self._remove_orphan_content(acc)
             else:
                 nodes = self._metadata.pending_nodes(acc)
             uris = [n.uri for n in nodes]
@@ -547,6 +551,31 @@ class WritePipeline:
                     progress("reindex", report.nodes, len(uris))
         self._index.optimize()
         return report
+
+
+    def _remove_orphan_content(self, account_id: str) -> int:
+        """Remove the content of nodes the metadata does not know, under the write lock (so no write in flight is
+        mistaken for an orphan). A folder that still holds live descendants loses only its own level files."""
+        lister = getattr(self._content, "node_uris", None)
+        if lister is None:
+            return 0
+        removed = 0
+        with self._metadata.transaction():
+            self._metadata.lock_writes()
+            on_disk = lister(account_id)
+            known = self._metadata.get_nodes(account_id, on_disk)
+            for uri in on_disk:
+                if uri in known:
+                    continue
+                live = any(k.startswith(uri) for k in known) if uri.endswith("/") else False
+                if live:
+                    self._content.write_levels(account_id, uri, {lv: None for lv in Level})
+                else:
+                    self._content.delete(account_id, uri)
+                removed += 1
+        if removed:
+            _LOG.warning("reindex --full removed the content of %d nodes unknown to the metadata", removed)
+        return removed
 
 
 @dataclass

@@ -61,6 +61,10 @@ class ContentStore(Protocol):
         """Journal ids that still have undo records (normally none): O(leftovers)."""
         ...
 
+    def node_uris(self, account_id: str) -> list[str]:
+        """Every node of the account that has content, as URIs (directories end with ``/``): a full walk."""
+        ...
+
 
 @runtime_checkable
 class MetadataStore(Protocol):
