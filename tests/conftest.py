@@ -17,6 +17,11 @@ from context_engine.settings import EmbeddingSettings, load_settings
 os.environ.setdefault("CE_EMBEDDING__BACKEND", "sentence-transformers")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser):
+    # tests/integration/test_crash_safety.py: writer processes killed per run (CI: 10; on demand: --crash-runs 100)
+    parser.addoption("--crash-runs", type=int, default=10, help="SIGKILL runs of the crash-safety test")
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

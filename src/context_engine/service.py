@@ -5,6 +5,7 @@ Interfaces (CLI, HTTP, MCP, Python API) call these methods with an explicit :cla
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any, Self
 from pydantic import ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.journal import RecoveryReport, WriteJournal
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
 from context_engine.ingest.memory import MemoryWriter, memory_abstract_of, memory_hash
 from context_engine.ingest.pipeline import Progress, WritePipeline
@@ -59,6 +61,7 @@ from context_engine.storage.metadata.audit import SqlAuditStore
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 
+_LOG = logging.getLogger("context_engine.service")
 _STAMP_MODEL = "embedding_model"
 _STAMP_DIM = "embedding_dim"
 
@@ -74,6 +77,7 @@ class ContextEngineService:
         metadata: MetadataStore | None = None,
         index: VectorIndex | None = None,
         embedder: Embedder | None = None,
+        recover_writes: bool = True,
     ) -> None:
         self.settings = settings
         home = settings.home_path
@@ -102,7 +106,12 @@ class ContextEngineService:
         self._check_stamp()
         self.index = index or self._build_index(home)
         self.metrics = Metrics()
-        self.pipeline = WritePipeline(self.content, self.metadata, self.index, self.embedder, settings.ingest)
+        self.journal = WriteJournal(
+            self.metadata, self.content, self.index, home / "journal", crash_at=settings.ingest.crash_at
+        )
+        self.pipeline = WritePipeline(
+            self.content, self.metadata, self.index, self.embedder, settings.ingest, journal=self.journal
+        )
         self.memory_writer = MemoryWriter(
             self.pipeline, self.metadata, self.content, self.index, self.embedder, settings.memory, settings.ingest
         )
@@ -110,6 +119,8 @@ class ContextEngineService:
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata)
         self._init_knowledge(home)
         self._init_retrieval()
+        if recover_writes:  # the startup check (off only for `reindex --check`, which reports what it would do)
+            self._recover_writes()
 
     # ------------------------------------------------------------------------------------------------ set-up
     @classmethod
@@ -129,10 +140,35 @@ class ContextEngineService:
         def open_lancedb() -> VectorIndex:
             from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
 
-            return LanceDBVectorIndex(home / "vectors", self.embedder.dim, self.settings.vector)
+            return LanceDBVectorIndex(
+                home / "vectors",
+                self.embedder.dim,
+                self.settings.vector,
+                on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
+            )
 
         # opened on first use: a search served by the level-0 matrix and BM25 never pays for importing LanceDB
         return LazyVectorIndex("lancedb", open_lancedb)
+
+    def _recover_writes(self) -> None:
+        """The startup check: undo or finish what writes killed mid-way left (the write journal, O(leftovers)).
+
+        A store failure here is logged, not raised: the leftovers stay in the journal for ``reindex`` or the next
+        start, and nothing half-written is visible meanwhile (its nodes are ``pending``, or its commit never
+        happened and its content is undone by the next write before that write changes anything).
+        """
+        try:
+            found = self.journal.recover(repair=True)
+        except ContextEngineError as err:
+            _LOG.warning("startup check of the write journal failed: %s", err.message)
+            return
+        if found.leftovers:
+            _LOG.warning(
+                "startup check: rolled back %d and finished %d interrupted writes, removed %d orphan undo records",
+                len(found.rolled_back),
+                len(found.finished),
+                len(found.orphan_records),
+            )
 
     def _check_stamp(self) -> None:
         """The index records the model that built it; refuse to mix models (DESIGN §3)."""
@@ -246,6 +282,7 @@ class ContextEngineService:
         """Release the stores. The engine can be reopened on the same directory."""
         self.search_pipeline.close()
         self.l0_source.close()
+        self.journal.close()
         self.metadata.close()
         if self._audit_db is not None:
             self._audit_db.close()
@@ -608,8 +645,20 @@ class ContextEngineService:
     def reindex(
         self, ctx: RequestContext = DEFAULT_CONTEXT, *, full: bool = False, progress: Progress | None = None
     ) -> IngestReport:
-        """Push pending (or, with ``full``, all) vectors of the caller's account into the vector index."""
+        """Finish or undo interrupted writes (the journal), then push pending (or, with ``full``, all) vectors of the
+        caller's account into the vector index."""
         return self.pipeline.reindex(ctx.account_id, full=full, progress=progress)
+
+    def check_writes(self, ctx: RequestContext = DEFAULT_CONTEXT, *, repair: bool = False) -> RecoveryReport:
+        """``reindex --check``: the leftovers of interrupted writes (every account's; the journal is per home),
+        repaired with ``repair``. O(leftovers).
+
+        Raises:
+            ContextEngineError: ``RET-4032`` for a caller that is not an admin; ``WRT-5001`` when a store fails.
+        """
+        if not ctx.is_admin:
+            raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "checking the write journal needs the admin role")
+        return self.pipeline.check(repair=repair)
 
     # ------------------------------------------------------------------------------------------------ reads
     def _visible_node(self, uri: ContextURI, ctx: RequestContext) -> NodeRecord:

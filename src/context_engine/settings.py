@@ -91,6 +91,13 @@ class IngestSettings(_Section):
         description="When adding a folder, follow symbolic links that lead outside it; default: skip them and "
         "report each in the ingest report's failures (a link inside the folder is always followed).",
     )
+    crash_at: str | None = Field(
+        None,
+        pattern=r"^[a-z_]+(:[1-9][0-9]{0,5})?$",
+        description="Testing only (the crash tests, docs/security.md): 'point' or 'point:n' makes the writing process "
+        "kill itself with SIGKILL the n-th time (default 1) it reaches that point of the write protocol. Never set it "
+        "in production.",
+    )
 
 
 class MemorySettings(_Section):

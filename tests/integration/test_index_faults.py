@@ -75,7 +75,7 @@ def test_sigkill_during_merges_and_writes_loses_no_committed_write(hash_engine, 
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO)])),
     )
     committed = -1
     assert proc.stdout is not None

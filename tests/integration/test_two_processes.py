@@ -38,7 +38,7 @@ class Writer:
     """Process B: a subprocess with its own service on the same home."""
 
     def __init__(self, home: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO)]))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.writer_process", str(home)],
             stdin=subprocess.PIPE,

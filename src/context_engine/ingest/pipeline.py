@@ -1,14 +1,21 @@
 """The write path (DESIGN.md §3-4): add, delete, move, reindex.
 
-Ordering, so that a crash loses nothing and never leaves a searchable orphan:
+Every write follows one protocol, so that after ``kill -9`` at any point the store is either before or after the
+write (docs/security.md, "Crash safety and concurrent writers"; :mod:`context_engine.ingest.journal`):
 
-1. Validate, parse, chunk, summarise and embed everything in memory. Bad input fails here; nothing is written.
-2. Content and metadata commit together (one metadata transaction; content files written inside it and restored if
-   it rolls back). Nodes are committed with ``index_status='pending'``; the vectors are kept in the metadata store.
-3. The vector index is updated (stale ids deleted, new ones upserted). Only then are the nodes marked ``indexed``.
-   If the index fails, the nodes stay ``pending`` (searches skip them) and ``reindex`` repairs them.
+1. Validate, parse, chunk, summarise and embed the written files in memory. Bad input fails here; nothing is written.
+2. An intent row is committed in the metadata database's journal.
+3. One metadata transaction, holding the write lock: content changes (each recorded first, so it can be undone),
+   nodes (``pending``), vectors and the change log, the directory summaries of every touched directory recomputed
+   from its committed children (never from a list read before the lock: concurrent writers into one directory lose
+   nothing), and the intent marked ``committed``. Its commit is the moment the write happens.
+4. The vector index follows the metadata rows of the touched ids, the nodes are marked ``indexed``, the undo records
+   and the intent are dropped. If the index fails, the nodes stay ``pending`` (searches skip them) and the intent is
+   left for ``reindex`` (or the next start) to finish.
 
-Deletes run the other way round: index records first, then metadata and content.
+A crash before the commit leaves a ``prepared`` intent: its content changes are rolled back by the next writer (under
+the write lock, before it changes anything) or at the next start. A crash after it leaves a ``committed`` intent,
+finished at the next start or by ``reindex``. Both are found from the journal alone: O(leftovers).
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.journal import RecoveryReport, WriteJournal
 from context_engine.ingest.loader import SourceDoc
 from context_engine.ingest.parse import MarkdownChunker, MarkdownParser, embedding_input, format_breadcrumb, parse_plain
 from context_engine.ingest.summarize import ChildSummary, ExtractiveSummarizer, Summary, truncate_text
@@ -72,7 +81,11 @@ class _PreparedNode:
 
 
 class WritePipeline:
-    """Ingest and maintenance over the three stores. Stateless between calls apart from its collaborators."""
+    """Ingest and maintenance over the three stores. Stateless between calls apart from its collaborators.
+
+    ``journal`` is the write protocol's journal (module docstring); without one, a journal whose liveness locks live
+    in a temporary folder is used (tests of the code around the pipeline).
+    """
 
     def __init__(
         self,
@@ -82,6 +95,7 @@ class WritePipeline:
         embedder: Embedder,
         settings: IngestSettings,
         listeners: Sequence[WriteListener] = (),
+        journal: WriteJournal | None = None,
     ) -> None:
         self._listeners = list(listeners)
         self._content = content
@@ -92,6 +106,22 @@ class WritePipeline:
         self._parser = MarkdownParser()
         self._chunker = MarkdownChunker(settings)
         self._summarizer = ExtractiveSummarizer(settings)
+        if journal is None:
+            import tempfile
+
+            journal = WriteJournal(metadata, content, index, Path(tempfile.mkdtemp(prefix="ce-journal-")))
+        self.journal = journal
+
+    @property
+    def _index(self) -> VectorIndex:
+        return self.__index
+
+    @_index.setter
+    def _index(self, value: VectorIndex) -> None:
+        # tests swap the index of a live pipeline: the journal, which syncs it, follows
+        self.__index = value
+        if getattr(self, "journal", None) is not None:
+            self.journal.index = value
 
     # ------------------------------------------------------------------------------------------------ writes
     def write_documents(
@@ -103,7 +133,7 @@ class WritePipeline:
         abstracts: dict[str, str] | None = None,
         in_transaction: Callable[[], None] | None = None,
     ) -> IngestReport:
-        """Write ``docs`` (already validated) and rebuild their ancestors' summaries bottom-up.
+        """Write ``docs`` (already validated) and rebuild their ancestors' summaries bottom-up, as one write.
 
         ``abstracts`` may override the extractive abstract per URI (a skill's abstract is its description).
         ``in_transaction`` runs inside the content + metadata transaction, so its metadata writes (a memory's previous
@@ -136,23 +166,34 @@ class WritePipeline:
         self._check_no_file_ancestors(account_id, todo)
         now = utcnow()
         prepared = [self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))) for doc in todo]
-        dir_uris = {str(a) for p in prepared for a in ContextURI.parse(p.record.uri).ancestors()}
-        fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
-        dirs = self._prepare_directories(account_id, dir_uris, [p.record for p in prepared], now, fresh)
-        nodes = prepared + dirs
         open_index = getattr(type(self._index), "open_in_background", None)  # a lazily opened index: open it now,
         if open_index is not None:  # beside the embedding, not after it
             open_index(self._index)
-        vectors = self._embed(account_id, nodes, progress)
-        new_uris = frozenset(str(d.uri) for d in todo if str(d.uri) not in existing) | frozenset(
-            n.record.uri for n in dirs if not n.existed
-        )
-        stale = self._commit(account_id, nodes, vectors, in_transaction, new_uris)
-        report.pending = self._index_or_mark_pending(account_id, nodes, vectors, stale)
+        vectors = self._embed(account_id, prepared, progress)
+        dir_uris = {str(a) for p in prepared for a in ContextURI.parse(p.record.uri).ancestors()}
+        fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
+
+        def body(journal_id: str) -> _Written:
+            if in_transaction is not None:
+                in_transaction()
+            # stamped under the write lock, so `updated_at` follows the commit order of concurrent writers
+            stamp = utcnow()
+            for p in prepared:
+                p.record = p.record.model_copy(update={"created_at": stamp, "updated_at": stamp})
+            out = _Written()
+            out.add(prepared, self._replace_nodes(journal_id, account_id, prepared, vectors))
+            # the summaries see every file of this write (a batch larger than the sampled window included) and the
+            # committed children of every other write
+            changed = [p.record for p in prepared]
+            dirs, synced = self._write_directories(journal_id, account_id, dir_uris, fresh, changed)
+            out.add(dirs, synced)
+            report.directories = len(dirs)
+            report.vectors = len(vectors) + sum(1 for d in dirs if d.record.context_type is not None)
+            return out
+
+        report.pending = self._journaled(account_id, "write", body)
         report.nodes = len(prepared)
-        report.directories = len(dirs)
         report.chunks = sum(len(p.chunks) for p in prepared)
-        report.vectors = len(vectors)
         report.uris = [p.record.uri for p in prepared]
         return report
 
@@ -330,113 +371,122 @@ class WritePipeline:
             )
         return out
 
-    def _commit(
-        self,
-        account_id: str,
-        nodes: Sequence[_PreparedNode],
-        vectors: Sequence[VectorRecord],
-        in_transaction: Callable[[], None] | None = None,
-        new_uris: frozenset[str] = frozenset(),
-    ) -> set[str]:
-        """Content + metadata in one transaction; content restored if anything fails.
+    # ------------------------------------------------------------------------------------------------ the protocol
+    def _journaled(self, account_id: str, op: str, body: Callable[[str], _Written]) -> int:
+        """Run ``body`` as one journaled write (module docstring); returns how many nodes stay ``pending``.
 
-        Returns the ids of the nodes' previous vectors that the new ones do not replace (to drop from the index).
+        ``body`` runs inside the metadata transaction, holding the write lock, after crashed writers' leftovers were
+        rolled back; it receives the journal id under which it must record its content changes.
         """
-        snapshots: list[tuple[str, dict[Level, str | None], bool]] = []
-        stale = set(self._metadata.vector_ids_for(account_id, [n.record.uri for n in nodes]))
+        journal_id = self.journal.begin(account_id, op)
         try:
             with self._metadata.transaction():
-                if in_transaction is not None:
-                    in_transaction()
-                self._metadata.upsert_nodes([n.record for n in nodes])
-                self._metadata.delete_vectors(sorted(stale))
-                self._metadata.put_vectors(vectors)
-                for n in nodes:
-                    if n.record.uri in new_uris:  # no node there before: nothing to snapshot, delete on rollback
-                        old: dict[Level, str | None] = {lv: None for lv in n.levels}
-                    else:
-                        old = {lv: self._content.read_level(account_id, n.record.uri, lv) for lv in n.levels}
-                    snapshots.append((n.record.uri, old, any(v is not None for v in old.values())))
-                    self._content.write_levels(account_id, n.record.uri, n.levels)
-                self._notify_written(account_id, nodes, vectors)
+                self._metadata.lock_writes()
+                self.journal.recover_prepared()
+                written = body(str(journal_id))
+                self._metadata.journal_commit(journal_id, written.uris, written.sync_ids)
+                self.journal.crash_point("before_commit")
         except BaseException:
-            # Restore every file, each on its own: one failed restore must not leave the others as written.
-            for uri, old, existed in reversed(snapshots):
-                try:
-                    if existed:
-                        self._content.write_levels(account_id, uri, old)
-                    else:
-                        self._content.delete(account_id, uri)
-                except Exception:  # noqa: BLE001 - best effort; the original error is what the caller must see
-                    _LOG.exception("content restore failed for %s", uri)
-            raise
-        return stale - {v.id for v in vectors}
-
-    def _index_or_mark_pending(
-        self, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord], stale: set[str]
-    ) -> int:
-        """Update the vector index; on failure leave the nodes ``pending`` and return how many there are."""
-        uris = [n.record.uri for n in nodes]
-        try:
-            if stale:
-                self._index.delete(sorted(stale))
-            self._index.upsert(vectors)
-        except ContextEngineError:
-            # Nothing half-visible: withdraw whatever part of this write may have reached the index.
             try:
-                self._index.delete([v.id for v in vectors])
-            except ContextEngineError:
-                pass  # the nodes stay pending, and searches skip pending nodes, so a leftover is never served
-            return len(uris)
-        self._metadata.set_index_status(account_id, uris, "indexed")
-        return 0
+                self.journal.abandon(journal_id)
+            except Exception:  # noqa: BLE001 - the write's own error is what the caller must see; recovery retries
+                _LOG.exception("could not undo the content of failed write %s; the next writer will", journal_id)
+            raise
+        self.journal.crash_point("committed")
+        return self.journal.finish(account_id, journal_id, written.uris, written.sync_ids)
+
+    def _replace_nodes(
+        self, journal_id: str, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]
+    ) -> set[str]:
+        """Inside the write's transaction: write the nodes' content (recorded for undo) and metadata, and replace
+        their vector rows. Returns every vector id touched (old and new)."""
+        uris = [n.record.uri for n in nodes]
+        old_ids = set(self._metadata.vector_ids_for(account_id, uris))
+        new_ids = {v.id for v in vectors}
+        for n in nodes:
+            if n.levels:
+                self._content.stash(journal_id, account_id, n.record.uri)
+                self._content.write_levels(account_id, n.record.uri, n.levels)
+                self.journal.crash_point("content_written")
+        self._metadata.upsert_nodes([n.record for n in nodes])
+        self._metadata.delete_vectors(sorted(old_ids - new_ids))
+        self._metadata.put_vectors(vectors)
+        self._notify_written(account_id, nodes, vectors)
+        return old_ids | new_ids
+
+    def _write_directories(
+        self,
+        journal_id: str,
+        account_id: str,
+        dir_uris: set[str],
+        fresh: dict[str, str] | None = None,
+        changed: Sequence[NodeRecord] = (),
+    ) -> tuple[list[_PreparedNode], set[str]]:
+        """Inside the write's transaction: recompute the summaries of ``dir_uris`` from their committed children
+        (this write's included; ``changed``, the nodes it wrote, are always among the children a summary names),
+        embed and write them. Returns the directory nodes and the vector ids touched."""
+        if not dir_uris:
+            return [], set()
+        dirs = self._prepare_directories(account_id, dir_uris, changed, utcnow(), fresh)
+        vectors = self._embed(account_id, dirs, None)
+        return dirs, self._replace_nodes(journal_id, account_id, dirs, vectors)
+
+    def check(self, *, repair: bool) -> RecoveryReport:
+        """Find (and with ``repair``, repair) the leftovers of crashed writes, from the journal: O(leftovers).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when a store fails.
+        """
+        return self.journal.recover(repair=repair)
 
     # ------------------------------------------------------------------------------------------------ delete
     def delete(self, account_id: str, uri: ContextURI, *, recursive: bool) -> IngestReport:
-        """Delete a node (a directory only with ``recursive``), then refresh the ancestors' summaries.
+        """Delete a node (a directory only with ``recursive``) and refresh the ancestors' summaries, as one write.
 
         Raises:
             ContextEngineError: ``WRT-4042`` no such node; ``WRT-4091`` non-empty directory without ``recursive``;
                 ``WRT-4002`` for a scope or space root.
         """
-        node = self._metadata.get_node(account_id, str(uri))
-        if node is None:
-            raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no node at {uri}")
         if not uri.segments:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "a scope or space root cannot be deleted")
-        subtree = self._metadata.list_subtree(account_id, node.uri)
-        # Without recursive exactly one node goes, whatever its kind: nothing below it is ever wiped on the way.
-        if len(subtree) > 1 and not recursive:
-            raise ContextEngineError(
-                ErrorCode.CONFLICT,
-                f"{node.uri} has {len(subtree) - 1} nodes below it; delete it with --recursive",
-                {"uri": node.uri, "descendants": len(subtree) - 1},
-            )
-        uris = [n.uri for n in subtree]
-        ids = self._metadata.vector_ids_for(account_id, uris)
-        self._index.delete(ids)  # index first: a crash after this leaves no searchable orphan
-        with self._metadata.transaction():
+        if self._metadata.get_node(account_id, str(uri)) is None:  # fail fast; checked again under the write lock
+            raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no node at {uri}")
+        report = IngestReport()
+
+        def body(journal_id: str) -> _Written:
+            node = self._metadata.get_node(account_id, str(uri))  # read under the write lock: what is committed
+            if node is None:
+                raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no node at {uri}")
+            subtree = self._metadata.list_subtree(account_id, node.uri)
+            # Without recursive exactly one node goes, whatever its kind: nothing below it is ever wiped on the way.
+            if len(subtree) > 1 and not recursive:
+                raise ContextEngineError(
+                    ErrorCode.CONFLICT,
+                    f"{node.uri} has {len(subtree) - 1} nodes below it; delete it with --recursive",
+                    {"uri": node.uri, "descendants": len(subtree) - 1},
+                )
+            uris = [n.uri for n in subtree]
+            ids = self._metadata.vector_ids_for(account_id, uris)
+            self._content.delete_journaled(journal_id, account_id, node.uri)
+            self.journal.crash_point("content_deleted")
             self._metadata.delete_vectors(ids)
             self._metadata.delete_nodes(account_id, uris)
             self._notify_deleted(account_id, uris)
-        self._content.delete(account_id, node.uri)
-        report = IngestReport(nodes=len(subtree), vectors=len(ids), uris=uris)
-        self._refresh_directories(account_id, ContextURI.parse(node.uri).parent)
-        return report
+            parent = ContextURI.parse(node.uri).parent
+            dir_uris = {str(parent)} | {str(a) for a in parent.ancestors()} if parent is not None else set()
+            dirs, synced = self._write_directories(journal_id, account_id, dir_uris)
+            out = _Written(sync_ids=set(ids))
+            out.add(dirs, synced)
+            report.nodes, report.vectors, report.uris = len(subtree), len(ids), uris
+            return out
 
-    def _refresh_directories(self, account_id: str, start: ContextURI | None) -> None:
-        """Rebuild the summaries of ``start`` and its ancestors from the store (after a delete or move)."""
-        if start is None:
-            return
-        dir_uris = {str(start)} | {str(a) for a in start.ancestors()}
-        dirs = self._prepare_directories(account_id, dir_uris, [], utcnow())
-        vectors = self._embed(account_id, dirs, None)
-        stale = self._commit(account_id, dirs, vectors)
-        self._index_or_mark_pending(account_id, dirs, vectors, stale)
+        self._journaled(account_id, "delete", body)
+        return report
 
     # ------------------------------------------------------------------------------------------------ move
     def move(self, account_id: str, src: ContextURI, dst: ContextURI) -> IngestReport:
-        """Move a node and its subtree; vectors are re-keyed, not re-embedded. Summaries of both parents refresh.
+        """Move a node and its subtree as one write; vectors are re-keyed, not re-embedded. The summaries of both
+        sides refresh in the same write.
 
         A destination that is an existing directory receives the node under its own name.
 
@@ -468,82 +518,62 @@ class WritePipeline:
         for a in self._metadata.get_nodes(account_id, [str(a) for a in dst.ancestors()]).values():
             if not a.is_dir:
                 raise ContextEngineError(ErrorCode.CONFLICT, f"{a.uri} is a file, so it cannot hold other nodes")
-
-        subtree = self._metadata.list_subtree(account_id, node.uri)
         old_prefix, new_prefix = str(src), str(dst)
+        report = IngestReport(uris=[new_prefix])
 
         def remap(u: str) -> ContextURI:
             return ContextURI.parse(new_prefix + u[len(old_prefix) :] if u != old_prefix else new_prefix)
 
-        now = utcnow()
-        moved: list[_PreparedNode] = []
-        for n in subtree:
-            nu = remap(n.uri)
-            rec = n.model_copy(
-                update={
-                    "title": (nu.name or str(nu)) if n.is_dir else n.title,
-                    "uri": str(nu),
-                    "parent_uri": str(nu.parent) if nu.parent else None,
-                    "owner_space": nu.owner_space,
-                    "context_type": nu.context_type,
-                    "category": nu.category,
-                    "index_status": "pending",
-                    "updated_at": now,
-                }
-            )
-            moved.append(_PreparedNode(rec, {}))
-        old_vectors = self._metadata.get_vectors(account_id, [n.uri for n in subtree])
-        new_vectors = []
-        for v in old_vectors:
-            nu = remap(v.uri)
-            new_vectors.append(
-                v.model_copy(
-                    update={
-                        "id": vector_id(account_id, str(nu), v.level, v.chunk_index),
-                        "uri": str(nu),
-                        "parent_uri": str(nu.parent) if nu.parent else None,
-                        "owner_space": nu.owner_space,
-                        "context_type": nu.context_type or "",
-                        "category": nu.category or "",
-                        "doc_id": str(nu),
-                    }
-                )
-            )
-        old_ids = [v.id for v in old_vectors]
-        self._index.delete(old_ids)
-        with self._metadata.transaction():
+        def body(journal_id: str) -> _Written:
+            # read under the write lock: the subtree as committed, not as it was when the request came in
+            subtree = self._metadata.list_subtree(account_id, old_prefix)
+            if not subtree:
+                raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no node at {src}")
+            if self._metadata.get_node(account_id, new_prefix) is not None:
+                raise ContextEngineError(ErrorCode.CONFLICT, f"{dst} already exists")
+            now = utcnow()
+            moved = [_PreparedNode(_moved_record(n, remap(n.uri), now), {}) for n in subtree]
+            old_vectors = self._metadata.get_vectors(account_id, [n.uri for n in subtree])
+            new_vectors = [_moved_vector(v, remap(v.uri), account_id) for v in old_vectors]
+            old_ids = [v.id for v in old_vectors]
+            self._content.move_journaled(journal_id, account_id, old_prefix, new_prefix)
+            self.journal.crash_point("content_moved")
             self._metadata.delete_vectors(old_ids)
             self._metadata.delete_nodes(account_id, [n.uri for n in subtree])
-            self._metadata.upsert_nodes([m.record for m in moved])
-            self._metadata.put_vectors(new_vectors)
             self._notify_deleted(account_id, [n.uri for n in subtree])
-            self._notify_written(account_id, moved, new_vectors)
-            self._content.move(account_id, node.uri, new_prefix)
-        pending = self._index_or_mark_pending(account_id, moved, new_vectors, set())
-        # New parents may not exist yet: create and summarise them (and a moved directory, whose own summary names
-        # it), then refresh the old side.
-        dir_uris = {str(a) for a in dst.ancestors()} | ({new_prefix} if src.is_dir else set())
-        dirs = self._prepare_directories(account_id, dir_uris, [moved[0].record], now)
-        dvec = self._embed(account_id, dirs, None)
-        stale = self._commit(account_id, dirs, dvec)
-        self._index_or_mark_pending(account_id, dirs, dvec, stale)
-        self._refresh_directories(account_id, src.parent)
-        return IngestReport(nodes=len(subtree), vectors=len(new_vectors), pending=pending, uris=[new_prefix])
+            out = _Written(sync_ids=set(old_ids))
+            out.add(moved, self._replace_nodes(journal_id, account_id, moved, new_vectors))
+            # New parents may not exist yet: create and summarise them (and a moved directory, whose own summary
+            # names it), and refresh the old side, all from the committed children.
+            dir_uris = {str(a) for a in dst.ancestors()} | ({new_prefix} if src.is_dir else set())
+            if src.parent is not None:
+                dir_uris |= {str(src.parent)} | {str(a) for a in src.parent.ancestors()}
+            dirs, synced = self._write_directories(journal_id, account_id, dir_uris, None, [moved[0].record])
+            out.add(dirs, synced)
+            report.nodes, report.vectors = len(subtree), len(new_vectors)
+            return out
+
+        report.pending = self._journaled(account_id, "move", body)
+        return report
 
     # ------------------------------------------------------------------------------------------------ reindex
     def reindex(
         self, account_id: str | None = None, *, full: bool = False, progress: Progress | None = None
     ) -> IngestReport:
-        """Push vectors kept in the metadata store into the vector index.
+        """Finish or undo what crashed writes left (the journal), then push vectors kept in the metadata store into
+        the vector index.
 
         Default: only ``pending`` nodes (repairs failed index writes). ``full=True``: every vector of the account
-        (or of every account when ``account_id`` is ``None``), e.g. after the index directory was lost.
+        (or of every account when ``account_id`` is ``None``), e.g. after the index directory was lost; it also
+        removes content folders that no node owns (left by versions before the write journal): O(store).
         """
-        report = IngestReport()
+        found = self.journal.recover(repair=True)
+        report = IngestReport(nodes=found.nodes_indexed, vectors=found.vectors_synced)
         accounts = [account_id] if account_id else self._metadata.accounts()
         for acc in accounts:
             if full:
                 nodes = self._metadata.list_all_nodes(acc)
+                self._remove_orphan_content(acc)
             else:
                 nodes = self._metadata.pending_nodes(acc)
             uris = [n.uri for n in nodes]
@@ -558,3 +588,69 @@ class WritePipeline:
                     progress("reindex", report.nodes, len(uris))
         self._index.optimize()
         return report
+
+
+    def _remove_orphan_content(self, account_id: str) -> int:
+        """Remove the content of nodes the metadata does not know, under the write lock (so no write in flight is
+        mistaken for an orphan). A folder that still holds live descendants loses only its own level files."""
+        lister = getattr(self._content, "node_uris", None)
+        if lister is None:
+            return 0
+        removed = 0
+        with self._metadata.transaction():
+            self._metadata.lock_writes()
+            on_disk = lister(account_id)
+            known = self._metadata.get_nodes(account_id, on_disk)
+            for uri in on_disk:
+                if uri in known:
+                    continue
+                live = any(k.startswith(uri) for k in known) if uri.endswith("/") else False
+                if live:
+                    self._content.write_levels(account_id, uri, {lv: None for lv in Level})
+                else:
+                    self._content.delete(account_id, uri)
+                removed += 1
+        if removed:
+            _LOG.warning("reindex --full removed the content of %d nodes unknown to the metadata", removed)
+        return removed
+
+
+@dataclass
+class _Written:
+    """What one journaled write touched: the nodes it created or replaced, and every vector id it wrote or deleted."""
+
+    uris: list[str] = field(default_factory=list)
+    sync_ids: set[str] = field(default_factory=set)
+
+    def add(self, nodes: Sequence[_PreparedNode], ids: set[str]) -> None:
+        self.uris.extend(n.record.uri for n in nodes)
+        self.sync_ids |= ids
+
+
+def _moved_record(n: NodeRecord, nu: ContextURI, now) -> NodeRecord:
+    return n.model_copy(
+        update={
+            "title": (nu.name or str(nu)) if n.is_dir else n.title,
+            "uri": str(nu),
+            "parent_uri": str(nu.parent) if nu.parent else None,
+            "owner_space": nu.owner_space,
+            "context_type": nu.context_type,
+            "category": nu.category,
+            "index_status": "pending",
+            "updated_at": now,
+        }
+    )
+
+
+def _moved_vector(v: VectorRecord, nu: ContextURI, account_id: str) -> VectorRecord:
+    return v.model_copy(
+        update={
+            "id": vector_id(account_id, str(nu), v.level, v.chunk_index),
+            "uri": str(nu),
+            "parent_uri": str(nu.parent) if nu.parent else None,
+            "owner_space": nu.owner_space,
+            "context_type": nu.context_type or "",
+            "category": nu.category or "",
+            "doc_id": str(nu),
+        }
+    )

@@ -16,7 +16,8 @@ Mapping from seed 000 §8 names to Prometheus names (all prefixed ``ce_``):
 
 Also: ``ce_retrieval_stage_duration_seconds{stage}``; lookup_knowledge: ``ce_lookup_knowledge_requests_total``,
 ``ce_lookup_knowledge_duration_seconds``, ``ce_lookup_knowledge_relevance_total{level}``,
-``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``.
+``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``; writes:
+``ce_vector_commit_retries_total{operation}`` (vector-index commits retried after a conflict with another writer).
 """
 
 from __future__ import annotations
@@ -85,6 +86,12 @@ class Metrics:
         )
         self.lookup_fallback = Counter(
             "ce_lookup_knowledge_fallback", "Semantic-layer fallbacks and retries by reason", ["reason"], registry=r
+        )
+        self.vector_commit_retries = Counter(
+            "ce_vector_commit_retries",
+            "Vector-index commits retried after a conflict with another writer",
+            ["operation"],
+            registry=r,
         )
         self.lookup_dedup = Counter(
             "ce_lookup_knowledge_dedup", "Documents withheld because the session already had them", registry=r

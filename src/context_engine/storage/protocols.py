@@ -13,6 +13,7 @@ import numpy as np
 
 from context_engine.schema.nodes import Level, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.journal import JournalEntry
 
 
 @runtime_checkable
@@ -33,6 +34,35 @@ class ContentStore(Protocol):
 
     def move(self, account_id: str, src_uri: str, dst_uri: str) -> None:
         """Move a node (and its subtree) to a new URI whose parent exists or is created."""
+        ...
+
+    # the write protocol's undo records (storage/journal.py): a journaled change can be rolled back after a crash
+    def stash(self, journal_id: str, account_id: str, uri: str) -> None:
+        """Before one node's levels are overwritten: keep their current state under ``journal_id``."""
+        ...
+
+    def delete_journaled(self, journal_id: str, account_id: str, uri: str) -> None:
+        """Delete a node and its subtree so that :meth:`rollback` can bring them back until :meth:`discard`."""
+        ...
+
+    def move_journaled(self, journal_id: str, account_id: str, src_uri: str, dst_uri: str) -> None:
+        """:meth:`move`, recorded so that :meth:`rollback` can move it back."""
+        ...
+
+    def rollback(self, journal_id: str) -> None:
+        """Undo every journaled change of ``journal_id`` (newest first), then forget them. Idempotent."""
+        ...
+
+    def discard(self, journal_id: str) -> None:
+        """Forget the undo records of ``journal_id`` (its write committed). Idempotent."""
+        ...
+
+    def journal_ids(self) -> list[str]:
+        """Journal ids that still have undo records (normally none): O(leftovers)."""
+        ...
+
+    def node_uris(self, account_id: str) -> list[str]:
+        """Every node of the account that has content, as URIs (directories end with ``/``): a full walk."""
         ...
 
 
@@ -179,6 +209,27 @@ class MetadataStore(Protocol):
 
     def get_vector_rows(self, account_id: str, ids: Sequence[str]) -> dict[str, VectorRecord]:
         """The account's rows with these ids; missing ids are absent."""
+        ...
+
+    # the intent journal (storage/journal.py)
+    def lock_writes(self) -> None:
+        """Inside a write transaction: serialise it with every other journaled write."""
+        ...
+
+    def journal_open(self, account_id: str, op: str, owner: str | None, uris: Sequence[str] = ()) -> int:
+        """Commit a ``prepared`` intent row (outside any transaction) and return its id."""
+        ...
+
+    def journal_commit(self, journal_id: int, uris: Sequence[str], sync_ids: Sequence[str]) -> None:
+        """Inside the write's transaction: mark the row ``committed``."""
+        ...
+
+    def journal_release(self, journal_id: int) -> None: ...
+
+    def journal_delete(self, journal_id: int) -> None: ...
+
+    def journal_entries(self) -> list[JournalEntry]:
+        """Every journal row, oldest first."""
         ...
 
     # index stamp

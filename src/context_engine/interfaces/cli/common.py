@@ -129,12 +129,15 @@ def fail(e: ContextEngineError) -> None:
 
 
 @contextmanager
-def open_engine() -> Iterator[Any]:
+def open_engine(*, recover: bool = True) -> Iterator[Any]:
+    """The engine of ``--home``; ``recover=False`` skips the startup check of the write journal (``reindex --check``
+    reports what it would repair)."""
     from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
 
     try:
-        engine = ContextEngineService(load_settings(state.home) if state.home else load_settings())
+        settings = load_settings(state.home) if state.home else load_settings()
+        engine = ContextEngineService(settings, recover_writes=recover)
     except ContextEngineError as e:
         fail(e)
     try:

@@ -177,8 +177,43 @@ def mv(src: Annotated[str, typer.Argument()], dst: Annotated[str, typer.Argument
 
 
 @app.command()
-def reindex(full: Annotated[bool, typer.Option(help="Rebuild every vector, not only pending nodes.")] = False) -> None:
-    """Push pending (or all) vectors from the metadata store into the vector index."""
+def reindex(
+    full: Annotated[bool, typer.Option(help="Rebuild every vector, not only pending nodes.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only report what interrupted writes left (the write journal).")
+    ] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="With --check: also repair what it finds.")] = False,
+) -> None:
+    """Finish or undo interrupted writes, then push pending (or all) vectors from the metadata store into the index.
+
+    ``--check`` reads the write journal only (O(leftovers)) and exits 1 when it finds leftovers it did not repair.
+    """
+    if repair and not check:
+        fail(ContextEngineError(ErrorCode.REQUEST_INVALID, "--repair goes with --check (plain reindex repairs too)"))
+    if check:
+        with open_engine(recover=False) as engine:
+            found = engine.check_writes(state.ctx, repair=repair)
+        info = {
+            "rolled_back": found.rolled_back,
+            "finished": found.finished,
+            "in_flight": found.in_flight,
+            "orphan_records": found.orphan_records,
+            "vectors_synced": found.vectors_synced,
+            "repaired": found.repaired,
+            "leftovers": found.leftovers,
+        }
+        if state.json:
+            emit(info)
+        else:
+            verb = "repaired" if repair else "found"
+            out.print(
+                f"write journal: {verb} {found.leftovers} leftovers ({len(found.rolled_back)} to roll back, "
+                f"{len(found.finished)} to finish, {len(found.orphan_records)} orphan undo records); "
+                f"{len(found.in_flight)} writes in flight"
+            )
+        if found.leftovers and not repair:
+            raise typer.Exit(1)
+        return
     with open_engine() as engine, progress_bar() as tick:
         report = engine.reindex(state.ctx, full=full, progress=tick)
     print_report(report, "reindexed")

@@ -4,13 +4,28 @@ Layout: ``<root>/<account_id>/<scope>/[<space>/]<segment>/.../`` is one folder p
 (L0), ``.overview.md`` (L1) and, for files, ``.content.md`` (L2). Children are sub-folders. URI validation reserves
 those names, so no node can collide with a level file. Every file is written atomically: a temporary file in the
 same folder, then ``os.replace``.
+
+Undo records of the write protocol (docs/security.md, "Crash safety and concurrent writers") live in
+``<root>/@journal/<journal id>/`` (``@`` cannot start an account id): one ``<seq>.json`` manifest per journaled change
+and, beside it, ``<seq>/`` with what the change replaced. Each manifest is written (atomically) before its change, so
+after a crash at any point :meth:`LocalContentStore.rollback` knows exactly what to put back:
+
+* ``stash``: the node's current level files are hard-linked into ``<seq>/`` (no copy: the write that follows replaces
+  the files by rename, so the links keep the old ones); a node that did not exist is recorded as new.
+* ``delete``: the node's folder is renamed into ``<seq>/`` (that rename is the delete; :meth:`discard` frees it).
+* ``move``: the folder is renamed; rollback renames it back.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from context_engine.errors import ContextEngineError, ErrorCode
@@ -18,6 +33,7 @@ from context_engine.schema.nodes import Level
 from context_engine.schema.uri import ContextURI
 
 LEVEL_FILES: dict[Level, str] = {Level.L0: ".abstract.md", Level.L1: ".overview.md", Level.L2: ".content.md"}
+JOURNAL_DIR = "@journal"
 
 
 class LocalContentStore:
@@ -26,6 +42,9 @@ class LocalContentStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._journal_root = self.root / JOURNAL_DIR
+        self._seq: dict[str, int] = {}
+        self._seq_lock = threading.Lock()
 
     def _node_dir(self, account_id: str, uri: str) -> Path:
         u = ContextURI.parse(uri)
@@ -106,4 +125,183 @@ class LocalContentStore:
         except OSError as err:
             raise ContextEngineError(
                 ErrorCode.STORAGE_FAILED, f"content store move failed: {err.strerror}", retryable=True
+            ) from err
+
+    # ---- the write protocol's undo records (module docstring) ---------------------------------------------------
+    def stash(self, journal_id: str, account_id: str, uri: str) -> None:
+        """Keep the current level files of ``uri`` (hard links) before the write replaces them.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when the file system refuses.
+        """
+        node = self._node_dir(account_id, uri)
+        with self._journal_errors(uri):
+            seq, data = self._next_record(journal_id)
+            existed: list[str] = []
+            if node.is_dir():
+                data.mkdir(parents=True, exist_ok=True)
+                for name in LEVEL_FILES.values():
+                    try:
+                        os.link(node / name, data / name)
+                    except FileNotFoundError:
+                        continue
+                    existed.append(name)
+            self._write_manifest(journal_id, seq, {"op": "stash", "path": self._rel(node), "existed": existed})
+
+    def delete_journaled(self, journal_id: str, account_id: str, uri: str) -> None:
+        """Delete the node's folder (and subtree) by renaming it into the journal; :meth:`rollback` renames it back.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when the file system refuses.
+        """
+        node = self._node_dir(account_id, uri)
+        if not node.exists():
+            return
+        with self._journal_errors(uri):
+            seq, data = self._next_record(journal_id)
+            self._write_manifest(journal_id, seq, {"op": "delete", "path": self._rel(node)})
+            os.replace(node, data)
+
+    def move_journaled(self, journal_id: str, account_id: str, src_uri: str, dst_uri: str) -> None:
+        """:meth:`move`, recorded first so that :meth:`rollback` can move the folder back.
+
+        Raises:
+            ContextEngineError: ``WRT-4091`` if the destination exists, ``WRT-5001`` on file-system failure.
+        """
+        src, dst = self._node_dir(account_id, src_uri), self._node_dir(account_id, dst_uri)
+        if dst.exists():
+            raise ContextEngineError(ErrorCode.CONFLICT, f"{dst_uri} already exists")
+        if not src.exists():
+            return
+        with self._journal_errors(src_uri):
+            seq, _ = self._next_record(journal_id)
+            self._write_manifest(journal_id, seq, {"op": "move", "src": self._rel(src), "dst": self._rel(dst)})
+        self.move(account_id, src_uri, dst_uri)
+
+    def rollback(self, journal_id: str) -> None:
+        """Undo the journaled changes of ``journal_id``, newest first, then drop its records.
+
+        Idempotent: a change already undone (its backup moved back) is skipped, so a rollback cut short by a crash
+        is simply run again. Folders left empty by the undone changes are removed.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when the file system refuses.
+        """
+        folder = self._journal_root / journal_id
+        if not folder.is_dir():
+            return
+        touched: list[Path] = []
+        with self._journal_errors(journal_id):
+            manifests = sorted(
+                (int(p.stem), p) for p in folder.glob("*.json") if p.stem.isdigit()
+            )
+            for seq, path in reversed(manifests):
+                record = json.loads(path.read_text(encoding="utf-8"))
+                data = folder / str(seq)
+                if record["op"] == "stash":
+                    node = self.root / record["path"]
+                    for name in LEVEL_FILES.values():
+                        if name in record["existed"]:
+                            if (data / name).exists():  # not yet restored
+                                node.mkdir(parents=True, exist_ok=True)
+                                os.replace(data / name, node / name)
+                        else:
+                            (node / name).unlink(missing_ok=True)
+                    touched.append(node)
+                elif record["op"] == "delete":
+                    node = self.root / record["path"]
+                    if data.exists() and not node.exists():
+                        node.parent.mkdir(parents=True, exist_ok=True)
+                        os.replace(data, node)
+                elif record["op"] == "move":
+                    src, dst = self.root / record["src"], self.root / record["dst"]
+                    if dst.exists() and not src.exists():
+                        src.parent.mkdir(parents=True, exist_ok=True)
+                        os.replace(dst, src)
+                    touched.append(dst.parent)
+            for node in sorted(touched, key=lambda p: -len(p.parts)):
+                self._prune_empty(node)
+        self.discard(journal_id)
+
+    def discard(self, journal_id: str) -> None:
+        """Drop the undo records of ``journal_id`` (its write committed, or was rolled back). Idempotent."""
+        with self._seq_lock:
+            self._seq.pop(journal_id, None)
+        folder = self._journal_root / journal_id
+        if not folder.exists():
+            return
+        # Renamed first, so a crash in the middle of the removal never leaves half the records under the live name.
+        gone = self._journal_root / f".gone-{journal_id}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.replace(folder, gone)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(gone, ignore_errors=True)
+
+    def journal_ids(self) -> list[str]:
+        """Journal ids with undo records left (normally none), sorted; removes the remains of cut-short discards."""
+        if not self._journal_root.is_dir():
+            return []
+        out: list[str] = []
+        for entry in self._journal_root.iterdir():
+            if entry.name.startswith(".gone-"):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif entry.is_dir():
+                out.append(entry.name)
+        return sorted(out)
+
+    def node_uris(self, account_id: str) -> list[str]:
+        """Every node folder of ``account_id`` as a URI (directories end with ``/``), sorted: a full walk of the
+        account's content (``reindex --full`` compares it with the metadata to find orphans)."""
+        base = self.root / account_id
+        out: list[str] = []
+        if not base.is_dir():
+            return out
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            rel = Path(folder).relative_to(base).parts
+            if not rel or not any(f in LEVEL_FILES.values() for f in files):
+                continue
+            is_file = LEVEL_FILES[Level.L2] in files
+            out.append("ctx://" + "/".join(rel) + ("" if is_file else "/"))
+        return sorted(out)
+
+    def _next_record(self, journal_id: str) -> tuple[int, Path]:
+        folder = self._journal_root / journal_id
+        with self._seq_lock:
+            if journal_id not in self._seq:
+                folder.mkdir(parents=True, exist_ok=True)
+                found = [int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()]
+                self._seq[journal_id] = max(found, default=0)
+            self._seq[journal_id] += 1
+            seq = self._seq[journal_id]
+        return seq, folder / str(seq)
+
+    def _write_manifest(self, journal_id: str, seq: int, record: dict[str, object]) -> None:
+        folder = self._journal_root / journal_id
+        tmp = folder / f".{seq}.json.part"
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(tmp, folder / f"{seq}.json")
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _prune_empty(self, folder: Path) -> None:
+        """Remove ``folder`` and its parents while they are empty, up to the account folder."""
+        while folder != self.root and folder.parent != self.root and folder.is_dir():
+            try:
+                folder.rmdir()
+            except OSError:
+                return  # not empty: a node lives there
+            folder = folder.parent
+
+    @contextmanager
+    def _journal_errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as err:
+            raise ContextEngineError(
+                ErrorCode.STORAGE_FAILED,
+                f"content store journal failed for {what}: {err.strerror}",
+                retryable=True,
             ) from err

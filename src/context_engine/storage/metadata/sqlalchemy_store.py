@@ -52,6 +52,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation, VectorRecord
 from context_engine.schema.uri import ContextURI
 from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.journal import JournalEntry
 
 SCHEMA_VERSION = 4
 """Schema version this code reads and writes; a database stamped with a newer one is refused.
@@ -59,9 +60,10 @@ SCHEMA_VERSION = 4
 Version 2 (issue 11) added ``nodes.occurred_at``, ``nodes.metadata_json``, ``nodes.version``, ``vectors.context``
 and the ``node_versions`` table; version 3 (issue 12) the ``index_generations`` and ``index_changes`` tables (the
 account generation and change log, :mod:`context_engine.storage.changes`); version 4 (issue 14) the ``principal``
-of ``tool_invocations`` and ``retrieved_docs`` (per-user audit scope, upgraded by :mod:`.audit`). Older databases
-are upgraded in place on open (:data:`_ADDED_COLUMNS`, new tables are created); an account without a generation row
-is at generation 0."""
+of ``tool_invocations`` and ``retrieved_docs`` (per-user audit scope, upgraded by :mod:`.audit`) and the
+``write_journal`` table (the intent journal, :mod:`context_engine.storage.journal`). Older databases are upgraded in
+place on open (:data:`_ADDED_COLUMNS`, new tables are created); an account without a generation row is at
+generation 0, a database without journal rows has no write to finish."""
 
 LOG_RETAIN = 20_000
 """Account generations the change log keeps; a reader further behind reloads the account wholesale."""
@@ -210,6 +212,23 @@ class IndexChangeRow(_Base):
     vector_id: Mapped[str] = mapped_column(String(1536))
 
 
+class WriteJournalRow(_Base):
+    """``write_journal``: one row per write in flight (:mod:`context_engine.storage.journal`); usually empty.
+
+    ``payload`` is ``{"uris": [...], "sync_ids": [...]}``: the nodes the write replaces and the vector ids it touched.
+    """
+
+    __tablename__ = "write_journal"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    op: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class MetaRow(_Base):
     """``meta``: small key/value settings (the index stamp)."""
 
@@ -234,6 +253,8 @@ _META = MetaRow.__table__
 _GENERATIONS = IndexGenerationRow.__table__
 _CHANGES = IndexChangeRow.__table__
 _VERSIONS = NodeVersionRow.__table__
+_JOURNAL = WriteJournalRow.__table__
+_WRITE_LOCK_KEY = "write_lock"  # the meta row every journaled write updates first (PostgreSQL: a row lock)
 
 # Statements of the per-request reads, built once (building and cache-keying a statement costs as much as running
 # it on SQLite). Lookups by vector id go by primary key alone (see changes_since); callers check the account.
@@ -1130,6 +1151,74 @@ class SqlMetadataStore:
             )
         matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(rows), -1)
         return VectorMatrix.from_columns(generation, ids=ids, matrix=matrix, **{k: list(v) for k, v in cols.items()})
+
+    # ---- the intent journal (storage/journal.py) --------------------------------------------------------------------
+    def lock_writes(self) -> None:
+        """Inside a write transaction: serialise it with every other journaled write until it ends.
+
+        SQLite already holds the database's write lock for the whole transaction (``BEGIN IMMEDIATE``); other
+        databases take the row lock of one ``meta`` row, so two writers never change the content store at once.
+        """
+        if self._engine.dialect.name == "sqlite":
+            return
+        with self._use(write=True) as s:
+            s.execute(self._insert_ignore(_META).values(key=_WRITE_LOCK_KEY, value="0"))
+            s.execute(update(_META).where(_META.c.key == _WRITE_LOCK_KEY).values(value=_META.c.value))
+
+    def journal_open(self, account_id: str, op: str, owner: str | None, uris: Sequence[str] = ()) -> int:
+        """Write a ``prepared`` intent row and return its id. Call it outside a transaction (it must be committed
+        before the write touches anything).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) on a database failure.
+        """
+        with self._use(write=True) as s:
+            row = WriteJournalRow(
+                account_id=account_id,
+                op=op,
+                state="prepared",
+                owner=owner,
+                created_at=datetime.now(UTC),
+                payload={"uris": list(uris), "sync_ids": []},
+            )
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def journal_commit(self, journal_id: int, uris: Sequence[str], sync_ids: Sequence[str]) -> None:
+        """Inside the write's transaction: mark the row ``committed`` with the nodes written and the vector ids
+        touched (it commits or rolls back with the write)."""
+        payload = {"uris": sorted(set(uris)), "sync_ids": sorted(set(sync_ids))}
+        with self._use(write=True) as s:
+            s.execute(update(_JOURNAL).where(_JOURNAL.c.id == journal_id).values(state="committed", payload=payload))
+
+    def journal_release(self, journal_id: int) -> None:
+        """Clear the row's owner: any process may now finish it (its writer could not)."""
+        with self._use(write=True) as s:
+            s.execute(update(_JOURNAL).where(_JOURNAL.c.id == journal_id).values(owner=None))
+
+    def journal_delete(self, journal_id: int) -> None:
+        """Drop the row (the write is finished, or undone). A missing row is ignored."""
+        with self._use(write=True) as s:
+            s.execute(delete(_JOURNAL).where(_JOURNAL.c.id == journal_id))
+
+    def journal_entries(self) -> list[JournalEntry]:
+        """Every row, oldest first: the writes in flight or left by a crash (few; a full read of a small table)."""
+        with self._use(write=False) as s:
+            rows = s.execute(select(_JOURNAL).order_by(_JOURNAL.c.id)).all()
+        return [
+            JournalEntry(
+                id=int(r.id),
+                account_id=r.account_id,
+                op=r.op,
+                state="committed" if r.state == "committed" else "prepared",
+                owner=r.owner,
+                created_at=r.created_at,
+                uris=list((r.payload or {}).get("uris", [])),
+                sync_ids=list((r.payload or {}).get("sync_ids", [])),
+            )
+            for r in rows
+        ]
 
     # ---- meta -----------------------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -19,13 +19,17 @@ Choices measured with ``bench/vector_index.py`` (100k x 384, 20 accounts, filter
 
 Every LanceDB or Arrow failure is translated here into :class:`ContextEngineError`: ``RET-5001`` for searches and
 counts, ``WRT-5001`` for writes and maintenance, both retryable.
+
+Commit conflicts (two processes committing table versions at once, e.g. a delete racing a compaction) are retried
+with bounded exponential backoff and jitter (tenacity; :data:`_COMMIT_ATTEMPTS` attempts, 50 ms doubling up to 1 s),
+each retry counted (:attr:`LanceDBVectorIndex.commit_retries`, and ``on_retry`` for the service's metrics).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +39,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 from lancedb.index import Bitmap, IvfSq
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
@@ -70,6 +75,16 @@ _SCALAR_INDEX_MIN_ROWS = 10_000
 _VECTOR_INDEX_NAME = "vector_idx"
 # Each optimize() that finds unindexed rows adds a delta to the vector index; past this many, rebuild it in one piece.
 _MAX_VECTOR_INDEX_DELTAS = 16
+# Attempts of one commit that conflicts with another writer's (LanceDB retries some conflicts itself first).
+_COMMIT_ATTEMPTS = 6
+# LanceDB raises commit conflicts as plain OSError/RuntimeError; its messages are the only mark ("Commit conflict for
+# version ...", "Retryable commit conflict ...", "TooMuchWriteContention").
+_CONFLICT_MARKS = ("commit conflict", "too much write contention", "toomuchwritecontention")
+
+
+def _is_commit_conflict(err: BaseException) -> bool:
+    text = str(err).lower()
+    return any(mark in text for mark in _CONFLICT_MARKS)
 
 
 def vector_schema(dim: int) -> pa.Schema:
@@ -157,7 +172,9 @@ class LanceDBVectorIndex:
 
     name = "lancedb"
 
-    def __init__(self, path: Path, dim: int, settings: VectorSettings) -> None:
+    def __init__(
+        self, path: Path, dim: int, settings: VectorSettings, *, on_retry: Callable[[str], None] | None = None
+    ) -> None:
         if dim < 1:
             raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"Vector dimension must be positive, got {dim}.")
         self._path = Path(path)
@@ -171,6 +188,9 @@ class LanceDBVectorIndex:
         self._has_scalar_indexes = False
         #: Background maintenance failures (logged, not raised: the write that triggered them had succeeded).
         self.maintenance_failures = 0
+        #: Commits retried after a conflict with another writer, and the hook that counts them in the metrics.
+        self.commit_retries = 0
+        self._on_retry = on_retry
         with self._write_errors("open the vector index"):
             self._path.mkdir(parents=True, exist_ok=True)
             # Strong read consistency: every read checks for a newer table version, so a server sees what a CLI
@@ -216,10 +236,13 @@ class LanceDBVectorIndex:
             return
         batch = self._to_arrow(_last_per_id(records))
         with self._write_errors("upsert vectors"):
-            if self._table.count_rows() == 0:
-                self._table.add(batch)
-            else:
-                self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(batch)
+            for attempt in self._retrying("upsert"):
+                with attempt:
+                    if self._table.count_rows() == 0:
+                        self._table.add(batch)
+                    else:
+                        merge = self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+                        merge.execute(batch)
         self._after_write()
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -233,7 +256,10 @@ class LanceDBVectorIndex:
             return
         with self._write_errors("delete vectors"):
             for start in range(0, len(unique), _DELETE_BATCH):
-                self._table.delete(_in_list("id", unique[start : start + _DELETE_BATCH]))
+                predicate = _in_list("id", unique[start : start + _DELETE_BATCH])
+                for attempt in self._retrying("delete"):
+                    with attempt:
+                        self._table.delete(predicate)
         self._after_write()
 
     def count(self) -> int:
@@ -266,7 +292,9 @@ class LanceDBVectorIndex:
                     self._create_scalar_indexes()
                 if not self._has_vector_index and rows >= self._settings.ann_index_min_rows:
                     self._create_vector_index()
-                self._table.optimize()
+                for attempt in self._retrying("optimize"):
+                    with attempt:
+                        self._table.optimize()
                 if self._has_vector_index and self._vector_index_deltas() > _MAX_VECTOR_INDEX_DELTAS:
                     self._create_vector_index()
 
@@ -362,6 +390,24 @@ class LanceDBVectorIndex:
         columns["text"] = pa.array([r.text for r in records], pa.string())
         columns["breadcrumb"] = pa.array([r.breadcrumb for r in records], pa.string())
         return pa.Table.from_pydict({f.name: columns[f.name] for f in self._schema}, schema=self._schema)
+
+    def _retrying(self, operation: str) -> Retrying:
+        """Retry ``operation`` on a commit conflict only, with bounded backoff; every retry is counted."""
+
+        def count(_state: RetryCallState) -> None:
+            with self._lock:
+                self.commit_retries += 1
+            if self._on_retry is not None:
+                self._on_retry(operation)
+            _LOG.info("vector index %s hit a commit conflict; retrying", operation)
+
+        return Retrying(
+            retry=retry_if_exception(_is_commit_conflict),
+            stop=stop_after_attempt(_COMMIT_ATTEMPTS),
+            wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+            before_sleep=count,
+            reraise=True,
+        )
 
     def _dim_error(self, shapes: list[Any]) -> ContextEngineError:
         got = sorted({str(tuple(s)) for s in shapes if tuple(s) != (self._dim,)})
