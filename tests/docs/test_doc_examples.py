@@ -42,6 +42,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+from shutil import which
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,7 @@ RUN_LANGS = {"console", "bash", "sh", "shell", "python"}
 SHELL_LANGS = {"bash", "sh", "shell"}
 DOC_PORT = "127.0.0.1:8420"
 COLUMNS = "100"
+TOOLS = ("curl", "jq")  # programs the examples call besides context-engine and python
 
 _FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _MARKER = re.compile(r"<!--\s*doctest:\s*(\w+)\s*(.*?)\s*-->\s*$")
@@ -337,6 +339,9 @@ def test_doc_examples_run_and_print_what_the_doc_says(doc, tmp_path, monkeypatch
     runnable = [b for b in blocks_of(doc, DOCS[doc]) if b.lang in RUN_LANGS and b.marker != "skip"]
     if not runnable:
         pytest.skip(f"{doc}: every example is marked skip (with its reason)")
+    missing = sorted(t for t in TOOLS if any(re.search(rf"\b{t}\b", b.body) for b in runnable) and not which(t))
+    if missing:
+        pytest.skip(f"{doc}: its examples need {', '.join(missing)} (apt-get install {' '.join(missing)}; .ci/run does)")
     runnable = merge_continued(runnable)
     session = Session(tmp_path, monkeypatch)
     try:

@@ -75,8 +75,8 @@ def serve(
         typer.Option(
             min=1,
             max=64,
-            help="Worker processes (uvicorn workers on one port; each loads the model, ~0.5 GB each with the "
-            "default model). They share the home: writes of one are seen by the others (docs/derived_indexes.md).",
+            help="Worker processes (uvicorn workers on one port; each opens the engine and loads the model, about "
+            "330 MB with the default model). They share the home: each sees the others' writes (docs/deployment.md).",
         ),
     ] = 1,
 ) -> None:
