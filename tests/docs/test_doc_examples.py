@@ -7,8 +7,7 @@ How the docs are marked up (keep to it when you write an example):
   the main job, benchmarks, Docker, a synopsis with placeholders) carries the line
   ``<!-- doctest: skip REASON -->`` right above its fence; the reason is required.
 * ``console`` blocks are transcripts: ``$ command`` (continued by a trailing ``\\``, an open quotation or a
-  ``<<'EOF'`` heredoc),
-  then what it prints. The printed lines are compared as **key lines**: blank lines, table rules and ``...``/``…``
+  ``<<'EOF'`` heredoc), then what it prints. The printed lines are compared as **key lines**: blank lines, table rules and ``...``/``…``
   lines are dropped (so an example may be abridged with ``...``), box-drawing characters and runs of spaces are
   ignored, and what varies between runs is masked: decimals (scores, milliseconds), timestamps and hex ids of 16+
   digits. Each key line must appear, in order, inside a line of the real output (or inside up to three
@@ -23,7 +22,9 @@ How the docs are marked up (keep to it when you write an example):
 Each document runs in its own session, in order: a fresh temporary ``$HOME`` (so the default home
 ``~/.context-engine`` is fresh), the working directory a temporary folder holding ``src`` and ``scripts`` (links
 into the repository), ``COLUMNS=100``, the default embedding model, and shell variables kept from one command to the
-next. Paths under ``/tmp/`` in examples are redirected into the session's folder. A document whose examples address
+next. The CLI's output is what it prints into a pipe (tables at their natural width); the key-line comparison makes
+the terminal width a doc was written at irrelevant, except for cells a narrow terminal cuts (``…``): write examples
+from uncut output. Paths under ``/tmp/`` in examples are redirected into the session's folder. A document whose examples address
 ``127.0.0.1:8420`` gets a real ``context-engine serve`` on its home, on a free port that replaces 8420.
 ``context-engine`` commands without shell syntax run in this process (typer's runner, one shared model: fast); any
 other command runs in ``bash``, where ``context-engine`` is the real CLI of these sources. README.md's guide part
@@ -42,9 +43,9 @@ import shlex
 import subprocess
 import sys
 import textwrap
-from shutil import which
 from dataclasses import dataclass, field
 from pathlib import Path
+from shutil import which
 
 import pytest
 from typer.testing import CliRunner
@@ -221,8 +222,7 @@ class Session:
         shim.mkdir()
         cli = shim / "context-engine"
         cli.write_text(
-            f'#!/bin/sh\nexec "{sys.executable}" -c '
-            '"from context_engine.interfaces.cli.app import main; main()" "$@"\n'
+            f'#!/bin/sh\nexec "{sys.executable}" -c "from context_engine.interfaces.cli.app import main; main()" "$@"\n'
         )
         cli.chmod(0o755)
         self.state = root / "shell-state.sh"
@@ -277,6 +277,7 @@ class Session:
             capture_output=True,
             text=True,
             timeout=300,
+            check=False,
         )
         self.last_rc = proc.returncode
         return proc.returncode, proc.stdout + proc.stderr
@@ -329,7 +330,7 @@ def test_every_marker_is_known_and_every_skip_has_a_reason():
 
 def test_readme_guides_are_the_docs():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    head, composed = guide_split(readme)
+    _head, composed = guide_split(readme)
     assert readme == composed, "README.md's guide part differs from docs/: run python scripts/compose_readme.py"
 
 
@@ -341,7 +342,9 @@ def test_doc_examples_run_and_print_what_the_doc_says(doc, tmp_path, monkeypatch
         pytest.skip(f"{doc}: every example is marked skip (with its reason)")
     missing = sorted(t for t in TOOLS if any(re.search(rf"\b{t}\b", b.body) for b in runnable) and not which(t))
     if missing:
-        pytest.skip(f"{doc}: its examples need {', '.join(missing)} (apt-get install {' '.join(missing)}; .ci/run does)")
+        pytest.skip(
+            f"{doc}: its examples need {', '.join(missing)} (apt-get install {' '.join(missing)}; .ci/run does)"
+        )
     runnable = merge_continued(runnable)
     session = Session(tmp_path, monkeypatch)
     try:
