@@ -3,8 +3,9 @@
 How the docs are marked up (keep to it when you write an example):
 
 * Fenced blocks in ``console``, ``bash``/``sh``/``shell`` and ``python`` are examples and are run; ``json``, ``text``,
-  ``toml`` and unlabelled blocks are illustrations and are not. An example that cannot run in a test (installs,
-  the main job, benchmarks, Docker, a synopsis with placeholders) carries the line
+  ``toml`` and unlabelled blocks are illustrations and are not (a ``toml`` block that starts with
+  ``# <home>/config.toml`` is loaded as a configuration, and must be valid). An example that cannot run in a test
+  (installs, the main job, benchmarks, Docker, a synopsis with placeholders) carries the line
   ``<!-- doctest: skip REASON -->`` right above its fence; the reason is required.
 * ``console`` blocks are transcripts: ``$ command`` (continued by a trailing ``\\``, an open quotation or a
   ``<<'EOF'`` heredoc), then what it prints. The printed lines are compared as **key lines**: blank lines, table rules and ``...``/``…``
@@ -43,6 +44,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from shutil import which
@@ -359,6 +361,22 @@ def test_doc_examples_run_and_print_what_the_doc_says(doc, tmp_path, monkeypatch
                 session.python(block)
     finally:
         session.close()
+
+
+def test_config_examples_are_accepted_by_the_settings(tmp_path):
+    """``toml`` blocks that start with ``# <home>/config.toml`` are valid configurations (unknown keys and bad values
+    would be CFG-4001)."""
+    from context_engine.settings import load_settings
+
+    configs = [b for d, t in DOCS.items() for b in blocks_of(d, t) if b.lang == "toml"]
+    configs = [b for b in configs if b.body.startswith("# <home>/config.toml")]
+    assert configs, "no config.toml example found"
+    for n, block in enumerate(configs):
+        home = tmp_path / f"home{n}"
+        home.mkdir()
+        (home / "config.toml").write_text(block.body, encoding="utf-8")
+        tomllib.loads(block.body)
+        load_settings(home)  # raises CFG-4001 on an unknown key or a bad value
 
 
 def test_key_line_comparison_masks_what_varies_and_keeps_order():
