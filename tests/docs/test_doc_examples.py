@@ -8,29 +8,29 @@ How the docs are marked up (keep to it when you write an example):
   (installs, the main job, benchmarks, Docker, a synopsis with placeholders) carries the line
   ``<!-- doctest: skip REASON -->`` right above its fence; the reason is required.
 * ``console`` blocks are transcripts: ``$ command`` (continued by a trailing ``\\``, an open quotation or a
-  ``<<'EOF'`` heredoc), then what it prints. The printed lines are compared as **key lines**: blank lines, table rules and ``...``/``…``
-  lines are dropped (so an example may be abridged with ``...``), box-drawing characters and runs of spaces are
-  ignored, and what varies between runs is masked: decimals (scores, milliseconds), timestamps and hex ids of 16+
-  digits. Each key line must appear, in order, inside a line of the real output (or inside up to three
-  consecutive lines joined, for text wrapped at another width). A command must exit 0 unless the
-  transcript's next command is ``echo $?``, whose printed code is then compared.
-* ``bash`` blocks must exit 0 (``set -eo pipefail``); they show no output, so curl examples are written as
-  ``console`` transcripts instead.
-* ``python`` blocks: each ``print(...)  # value`` line must print ``value`` (the same key-line comparison, in
-  order). ``<!-- doctest: continues -->`` runs the block inside the previous python block of the document (its code
-  appended, indented by 4: the body of that block's final ``with``).
+  ``<<'EOF'`` heredoc), then what it prints. The printed lines are compared as **key lines**: blank lines, table rules
+  and ``...``/``…`` lines are dropped (so an example may be abridged with ``...``), box-drawing characters and runs of
+  spaces are ignored, and what varies between runs is masked: decimals (scores, milliseconds), timestamps and hex ids
+  of 16+ digits. Each key line must appear, in order, inside a line of the real output (or inside up to three
+  consecutive lines joined, for text wrapped at another width). A command must exit 0 unless the transcript's next
+  command is ``echo $?``, whose printed code is then compared.
+* ``bash`` blocks must exit 0 (``set -eo pipefail``); they show no output, so curl examples are written as ``console``
+  transcripts instead.
+* ``python`` blocks: each ``print(...)  # value`` line must print ``value`` (the same key-line comparison, in order).
+  ``<!-- doctest: continues -->`` runs the block inside the previous python block of the document (its code appended,
+  indented by 4: the body of that block's final ``with``).
 
 Each document runs in its own session, in order: a fresh temporary ``$HOME`` (so the default home
-``~/.context-engine`` is fresh), the working directory a temporary folder holding ``src`` and ``scripts`` (links
-into the repository), ``COLUMNS=100``, the default embedding model, and shell variables kept from one command to the
-next. The CLI's output is what it prints into a pipe (tables at their natural width); the key-line comparison makes
-the terminal width a doc was written at irrelevant, except for cells a narrow terminal cuts (``…``): write examples
-from uncut output. Paths under ``/tmp/`` in examples are redirected into the session's folder. A document whose examples address
-``127.0.0.1:8420`` gets a real ``context-engine serve`` on its home, on a free port that replaces 8420.
+``~/.context-engine`` is fresh), the working directory a temporary folder holding ``src`` and ``scripts`` (links into
+the repository), ``COLUMNS=100``, the default embedding model, and shell variables kept from one command to the next.
+The CLI's output is what it prints into a pipe (tables at their natural width); the key-line comparison makes the
+terminal width a doc was written at irrelevant, except for cells a narrow terminal cuts (``…``): write examples from
+uncut output. Paths under ``/tmp/`` in examples are redirected into the session's folder. A document whose examples
+address ``127.0.0.1:8420`` gets a real ``context-engine serve`` on its home, on a free port that replaces 8420.
 ``context-engine`` commands without shell syntax run in this process (typer's runner, one shared model: fast); any
 other command runs in ``bash``, where ``context-engine`` is the real CLI of these sources. README.md's guide part
-(below its ``guides`` marker) is composed from docs/ by ``scripts/compose_readme.py``: it must equal that
-composition, and its examples run through the docs.
+(below its ``guides`` marker) is composed from docs/ by ``scripts/compose_readme.py``: it must equal that composition,
+and its examples run through the docs.
 """
 
 from __future__ import annotations
