@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
@@ -84,6 +85,9 @@ def test_two_workers_each_ready_and_each_sees_the_writes_of_the_other(server):
             gone = client.post("/api/v1/read_memory", json={"uri": NEW_URI, "level": "L2"})
             assert gone.status_code == 403 and gone.json()["code"] == "RET-4032"
         assert {client.get("/readyz").json()["pid"] for client in (a, b)} == {pid_a, pid_b}
+        # each worker configured logging like serve: its http_ready event is a JSON line
+        ready_lines = [json.loads(x) for x in server.log_path.read_text().splitlines() if '"http_ready"' in x]
+        assert len(ready_lines) == 2 and all(r["level"] == "info" for r in ready_lines)
     finally:
         for client in clients.values():
             client.close()

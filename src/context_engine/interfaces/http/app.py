@@ -202,8 +202,13 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
 def create_app_from_environment() -> FastAPI:
     """The app of one ``serve --workers N`` worker process: ``create_app(load_settings())``, the settings coming
     from the ``CE_*`` environment that ``serve`` sets before it starts the workers (the home included). Each worker
-    opens its own engine (and loads the model) in its lifespan and accepts connections only once it is ready."""
-    return create_app(load_settings())
+    opens its own engine (and loads the model) in its lifespan and accepts connections only once it is ready. A
+    worker is a fresh process: it configures logging as ``serve`` does (JSON lines on stderr)."""
+    from context_engine.observability.logging import configure_logging
+
+    settings = load_settings()
+    configure_logging(settings.logging)
+    return create_app(settings)
 
 
 def _mount_mcp_manager(mcp: Any, http: HttpSettings) -> None:
