@@ -4,7 +4,8 @@ How the docs are marked up (keep to it when you write an example):
 
 * Fenced blocks in ``console``, ``bash``/``sh``/``shell`` and ``python`` are examples and are run; ``json``, ``text``,
   ``toml`` and unlabelled blocks are illustrations and are not (a ``toml`` block that starts with
-  ``# <home>/config.toml`` is loaded as a configuration, and must be valid). An example that cannot run in a test
+  ``# <home>/config.toml`` is loaded as a configuration, and must be valid; an illustration that starts with a
+  command fails the test). An example that cannot run in a test
   (installs, the main job, benchmarks, Docker, a synopsis with placeholders) carries the line
   ``<!-- doctest: skip REASON -->`` right above its fence; the reason is required.
 * ``console`` blocks are transcripts: ``$ command`` (continued by a trailing ``\\``, an open quotation or a
@@ -328,6 +329,16 @@ def test_every_marker_is_known_and_every_skip_has_a_reason():
             assert n + 1 in fences, f"{doc}:{n}: a doctest marker must be the line right above a fence"
             assert m.group(1) != "skip" or len(m.group(2)) >= 10, f"{doc}:{n}: a skip needs its reason"
     assert sum(b.lang in RUN_LANGS and b.marker != "skip" for t in DOCS for b in blocks_of(t, DOCS[t])) >= 10
+
+
+def test_no_command_hides_in_an_illustration():
+    """A block of commands labelled json/text/toml or unlabelled would never run: label it (and run it, or mark it
+    skip with the reason)."""
+    for doc, text in DOCS.items():
+        for b in blocks_of(doc, text):
+            first = next((x for x in b.body.splitlines() if x.strip() and not x.startswith("#")), "")
+            looks_like_command = re.match(r"(\$ |context-engine |curl |python |bash |docker )", first)
+            assert b.lang in RUN_LANGS or not looks_like_command, f"{b.where}: commands in a {b.lang or 'plain'} block"
 
 
 def test_readme_guides_are_the_docs():
