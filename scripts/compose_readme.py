@@ -25,7 +25,11 @@ def part(path: str, stop: str, shift: int = 0) -> str:
 
 def main() -> None:
     readme = ROOT / "README.md"
-    top = readme.read_text(encoding="utf-8")
+    readme.write_text(compose(readme.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+def compose(top: str) -> str:
+    """README.md's text: ``top`` up to the marker, then the guides composed from docs/ (tests/docs checks it)."""
     if MARKER in top:
         top = top[: top.index(MARKER)]
     sm = part("docs/search_memory.md", "### How results are ranked")
@@ -47,7 +51,7 @@ def main() -> None:
         "embedding models, pipelines): [eval/README.md](eval/README.md).\n\n```bash\n"
         "context-engine eval --dataset ../shared/data/scifact --split test\n```\n"
     )
-    readme.write_text(top.rstrip() + "\n" + MARKER + "\n" + sm + "\n" + mem + "\n" + lk + "\n" + it + ev, encoding="utf-8")
+    return top.rstrip() + "\n" + MARKER + "\n" + sm + "\n" + mem + "\n" + lk + "\n" + it + ev
 
 
 if __name__ == "__main__":

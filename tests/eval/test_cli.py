@@ -128,3 +128,50 @@ def test_eval_hybrid_option_is_on_or_off(tiny_beir: Path, tmp_path: Path):
     res = runner.invoke(app, [*base, "--hybrid", "maybe", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "--hybrid is on or off" in res.output
     assert runner.invoke(app, [*base, "--method", "nope", "--out", str(tmp_path / "o")]).exit_code == 2
+
+
+def test_limit_queries_is_compared_like_for_like_or_skipped_with_the_reason(tiny_beir: Path, tmp_path: Path):
+    """A --limit-queries slice is never checked against the whole set's means (issue 15): the full-set baseline
+    (which the first query alone would FAIL) is reported as SKIP with the reason; a baseline recorded for the slice
+    is its own file (key ~q<N>) and is checked like for like."""
+    base = tmp_path / "base"
+
+    def run(*extra: str) -> tuple[int, str]:
+        res = runner.invoke(
+            app,
+            [
+                "--home",
+                str(tmp_path / "home"),
+                "eval",
+                "--dataset",
+                str(tiny_beir),
+                "--method",
+                "bm25",
+                "--out",
+                str(tmp_path / "out"),
+                "--baselines",
+                str(base),
+                *extra,
+            ],
+        )
+        return res.exit_code, res.output
+
+    assert run("--update-baselines")[0] == 0
+    whole = json.loads((base / "tiny-test.json").read_text())["runs"][0]["metrics"]
+    code, output = run("--limit-queries", "1")
+    assert code == 0, output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["dataset"]["key"] == "tiny/test~q1"
+    sliced = report["results"][0]["metrics"]
+    assert sliced["RR@10"] == 1.0 and whole["RR@10"] < 1.0  # the slice's mean differs: a check would FAIL
+    statuses = {(c["metric"], c["status"]) for c in report["checks"]}
+    assert statuses == {(m, "SKIP") for m in whole}
+    assert "cannot be restricted to these 1 queries" in output and "FAIL" not in output
+    assert run("--limit-queries", "1", "--update-baselines")[0] == 0
+    assert json.loads((base / "tiny-test-q1.json").read_text())["dataset"] == "tiny/test~q1"
+    code, output = run("--limit-queries", "1")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 0 and {c["status"] for c in report["checks"]} == {"OK"}
+    assert run("--limit-queries", "4")[0] == 0  # every query: the whole set, checked against its baseline
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["dataset"]["key"] == "tiny/test" and {c["status"] for c in report["checks"]} == {"OK"}

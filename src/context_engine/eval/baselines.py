@@ -26,7 +26,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.eval.harness import MethodResult
 
-__all__ = ["BaselineCheck", "BaselineFile", "BaselineRun", "Reference", "check_results", "find_baseline", "status_of"]
+__all__ = [
+    "BaselineCheck",
+    "BaselineFile",
+    "BaselineRun",
+    "Reference",
+    "check_results",
+    "find_baseline",
+    "skipped_checks",
+    "status_of",
+]
 
 Status = Literal["OK", "OKish", "FAIL", "SKIP"]
 
@@ -196,6 +205,35 @@ def check_results(
                     tolerance=ref.tolerance,
                     status="OK" if ok else "FAIL",
                     reason=ref.source,
+                )
+            )
+    return checks
+
+
+def skipped_checks(baseline: BaselineFile, results: Sequence[MethodResult], reason: str) -> list[BaselineCheck]:
+    """Every metric of each result that has a run in ``baseline``, as ``SKIP`` with ``reason`` (nothing compared):
+    says which baseline exists and why it does not apply, instead of reporting nothing."""
+    checks: list[BaselineCheck] = []
+    for res in results:
+        run = baseline.find(res.method, res.model, res.variant)
+        if run is None:
+            continue
+        for metric, expected in run.metrics.items():
+            actual = res.metrics.get(metric)
+            if actual is None:
+                continue
+            checks.append(
+                BaselineCheck(
+                    label=res.label,
+                    method=res.method,
+                    model=res.model,
+                    metric=metric,
+                    expected=expected,
+                    actual=actual,
+                    diff=None,
+                    tolerance=None,
+                    status="SKIP",
+                    reason=reason,
                 )
             )
     return checks

@@ -82,6 +82,7 @@ class EvalDataset:
         query_field: the query field used (runbooks), else ``None``.
         tags: golden-case tags by query id.
         max_docs: set when the corpus was cut with :meth:`with_max_docs`.
+        query_limit: set when the queries were cut with :meth:`limited` (the first N by id).
     """
 
     name: str
@@ -96,6 +97,7 @@ class EvalDataset:
     query_field: str | None = None
     tags: dict[str, list[str]] = field(default_factory=dict)
     max_docs: int | None = None
+    query_limit: int | None = None
 
     @property
     def key(self) -> str:
@@ -105,6 +107,8 @@ class EvalDataset:
             key += f"#{self.query_field}"
         if self.half:
             key += f"@{self.half}"
+        if self.query_limit:
+            key += f"~q{self.query_limit}"
         if self.max_docs:
             key += f"~{self.max_docs}"
         return key
@@ -130,8 +134,19 @@ class EvalDataset:
         return self.select([q for q in self.queries if half_of(q) == half], half=half)
 
     def limited(self, n: int) -> EvalDataset:
-        """The first ``n`` queries by id (a quick slice); the corpus is unchanged."""
-        return self.select(sorted(self.queries)[:n])
+        """The first ``n`` queries by id (a quick slice); the corpus is unchanged. Its scores are not those of the
+        whole set: the key gets ``~q<n>`` and the hash changes (a baseline of the slice is its own file), unless
+        ``n`` keeps every query (the same dataset)."""
+        if n >= len(self.queries):
+            return self
+        cut = self.select(sorted(self.queries)[:n])
+        return replace(cut, query_limit=n, hash=hashlib.sha256(f"{self.hash}\0q{n}".encode()).hexdigest())
+
+    @property
+    def whole_slug(self) -> str:
+        """:attr:`slug` of the whole query set (without ``~q<n>``): where a :meth:`limited` slice's full-set
+        baseline lives."""
+        return replace(self, query_limit=None).slug
 
     def with_max_docs(self, max_docs: int) -> EvalDataset:
         """A smaller corpus for expensive models: every document judged for the kept queries, then distractors in

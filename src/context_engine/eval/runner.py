@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.eval.baselines import BaselineFile, check_results, find_baseline
+from context_engine.eval.baselines import BaselineFile, check_results, find_baseline, skipped_checks
 from context_engine.eval.datasets import EvalDataset
 from context_engine.eval.harness import MethodResult, fuse_runs, run_retriever
 from context_engine.eval.pipelines import PIPELINE_METHODS, PipelineRetriever
@@ -228,6 +228,16 @@ def run_eval(
             base = BaselineFile.read(path)
             report.checks = check_results(base, results, dataset_hash=dataset.hash, tolerance=settings.eval.tolerance)
             report.baseline_path = str(path)
+        elif dataset.query_limit and (whole := find_baseline(baselines_dir, dataset.whole_slug)).is_file():
+            # A --limit-queries slice without a baseline of its own: the whole set's baseline holds aggregates over
+            # every query, not per-query values, so it cannot be restricted to the slice. Say so, compare nothing.
+            reason = (
+                f"--limit-queries {dataset.query_limit}: the baseline holds the whole query set's means, not "
+                f"per-query values, so it cannot be restricted to these {len(dataset.queries)} queries (record a "
+                "baseline of this slice with --update-baselines)"
+            )
+            report.checks = skipped_checks(BaselineFile.read(whole), results, reason)
+            report.baseline_path = str(whole)
     return report
 
 

@@ -70,8 +70,19 @@ def serve(
         list[Path] | None,
         typer.Option("--allow-root", help="Server-side directory that add-resource-by-path may read (repeatable)."),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Worker processes (uvicorn workers on one port; each opens the engine and loads the model, about "
+            "330 MB with the default model). They share the home: each sees the others' writes (docs/deployment.md).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs) and the MCP streamable HTTP endpoint (/mcp) with uvicorn."""
+    import os
+
     import uvicorn
 
     from context_engine.interfaces.http import create_app
@@ -110,17 +121,46 @@ def serve(
                 "[red]no API key exists: every request will get 401. Run `context-engine keys create`.[/]"
             )
     get_logger("context_engine.http").info(
-        "serve", host=h.host, port=h.port, anonymous_access=anonymous, active_keys=active, home=str(settings.home_path)
-    )
-    uvicorn.run(
-        create_app(settings),
+        "serve",
         host=h.host,
         port=h.port,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        lifespan="on",
+        anonymous_access=anonymous,
+        active_keys=active,
+        home=str(settings.home_path),
+        workers=workers,
     )
+    common: dict[str, Any] = {
+        "host": h.host,
+        "port": h.port,
+        "log_config": None,
+        "access_log": False,
+        "server_header": False,
+        "lifespan": "on",
+    }
+    if workers == 1:
+        uvicorn.run(create_app(settings), **common)
+        return
+    # Workers are fresh processes that import the app factory by name: they get this command's settings through
+    # the CE_* environment (the home, and the options given here; config.toml is read again from the home).
+    os.environ.update(settings_environment(settings, http))
+    uvicorn.run(WORKER_APP_FACTORY, factory=True, workers=workers, **common)
+
+
+#: The ASGI app factory that ``serve --workers N`` (N > 1) hands to uvicorn by import string.
+WORKER_APP_FACTORY = "context_engine.interfaces.http.app:create_app_from_environment"
+
+
+def settings_environment(settings: Settings, http: dict[str, Any]) -> dict[str, str]:
+    """The ``CE_*`` variables that rebuild ``settings`` in a worker process: the resolved home and the ``http``
+    overrides given on the command line (``http``: field name -> value; tuples of paths as JSON lists)."""
+    import json
+
+    env = {"CE_HOME": str(settings.home_path)}
+    for name, value in http.items():
+        env[f"CE_HTTP__{name.upper()}"] = (
+            json.dumps([str(v) for v in value]) if isinstance(value, tuple) else str(value)
+        )
+    return env
 
 
 # ---- mcp (stdio) ----------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.requests import HTTPConnection
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -149,11 +150,14 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
             finally:
                 state.authenticator = None
 
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) from the assets the fastapi-offline wheel ships, served under
+    # /static-offline-docs: the pages render with no network access (FastAPI's defaults load them from a CDN).
+    app = FastAPIOffline(
         title="ContextEngine",
         version=_version(),
         description=API_DESCRIPTION,
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from validator.swagger.io
         openapi_tags=[
             {"name": "retrieval", "description": "search_memory / read_memory (DESIGN §5-6)."},
             {"name": "knowledge", "description": "lookup_knowledge and its audit trail (DESIGN §7)."},
@@ -194,6 +198,18 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         body_idle_timeout_s=http.body_idle_timeout_s,
     )
     return app
+
+
+def create_app_from_environment() -> FastAPI:
+    """The app of one ``serve --workers N`` worker process: ``create_app(load_settings())``, the settings coming
+    from the ``CE_*`` environment that ``serve`` sets before it starts the workers (the home included). Each worker
+    opens its own engine (and loads the model) in its lifespan and accepts connections only once it is ready. A
+    worker is a fresh process: it configures logging as ``serve`` does (JSON lines on stderr)."""
+    from context_engine.observability.logging import configure_logging
+
+    settings = load_settings()
+    configure_logging(settings.logging)
+    return create_app(settings)
 
 
 def _mount_mcp_manager(mcp: Any, http: HttpSettings) -> None:

@@ -205,3 +205,4 @@ class ReadyResponse(BaseModel):
     embedding_model: str
     index_backend: str
     auth: str = Field(description="api_key, or how anonymous loopback access is enabled.")
+    pid: int = Field(description="Process id of the server process that answered (one of N with serve --workers N).")

@@ -7,6 +7,7 @@ The caller's RequestContext comes only from its API key (:func:`caller`), never 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -470,6 +471,7 @@ async def readyz(request: Request) -> ReadyResponse:
         embedding_model=service.embedder.model_name,
         index_backend=service.index.name,
         auth=f"api_key; anonymous loopback {state.authenticator.anonymous_policy()}",
+        pid=os.getpid(),
     )
 
 
