@@ -31,12 +31,7 @@ from context_engine.storage.metadata.keys import ApiKeyStore
 from tests.conftest import shared_data
 from tests.http.helpers import LiveServer
 
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install -c constraints.txt -e '.[test]')"
-)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-if CHROMIUM is None:
-    pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
 
 ADMIN_A = RequestContext(account_id="acme", role="admin")
 USER_A = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="alice-bot")
@@ -46,7 +41,7 @@ USER_B = RequestContext(account_id="globex", role="user", user_space="bob")
 FOLDERS = ("etcd", "alertmanager")  # 14 runbooks: enough for search and lookup, small enough for CI
 SESSION_A = "incident-4711"
 MEMORY_A = "Alice prefers runbook answers with the exact kubectl commands."
-DOC_B = "# Globex Billing\n\n## Meaning\n\nInvoices stop when the quokka ledger stalls.\n\n## Fix\n\nRestart the ledger.\n"
+DOC_B = "# Globex Billing\n\n## Meaning\n\nInvoices stop when the quokka ledger stalls.\n\n## Fix\n\nRestart it.\n"
 
 
 @dataclass
@@ -87,7 +82,8 @@ def console(tmp_path_factory, embedder) -> Iterator[Console]:
     memory = service.add_memory(MEMORY_A, USER_A, category="preference").uris[0]
     for query in ("etcd cluster has no leader", "etcd has no leader, what do I check?"):
         service.lookup_knowledge(LookupRequest(query=query, session_id=SESSION_A), USER_A)
-    service.add_text(DOC_B, "ctx://resources/billing/globex-billing.md", RequestContext(account_id="globex", role="admin"))
+    admin_b = RequestContext(account_id="globex", role="admin")
+    service.add_text(DOC_B, "ctx://resources/billing/globex-billing.md", admin_b)
     service.add_memory("Bob wants invoices in EUR.", USER_B, category="preference")
     _eval_reports(home, tmp_path_factory.mktemp("console-eval"))
     store = ApiKeyStore(service.metadata)
@@ -102,7 +98,13 @@ def console(tmp_path_factory, embedder) -> Iterator[Console]:
 
 
 @pytest.fixture(scope="session")
-def browser(console):
+def browser():
+    """Debian's chromium under Playwright; the test skips, saying why, where either is missing."""
+    playwright_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -c constraints.txt -e '.[test]')"
+    )
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
     with playwright_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         yield b
@@ -137,9 +139,20 @@ class Tab:
         self.page.wait_for_selector("body[data-ready=true]", timeout=60_000)
         return self.page
 
-    def shot(self, name: str) -> Path:
+    def shot(self, name: str, scroll_to: str | None = None) -> Path:
+        """A viewport screenshot ``<name>.png``; with Pillow there, reduced to a 96-colour palette (small PNGs for
+        docs/console.md)."""
+        if scroll_to:
+            self.page.locator(scroll_to).evaluate("el => el.scrollIntoView()")
         path = self.console.shots / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=False)
+        try:
+            from PIL import Image
+        except ImportError:
+            return path
+        with Image.open(path) as img:
+            small = img.convert("RGB").quantize(colors=96)
+        small.save(path, optimize=True)
         return path
 
     def close(self) -> None:

@@ -2,13 +2,14 @@
 
 Each function returns one chart as a ``data:image/svg+xml;base64,...`` URI for an ``<img>`` with an ``alt`` text: an
 image is announced by screen readers from its ``alt`` and needs no inline script. pygal's own tooltip script is turned
-off (``js=[]``): it would be fetched from a CDN.
+off (``js=[]``): it would be fetched from a CDN; its inline config script is removed.
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +41,13 @@ class Chart:
     title: str
 
 
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.S)
+
+
 def _render(chart: Any, title: str, alt: str) -> Chart:
-    svg = chart.render(is_unicode=True)
+    # pygal always writes an inline config <script> for its tooltips; it would not run in an <img>, and the page
+    # needs none: drop it so the SVG is plain drawing.
+    svg = _SCRIPT.sub("", chart.render(is_unicode=True))
     return Chart("data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii"), alt, title)
 
 
@@ -61,7 +67,7 @@ def _config(title: str, **extra: Any) -> dict[str, Any]:
 
 def recall_curve(curves: Mapping[str, Sequence[tuple[int, float]]], title: str = "Recall@K") -> Chart:
     """Recall@K per result, K on a log scale (``curves``: ``{label: [(K, recall in 0..1)]}``)."""
-    chart = pygal.XY(**_config(title, logarithmic=False, x_title="K (log2)", y_title="Recall", range=(0, 1), dots_size=3))
+    chart = pygal.XY(**_config(title, x_title="K (log2)", y_title="Recall", range=(0, 1), dots_size=3))
     for label, points in curves.items():
         chart.add(label, [(math.log2(k), v) for k, v in points])
     ks = sorted({k for pts in curves.values() for k, _ in pts})

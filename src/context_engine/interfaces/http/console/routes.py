@@ -43,6 +43,20 @@ templates = Jinja2Templates(directory=HERE / "templates")
 # An element id from a URI (tree nodes expand into it): stable, and free of characters a selector would trip on.
 templates.env.filters["domid"] = lambda uri: "n-" + hashlib.sha1(str(uri).encode("utf-8")).hexdigest()[:16]
 templates.env.filters["zip"] = lambda a, b: list(zip(a, b, strict=False))
+
+
+def _plain(value: Any) -> str:
+    """A summary value in words: ``{'found': 2}`` -> ``found 2``; lists joined by commas; floats to 0.1."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(v) for v in value) or "—"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return "—" if value is None else str(value)
+
+
+templates.env.filters["plain"] = _plain
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 #: Navigation: (path, label). The login page is not in it.
@@ -255,7 +269,8 @@ def sessions_fragment(
                 seen[r.session_id] = {"session_id": r.session_id, "last": r.created_at, "count": 0}
             if r.session_id:
                 seen[r.session_id]["count"] += 1
-        return _fragment(request, "sessions.html", sessions=list(seen.values()), unsessioned=sum(not r.session_id for r in rows))
+        unsessioned = sum(not r.session_id for r in rows)
+        return _fragment(request, "sessions.html", sessions=list(seen.values()), unsessioned=unsessioned)
     rows = service.list_invocations(ctx, session_id=session_id, limit=200)
     summary = service.session_trace_summary(session_id, ctx)
     return _fragment(request, "session.html", session_id=session_id, rows=rows, summary=summary)
@@ -281,6 +296,7 @@ def report_charts(report: ReportView) -> list[charts.Chart]:
     """The plots of one report: Recall@K curves, per-category (or per-measure) bars, the latency histogram."""
     results = report.data.get("results") or []
     labels = report.labels
+    by_label = list(zip(labels, results, strict=True))
     out = [charts.recall_curve(report.recall_curves, "Recall@K")]
     per_category = report.data.get("per_category") or {}
     measures = list(report.data.get("measures") or [])
@@ -291,19 +307,20 @@ def report_charts(report: ReportView) -> list[charts.Chart]:
         out.append(charts.grouped_bars(cats, series, f"{first} per category", first))
     out.append(
         charts.grouped_bars(
-            measures, {label: [r["metrics"].get(m, 0.0) for m in measures] for label, r in zip(labels, results, strict=True)},
+            measures,
+            {label: [r["metrics"].get(m, 0.0) for m in measures] for label, r in by_label},
             "Measures per method",
             "mean over judged queries",
         )
     )
-    lat = {label: list((r.get("latencies_ms") or {}).values()) for label, r in zip(labels, results, strict=True)}
+    lat = {label: list((r.get("latencies_ms") or {}).values()) for label, r in by_label}
     if any(lat.values()):
         out.append(charts.latency_histogram(lat))
     else:  # reports written before per-query latencies were recorded: the percentiles only
         out.append(
             charts.grouped_bars(
                 ["p50", "p95", "mean"],
-                {label: [r["latency_ms"].get(k, 0.0) for k in ("p50", "p95", "mean")] for label, r in zip(labels, results, strict=True)},
+                {label: [r["latency_ms"].get(k, 0.0) for k in ("p50", "p95", "mean")] for label, r in by_label},
                 "Latency (ms)",
                 "milliseconds",
             )
@@ -363,13 +380,15 @@ def write_forms(request: Request, ctx: Caller) -> HTMLResponse:
 @router.post(F + "/write/text", response_class=HTMLResponse, tags=[WRITE_TAG])
 def write_text(request: Request, req: AddResourceTextRequest, service: Service, ctx: Caller) -> HTMLResponse:
     """As ``POST /api/v1/resources/text``."""
-    return _fragment(request, "ingest_report.html", what="Added text", report=calls.add_resource_text(service, req, ctx))
+    report = calls.add_resource_text(service, req, ctx)
+    return _fragment(request, "ingest_report.html", what="Added text", report=report)
 
 
 @router.post(F + "/write/memory", response_class=HTMLResponse, tags=[MEMORY_TAG])
 def write_memory(request: Request, req: AddMemoryRequest, service: Service, ctx: Caller) -> HTMLResponse:
     """As ``POST /api/v1/memories``."""
-    return _fragment(request, "ingest_report.html", what="Added memory", report=calls.add_memory(service, req, ctx))
+    report = calls.add_memory(service, req, ctx)
+    return _fragment(request, "ingest_report.html", what="Added memory", report=report)
 
 
 @router.post(F + "/write/delete", response_class=HTMLResponse, tags=[WRITE_TAG])
