@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +46,13 @@ DOC_B = "# Globex Billing\n\n## Meaning\n\nInvoices stop when the quokka ledger 
 
 @dataclass
 class Console:
+    """The running server: its URL, an API key per caller name, the service behind it, the screenshot folder."""
+
     url: str
     keys: dict[str, str]
     service: ContextEngineService
     shots: Path
-    a_markers: tuple[str, ...] = ("etcdNoLeader", "Alertmanager", SESSION_A, "kubectl commands", "acme")
-    memory_a: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    memory_a: str  # the URI of A's memory
 
 
 def _eval_reports(home: Path, tmp: Path) -> None:

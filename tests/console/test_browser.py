@@ -8,7 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.console.conftest import SESSION_A
+from context_engine.errors import ContextEngineError
+from tests.console.conftest import ADMIN_A, SESSION_A
 
 Axe = pytest.importorskip(
     "axe_playwright_python.sync_playwright", reason="axe-playwright-python (axe-core) is not installed"
@@ -158,15 +159,15 @@ def test_lookup_shows_evidence_attempts_and_the_invocation_and_verifies_excerpts
     page.goto(tab.console.url + "/console/sessions?session_id=console-lookup")
     page.wait_for_selector("body[data-ready=true]")
     rows = page.locator("table caption:has-text('Invocations') >> xpath=.. >> tbody tr")
-    assert rows.count() == 2
-    assert NO_LEADER in rows.nth(1).inner_text() and NO_LEADER in rows.nth(0).inner_text()  # evidence, then deduped
+    assert rows.count() == 2  # newest first: the repeat withheld the document the first call returned
+    assert NO_LEADER in rows.nth(1).locator("td").nth(4).inner_text()  # returned as evidence
+    assert NO_LEADER not in rows.nth(0).locator("td").nth(4).inner_text()
+    assert NO_LEADER in rows.nth(0).locator("td").nth(5).inner_text()  # deduped
     assert "invocation count\n2" in page.inner_text("#sum-h + dl")
     assert tab.errors == []
 
 
 def test_writes_need_a_confirmation_and_go_through_the_api_checks(tab_factory, console):
-    from context_engine.errors import ContextEngineError
-
     uri = "ctx://resources/notes/console-note.md"
     tab = tab_factory("admin_a")
     page = tab.open("/console/write")
@@ -178,25 +179,19 @@ def test_writes_need_a_confirmation_and_go_through_the_api_checks(tab_factory, c
     assert serious_violations(page) == []
     page.click("dialog#confirm button[value=cancel]")
     with pytest.raises(ContextEngineError):
-        console.service.stat(uri, _admin())
+        console.service.stat(uri, ADMIN_A)
     page.click("text=Add text…")
     page.click("#confirm-ok")
     page.wait_for_selector("#write-result .verdict")
     assert "Added text" in page.inner_text("#write-result")
-    assert console.service.stat(uri, _admin()).title == "Console note"
+    assert console.service.stat(uri, ADMIN_A).title == "Console note"
     page.fill("#d-uri", uri)
     page.click("text=Delete…")
     page.click("#confirm-ok")
     page.wait_for_selector("#write-result :text('Deleted')")
     with pytest.raises(ContextEngineError):
-        console.service.stat(uri, _admin())
+        console.service.stat(uri, ADMIN_A)
     assert tab.errors == []
-
-
-def _admin():
-    from tests.console.conftest import ADMIN_A
-
-    return ADMIN_A
 
 
 def test_a_read_only_key_gets_disabled_forms_and_the_server_refuses_its_writes(tab_factory, console):
