@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from context_engine.errors import ContextEngineError
 from context_engine.interfaces.http import create_app
 from context_engine.interfaces.http.console import charts
-from context_engine.interfaces.http.console.reports import EvalReports
-from context_engine.interfaces.http.console.routes import capabilities, router
+from context_engine.interfaces.http.console.reports import EvalReports, ReportView
+from context_engine.interfaces.http.console.routes import capabilities, report_charts, router
 from context_engine.interfaces.http.routes import caller
 from context_engine.schema.context import RequestContext
 from context_engine.service import ContextEngineService
@@ -28,6 +28,7 @@ ADMIN = RequestContext(account_id="acme", role="admin")
 ALICE = RequestContext(account_id="acme", role="user", user_space="alice")
 BOB = RequestContext(account_id="globex", role="user", user_space="bob")
 DOC = "ctx://resources/kubernetes/NodeNotReady.md"
+pytestmark = pytest.mark.slow
 
 # Every fragment route, with parameters that make a valid request.
 FRAGMENTS = [
@@ -147,6 +148,21 @@ def reports_root(tmp_path_factory) -> Path:
     return tmp / "reports"
 
 
+def test_reports_are_found_below_every_root_home_first(reports_root, tmp_path):
+    extra = tmp_path / "repo-reports"
+    nested = extra / "pipelines" / "golden-on"
+    nested.mkdir(parents=True)
+    src = reports_root / "bm25-run" / "report.json"
+    (nested / "report.json").write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
+    (extra / "bm25-run").mkdir()
+    (extra / "bm25-run" / "report.json").write_text("{}", encoding="utf-8")  # hidden by the home's bm25-run
+    reports = EvalReports(reports_root, extra, tmp_path / "absent")
+    assert sorted(r.name for r in reports.list()) == ["bm25-run", "pipelines/golden-on"]
+    assert reports.load("bm25-run").data["results"][0]["method"] == "bm25"
+    view = reports.load("pipelines/golden-on")  # no run files beside it: the curve is the report's own R@k
+    assert [k for k, _ in view.recall_curves["bm25"]] == [5, 10, 100]
+
+
 def test_recall_curve_from_the_run_files_matches_the_reported_recall(reports_root):
     reports = EvalReports(reports_root)
     assert [r.name for r in reports.list()] == ["bm25-run"]
@@ -159,11 +175,25 @@ def test_recall_curve_from_the_run_files_matches_the_reported_recall(reports_roo
     assert len(report.data["results"][0]["latencies_ms"]) == 16
 
 
-@pytest.mark.parametrize("name", ["../bm25-run", "bm25-run/../bm25-run", "/etc", "", "nope"])
+@pytest.mark.parametrize("name", ["../bm25-run", "bm25-run/../bm25-run", "/etc", "", "nope", ".", "bm25-run/runs"])
 def test_a_report_name_outside_the_listing_is_not_found(reports_root, name):
     with pytest.raises(ContextEngineError) as err:
         EvalReports(reports_root).load(name)
     assert err.value.code.value == "WRT-4041"
+
+
+def test_a_conversation_report_gets_per_category_bars_and_an_old_report_latency_percentiles():
+    result = {"method": "bm25", "metrics": {"nDCG@10": 0.5, "R@10": 0.75}, "latency_ms": {"p50": 1.0, "p95": 2.0}}
+    data = {
+        "measures": ["nDCG@10", "R@10"],
+        "results": [result],
+        "per_category": {"bm25": {"single-hop": {"nDCG@10": 0.25}, "temporal": {"nDCG@10": 0.5}}},
+    }
+    view = ReportView("conv", data, {"bm25": [(5, 0.5), (10, 0.75)]})
+    made = report_charts(view)
+    assert [c.title for c in made] == ["Recall@K", "nDCG@10 per category", "Measures per method", "Latency (ms)"]
+    assert made[1].alt == "nDCG@10 per category. bm25: single-hop=0.250, temporal=0.500"
+    assert made[3].alt.startswith("Latency (ms). bm25: p50=1.000, p95=2.000, mean=0.000")
 
 
 def test_charts_are_svg_without_script_and_say_their_values_in_alt():

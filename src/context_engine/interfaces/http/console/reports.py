@@ -2,8 +2,9 @@
 
 ``eval`` writes one folder per run under ``<home>/eval-reports/<dataset>-<time>/`` (unless ``--out`` names another
 folder): ``report.json``, ``report.md``, ``qrels.txt`` and ``runs/<method>[-<variant>][-<backend>].trec``
-(:meth:`context_engine.eval.report.EvalReport.write`). The console lists the folders that hold a ``report.json``
-and accepts only those names, so a request can never point outside ``eval-reports/``.
+(:meth:`context_engine.eval.report.EvalReport.write`). ``eval.reports_dirs`` adds folders such as ``eval/reports``
+(where ``eval/run_full.sh`` writes). The console lists the folders that hold a ``report.json`` and accepts only
+those names, so a request can never point outside them.
 """
 
 from __future__ import annotations
@@ -75,32 +76,41 @@ def _run_stem(result: dict[str, Any]) -> str:
 
 
 class EvalReports:
-    """The report folders below ``root`` (normally ``<home>/eval-reports``).
+    """The report folders below one or more roots: ``<home>/eval-reports`` first, then ``eval.reports_dirs``.
+
+    A report's name is the path of its folder relative to its root (``po-bm25``, ``pipelines/golden-on``); a name
+    found under an earlier root hides the same name under a later one.
 
     Args:
-        root: the folder ``context-engine eval`` writes to by default; it may not exist yet (no reports).
+        roots: folders to search recursively for ``report.json``; a missing folder has no reports.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, *roots: Path) -> None:
+        self.roots = roots
+
+    def _folders(self) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for root in self.roots:
+            if not root.is_dir():
+                continue
+            for path in sorted(root.rglob("report.json")):
+                name = path.parent.relative_to(root).as_posix()
+                if name != "." and all(_RUN_NAME.match(part) for part in name.split("/")):
+                    found.setdefault(name, path.parent)
+        return found
 
     def list(self) -> list[ReportSummary]:
-        """Every readable report, newest first (``created_at``, then name). Unreadable folders are left out."""
+        """Every readable report, newest first (``created_at``, then name). Unreadable files are left out."""
         out: list[ReportSummary] = []
-        if not self.root.is_dir():
-            return out
-        for folder in self.root.iterdir():
-            path = folder / "report.json"
-            if not _RUN_NAME.match(folder.name) or not path.is_file():
-                continue
+        for name, folder in self._folders().items():
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
             results = data.get("results") or []
             out.append(
                 ReportSummary(
-                    name=folder.name,
+                    name=name,
                     dataset=str((data.get("dataset") or {}).get("key", "?")),
                     mode=str(data.get("mode", "")),
                     created_at=str(data.get("created_at", "")),
@@ -112,16 +122,18 @@ class EvalReports:
         return sorted(out, key=lambda r: (r.created_at, r.name), reverse=True)
 
     def load(self, name: str) -> ReportView:
-        """The report of folder ``name`` (one of :meth:`list`'s names).
+        """The report named ``name`` (one of :meth:`list`'s names; nothing else is looked up).
 
         Raises:
             ContextEngineError: ``WRT-4041`` when no such report exists (any other name, a path, a traversal).
         """
-        names = {r.name for r in self.list()} if _RUN_NAME.match(name or "") else set()
-        if name not in names:
+        folder = self._folders().get(name)
+        if folder is None:
             raise ContextEngineError(ErrorCode.PATH_NOT_FOUND, "no such evaluation report", {"run": name})
-        folder = self.root / name
-        data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        try:
+            data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ContextEngineError(ErrorCode.CONTENT_INVALID, f"report {name!r} cannot be read: {err}") from err
         return ReportView(name=name, data=data, recall_curves=_recall_curves(folder, data))
 
 

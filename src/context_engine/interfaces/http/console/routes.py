@@ -289,7 +289,8 @@ def _reports(service: Any, ctx: RequestContext) -> EvalReports:
         raise ContextEngineError(
             ErrorCode.URI_FORBIDDEN, "evaluation reports are shown to admin keys only", {"required_role": "admin"}
         )
-    return EvalReports(service.settings.home_path / "eval-reports")
+    settings = service.settings
+    return EvalReports(settings.home_path / "eval-reports", *settings.eval.reports_dirs)
 
 
 def report_charts(report: ReportView) -> list[charts.Chart]:
@@ -331,7 +332,7 @@ def report_charts(report: ReportView) -> list[charts.Chart]:
 @router.get(F + "/eval", response_class=HTMLResponse)
 def eval_list(request: Request, service: Service, ctx: Caller) -> HTMLResponse:
     reports = _reports(service, ctx)
-    return _fragment(request, "eval_list.html", reports=reports.list(), root_name="<home>/eval-reports")
+    return _fragment(request, "eval_list.html", reports=reports.list())
 
 
 @router.get(F + "/eval/report", response_class=HTMLResponse)
