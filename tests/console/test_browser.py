@@ -4,6 +4,7 @@ disabled for a read-only key, and a key of account B sees nothing of account A (
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote
 
 import pytest
@@ -248,7 +249,7 @@ def test_a_key_of_account_b_sees_nothing_of_account_a(tab_factory, console):
     tab.shot("account-b-search")
 
 
-def test_eval_pages_are_for_admin_keys(tab_factory):
+def test_eval_pages_are_for_admin_keys(tab_factory, console):
     tab = tab_factory("user_a")
     page = tab.open("/console/eval")
     assert "RET-4032" in page.inner_text("#eval-list")
@@ -260,7 +261,11 @@ def test_eval_pages_are_for_admin_keys(tab_factory):
     page = admin.open("/console/eval/compare?a=po-bm25&b=po-bm25-dense")
     rows = page.locator("table.compare tbody tr")
     assert rows.count() == 10  # two methods x five measures; dense has no A value
-    bm25_ndcg = page.locator("table.compare tbody tr", has_text="nDCG@10").first.locator("td")
-    assert bm25_ndcg.nth(3).inner_text() == "+0.0000"  # BM25 in both runs, same queries: no change
+    reports = console.service.settings.home_path / "eval-reports"
+    a, b = (json.loads((reports / n / "report.json").read_text())["results"][0] for n in ("po-bm25", "po-bm25-dense"))
+    assert a["method"] == b["method"] == "bm25"
+    cells = page.locator("table.compare tbody tr", has_text="nDCG@10").first.locator("td").all_inner_texts()
+    expected = [f"{a['metrics']['nDCG@10']:.4f}", f"{b['metrics']['nDCG@10']:.4f}"]
+    assert cells[-3:] == [*expected, f"{b['metrics']['nDCG@10'] - a['metrics']['nDCG@10']:+.4f}"]
     page = admin.open("/console/eval/report?run=..%2F..%2Fetc")
     assert "WRT-4041" in page.inner_text("#eval-report")
