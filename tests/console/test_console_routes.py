@@ -114,6 +114,18 @@ def test_another_account_gets_the_same_refusal_as_for_a_missing_uri(client_and_k
     assert tree.status_code == 200 and "kubernetes" not in tree.text
 
 
+def test_the_node_page_redacts_l2_as_read_memory_does(client_and_keys):
+    client, keys, service = client_and_keys
+    uri = "ctx://resources/ops/db-access.md"
+    text = "# DB access\n\n## Steps\n\nConnect with postgres://admin:pa55w0rd@db:5432/app and run the check.\n"
+    service.add_text(text, uri, ADMIN)
+    page = client.get(f"/console/fragments/node?uri={uri}", headers=keys["admin"])
+    assert page.status_code == 200 and "pa55w0rd" not in page.text
+    assert page.text.count("[REDACTED:connection_string]") == 3  # L0, L1 and L2
+    listing = client.get("/console/fragments/tree?uri=ctx://resources/ops/", headers=keys["admin"])
+    assert "[REDACTED:connection_string]" in listing.text and "pa55w0rd" not in listing.text
+
+
 def test_writes_follow_the_context_rules(client_and_keys):
     client, keys, service = client_and_keys
     text = {"uri": "ctx://resources/a.md", "text": "a"}

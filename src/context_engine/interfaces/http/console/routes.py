@@ -179,18 +179,28 @@ def roots(request: Request, ctx: Caller) -> HTMLResponse:
     return _fragment(request, "roots.html", roots=browse_roots(ctx))
 
 
+def _redacted_abstract(service: Any, view: Any) -> Any:
+    # L0 as search_memory shows it: the assembler passes abstracts through the pattern redaction; ls/tree do not.
+    if view is None or not view.abstract:
+        return view
+    return view.model_copy(update={"abstract": service.redactor.redact(view.abstract, library=False).text})
+
+
 @router.get(F + "/tree", response_class=HTMLResponse)
 def tree(request: Request, service: Service, ctx: Caller, uri: _URI) -> HTMLResponse:
-    """One directory level (``service.ls``, as ``GET /api/v1/ls``); sub-directories expand on demand."""
-    return _fragment(request, "tree.html", uri=uri, nodes=service.ls(uri, ctx))
+    """One directory level (``service.ls``, as ``GET /api/v1/ls``, abstracts redacted as search redacts them);
+    sub-directories expand on demand."""
+    nodes = [_redacted_abstract(service, n) for n in service.ls(uri, ctx)]
+    return _fragment(request, "tree.html", uri=uri, nodes=nodes)
 
 
 @router.get(F + "/node", response_class=HTMLResponse)
 def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> HTMLResponse:
-    """A node: metadata (``service.stat``), L0 (``service.tree`` depth 0, as ``/api/v1/tree``), L1 and L2
-    (``read_memory``, redacted as the API redacts) with relations, and a memory's versions (``get_memory``)."""
+    """A node: metadata (``service.stat``), L0 (``service.tree`` depth 0, as ``/api/v1/tree``, redacted as
+    search_memory redacts abstracts), L1 and L2 (``read_memory``, redacted as the API redacts) with relations, and a
+    memory's versions (``get_memory``, redacted)."""
     record = service.stat(uri, ctx)
-    view = service.tree(record.uri, ctx, max_depth=0)
+    view = _redacted_abstract(service, service.tree(record.uri, ctx, max_depth=0))
     levels: dict[str, Any] = {}
     relations: list[Any] = []
     for level, present in (("L1", record.has_overview), ("L2", record.has_content and not record.is_dir)):
