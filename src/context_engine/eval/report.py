@@ -108,11 +108,16 @@ class EvalReport:
             "python": platform.python_version(),
             "versions": self.versions,
             "measures": list(MEASURES),
-            "results": [{**r.summary(), **({"per_query": r.per_query} if per_query else {})} for r in self.results],
+            "results": [{**r.summary(), **(self._per_query(r) if per_query else {})} for r in self.results],
             "baseline": self.baseline_path,
             "checks": [c.model_dump() for c in self.checks],
             "check_summary": summarize(self.checks),
         }
+
+    @staticmethod
+    def _per_query(r: MethodResult) -> dict[str, Any]:
+        # Per-query metric values and latencies (ms): the console's latency histogram reads ``latencies_ms``.
+        return {"per_query": r.per_query, "latencies_ms": {q: round(v, 3) for q, v in sorted(r.latencies.items())}}
 
     def table_rows(self) -> list[list[str]]:
         """Rows of the side-by-side table: method, model, the measures, latency p50/p95 (ms), context tokens."""

@@ -177,6 +177,9 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
     from context_engine.interfaces.http.routes import router
 
     app.include_router(router)
+    from context_engine.interfaces.http.console import mount_console
+
+    mount_console(app)  # the web console (/console): same service, keys and tenancy checks as the API
     if http.mcp_enabled:
         from context_engine.interfaces.mcp.server import build_mcp_server
 

@@ -1,0 +1,409 @@
+"""The console's routes: page shells and the HTML fragments they fetch (issue 16; docs/console.md).
+
+Two kinds of route, and only these:
+
+* **Pages** (``GET /console/<page>``): a layout, a form and empty regions; no data of any account. They need no
+  key: the key lives in the browser's ``sessionStorage`` (entered once on ``/console/login``), and a full page load
+  cannot carry an ``Authorization`` header.
+* **Fragments** (``/console/fragments/...``): every piece of data, as server-rendered HTML, fetched by
+  ``static/console.js`` with ``Authorization: Bearer <key>``. Each one takes the caller's RequestContext from the
+  API's own dependency (:func:`..routes.caller`, the same authenticator and anonymous-loopback policy) and calls the
+  same :mod:`..calls` function or service method as the API route of the same name, so tenancy, redaction and
+  error envelopes are the API's. A fragment request body is the API request model itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.http import calls
+from context_engine.interfaces.http.console import charts
+from context_engine.interfaces.http.console.reports import EvalReports, ReportView
+from context_engine.interfaces.http.errors import MEMORY_TAG, WRITE_TAG
+from context_engine.interfaces.http.models import (
+    AddMemoryRequest,
+    AddResourceTextRequest,
+    DeleteRequest,
+    VerifyEvidenceRequest,
+)
+from context_engine.interfaces.http.routes import Caller, Service
+from context_engine.schema.context import RequestContext
+from context_engine.schema.knowledge import LookupRequest
+from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+# An element id from a URI (tree nodes expand into it): stable, and free of characters a selector would trip on.
+templates.env.filters["domid"] = lambda uri: "n-" + hashlib.sha1(str(uri).encode("utf-8")).hexdigest()[:16]
+templates.env.filters["zip"] = lambda a, b: list(zip(a, b, strict=False))
+
+
+def _plain(value: Any) -> str:
+    """A summary value in words: ``{'found': 2}`` -> ``found 2``; lists joined by commas; floats to 0.1."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(v) for v in value) or "—"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return "—" if value is None else str(value)
+
+
+templates.env.filters["plain"] = _plain
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+#: Navigation: (path, label). The login page is not in it.
+NAV: tuple[tuple[str, str], ...] = (
+    ("/console/browse", "Browse"),
+    ("/console/search", "Search"),
+    ("/console/lookup", "Lookup"),
+    ("/console/sessions", "Sessions"),
+    ("/console/eval", "Evaluation"),
+    ("/console/write", "Write"),
+)
+_URI = Annotated[str, Query(min_length=1, max_length=4096)]
+
+
+def _page(request: Request, template: str, title: str, **extra: Any) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request, template, {"title": title, "nav": NAV, "path": request.url.path, "q": request.query_params, **extra}
+    )
+
+
+def _fragment(request: Request, template: str, **values: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, f"fragments/{template}", values)
+
+
+# ---- pages (no data) ------------------------------------------------------------------------------------------------
+@router.get("")
+@router.get("/")
+async def index() -> RedirectResponse:
+    return RedirectResponse("/console/browse", status_code=307)
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login(request: Request) -> HTMLResponse:
+    return _page(request, "login.html", "Sign in")
+
+
+@router.get("/browse", response_class=HTMLResponse)
+async def browse(request: Request) -> HTMLResponse:
+    return _page(request, "browse.html", "Browse")
+
+
+@router.get("/node", response_class=HTMLResponse)
+async def node(request: Request) -> HTMLResponse:
+    return _page(request, "node.html", "Node")
+
+
+@router.get("/search", response_class=HTMLResponse)
+async def search(request: Request) -> HTMLResponse:
+    return _page(request, "search.html", "Search")
+
+
+@router.get("/lookup", response_class=HTMLResponse)
+async def lookup(request: Request) -> HTMLResponse:
+    return _page(request, "lookup.html", "Lookup")
+
+
+@router.get("/sessions", response_class=HTMLResponse)
+async def sessions(request: Request) -> HTMLResponse:
+    return _page(request, "sessions.html", "Sessions")
+
+
+@router.get("/eval", response_class=HTMLResponse)
+async def evaluation(request: Request) -> HTMLResponse:
+    return _page(request, "eval.html", "Evaluation")
+
+
+@router.get("/eval/report", response_class=HTMLResponse)
+async def evaluation_report(request: Request) -> HTMLResponse:
+    return _page(request, "eval_report.html", "Evaluation report")
+
+
+@router.get("/eval/compare", response_class=HTMLResponse)
+async def evaluation_compare(request: Request) -> HTMLResponse:
+    return _page(request, "eval_compare.html", "Compare two runs")
+
+
+@router.get("/write", response_class=HTMLResponse)
+async def write(request: Request) -> HTMLResponse:
+    return _page(request, "write.html", "Write")
+
+
+# ---- fragments (every one behind the API's caller dependency) ------------------------------------------------------
+F = "/fragments"
+
+
+def capabilities(ctx: RequestContext) -> dict[str, bool]:
+    """What the write forms allow this caller, by the rule of :meth:`RequestContext.can_write_uri`: shared
+    resources need an admin; a memory needs a user space (or an admin); a delete needs a space of one's own. A key
+    with none of these is read-only (keys have no separate read-only flag: see docs/console.md)."""
+    own = bool(ctx.user_space or ctx.agent_space)
+    caps = {
+        "add_text": ctx.is_admin,
+        "add_memory": ctx.is_admin or bool(ctx.user_space),
+        "delete": ctx.is_admin or own,
+    }
+    caps["read_only"] = not any(caps.values())
+    return caps
+
+
+def browse_roots(ctx: RequestContext) -> list[str]:
+    """Top-level directories the caller may see: shared resources, then its user and agent spaces (all for admins)."""
+    if ctx.is_admin:
+        return ["ctx://resources/", "ctx://user/", "ctx://agent/"]
+    roots = ["ctx://resources/"]
+    if ctx.user_space:
+        roots.append(f"ctx://user/{ctx.user_space}/")
+    if ctx.agent_space:
+        roots.append(f"ctx://agent/{ctx.agent_space}/")
+    return roots
+
+
+@router.get(F + "/whoami", response_class=HTMLResponse)
+def whoami(request: Request, ctx: Caller) -> HTMLResponse:
+    """Who the key acts as (the login check and the header line)."""
+    return _fragment(request, "whoami.html", ctx=ctx, caps=capabilities(ctx))
+
+
+@router.get(F + "/roots", response_class=HTMLResponse)
+def roots(request: Request, ctx: Caller) -> HTMLResponse:
+    return _fragment(request, "roots.html", roots=browse_roots(ctx))
+
+
+def _redacted_abstract(service: Any, view: Any) -> Any:
+    # L0 as search_memory shows it: the assembler passes abstracts through the pattern redaction; ls/tree do not.
+    if view is None or not view.abstract:
+        return view
+    return view.model_copy(update={"abstract": service.redactor.redact(view.abstract, library=False).text})
+
+
+@router.get(F + "/tree", response_class=HTMLResponse)
+def tree(request: Request, service: Service, ctx: Caller, uri: _URI) -> HTMLResponse:
+    """One directory level (``service.ls``, as ``GET /api/v1/ls``, abstracts redacted as search redacts them);
+    sub-directories expand on demand."""
+    nodes = [_redacted_abstract(service, n) for n in service.ls(uri, ctx)]
+    return _fragment(request, "tree.html", uri=uri, nodes=nodes)
+
+
+@router.get(F + "/node", response_class=HTMLResponse)
+def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> HTMLResponse:
+    """A node: metadata (``service.stat``), L0 (``service.tree`` depth 0, as ``/api/v1/tree``, redacted as
+    search_memory redacts abstracts), L1 and L2 (``read_memory``, redacted as the API redacts) with relations, and a
+    memory's versions (``get_memory``, redacted)."""
+    record = service.stat(uri, ctx)
+    view = _redacted_abstract(service, service.tree(record.uri, ctx, max_depth=0))
+    levels: dict[str, Any] = {}
+    relations: list[Any] = []
+    for level, present in (("L1", record.has_overview), ("L2", record.has_content and not record.is_dir)):
+        if not present:
+            continue
+        try:
+            resp = calls.read_memory(service, ReadMemoryRequest(uri=record.uri, level=level), ctx)
+        except ContextEngineError as err:
+            levels[level] = {"error": f"{err.code.value}: {err.message}"}
+            continue
+        block = resp.block
+        levels[level] = {"text": block.overview if level == "L1" else block.content_excerpt}
+        relations = relations or list(block.relations)
+    memory = service.get_memory(record.uri, ctx) if record.context_type == "memory" and not record.is_dir else None
+    return _fragment(
+        request, "node.html", record=record, view=view, levels=levels, relations=relations, memory=memory
+    )
+
+
+@router.post(F + "/search", response_class=HTMLResponse, tags=["retrieval"])
+def search_fragment(request: Request, req: SearchMemoryRequest, service: Service, ctx: Caller) -> HTMLResponse:
+    """``search_memory`` (the body is the API's request) with the detailed trace, rendered."""
+    req = req.model_copy(update={"include_debug": True, "trace_level": "detailed"})
+    resp = calls.search_memory(service, req, ctx)
+    return _fragment(request, "search.html", resp=resp, **search_details(resp.thinking_trace or {}))
+
+
+def search_details(thinking: dict[str, Any]) -> dict[str, Any]:
+    """What the search page shows from a detailed trace: score components per URI, stage timings (ms, in
+    pipeline order) and the recheck's exclusions with their reasons."""
+    stages = thinking.get("stages") or {}
+    scores = {row["uri"]: row for row in (stages.get("assemble") or {}).get("scores", []) if "uri" in row}
+    components = [k for row in scores.values() for k in row if k not in ("uri", "source")]
+    columns = list(dict.fromkeys(components))
+    timings = thinking.get("timings_ms") or {}
+    order = ["planner", "embed", "seed", "hierarchical", "recheck", "assemble"]
+    bars = [(k, float(timings[k])) for k in order if k in timings]
+    bars += [(k, float(v)) for k, v in timings.items() if k not in order]
+    longest = max((v for _, v in bars), default=0.0) or 1.0
+    excluded = [
+        e for e in thinking.get("events") or [] if e.get("event") == "drop" and e.get("exclude_reason") is not None
+    ]
+    return {
+        "scores": scores,
+        "score_columns": columns,
+        "timings": [(k, v, 100.0 * v / longest) for k, v in bars],
+        "excluded": excluded,
+        "drops": thinking.get("drops") or {},
+        "recheck": stages.get("recheck") or {},
+    }
+
+
+@router.post(F + "/lookup", response_class=HTMLResponse, tags=["knowledge"])
+def lookup_fragment(request: Request, req: LookupRequest, service: Service, ctx: Caller) -> HTMLResponse:
+    """``lookup_knowledge`` (the body is the API's request), and the ``tool_invocation`` row it recorded."""
+    result = calls.lookup_knowledge(service, req, ctx)
+    rows = service.list_invocations(ctx, session_id=result.session_id, tool_name="lookup_knowledge", limit=50)
+    invocation = next((r for r in rows if r.invocation_id == result.invocation_id), None)
+    return _fragment(request, "lookup.html", result=result, invocation=invocation)
+
+
+@router.get(F + "/sessions", response_class=HTMLResponse, tags=["knowledge"])
+def sessions_fragment(
+    request: Request,
+    service: Service,
+    ctx: Caller,
+    session_id: Annotated[str | None, Query(max_length=256)] = None,
+) -> HTMLResponse:
+    """Without ``session_id``: the sessions of the newest invocations. With it: the session's invocations (newest
+    first), its trace summary (``GET /api/v1/tool_invocations/summary``) and each invocation's evidence refs."""
+    if not session_id:
+        rows = service.list_invocations(ctx, limit=200)
+        seen: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            if r.session_id and r.session_id not in seen:
+                seen[r.session_id] = {"session_id": r.session_id, "last": r.created_at, "count": 0}
+            if r.session_id:
+                seen[r.session_id]["count"] += 1
+        unsessioned = sum(not r.session_id for r in rows)
+        return _fragment(request, "sessions.html", sessions=list(seen.values()), unsessioned=unsessioned)
+    rows = service.list_invocations(ctx, session_id=session_id, limit=200)
+    summary = service.session_trace_summary(session_id, ctx)
+    return _fragment(request, "session.html", session_id=session_id, rows=rows, summary=summary)
+
+
+@router.post(F + "/verify", response_class=HTMLResponse, tags=["knowledge"])
+def verify_fragment(request: Request, req: VerifyEvidenceRequest, service: Service, ctx: Caller) -> HTMLResponse:
+    """``verify_evidence``: is the excerpt backed by an evidence ref recorded for the invocation?"""
+    return _fragment(request, "verify.html", v=service.verify_evidence(req.invocation_id, req.excerpt, ctx))
+
+
+# ---- evaluation reports ---------------------------------------------------------------------------------------------
+def _reports(service: Any, ctx: RequestContext) -> EvalReports:
+    # Reports describe the server's datasets and code, not an account's data: admins only.
+    if not ctx.is_admin:
+        raise ContextEngineError(
+            ErrorCode.URI_FORBIDDEN, "evaluation reports are shown to admin keys only", {"required_role": "admin"}
+        )
+    settings = service.settings
+    return EvalReports(settings.home_path / "eval-reports", *settings.eval.reports_dirs)
+
+
+def report_charts(report: ReportView) -> list[charts.Chart]:
+    """The plots of one report: Recall@K curves, per-category (or per-measure) bars, the latency histogram."""
+    results = report.data.get("results") or []
+    labels = report.labels
+    by_label = list(zip(labels, results, strict=True))
+    out = [charts.recall_curve(report.recall_curves, "Recall@K")]
+    per_category = report.data.get("per_category") or {}
+    measures = list(report.data.get("measures") or [])
+    if per_category and measures:
+        first = measures[0]
+        cats = sorted({c for by_cat in per_category.values() for c in by_cat})
+        series = {label: [per_category.get(label, {}).get(c, {}).get(first, 0.0) for c in cats] for label in labels}
+        out.append(charts.grouped_bars(cats, series, f"{first} per category", first))
+    out.append(
+        charts.grouped_bars(
+            measures,
+            {label: [r["metrics"].get(m, 0.0) for m in measures] for label, r in by_label},
+            "Measures per method",
+            "mean over judged queries",
+        )
+    )
+    lat = {label: list((r.get("latencies_ms") or {}).values()) for label, r in by_label}
+    if any(lat.values()):
+        out.append(charts.latency_histogram(lat))
+    else:  # reports written before per-query latencies were recorded: the percentiles only
+        out.append(
+            charts.grouped_bars(
+                ["p50", "p95", "mean"],
+                {label: [r["latency_ms"].get(k, 0.0) for k in ("p50", "p95", "mean")] for label, r in by_label},
+                "Latency (ms)",
+                "milliseconds",
+            )
+        )
+    return out
+
+
+@router.get(F + "/eval", response_class=HTMLResponse)
+def eval_list(request: Request, service: Service, ctx: Caller) -> HTMLResponse:
+    reports = _reports(service, ctx)
+    return _fragment(request, "eval_list.html", reports=reports.list())
+
+
+@router.get(F + "/eval/report", response_class=HTMLResponse)
+def eval_report(
+    request: Request, service: Service, ctx: Caller, run: Annotated[str, Query(max_length=200)]
+) -> HTMLResponse:
+    report = _reports(service, ctx).load(run)
+    return _fragment(request, "eval_report.html", report=report, charts=report_charts(report))
+
+
+@router.get(F + "/eval/compare", response_class=HTMLResponse)
+def eval_compare(
+    request: Request,
+    service: Service,
+    ctx: Caller,
+    a: Annotated[str, Query(max_length=200)],
+    b: Annotated[str, Query(max_length=200)],
+) -> HTMLResponse:
+    """Two runs side by side: each method's measures in A and B and their difference, one Recall@K plot."""
+    reports = _reports(service, ctx)
+    ra, rb = reports.load(a), reports.load(b)
+    measures = list(dict.fromkeys([*(ra.data.get("measures") or []), *(rb.data.get("measures") or [])]))
+    rows = []
+    for label in dict.fromkeys([*ra.labels, *rb.labels]):
+        ma = _metrics_of(ra, label)
+        mb = _metrics_of(rb, label)
+        rows.append((label, [(m, ma.get(m), mb.get(m)) for m in measures]))
+    curves = {f"A {k}": v for k, v in ra.recall_curves.items()} | {f"B {k}": v for k, v in rb.recall_curves.items()}
+    chart = charts.recall_curve(curves, "Recall@K, run A and run B")
+    return _fragment(request, "eval_compare.html", a=ra, b=rb, measures=measures, rows=rows, chart=chart)
+
+
+def _metrics_of(report: ReportView, label: str) -> dict[str, float]:
+    for lab, r in zip(report.labels, report.data.get("results") or [], strict=True):
+        if lab == label:
+            return dict(r.get("metrics") or {})
+    return {}
+
+
+# ---- writes (the API's request models and calls; the service checks every write) -----------------------------------
+@router.get(F + "/write", response_class=HTMLResponse)
+def write_forms(request: Request, ctx: Caller) -> HTMLResponse:
+    return _fragment(request, "write_forms.html", ctx=ctx, caps=capabilities(ctx))
+
+
+@router.post(F + "/write/text", response_class=HTMLResponse, tags=[WRITE_TAG])
+def write_text(request: Request, req: AddResourceTextRequest, service: Service, ctx: Caller) -> HTMLResponse:
+    """As ``POST /api/v1/resources/text``."""
+    report = calls.add_resource_text(service, req, ctx)
+    return _fragment(request, "ingest_report.html", what="Added text", report=report)
+
+
+@router.post(F + "/write/memory", response_class=HTMLResponse, tags=[MEMORY_TAG])
+def write_memory(request: Request, req: AddMemoryRequest, service: Service, ctx: Caller) -> HTMLResponse:
+    """As ``POST /api/v1/memories``."""
+    report = calls.add_memory(service, req, ctx)
+    return _fragment(request, "ingest_report.html", what="Added memory", report=report)
+
+
+@router.post(F + "/write/delete", response_class=HTMLResponse, tags=[WRITE_TAG])
+def write_delete(request: Request, req: DeleteRequest, service: Service, ctx: Caller) -> HTMLResponse:
+    """As ``POST /api/v1/delete``."""
+    report = service.delete(req.uri, ctx, recursive=req.recursive)
+    return _fragment(request, "ingest_report.html", what="Deleted", report=report)
