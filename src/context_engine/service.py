@@ -16,6 +16,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
 from context_engine.ingest.memory import MemoryWriter, memory_abstract_of, memory_hash
 from context_engine.ingest.pipeline import Progress, WritePipeline
+from context_engine.knowledge.compact import compact_lookup
 from context_engine.knowledge.hint_index import KnowledgeIndexService
 from context_engine.knowledge.lookup import LookupKnowledgeService
 from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
@@ -23,6 +24,8 @@ from context_engine.knowledge.semantic_search import VectorSearchService
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
+from context_engine.retrieval.compact import compact_search
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.schema.knowledge import (
     EvidenceVerification,
@@ -786,7 +789,8 @@ class ContextEngineService:
         Either pass a :class:`LookupRequest` or the query and keyword options (``None`` takes the configured
         default). Evidence blocks are ordered by ``rank_score`` (similarity plus the hint boost) descending; each
         carries ``score`` (distance-like), ``raw_score`` (cosine similarity) and a relevance level. One
-        ``tool_invocation`` row is written per call (``result.invocation_id``).
+        ``tool_invocation`` row is written per call (``result.invocation_id``). Always the full result, whatever the
+        request's ``response_format``: :meth:`lookup_knowledge_compact` answers the compact form.
 
         Raises:
             ContextEngineError: ``RET-4001`` empty query or bad session id, ``RET-4002`` top_k outside 1..50,
@@ -814,6 +818,15 @@ class ContextEngineService:
                     {"fields": fields},
                 ) from err
         return self.knowledge.lookup(request, ctx)
+
+    def lookup_knowledge_compact(
+        self, query: str | LookupRequest, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+    ) -> LookupCompact:
+        """lookup_knowledge answered in the compact form (issue 15, :class:`LookupCompact`): the same call, audit
+        row and evidence as :meth:`lookup_knowledge`, with only what an agent acts on; ``include_debug`` (a
+        request field or keyword) adds the pack, traces and hints. Raises what :meth:`lookup_knowledge` raises."""
+        include_debug = query.include_debug if isinstance(query, LookupRequest) else fields.pop("include_debug", False)
+        return compact_lookup(self.lookup_knowledge(query, ctx, **fields), include_debug=bool(include_debug))
 
     def list_invocations(
         self,
@@ -855,10 +868,23 @@ class ContextEngineService:
             ContextEngineError: ``RET-4001``/``RET-4002``/``RET-4003`` invalid request, ``RET-4031`` target not
                 visible. Degradations (``RET-4041``, ``RET-4221``, ``RET-5001``..``RET-5004``) are not raised: they
                 are in ``response.trace.warnings`` (``RET-5001`` also sets ``response.retryable``).
+
+        Always the full response, whatever the request's ``response_format``: :meth:`search_memory_compact`
+        answers the compact form.
         """
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **fields)
         return self.search_pipeline.run(request, ctx)
+
+    def search_memory_compact(
+        self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+    ) -> SearchMemoryCompact:
+        """search_memory answered in the compact form (issue 15, :class:`SearchMemoryCompact`): per hit the URI,
+        level, score, L0 text and read recommendation; ``include_debug`` adds the typed queries, seed hits, next
+        actions and trace. Same arguments and errors as :meth:`search_memory`."""
+        if isinstance(request, str):
+            request = SearchMemoryRequest(query=request, **fields)
+        return compact_search(self.search_pipeline.run(request, ctx), include_debug=request.include_debug)
 
     def read_memory(
         self, request: ReadMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any

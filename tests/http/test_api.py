@@ -201,7 +201,8 @@ def test_openapi_is_complete(client):
     ):
         assert name in schemas, name
     op = paths["/api/v1/search_memory"]["post"]
-    assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("SearchMemoryResponse")
+    ok = op["responses"]["200"]["content"]["application/json"]["schema"]["anyOf"]  # response_format: full | compact
+    assert [o["$ref"].rsplit("/", 1)[1] for o in ok] == ["SearchMemoryResponse", "SearchMemoryCompact"]
     for status in ("400", "401", "403", "413", "500"):
         assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorEnvelope")
     assert "422" not in op["responses"]  # validation errors are 400 envelopes

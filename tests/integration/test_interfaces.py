@@ -146,6 +146,8 @@ def http_call(client: httpx.Client):
 def mcp_args(op: str, args: dict[str, Any]) -> dict[str, Any]:
     if op == "add_resource":
         return {"path": args["path"], "uri": args["target_uri"]}
+    if op in ("search_memory", "lookup_knowledge"):  # compact by default over MCP; the scenario compares full answers
+        return {**args, "response_format": "full"}
     return args
 
 
