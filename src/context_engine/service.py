@@ -880,11 +880,16 @@ class ContextEngineService:
         self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
     ) -> SearchMemoryCompact:
         """search_memory answered in the compact form (issue 15, :class:`SearchMemoryCompact`): per hit the URI,
-        level, score, L0 text and read recommendation; ``include_debug`` adds the typed queries, seed hits, next
-        actions and trace. Same arguments and errors as :meth:`search_memory`."""
+        level, score, L0 text (at most ``retrieval.compact_abstract_max_chars``) and read recommendation;
+        ``include_debug`` adds the typed queries, seed hits, next actions and trace. Same arguments and errors as
+        :meth:`search_memory`."""
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **fields)
-        return compact_search(self.search_pipeline.run(request, ctx), include_debug=request.include_debug)
+        return compact_search(
+            self.search_pipeline.run(request, ctx),
+            include_debug=request.include_debug,
+            abstract_max_chars=self.settings.retrieval.compact_abstract_max_chars,
+        )
 
     def read_memory(
         self, request: ReadMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any

@@ -88,10 +88,12 @@ def test_search_memory_is_compact_by_default(service):
     assert not res.is_error
     got = res.structured_content
     direct = service.search_memory(SearchMemoryRequest(query="documentation: certificate expiry", top_k=3), ADMIN)
-    assert set(got) == {"request_id", "hits", "warnings", "retryable", "debug"} and got["debug"] is None
-    assert [(h["uri"], h["score"], h["abstract"]) for h in got["hits"]] == [
-        (h.uri, h.score, h.abstract) for h in direct.hits
-    ]
+    # empty warnings, retryable false and debug null are left out of the JSON
+    assert {"request_id", "hits"} <= set(got) <= {"request_id", "hits", "warnings", "retryable"}
+    assert [(h["uri"], h["score"]) for h in got["hits"]] == [(h.uri, round(h.score, 3)) for h in direct.hits]
+    for compact, full in zip(got["hits"], direct.hits, strict=True):
+        assert full.abstract.startswith(compact["abstract"].removesuffix("…"))
+        assert len(compact["abstract"]) <= service.settings.retrieval.compact_abstract_max_chars
     assert set(got["hits"][0]) == {"uri", "level", "score", "abstract", "read_recommendation"}
     debug = call(service, ADMIN, "search_memory", {"query": "certificate expiry", "include_debug": True})
     assert {"typed_queries", "seed_hits", "next_actions", "trace"} <= set(debug.structured_content["debug"])
@@ -101,7 +103,7 @@ def test_lookup_knowledge_is_compact_by_default(service):
     res = call(service, ADMIN, "lookup_knowledge", {"query": "certificate expiring soon", "top_k": 2})
     assert not res.is_error
     got = res.structured_content
-    assert got["debug"] is None and got["evidence"] and "evidence_blocks" not in got
+    assert "debug" not in got and got["evidence"] and "evidence_blocks" not in got
     first = got["evidence"][0]
     assert first["uri"].endswith("CertificateExpiringSoon.md") and first["evidence_ref"] == "$.evidence_blocks[0]"
     assert first["pack"] == "full" and first["excerpt"]

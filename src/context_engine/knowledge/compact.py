@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from context_engine.knowledge.context_pack import packed_bodies
-from context_engine.schema.compact import CompactEvidence, LookupCompact, LookupDebug, PackStatus
+from context_engine.schema.compact import SCORE_DECIMALS, CompactEvidence, LookupCompact, LookupDebug, PackStatus
 from context_engine.schema.knowledge import LookupResult, RelevanceLevel
 
 
@@ -32,7 +32,7 @@ def compact_lookup(result: LookupResult, include_debug: bool = False) -> LookupC
                 title=b.title,
                 section=b.breadcrumb,
                 relevance_level=b.relevance_level,
-                similarity=b.similarity,
+                similarity=round(b.similarity, SCORE_DECIMALS),
                 excerpt=bodies.get(i, ""),
                 pack=status,
                 evidence_ref=f"$.evidence_blocks[{i}]",

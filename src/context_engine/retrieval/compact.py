@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from context_engine.errors import ErrorCode
-from context_engine.schema.compact import CompactHit, SearchMemoryCompact, SearchMemoryDebug
+from context_engine.schema.compact import SCORE_DECIMALS, CompactHit, SearchMemoryCompact, SearchMemoryDebug
 from context_engine.schema.query import SearchMemoryResponse
 
 INFORMATIONAL_CODES: frozenset[str] = frozenset({ErrorCode.PLANNER_UNCLASSIFIED.value})
@@ -15,12 +15,27 @@ def is_informational(warning: str) -> bool:
     return warning.split(":", 1)[0].strip() in INFORMATIONAL_CODES
 
 
-def compact_search(response: SearchMemoryResponse, include_debug: bool = False) -> SearchMemoryCompact:
+def shorten(text: str, max_chars: int) -> str:
+    """``text`` when it has at most ``max_chars`` characters, else its longest prefix that ends at a word (or, for
+    text without spaces such as Chinese, at a character) followed by ``…``, ``max_chars`` characters at most."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
+    space = cut.rfind(" ")
+    if space > max_chars // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def compact_search(
+    response: SearchMemoryResponse, include_debug: bool = False, abstract_max_chars: int | None = None
+) -> SearchMemoryCompact:
     """The compact form of a full ``search_memory`` response: hits in the same order with the same scores.
 
     Args:
         response: the full response.
         include_debug: add ``typed_queries``, ``seed_hits``, ``next_actions``, the trace and the thinking trace.
+        abstract_max_chars: cut each hit's L0 text to this many characters (:func:`shorten`); ``None`` keeps it.
 
     Returns:
         A :class:`SearchMemoryCompact`; its ``warnings`` are the trace warnings less the informational notes.
@@ -29,8 +44,8 @@ def compact_search(response: SearchMemoryResponse, include_debug: bool = False) 
         CompactHit(
             uri=h.uri,
             level=h.level_hit,
-            score=h.score,
-            abstract=h.abstract or "",
+            score=round(h.score, SCORE_DECIMALS),
+            abstract=shorten(h.abstract or "", abstract_max_chars) if abstract_max_chars else (h.abstract or ""),
             read_recommendation=h.read_recommendation,
         )
         for h in response.hits

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.knowledge import (
@@ -37,9 +37,13 @@ __all__ = [
     "LookupCompact",
     "LookupDebug",
     "ResponseFormat",
+    "SCORE_DECIMALS",
     "SearchMemoryCompact",
     "SearchMemoryDebug",
 ]
+
+SCORE_DECIMALS = 3
+"""Compact scores are rounded: the rank is the list order, and more digits are tokens that change no decision."""
 
 PackStatus = Literal["full", "truncated", "omitted", "deduped"]
 
@@ -55,8 +59,9 @@ class CompactHit(_Model):
     Attributes:
         uri: the node URI (give it to ``read_memory``).
         level: the level the hit was found at (always ``L0`` for search).
-        score: the final score in 0..1, higher is better (``RetrievedBlock.score``).
-        abstract: the L0 text.
+        score: the final score in 0..1, higher is better (``RetrievedBlock.score`` rounded to 3 decimals; the hits
+            are in rank order).
+        abstract: the L0 text, cut at a word with ``…`` past ``retrieval.compact_abstract_max_chars`` (110).
         read_recommendation: ``read_l1``, ``read_l2`` or ``none`` (the explicit read worth its cost next).
     """
 
@@ -88,13 +93,16 @@ class SearchMemoryCompact(_Model):
             context type preferred) only in ``debug.trace.warnings``.
         retryable: ``True`` when a degradation (``RET-5001``) means the same request may give more later.
         debug: ``None`` unless the request had ``include_debug=true``.
+
+    In JSON, ``warnings`` is left out when empty, ``retryable`` when false and ``debug`` when null (their
+    defaults): every byte of an agent's answer is paid in tokens.
     """
 
     request_id: str
     hits: list[CompactHit]
-    warnings: list[str]
-    retryable: bool = False
-    debug: SearchMemoryDebug | None = None
+    warnings: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    retryable: bool = Field(False, exclude_if=lambda v: not v)
+    debug: SearchMemoryDebug | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # ---- lookup_knowledge -----------------------------------------------------------------------------------------------
@@ -106,7 +114,8 @@ class CompactEvidence(_Model):
         title: the document title.
         section: the heading path of the best chunk (``" > "``-joined).
         relevance_level: ``PRECISE``, ``HIGHLY_RELEVANT``, ``REFERENCE`` or ``DEDUPED``.
-        similarity: the best chunk's similarity on the calibrated scale, higher is better (``EvidenceBlock.similarity``).
+        similarity: the best chunk's similarity on the calibrated scale, higher is better (``EvidenceBlock.similarity``
+            rounded to 3 decimals).
         excerpt: the block's text as it went into the context pack (cut at a line boundary when ``pack`` is
             ``truncated``); ``""`` when ``pack`` is ``omitted`` (over the token budget) or ``deduped`` (already
             returned in the session).
@@ -145,6 +154,8 @@ class LookupCompact(_Model):
         evidence: the blocks in rank order (the full response's ``evidence_blocks``).
         warnings: the lookup's degradation warnings (``traces.warnings``).
         debug: ``None`` unless the request had ``include_debug=true``.
+
+    In JSON, ``warnings`` is left out when empty and ``debug`` when null.
     """
 
     invocation_id: str
@@ -153,5 +164,5 @@ class LookupCompact(_Model):
     relevance_level: RelevanceLevel | None = None
     dedup_reason: str | None = None
     evidence: list[CompactEvidence]
-    warnings: list[str]
-    debug: LookupDebug | None = None
+    warnings: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    debug: LookupDebug | None = Field(None, exclude_if=lambda v: v is None)
