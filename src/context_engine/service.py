@@ -45,7 +45,7 @@ from context_engine.schema.memory import (
     MemoryWriteResult,
     Message,
 )
-from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.nodes import SKIPPED_FILES_LISTED, IngestReport, Level, NodeRecord, VectorFilter
 from context_engine.schema.query import (
     ReadMemoryRequest,
     ReadMemoryResponse,
@@ -64,6 +64,10 @@ from context_engine.storage.protocols import ContentStore, Embedder, MetadataSto
 
 _STAMP_MODEL = "embedding_model"
 _STAMP_DIM = "embedding_dim"
+
+
+_SPACE_SCOPES = {"ctx://user": "user", "ctx://agent": "agent"}
+"""Scopes whose root holds one directory per space; ``ls``/``tree`` of the bare scope list the visible spaces."""
 
 
 class ContextEngineService:
@@ -310,6 +314,7 @@ class ContextEngineService:
             raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
         report = self.pipeline.write_documents(ctx.account_id, docs, progress=progress) if docs else IngestReport()
         report.skipped = len(found.skipped)
+        report.skipped_files = [{"path": rel, "reason": why} for rel, why in found.skipped[:SKIPPED_FILES_LISTED]]
         report.failed = len(report_failures)
         report.failures = report_failures
         return report
@@ -627,8 +632,20 @@ class ContextEngineService:
             index_status=node.index_status,
         )
 
+    def _space_roots(self, uri: str, ctx: RequestContext) -> list[NodeRecord] | None:
+        """For ``ctx://user/`` or ``ctx://agent/`` (a scope without a space): the space roots the caller sees,
+        ordered by URI; ``None`` for any other URI."""
+        scope = _SPACE_SCOPES.get(uri.strip().rstrip("/"))
+        if scope is None:
+            return None
+        return [n for n in self.metadata.list_space_roots(ctx.account_id, scope) if ctx.can_see(n.owner_space)]
+
     def ls(self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT) -> list[NodeView]:
-        """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty."""
+        """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty;
+        ``ctx://user/`` and ``ctx://agent/`` list the space roots the caller sees."""
+        roots = self._space_roots(uri, ctx)
+        if roots is not None:
+            return [self._view(n, ctx) for n in roots]
         u = parse_uri(uri).as_dir() if not parse_uri(uri).segments else parse_uri(uri)
         if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u)) is None:
             return []
@@ -644,7 +661,12 @@ class ContextEngineService:
     def tree(
         self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT, *, max_depth: int = 3
     ) -> NodeView | None:
-        """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract."""
+        """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract. ``ctx://user/`` and
+        ``ctx://agent/`` give a directory view of the scope (no abstract) over the space roots the caller sees;
+        ``None`` when it sees none."""
+        roots = self._space_roots(uri, ctx)
+        if roots is not None:
+            return self._scope_tree(uri, roots, ctx, max_depth) if roots else None
         u = parse_uri(uri)
         if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u.as_dir())) is None:
             return None
@@ -657,6 +679,29 @@ class ContextEngineService:
             return view
 
         return build(root, 0)
+
+    def _scope_tree(self, uri: str, roots: list[NodeRecord], ctx: RequestContext, max_depth: int) -> NodeView:
+        scope = _SPACE_SCOPES[uri.strip().rstrip("/")]
+
+        def build(node: NodeRecord, depth: int) -> NodeView:
+            view = self._view(node, ctx)
+            if node.is_dir and depth < max_depth:
+                view.children = [build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)]
+            return view
+
+        return NodeView(
+            uri=f"ctx://{scope}/",
+            is_dir=True,
+            context_type=None,
+            category=None,
+            owner_space=scope,
+            title=scope,
+            abstract="",
+            has_overview=False,
+            has_content=False,
+            index_status="indexed",
+            children=[build(r, 1) for r in roots] if max_depth > 0 else None,
+        )
 
     def read(self, uri: str, level: Level | str = Level.L1, ctx: RequestContext = DEFAULT_CONTEXT) -> str:
         """The text of one level of a node. ACL is checked before any content is touched.

@@ -132,6 +132,10 @@ class VectorHit(BaseModel):
     breadcrumb: str = ""
 
 
+SKIPPED_FILES_LISTED = 100
+"""At most this many skipped files are named in an :class:`IngestReport` (a folder may hold thousands)."""
+
+
 class IngestReport(BaseModel):
     """Counts at the end of a write (DESIGN §4): what was written, skipped and why something failed."""
 
@@ -146,3 +150,6 @@ class IngestReport(BaseModel):
     duplicates: int = 0  # memories not written because a near-duplicate is stored (policy skip; uris names it)
     failures: list[dict[str, str]] = Field(default_factory=list)
     uris: list[str] = Field(default_factory=list)
+    # the skipped files of a folder, ``{"path", "reason"}`` (path relative to the folder), the first
+    # SKIPPED_FILES_LISTED of them (``skipped`` counts them all)
+    skipped_files: list[dict[str, str]] = Field(default_factory=list)

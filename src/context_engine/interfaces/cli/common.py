@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from context_engine.errors import ContextEngineError
 
@@ -35,9 +36,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Piped output gets a wide console so URIs in tables are never cut (they are meant to be copied into `read`).
-_PIPE_WIDTH = 240
-out = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH, emoji=False)
+# Piped output is laid out for 100 columns, like a terminal's: tables shorten URIs in the middle to fit (the full
+# URIs are in --json and on the `next:` lines, which are never wrapped).
+PIPE_WIDTH = 100
+out = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH, emoji=False)
 err_console = Console(stderr=True, emoji=False)
 
 
@@ -112,6 +114,23 @@ def open_engine() -> Iterator[Any]:
         engine.close()
 
 
+def short_uri(uri: str, width: int) -> str:
+    """``uri`` in at most ``width`` characters: its middle replaced by ``…`` when longer, keeping the scope and the
+    last segments (what tells nodes apart)."""
+    if len(uri) <= width:
+        return uri
+    if width < 8:
+        return uri[: max(width - 1, 0)] + "…"
+    tail = uri[-(2 * width // 3) :]
+    return uri[: width - len(tail) - 1] + "…" + tail
+
+
+def uri_width(*fixed: int) -> int:
+    """Characters left for a URI column in a boxed table on ``out`` whose other columns take ``fixed`` characters
+    (each column costs 3 more: its padding and border)."""
+    return max(16, out.width - sum(fixed) - 3 * (len(fixed) + 1) - 1)
+
+
 def emit(data: Any) -> None:
     out.print_json(json.dumps(data, ensure_ascii=False, default=str))
 
@@ -126,7 +145,16 @@ def print_report(report: IngestReport, what: str) -> None:
         + (f" [yellow]pending={report.pending} (run `context-engine reindex`)[/]" if report.pending else "")
     )
     for f in report.failures:
-        out.print(f"  [red]failed[/] {f['path']}: {f['code']} {f['error']}")
+        out.print(f"  [red]failed[/] {escape(f['path'])}: {f['code']} {escape(f['error'])}")
+    if report.skipped_files:
+        from rich.table import Table
+
+        table = Table("skipped", "reason", title=f"skipped {report.skipped} file{'s' if report.skipped != 1 else ''}")
+        for f in report.skipped_files:
+            table.add_row(Text(f["path"]), Text(f["reason"]))
+        out.print(table)
+        if report.skipped > len(report.skipped_files):
+            out.print(f"  … and {report.skipped - len(report.skipped_files)} more")
 
 
 @contextmanager
