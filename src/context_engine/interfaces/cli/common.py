@@ -142,7 +142,8 @@ def print_report(report: IngestReport, what: str) -> None:
     out.print(
         f"[green]{what}[/]: nodes={report.nodes} directories={report.directories} chunks={report.chunks} "
         f"vectors={report.vectors} unchanged={report.unchanged} skipped={report.skipped} failed={report.failed}"
-        + (f" [yellow]pending={report.pending} (run `context-engine reindex`)[/]" if report.pending else "")
+        + (f" [yellow]pending={report.pending} (run `context-engine reindex`)[/]" if report.pending else ""),
+        soft_wrap=True,  # one line: its URIs stay whole
     )
     for f in report.failures:
         out.print(f"  [red]failed[/] {escape(f['path'])}: {f['code']} {escape(f['error'])}")
