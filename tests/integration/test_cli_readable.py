@@ -148,3 +148,44 @@ def test_keys_create_refuses_a_malformed_context_like_as(tmp_path, spec):
     as_ = cli(home, "--json", "--as", spec, "keys", "list") if spec else None  # the same parser behind --as
     if as_ is not None:
         assert as_.exit_code == 2 and json.loads(as_.output)["code"] == "WRT-4002"
+
+
+def test_batch_runs_every_line_on_one_engine(home, tmp_path, monkeypatch):
+    import context_engine.service as service_module
+
+    opened: list[int] = []
+    original = service_module.ContextEngineService
+
+    def counting(*args, **kwargs):
+        opened.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "ContextEngineService", counting)
+    queries = tmp_path / "q.txt"
+    queries.write_text("Pod is crash looping\ndisk is almost full\n", encoding="utf-8")
+    steps = tmp_path / "steps.txt"
+    steps.write_text(
+        "# a comment\n"
+        "ls ctx://resources/sample/\n"
+        f"search --queries {queries} --top-k 2\n"
+        'echo "lookup: disk"\n'
+        "--json lookup 'disk almost full' -k 1\n",
+        encoding="utf-8",
+    )
+    r = cli(home, "batch", str(steps))
+    assert r.exit_code == 0, r.output
+    assert opened == [1]  # one engine for every line
+    assert "search: Pod is crash looping" in r.output and "search: disk is almost full" in r.output
+    assert "lookup: disk" in r.output and '"evidence_status"' in r.output
+
+
+def test_batch_stops_at_the_first_failing_line(home, tmp_path):
+    steps = tmp_path / "steps.txt"
+    steps.write_text("ls ctx://resources/sample/\nread ctx://resources/nowhere.md\nls ctx://resources/\n")
+    r = cli(home, "batch", str(steps))
+    assert r.exit_code == 3 and "RET-4032" in r.output  # the failing line's status
+    assert "batch stopped at line 2: read ctx://resources/nowhere.md" in r.output
+    for refused in ("serve\n", "--home /tmp/x ls\n", "keys list\n", "search 'unclosed\n"):
+        steps.write_text(refused)
+        r = cli(home, "--json", "batch", str(steps))
+        assert r.exit_code == 2 and json.loads(r.output)["code"] == "WRT-4002", (refused, r.output)

@@ -46,6 +46,7 @@ err_console = Console(stderr=True, emoji=False)
 class _State:
     home: Path | None = None
     json: bool = False
+    shared_engine: Any = None  # set by `batch`: every command of the batch uses this engine
     _ctx: RequestContext | None = None  # None: DEFAULT_CONTEXT, imported when first asked for
 
     @property
@@ -99,6 +100,12 @@ def fail(e: ContextEngineError) -> None:
 
 @contextmanager
 def open_engine() -> Iterator[Any]:
+    if state.shared_engine is not None:  # inside `batch`: its engine, closed by it
+        try:
+            yield state.shared_engine
+        except ContextEngineError as e:
+            fail(e)
+        return
     from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
 

@@ -75,10 +75,10 @@ def lookup(
         "chunks",
         title=f"evidence: {result.evidence_status} (ranked by fused + boost with hybrid on, else sim + boost)",
     )
-    # level and document never wrap; the document gets under a third of the console, long URIs shortened in the
+    # level and document never wrap; the document gets about a fifth of the console, long URIs shortened in the
     # middle (whole in --json); the section wraps
     table.columns[1].no_wrap = table.columns[5].no_wrap = True
-    doc_width = max(16, out.width * 3 // 10)
+    doc_width = max(16, out.width * 22 // 100)
     for i, b in enumerate(result.evidence_blocks, 1):
         style = _LEVEL_STYLE.get(b.relevance_level.value, "")
         table.add_row(
