@@ -91,8 +91,9 @@ class LookupRequest(_Model):
     min_similarity: float | None = None
     target_uri: str | None = None
     context_token_budget: int | None = Field(None, ge=1)
-    response_format: ResponseFormat = "full"
-    include_debug: bool = False
+    # how the answer is shaped, not what is retrieved: left out of dumps (the audit row's input_params)
+    response_format: ResponseFormat = Field("full", exclude=True)
+    include_debug: bool = Field(False, exclude=True)
 
 
 # ---- hint layer -----------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.cells import cell_len
 from rich.markup import escape
 from rich.text import Text
 
@@ -122,14 +123,22 @@ def open_engine() -> Iterator[Any]:
 
 
 def short_uri(uri: str, width: int) -> str:
-    """``uri`` in at most ``width`` characters: its middle replaced by ``…`` when longer, keeping the scope and the
-    last segments (what tells nodes apart)."""
-    if len(uri) <= width:
+    """``uri`` in at most ``width`` terminal cells (a CJK character takes two): its middle replaced by ``…`` when
+    longer, keeping the scope and the last segments (what tells nodes apart)."""
+    if cell_len(uri) <= width:
         return uri
-    if width < 8:
-        return uri[: max(width - 1, 0)] + "…"
-    tail = uri[-(2 * width // 3) :]
-    return uri[: width - len(tail) - 1] + "…" + tail
+    tail_cells, head_cells = 2 * width // 3, width - 2 * width // 3 - 1
+    tail = ""
+    for ch in reversed(uri):
+        if cell_len(ch + tail) > tail_cells:
+            break
+        tail = ch + tail
+    head = ""
+    for ch in uri:
+        if cell_len(head + ch) > head_cells:
+            break
+        head += ch
+    return head + "…" + tail
 
 
 def uri_width(*fixed: int) -> int:

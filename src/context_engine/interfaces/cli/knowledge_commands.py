@@ -94,7 +94,7 @@ def lookup(
     out.print(table)
     for b in result.evidence_blocks:
         if b.dedup_reason:
-            out.print(Text(f"deduped {b.doc_id}: {b.dedup_reason}", style="dim"))
+            out.print(Text(f"deduped {b.doc_id}: {b.dedup_reason}", style="dim"), soft_wrap=True)
     if full:
         for i, b in enumerate(result.evidence_blocks, 1):
             if b.text:
