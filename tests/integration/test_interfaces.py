@@ -209,7 +209,7 @@ def test_same_answers_through_python_http_and_mcp(world):
             **{
                 k: v
                 for k, v in os.environ.items()
-                if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__"))
+                if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__", "PYTHONPATH"))
             },
         },
     )
