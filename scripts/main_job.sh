@@ -12,11 +12,15 @@ if [ ! -d "$DATA" ]; then
   TARGET=ctx://resources/sample/
   echo "../shared/data not found: using the bundled sample corpus"
 fi
-context-engine add "$DATA" "$TARGET"
-context-engine tree ctx://resources/ --depth 3
-# English and Chinese questions (the default model is multilingual: a Chinese question finds English runbooks), all
-# answered by one process (one engine start); each is printed under a "search: <question>" header
+# Every step runs in one process on one engine (`batch`: the model loads once). English and Chinese questions (the
+# default model is multilingual: a Chinese question finds English runbooks); each search is printed under a
+# "search: <question>" header.
+context-engine batch - <<STEPS
+add "$DATA" "$TARGET"
+tree ctx://resources/ --depth 3
 echo
-context-engine search --queries scripts/main_job_queries.txt --top-k 3
-echo; echo "lookup: etcd 集群没有主节点，怎么处理"
-context-engine lookup "etcd 集群没有主节点，怎么处理" --session main-job --top-k 3 --budget 400
+search --queries scripts/main_job_queries.txt --top-k 3
+echo
+echo "lookup: etcd 集群没有主节点，怎么处理"
+lookup "etcd 集群没有主节点，怎么处理" --session main-job --top-k 3 --budget 400
+STEPS

@@ -18,6 +18,7 @@ from context_engine.ingest.journal import RecoveryReport, WriteJournal
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
 from context_engine.ingest.memory import MemoryWriter, memory_abstract_of, memory_hash
 from context_engine.ingest.pipeline import Progress, WritePipeline
+from context_engine.knowledge.compact import compact_lookup
 from context_engine.knowledge.hint_index import KnowledgeIndexService
 from context_engine.knowledge.lookup import LookupKnowledgeService
 from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
@@ -25,6 +26,8 @@ from context_engine.knowledge.semantic_search import VectorSearchService
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
+from context_engine.retrieval.compact import compact_search
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.schema.knowledge import (
     EvidenceVerification,
@@ -44,7 +47,7 @@ from context_engine.schema.memory import (
     MemoryWriteResult,
     Message,
 )
-from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.nodes import SKIPPED_FILES_LISTED, IngestReport, Level, NodeRecord, VectorFilter
 from context_engine.schema.query import (
     ReadMemoryRequest,
     ReadMemoryResponse,
@@ -64,6 +67,10 @@ from context_engine.storage.protocols import ContentStore, Embedder, MetadataSto
 _LOG = logging.getLogger("context_engine.service")
 _STAMP_MODEL = "embedding_model"
 _STAMP_DIM = "embedding_dim"
+
+
+_SPACE_SCOPES = {"ctx://user": "user", "ctx://agent": "agent"}
+"""Scopes whose root holds one directory per space; ``ls``/``tree`` of the bare scope list the visible spaces."""
 
 
 class ContextEngineService:
@@ -350,7 +357,7 @@ class ContextEngineService:
             raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
         report = self.pipeline.write_documents(ctx.account_id, docs, progress=progress) if docs else IngestReport()
         report.skipped = len(found.skipped)
-        report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped]
+        report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped[:SKIPPED_FILES_LISTED]]
         report.failed = len(report_failures)
         report.failures = report_failures
         return report
@@ -698,8 +705,20 @@ class ContextEngineService:
         """
         return self._visible_node(parse_uri(uri), ctx)
 
+    def _space_roots(self, uri: str, ctx: RequestContext) -> list[NodeRecord] | None:
+        """For ``ctx://user/`` or ``ctx://agent/`` (a scope without a space): the space roots the caller sees,
+        ordered by URI; ``None`` for any other URI."""
+        scope = _SPACE_SCOPES.get(uri.strip().rstrip("/"))
+        if scope is None:
+            return None
+        return [n for n in self.metadata.list_space_roots(ctx.account_id, scope) if ctx.can_see(n.owner_space)]
+
     def ls(self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT) -> list[NodeView]:
-        """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty."""
+        """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty;
+        ``ctx://user/`` and ``ctx://agent/`` list the space roots the caller sees."""
+        roots = self._space_roots(uri, ctx)
+        if roots is not None:
+            return [self._view(n, ctx) for n in roots]
         u = parse_uri(uri).as_dir() if not parse_uri(uri).segments else parse_uri(uri)
         if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u)) is None:
             return []
@@ -715,7 +734,12 @@ class ContextEngineService:
     def tree(
         self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT, *, max_depth: int = 3
     ) -> NodeView | None:
-        """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract."""
+        """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract. ``ctx://user/`` and
+        ``ctx://agent/`` give a directory view of the scope (no abstract) over the space roots the caller sees;
+        ``None`` when it sees none."""
+        roots = self._space_roots(uri, ctx)
+        if roots is not None:
+            return self._scope_tree(uri, roots, ctx, max_depth) if roots else None
         u = parse_uri(uri)
         if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u.as_dir())) is None:
             return None
@@ -728,6 +752,29 @@ class ContextEngineService:
             return view
 
         return build(root, 0)
+
+    def _scope_tree(self, uri: str, roots: list[NodeRecord], ctx: RequestContext, max_depth: int) -> NodeView:
+        scope = _SPACE_SCOPES[uri.strip().rstrip("/")]
+
+        def build(node: NodeRecord, depth: int) -> NodeView:
+            view = self._view(node, ctx)
+            if node.is_dir and depth < max_depth:
+                view.children = [build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)]
+            return view
+
+        return NodeView(
+            uri=f"ctx://{scope}/",
+            is_dir=True,
+            context_type=None,
+            category=None,
+            owner_space=scope,
+            title=scope,
+            abstract="",
+            has_overview=False,
+            has_content=False,
+            index_status="indexed",
+            children=[build(r, 1) for r in roots] if max_depth > 0 else None,
+        )
 
     def read(self, uri: str, level: Level | str = Level.L1, ctx: RequestContext = DEFAULT_CONTEXT) -> str:
         """The text of one level of a node. ACL is checked before any content is touched.
@@ -860,7 +907,8 @@ class ContextEngineService:
         Either pass a :class:`LookupRequest` or the query and keyword options (``None`` takes the configured
         default). Evidence blocks are ordered by ``rank_score`` (similarity plus the hint boost) descending; each
         carries ``score`` (distance-like), ``raw_score`` (cosine similarity) and a relevance level. One
-        ``tool_invocation`` row is written per call (``result.invocation_id``).
+        ``tool_invocation`` row is written per call (``result.invocation_id``). Always the full result, whatever the
+        request's ``response_format``: :meth:`lookup_knowledge_compact` answers the compact form.
 
         Raises:
             ContextEngineError: ``RET-4001`` empty query or bad session id, ``RET-4002`` top_k outside 1..50,
@@ -888,6 +936,15 @@ class ContextEngineService:
                     {"fields": fields},
                 ) from err
         return self.knowledge.lookup(request, ctx)
+
+    def lookup_knowledge_compact(
+        self, query: str | LookupRequest, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+    ) -> LookupCompact:
+        """lookup_knowledge answered in the compact form (issue 15, :class:`LookupCompact`): the same call, audit
+        row and evidence as :meth:`lookup_knowledge`, with only what an agent acts on; ``include_debug`` (a
+        request field or keyword) adds the pack, traces and hints. Raises what :meth:`lookup_knowledge` raises."""
+        include_debug = query.include_debug if isinstance(query, LookupRequest) else fields.pop("include_debug", False)
+        return compact_lookup(self.lookup_knowledge(query, ctx, **fields), include_debug=bool(include_debug))
 
     def list_invocations(
         self,
@@ -946,10 +1003,28 @@ class ContextEngineService:
             ContextEngineError: ``RET-4001``/``RET-4002``/``RET-4003`` invalid request, ``RET-4031`` target not
                 visible. Degradations (``RET-4041``, ``RET-4221``, ``RET-5001``..``RET-5004``) are not raised: they
                 are in ``response.trace.warnings`` (``RET-5001`` also sets ``response.retryable``).
+
+        Always the full response, whatever the request's ``response_format``: :meth:`search_memory_compact`
+        answers the compact form.
         """
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **fields)
         return self.search_pipeline.run(request, ctx)
+
+    def search_memory_compact(
+        self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+    ) -> SearchMemoryCompact:
+        """search_memory answered in the compact form (issue 15, :class:`SearchMemoryCompact`): per hit the URI,
+        level, score, L0 text (at most ``retrieval.compact_abstract_max_chars``) and read recommendation;
+        ``include_debug`` adds the typed queries, seed hits, next actions and trace. Same arguments and errors as
+        :meth:`search_memory`."""
+        if isinstance(request, str):
+            request = SearchMemoryRequest(query=request, **fields)
+        return compact_search(
+            self.search_pipeline.run(request, ctx),
+            include_debug=request.include_debug,
+            abstract_max_chars=self.settings.retrieval.compact_abstract_max_chars,
+        )
 
     def read_memory(
         self, request: ReadMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any

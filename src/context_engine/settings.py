@@ -400,6 +400,13 @@ class RedactionSettings(_Section):
 class RetrievalSettings(_Section):
     """search_memory / read_memory (DESIGN §5-6, §12)."""
 
+    compact_abstract_max_chars: int = Field(
+        110,
+        ge=16,
+        le=2048,
+        description="Longest L0 text of a hit in a compact search_memory answer (characters; cut at a word with "
+        "'…'): keeps a top-5 answer under 1.5 KB on the runbooks (issue 15). The full answer always has the whole L0.",
+    )
     l0_source: Literal["auto", "memory", "index"] = Field(
         "auto",
         description="Where level-0 similarities come from: 'index' (the vector index, every call), 'memory' (an "

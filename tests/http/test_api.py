@@ -27,6 +27,25 @@ def test_search_memory_matches_the_service(client, tenants, service):
     assert r.json()["hits"]
 
 
+def test_compact_answers_on_request(client, tenants, service):
+    body = {"query": "documentation: node not ready", "top_k": 5, "response_format": "compact"}
+    r = client.post("/api/v1/search_memory", json=body, headers=tenants.admin)
+    assert r.status_code == 200, r.text
+    direct = service.search_memory_compact(SearchMemoryRequest(**body), ACME_ADMIN)
+    got = r.json()
+    assert [h["uri"] for h in got["hits"]] == [h.uri for h in direct.hits] and "seed_hits" not in got
+    assert set(got["hits"][0]) == {"uri", "level", "score", "abstract", "read_recommendation"}
+    debug = client.post("/api/v1/search_memory", json={**body, "include_debug": True}, headers=tenants.admin).json()
+    assert debug["debug"]["typed_queries"] and "trace" in debug["debug"]
+    body = {"query": "NodeNotReady: kubelet stopped reporting", "response_format": "compact"}
+    lookup = client.post("/api/v1/lookup_knowledge", json=body, headers=tenants.admin)
+    assert lookup.status_code == 200, lookup.text
+    evidence = lookup.json()["evidence"]
+    assert evidence[0]["uri"].endswith("NodeNotReady.md") and evidence[0]["excerpt"]
+    bad = client.post("/api/v1/search_memory", json={**body, "response_format": "tiny"}, headers=tenants.admin)
+    assert bad.status_code == 400 and bad.json()["code"] == "RET-4001"
+
+
 def test_read_memory_l1_then_l2(client, tenants, service):
     uri = "ctx://resources/kubernetes/NodeNotReady.md"
     for level in ("L1", "L2"):
@@ -201,7 +220,8 @@ def test_openapi_is_complete(client):
     ):
         assert name in schemas, name
     op = paths["/api/v1/search_memory"]["post"]
-    assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("SearchMemoryResponse")
+    ok = op["responses"]["200"]["content"]["application/json"]["schema"]["anyOf"]  # response_format: full | compact
+    assert [o["$ref"].rsplit("/", 1)[1] for o in ok] == ["SearchMemoryResponse", "SearchMemoryCompact"]
     for status in ("400", "401", "403", "413", "500"):
         assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorEnvelope")
     assert "422" not in op["responses"]  # validation errors are 400 envelopes

@@ -146,6 +146,8 @@ def http_call(client: httpx.Client):
 def mcp_args(op: str, args: dict[str, Any]) -> dict[str, Any]:
     if op == "add_resource":
         return {"path": args["path"], "uri": args["target_uri"]}
+    if op in ("search_memory", "lookup_knowledge"):  # compact by default over MCP; the scenario compares full answers
+        return {**args, "response_format": "full"}
     return args
 
 
@@ -207,7 +209,7 @@ def test_same_answers_through_python_http_and_mcp(world):
             **{
                 k: v
                 for k, v in os.environ.items()
-                if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__"))
+                if k.startswith(("OMP_", "MKL_", "TORCH", "HF_HOME", "CE_EMBEDDING__", "PYTHONPATH"))
             },
         },
     )

@@ -65,7 +65,7 @@ def test_memory_tools_are_listed_with_compact_descriptions(service):
     assert tools["list_memories"].annotations.read_only_hint is True
     assert tools["get_memory"].annotations.read_only_hint is True
     assert tools["delete_memory"].annotations.destructive_hint is True
-    assert "history" in tools["get_memory"].output_schema["properties"]
+    assert tools["get_memory"].output_schema is None  # the tool list stays under 8 KB (issue 15)
     assert set(tools["add_memory"].input_schema["properties"]) == {
         "text",
         "category",

@@ -62,21 +62,57 @@ def test_tools_and_input_schemas(service):
     assert sm.input_schema["required"] == ["query"]
     assert {"query", "top_k", "score_threshold", "target_uri", "trace_level"} <= set(sm.input_schema["properties"])
     assert "ctx" not in sm.input_schema["properties"]
-    assert sm.output_schema and "hits" in sm.output_schema["properties"]
+    # lean but exact (issue 15): bounds kept, generated titles and output schemas dropped
+    assert sm.input_schema["properties"]["top_k"] == {"default": 10, "maximum": 50, "minimum": 1, "type": "integer"}
+    assert sm.input_schema["properties"]["response_format"]["default"] == "compact"
+    assert all(t.output_schema is None for t in tools.values())
     assert tools["read_memory"].input_schema["properties"]["level"]["enum"] == ["L1", "L2"]
-    assert tools["lookup_knowledge"].output_schema["properties"]["evidence_blocks"]
+    assert tools["list_memories"].input_schema["properties"]["limit"]["maximum"] == 200
     assert sm.description and "read_memory" in sm.description
     assert tools["search_memory"].annotations.read_only_hint is True
 
 
 def test_search_memory_equals_the_service(service):
-    res = call(service, ADMIN, "search_memory", {"query": "documentation: certificate expiry", "top_k": 3})
+    args = {"query": "documentation: certificate expiry", "top_k": 3, "response_format": "full"}
+    res = call(service, ADMIN, "search_memory", args)
     assert not res.is_error
     direct = service.search_memory(SearchMemoryRequest(query="documentation: certificate expiry", top_k=3), ADMIN)
     got = res.structured_content
     assert [h["uri"] for h in got["hits"]] == [h.uri for h in direct.hits]
     assert [h["score"] for h in got["hits"]] == [h.score for h in direct.hits]
     assert json.loads(res.content[0].text)["hits"] == got["hits"]
+
+
+def test_search_memory_is_compact_by_default(service):
+    res = call(service, ADMIN, "search_memory", {"query": "documentation: certificate expiry", "top_k": 3})
+    assert not res.is_error
+    got = res.structured_content
+    direct = service.search_memory(SearchMemoryRequest(query="documentation: certificate expiry", top_k=3), ADMIN)
+    # empty warnings, retryable false and debug null are left out of the JSON
+    assert {"request_id", "hits"} <= set(got) <= {"request_id", "hits", "warnings", "retryable"}
+    assert [(h["uri"], h["score"]) for h in got["hits"]] == [(h.uri, round(h.score, 3)) for h in direct.hits]
+    for compact, full in zip(got["hits"], direct.hits, strict=True):
+        assert full.abstract.startswith(compact["abstract"].removesuffix("…"))
+        assert len(compact["abstract"]) <= service.settings.retrieval.compact_abstract_max_chars
+    assert set(got["hits"][0]) == {"uri", "level", "score", "abstract", "read_recommendation"}
+    debug = call(service, ADMIN, "search_memory", {"query": "certificate expiry", "include_debug": True})
+    assert {"typed_queries", "seed_hits", "next_actions", "trace"} <= set(debug.structured_content["debug"])
+
+
+def test_lookup_knowledge_is_compact_by_default(service):
+    res = call(service, ADMIN, "lookup_knowledge", {"query": "certificate expiring soon", "top_k": 2})
+    assert not res.is_error
+    got = res.structured_content
+    assert "debug" not in got and got["evidence"] and "evidence_blocks" not in got
+    first = got["evidence"][0]
+    assert first["uri"].endswith("CertificateExpiringSoon.md") and first["evidence_ref"] == "$.evidence_blocks[0]"
+    assert first["pack"] == "full" and first["excerpt"]
+    # the excerpt is evidence: verify_evidence backs a quote of it
+    quote = first["excerpt"].strip().splitlines()[-1][:80]
+    check = call(service, ADMIN, "verify_evidence", {"invocation_id": got["invocation_id"], "excerpt": quote})
+    assert check.structured_content["verified"] is True
+    full = call(service, ADMIN, "lookup_knowledge", {"query": "certificate expiring soon", "response_format": "full"})
+    assert "evidence_blocks" in full.structured_content and "context_pack" in full.structured_content
 
 
 def test_errors_use_the_envelope(service):

@@ -202,6 +202,15 @@ def test_list_children_are_direct_and_ordered(metadata_store: MetadataStore) -> 
     assert metadata_store.list_children(A, "ctx://resources/docs/a.md") == []
 
 
+def test_list_space_roots_per_scope(metadata_store: MetadataStore) -> None:
+    spaces = ["ctx://user/bob/", "ctx://user/alice/", "ctx://agent/bot/", "ctx://resources/"]
+    metadata_store.upsert_nodes([node(u) for u in [*spaces, "ctx://user/bob/memories/"]])
+    metadata_store.upsert_nodes([node("ctx://user/carol/", account_id="other")])
+    assert uris(metadata_store.list_space_roots(A, "user")) == ["ctx://user/alice/", "ctx://user/bob/"]
+    assert uris(metadata_store.list_space_roots(A, "agent")) == ["ctx://agent/bot/"]
+    assert metadata_store.list_space_roots("nobody", "user") == []
+
+
 def test_list_subtree_respects_segment_boundaries(metadata_store: MetadataStore) -> None:
     metadata_store.upsert_nodes([node(u) for u in TREE])
     expected = [

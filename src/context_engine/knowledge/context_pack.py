@@ -152,6 +152,29 @@ class ContextPacker:
         )
 
 
+def packed_bodies(pack: ContextPack, blocks: Sequence[EvidenceBlock]) -> dict[int, str]:
+    """The text each packed block has in ``pack.text`` (``entries``' ``index`` -> body, without its header; a cut
+    body ends with the truncation mark). ``pack`` must be :meth:`ContextPacker.pack` of ``blocks``.
+
+    Each header is known exactly (``_header``), so the bodies are found by position, not by splitting on the
+    separator (which a markdown body may contain).
+    """
+    starts: list[tuple[int, int, int]] = []  # (entry index, header start, body start)
+    pos = 0
+    for number, entry in enumerate(pack.entries, 1):
+        header = _header(number, blocks[entry.index]) + "\n\n"
+        at = pack.text.find(header, pos)
+        if at < 0:  # not this pack's blocks
+            return {}
+        starts.append((entry.index, at, at + len(header)))
+        pos = at + len(header)
+    out: dict[int, str] = {}
+    for k, (index, _, body_start) in enumerate(starts):
+        end = starts[k + 1][1] - len(_SEPARATOR) if k + 1 < len(starts) else len(pack.text)
+        out[index] = pack.text[body_start:end]
+    return out
+
+
 def truncate_to_tokens(text: str, limit: int) -> str:
     """The longest prefix of ``text`` made of whole lines (or, for a first line over ``limit``, whole words or
     characters) whose token estimate is at most ``limit``; ``""`` when not even one word fits."""

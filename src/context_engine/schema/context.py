@@ -41,16 +41,18 @@ class RequestContext(BaseModel):
         return None if v in (None, "") else validate_segment(v)
 
     @classmethod
-    def parse(cls, spec: str) -> RequestContext:
-        """Parse ``account:role:user_space:agent_space`` (the CLI's ``--as``); empty trailing parts are ``None``.
+    def parse(cls, spec: str, label: str = "--as") -> RequestContext:
+        """Parse ``account:role:user_space:agent_space`` (the CLI's ``--as`` and ``keys create``); empty trailing
+        parts are ``None``. ``label`` names the option or argument in the error message.
 
         Raises:
-            ContextEngineError: ``WRT-4002`` when the spec is malformed.
+            ContextEngineError: ``WRT-4002`` when the spec is malformed (too many parts, an unknown role, an
+                account or space name that is not allowed).
         """
         parts = spec.split(":")
         if not 1 <= len(parts) <= 4:
             raise ContextEngineError(
-                ErrorCode.REQUEST_INVALID, f"--as expects account:role:user_space:agent_space, got {spec!r}"
+                ErrorCode.REQUEST_INVALID, f"{label} expects account:role:user_space:agent_space, got {spec!r}"
             )
         parts += [""] * (4 - len(parts))
         try:
@@ -59,7 +61,9 @@ class RequestContext(BaseModel):
             )
         except ValidationError as err:
             why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False))
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"invalid --as {spec!r}: {why}") from None
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"invalid {label} {spec!r}: {why}") from None
+        except ContextEngineError as err:  # a space that is not a URI segment
+            raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"invalid {label} {spec!r}: {err.message}") from None
 
     @property
     def is_admin(self) -> bool:

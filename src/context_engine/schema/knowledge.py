@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from context_engine.schema.query import ResponseFormat
+
 SemanticMode = Literal["auto", "primary", "fallback"]
 ScoreLabel = Literal["similarity", "l2_distance"]
 EvidenceStatus = Literal["found", "weak_evidence", "all_deduped", "no_evidence", "search_failed"]
@@ -77,6 +79,9 @@ class LookupRequest(_Model):
             usual floor only labels the weaker candidates (``below_floor``, DESIGN §7.3).
         target_uri: restrict to this visible subtree (``RET-4031`` when not visible).
         context_token_budget: token budget of the context pack.
+        response_format: ``full`` (the default here and over HTTP): :class:`LookupResult`; ``compact`` (the MCP
+            default): :class:`~context_engine.schema.compact.LookupCompact` (issue 15).
+        include_debug: with ``compact``, add the context pack, traces and hints (``debug``); no effect on ``full``.
     """
 
     query: str
@@ -86,6 +91,9 @@ class LookupRequest(_Model):
     min_similarity: float | None = None
     target_uri: str | None = None
     context_token_budget: int | None = Field(None, ge=1)
+    # how the answer is shaped, not what is retrieved: left out of dumps (the audit row's input_params)
+    response_format: ResponseFormat = Field("full", exclude=True)
+    include_debug: bool = Field(False, exclude=True)
 
 
 # ---- hint layer -----------------------------------------------------------------------------------------------------

@@ -132,6 +132,10 @@ class VectorHit(BaseModel):
     breadcrumb: str = ""
 
 
+SKIPPED_FILES_LISTED = 100
+"""At most this many skipped files are named in an :class:`IngestReport` (a folder may hold thousands)."""
+
+
 class IngestReport(BaseModel):
     """Counts at the end of a write (DESIGN §4): what was written, skipped and why something failed."""
 
@@ -147,7 +151,8 @@ class IngestReport(BaseModel):
     failures: list[dict[str, str]] = Field(default_factory=list)
     skipped_paths: list[dict[str, str]] = Field(
         default_factory=list,
-        description="Entries of an added folder that were not read, with the reason ({path, reason}): another file "
-        "type, a symbolic link leading outside the folder.",
+        description="Entries of an added folder that were not read, with the reason ({path, reason}; path relative "
+        "to the folder): another file type, a symbolic link leading outside the folder. The first "
+        "SKIPPED_FILES_LISTED (100) of them; `skipped` counts them all.",
     )
     uris: list[str] = Field(default_factory=list)

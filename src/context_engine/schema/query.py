@@ -21,6 +21,8 @@ from context_engine.schema.hits import RetrievedBlock, SeedHit
 ContextTypeName = Literal["memory", "skill", "resource"]
 TraceLevel = Literal["basic", "detailed"]
 ReadLevel = Literal["L1", "L2"]
+ResponseFormat = Literal["compact", "full"]
+"""``compact``: the fields an agent acts on (``schema/compact.py``); ``full``: the whole response model."""
 
 #: Planner order when several intents match (seed 000 §4.2: memory > skill > resource).
 CONTEXT_TYPE_ORDER: tuple[ContextTypeName, ...] = ("memory", "skill", "resource")
@@ -161,6 +163,10 @@ class SearchMemoryRequest(_Model):
     * ``metadata_filter``: ``{key: value}`` (equality) or ``{key: [v1, v2]}`` (membership) on the top-level keys of
       a memory's metadata, every key must match; values are strings, numbers or booleans;
     * ``session_id``: only the messages of that conversation session (``.../memories/sessions/<session_id>/``).
+
+    ``response_format`` (issue 15): ``full`` (the default here and over HTTP) answers :class:`SearchMemoryResponse`,
+    ``compact`` (the MCP default) :class:`~context_engine.schema.compact.SearchMemoryCompact`; ``include_debug``
+    adds the debug part to either.
     """
 
     query: str
@@ -177,6 +183,7 @@ class SearchMemoryRequest(_Model):
     time_range: TimeRange | None = None
     metadata_filter: dict[str, Any] | None = None
     session_id: str | None = None
+    response_format: ResponseFormat = "full"
 
 
 class NextActions(_Model):

@@ -95,6 +95,10 @@ class MetadataStore(Protocol):
         """The node and every descendant, ordered by URI."""
         ...
 
+    def list_space_roots(self, account_id: str, scope: str) -> list[NodeRecord]:
+        """The space roots (``ctx://<scope>/<space>/``) of ``user`` or ``agent`` in the account, ordered by URI."""
+        ...
+
     def list_all_nodes(self, account_id: str) -> list[NodeRecord]:
         """Every node of the account, ordered by URI."""
         ...

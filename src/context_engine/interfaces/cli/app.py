@@ -9,6 +9,7 @@ Each command group lives in its own module and registers itself on the one ``app
 from __future__ import annotations
 
 from context_engine.interfaces.cli import (
+    batch_commands,  # noqa: F401  (registers commands)
     eval_commands,  # noqa: F401  (registers commands)
     knowledge_commands,  # noqa: F401  (registers commands)
     memories_commands,  # noqa: F401  (registers commands)

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.cells import cell_len
 from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperGroup
 
 from context_engine.errors import ContextEngineError
@@ -47,15 +49,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Piped output gets a wide console so URIs in tables are never cut (they are meant to be copied into `read`).
-_PIPE_WIDTH = 240
-out = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH, emoji=False)
+# Piped output is laid out for 100 columns, like a terminal's: tables shorten URIs in the middle to fit (the full
+# URIs are in --json and on the `next:` lines, which are never wrapped).
+PIPE_WIDTH = 100
+out = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH, emoji=False)
 err_console = Console(stderr=True, emoji=False)
 
 
 class _State:
     home: Path | None = None
     json: bool = False
+    shared_engine: Any = None  # set by `batch`: every command of the batch uses this engine
     _ctx: RequestContext | None = None  # None: DEFAULT_CONTEXT, imported when first asked for
 
     @property
@@ -131,7 +135,13 @@ def fail(e: ContextEngineError) -> None:
 @contextmanager
 def open_engine(*, recover: bool = True) -> Iterator[Any]:
     """The engine of ``--home``; ``recover=False`` skips the startup check of the write journal (``reindex --check``
-    reports what it would repair)."""
+    reports what it would repair). Inside ``batch`` every command shares the batch's engine (closed by it)."""
+    if state.shared_engine is not None:
+        try:
+            yield state.shared_engine
+        except ContextEngineError as e:
+            fail(e)
+        return
     from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
 
@@ -148,6 +158,31 @@ def open_engine(*, recover: bool = True) -> Iterator[Any]:
         engine.close()
 
 
+def short_uri(uri: str, width: int) -> str:
+    """``uri`` in at most ``width`` terminal cells (a CJK character takes two): its middle replaced by ``…`` when
+    longer, keeping the scope and the last segments (what tells nodes apart)."""
+    if cell_len(uri) <= width:
+        return uri
+    tail_cells, head_cells = 2 * width // 3, width - 2 * width // 3 - 1
+    tail = ""
+    for ch in reversed(uri):
+        if cell_len(ch + tail) > tail_cells:
+            break
+        tail = ch + tail
+    head = ""
+    for ch in uri:
+        if cell_len(head + ch) > head_cells:
+            break
+        head += ch
+    return head + "…" + tail
+
+
+def uri_width(*fixed: int) -> int:
+    """Characters left for a URI column in a boxed table on ``out`` whose other columns take ``fixed`` characters
+    (each column costs 3 more: its padding and border)."""
+    return max(16, out.width - sum(fixed) - 3 * (len(fixed) + 1) - 1)
+
+
 def emit(data: Any) -> None:
     out.print_json(json.dumps(data, ensure_ascii=False, default=str))
 
@@ -159,12 +194,20 @@ def print_report(report: IngestReport, what: str) -> None:
     out.print(
         f"[green]{what}[/]: nodes={report.nodes} directories={report.directories} chunks={report.chunks} "
         f"vectors={report.vectors} unchanged={report.unchanged} skipped={report.skipped} failed={report.failed}"
-        + (f" [yellow]pending={report.pending} (run `context-engine reindex`)[/]" if report.pending else "")
+        + (f" [yellow]pending={report.pending} (run `context-engine reindex`)[/]" if report.pending else ""),
+        soft_wrap=True,  # one line: its URIs stay whole
     )
     for f in report.failures:
-        out.print(f"  [red]failed[/] {f['path']}: {f['code']} {f['error']}")
-    for sk in report.skipped_paths:
-        out.print(f"  [yellow]skipped[/] {escape(sk['path'])}: {escape(sk['reason'])}")
+        out.print(f"  [red]failed[/] {escape(f['path'])}: {f['code']} {escape(f['error'])}")
+    if report.skipped_paths:
+        from rich.table import Table
+
+        table = Table("skipped", "reason", title=f"skipped {report.skipped} file{'s' if report.skipped != 1 else ''}")
+        for f in report.skipped_paths:
+            table.add_row(Text(f["path"]), Text(f["reason"]))
+        out.print(table)
+        if report.skipped > len(report.skipped_paths):
+            out.print(f"  … and {report.skipped - len(report.skipped_paths)} more")
 
 
 @contextmanager

@@ -9,9 +9,10 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, state
+from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, short_uri, state
 
 _LEVEL_STYLE = {"PRECISE": "bold green", "HIGHLY_RELEVANT": "green", "REFERENCE": "yellow", "DEDUPED": "dim"}
 
@@ -30,6 +31,9 @@ def lookup(
     target_uri: Annotated[str | None, typer.Option(help="Restrict to this subtree.")] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget of the context pack.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Print every block's text, not only the context pack.")] = False,
+    compact: Annotated[
+        bool, typer.Option("--compact", help="With --json: print the compact answer (what MCP agents get).")
+    ] = False,
 ) -> None:
     """lookup_knowledge: runbook evidence for an alert or symptom, with hints, levels and an audit record."""
     if mode is not None and mode not in ("auto", "primary", "fallback"):
@@ -46,12 +50,17 @@ def lookup(
             context_token_budget=budget,
         )
     if state.json:
-        emit(result.model_dump(mode="json"))
+        if compact:
+            from context_engine.knowledge.compact import compact_lookup
+
+            emit(compact_lookup(result).model_dump(mode="json"))
+        else:
+            emit(result.model_dump(mode="json"))
         return
     h = result.hints
     hints = Table.grid(padding=(0, 1))
-    hints.add_row("[bold]hints[/]", f"keywords: {', '.join(h.matched_keywords) or '-'}")
-    hints.add_row("", f"domains: {', '.join(h.domains) or '-'}  (filter: {result.traces.domain_filter or 'none'})")
+    hints.add_row("[bold]hints[/]", Text(f"keywords: {', '.join(h.matched_keywords) or '-'}"))
+    hints.add_row("", Text(f"domains: {', '.join(h.domains) or '-'}  (filter: {result.traces.domain_filter or 'none'})"))
     for m in h.matches[:8]:
         hints.add_row("", escape(f"[{m.strength}] {m.title} ({', '.join(m.keywords)})"))
     out.print(hints)
@@ -66,28 +75,33 @@ def lookup(
         "chunks",
         title=f"evidence: {result.evidence_status} (ranked by fused + boost with hybrid on, else sim + boost)",
     )
+    # level and document never wrap; the document gets about a fifth of the console, long URIs shortened in the
+    # middle (whole in --json); the section wraps
+    table.columns[1].no_wrap = table.columns[5].no_wrap = True
+    doc_width = max(16, out.width * 22 // 100)
     for i, b in enumerate(result.evidence_blocks, 1):
         style = _LEVEL_STYLE.get(b.relevance_level.value, "")
         table.add_row(
             str(i),
-            f"[{style}]{b.relevance_level.value}[/]",
+            Text(b.relevance_level.value, style=style),
             f"{b.similarity:.3f}",
             "" if b.fusion_score is None else f"{b.fusion_score:.3f}",
             f"{b.hint_boost:.2f}" if b.hint_boost else "",
-            b.doc_id,
-            b.breadcrumb,
+            Text(short_uri(b.doc_id, doc_width), no_wrap=True),
+            Text(b.breadcrumb),
             ",".join(map(str, b.chunk_indexes)),
         )
     out.print(table)
     for b in result.evidence_blocks:
         if b.dedup_reason:
-            out.print(f"[dim]deduped {b.doc_id}: {b.dedup_reason}[/]")
+            out.print(Text(f"deduped {b.doc_id}: {b.dedup_reason}", style="dim"), soft_wrap=True)
     if full:
         for i, b in enumerate(result.evidence_blocks, 1):
             if b.text:
-                out.print(Panel(b.text, title=f"[{i}] {b.title} — {b.breadcrumb}", expand=False), markup=False)
+                out.print(Panel(Text(b.text), title=Text(f"[{i}] {b.title} — {b.breadcrumb}"), expand=False))
     elif result.context_pack.text:
-        out.print(Panel(result.context_pack.text, title=f"context pack ({result.context_pack.token_estimate} tokens)"))
+        title = f"context pack ({result.context_pack.token_estimate} tokens)"
+        out.print(Panel(Text(result.context_pack.text), title=title))
     t = result.traces
     out.print(
         f"[dim]invocation {result.invocation_id} · {t.total_ms:.1f} ms (embed {t.embed_ms:.1f}, semantic "
@@ -97,7 +111,7 @@ def lookup(
         + "[/]"
     )
     for w in t.warnings:
-        out.print(f"[yellow]warning[/]: {w}")
+        out.print(Text.assemble(("warning", "yellow"), f": {w}"))
 
 
 def _time(value: str | None, option: str) -> datetime | None:

@@ -23,9 +23,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, print_report, progress_bar, state
+from context_engine.interfaces.cli.common import (
+    app,
+    emit,
+    fail,
+    open_engine,
+    out,
+    print_report,
+    progress_bar,
+    short_uri,
+    state,
+)
 
 if TYPE_CHECKING:
     from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryOutcome
@@ -174,6 +185,7 @@ def add_messages(
         f"directories={totals.directories} vectors={totals.vectors}"
         + (f" [yellow]pending={totals.pending} (run `context-engine reindex`)[/]" if totals.pending else ""),
         highlight=False,
+        soft_wrap=True,  # one line: its URIs stay whole
     )
 
 
@@ -199,13 +211,16 @@ def memories(
         emit(page.model_dump(mode="json"))
         return
     table = Table(show_lines=False)
-    table.add_column("uri", overflow="fold", ratio=1)
+    table.add_column("uri", no_wrap=True)  # shortened in the middle to fit (whole in --json)
     table.add_column("v", justify="right", no_wrap=True)
     table.add_column("updated", no_wrap=True)
     table.add_column("occurred", no_wrap=True)
     table.add_column("abstract", overflow="fold", ratio=1)
+    width = min(max((len(m.uri) for m in page.items), default=3), out.width // 4)
     for m in page.items:
-        table.add_row(escape(m.uri), str(m.version), _when(m.updated_at), _when(m.occurred_at), escape(m.abstract))
+        table.add_row(
+            Text(short_uri(m.uri, width)), str(m.version), _when(m.updated_at), _when(m.occurred_at), Text(m.abstract)
+        )
     out.print(table)
     shown = f"{page.offset + 1}-{page.offset + len(page.items)}" if page.items else "none"
     tail = f"; next page: --offset {page.next_offset}" if page.next_offset is not None else ""
@@ -237,7 +252,7 @@ def get_memory(uri: Annotated[str, typer.Argument(help="The memory's URI.")]) ->
     }
     for key, value in fields.items():
         if value is not None:
-            out.print(f"[dim]{key}:[/] {escape(value)}", highlight=False)
+            out.print(f"[dim]{key}:[/] {escape(value)}", highlight=False, soft_wrap=True)
     out.print(detail.text, markup=False, highlight=False)
     for v in detail.history:
         out.print(

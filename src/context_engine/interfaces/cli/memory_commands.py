@@ -1,8 +1,10 @@
 """search_memory / read_memory commands: ``search`` and ``read`` (DESIGN.md §5-6, §10). Thin over the service.
 
-``search QUERY`` runs the full search_memory pipeline for the ``--as`` context and prints a table (uri, level_hit,
-score, read_recommendation) followed by the next actions and any warnings (``RET-4221`` is printed as a note: it is
-informational); ``--json`` prints the hits (a list of RetrievedBlock objects), ``--json --full`` the whole response.
+``search QUERY`` runs the full search_memory pipeline for the ``--as`` context and prints a table (uri, level,
+score, read recommendation; fitted to the console width, long URIs shortened in the middle) followed by the next
+actions (full URIs) and any degradation warnings; informational notes (``RET-4221``: no context type preferred) only
+with ``--verbose``. ``--json`` prints the hits (a list of RetrievedBlock objects), ``--json --full`` the whole
+response, ``--json --compact`` the compact answer that MCP agents get (``SearchMemoryCompact``, issue 15).
 ``search --queries FILE`` runs every non-empty line of FILE as a query in one process (one engine start), each
 printed under a ``search: <query>`` header; with ``--json`` a list of ``{"query", "hits"}`` (or ``"response"``). ``read URI --level L0|L1|L2`` reads one level:
 L1/L2 through read_memory (ACL first, secrets redacted, L2 possibly an excerpt), L0 from the content store after
@@ -17,9 +19,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.cli.common import app, emit, err_console, fail, open_engine, out, state
+from context_engine.interfaces.cli.common import (
+    app,
+    emit,
+    err_console,
+    fail,
+    open_engine,
+    out,
+    short_uri,
+    state,
+    uri_width,
+)
 from context_engine.schema.levels import Level
 
 if TYPE_CHECKING:
@@ -63,6 +76,12 @@ def search(
     full: Annotated[
         bool, typer.Option("--full", help="With --json: print the whole response, not only the hits.")
     ] = False,
+    compact: Annotated[
+        bool, typer.Option("--compact", help="With --json: print the compact answer (what MCP agents get).")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also print informational planner notes (RET-4221).")
+    ] = False,
     queries: Annotated[
         Path | None,
         typer.Option("--queries", help="UTF-8 file with one query per line, all run in this one process."),
@@ -84,6 +103,8 @@ def search(
     """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
     from pydantic import ValidationError
 
+    if full and compact:
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, "give at most one of --full and --compact"))
     texts = _queries(query, queries)
     archive = _session(session)
     time_range = {"start": since, "end": until} if since or until else None
@@ -112,18 +133,21 @@ def search(
         fail(err)
     with open_engine() as engine:
         responses = [engine.search_memory(request, state.ctx) for request in requests]
-    if queries is None:
-        _print_search(responses[0], full)
-        return
+        cut = engine.settings.retrieval.compact_abstract_max_chars
     if state.json:
-        key = "response" if full else "hits"
-        emit([{"query": q, key: _json_result(r, full)} for q, r in zip(texts, responses, strict=True)])
+        results = [_json_result(r, full, cut if compact else None, debug) for r in responses]
+        if queries is None:
+            emit(results[0])
+        else:
+            key = "response" if full or compact else "hits"
+            emit([{"query": q, key: r} for q, r in zip(texts, results, strict=True)])
         return
     for i, (text, response) in enumerate(zip(texts, responses, strict=True)):
-        if i:
-            out.print()
-        out.print(f"search: {text}", markup=False, highlight=False)
-        _print_search(response, full)
+        if queries is not None:
+            if i:
+                out.print()
+            out.print(f"search: {text}", markup=False, highlight=False)
+        _print_search(response, verbose)
 
 
 def _queries(query: str | None, path: Path | None) -> list[str]:
@@ -143,32 +167,44 @@ def _queries(query: str | None, path: Path | None) -> list[str]:
     return texts
 
 
-def _json_result(response: SearchMemoryResponse, full: bool) -> object:
+def _json_result(response: SearchMemoryResponse, full: bool, compact_cut: int | None, debug: bool) -> object:
+    """The JSON of one answer: the whole response (``full``), the compact answer (``compact_cut``, its L0 length;
+    with ``debug`` its debug part) or the hits."""
+    if compact_cut is not None:
+        from context_engine.retrieval.compact import compact_search
+
+        compact = compact_search(response, include_debug=debug, abstract_max_chars=compact_cut)
+        return compact.model_dump(mode="json")
     return response.model_dump(mode="json") if full else [h.model_dump(mode="json") for h in response.hits]
 
 
-def _print_search(response: SearchMemoryResponse, full: bool) -> None:
-    """One response as the table, the next actions and the warnings (or JSON with ``--json``)."""
-    if state.json:
-        emit(_json_result(response, full))
-        return
+def _print_search(response: SearchMemoryResponse, verbose: bool) -> None:
+    """One response as the table (fitted to the console), the next actions and the warnings; informational notes
+    only when ``verbose``. User text goes in as :class:`Text`, never as markup."""
+    from context_engine.retrieval.compact import is_informational
+
     table = Table(show_lines=False)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("uri", overflow="fold", ratio=1)
-    table.add_column("level_hit", no_wrap=True)
+    table.add_column("uri", no_wrap=True)
+    table.add_column("level", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("read_recommendation", no_wrap=True)
+    table.add_column("read", no_wrap=True)
+    width = uri_width(len(str(len(response.hits))), 5, 5, 7)
     for i, h in enumerate(response.hits, 1):
-        table.add_row(str(i), h.uri, h.level_hit, f"{h.score:.3f}", h.read_recommendation)
+        table.add_row(str(i), Text(short_uri(h.uri, width)), h.level_hit, f"{h.score:.3f}", h.read_recommendation)
     out.print(table)
-    for h in response.hits:  # next_actions, in rank order
+    for h in response.hits:  # next_actions, in rank order; whole URIs, never wrapped
         if h.read_recommendation != "none":
             level = "L1" if h.read_recommendation == "read_l1" else "L2"
-            out.print(f"[dim]next:[/] context-engine read {h.uri} --level {level}", highlight=False)
+            line = Text.assemble(("next:", "dim"), f" context-engine read {h.uri} --level {level}")
+            out.print(line, highlight=False, soft_wrap=True)
     for warning in response.trace.warnings:
         # RET-4221 only says that no context type was preferred: every type was searched anyway
-        kind = "[dim]note[/]" if warning.startswith(ErrorCode.PLANNER_UNCLASSIFIED.value) else "[yellow]warning[/]"
-        err_console.print(f"{kind} {warning}", highlight=False)
+        informational = is_informational(warning)
+        if informational and not verbose:
+            continue
+        kind = ("note", "dim") if informational else ("warning", "yellow")
+        err_console.print(Text.assemble(kind, f" {warning}"), highlight=False)
 
 
 @app.command()

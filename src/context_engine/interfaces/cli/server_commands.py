@@ -218,7 +218,7 @@ def keys_create(
     from context_engine.schema.context import RequestContext
 
     try:
-        ctx = RequestContext.parse(context)
+        ctx = RequestContext.parse(context, label="context")  # the parser of --as: one grammar, one error
     except ContextEngineError as e:
         fail(e)
     with _key_store(_settings()) as keys:

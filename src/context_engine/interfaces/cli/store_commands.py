@@ -12,10 +12,21 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, print_report, progress_bar, state
+from context_engine.interfaces.cli.common import (
+    app,
+    emit,
+    fail,
+    open_engine,
+    out,
+    print_report,
+    progress_bar,
+    short_uri,
+    state,
+)
 from context_engine.interfaces.cli.memories_commands import (
     DedupPolicyOption,
     json_object_option,
@@ -114,22 +125,32 @@ def add_skill(
 
 
 @app.command()
-def ls(uri: Annotated[str, typer.Argument(help="A directory URI.")] = "ctx://resources/") -> None:
-    """List a directory's children with their L0 abstracts."""
+def ls(
+    uri: Annotated[
+        str, typer.Argument(help="A directory URI; ctx://user/ or ctx://agent/ lists the spaces you see.")
+    ] = "ctx://resources/",
+) -> None:
+    """List a directory's children with their L0 abstracts (long URIs shortened in the middle; whole in --json)."""
     with open_engine() as engine:
         nodes = engine.ls(uri, state.ctx)
     if state.json:
         emit([n.model_dump(exclude={"children"}) for n in nodes])
         return
-    table = Table("uri", "type", "abstract", show_lines=False)
+    table = Table(show_lines=False)
+    table.add_column("uri", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("abstract")
+    width = min(max((len(n.uri) for n in nodes), default=3), out.width * 9 // 20)  # the abstract keeps the rest
     for n in nodes:
-        table.add_row(n.uri, "dir" if n.is_dir else "file", n.abstract)
+        table.add_row(Text(short_uri(n.uri, width)), "dir" if n.is_dir else "file", Text(n.abstract))
     out.print(table)
 
 
 @app.command()
 def tree(
-    uri: Annotated[str, typer.Argument(help="Root of the tree.")] = "ctx://resources/",
+    uri: Annotated[
+        str, typer.Argument(help="Root of the tree (ctx://user/ or ctx://agent/: every space you see).")
+    ] = "ctx://resources/",
     depth: Annotated[int, typer.Option(min=0, max=20, help="Levels to show.")] = 3,
     files: Annotated[bool, typer.Option(help="Show files, not only directories.")] = False,
 ) -> None:
@@ -140,11 +161,11 @@ def tree(
         emit(root.model_dump() if root else None)
         return
     if root is None:
-        out.print(f"{uri} is empty")
+        out.print(f"{uri} is empty", markup=False, highlight=False)
         return
 
-    def label(n: Any) -> str:
-        return f"[bold]{n.uri}[/]  [dim]{n.abstract}[/]"
+    def label(n: Any) -> Text:
+        return Text.assemble((n.uri, "bold"), "  ", (n.abstract, "dim"))  # user text: never markup
 
     t = Tree(label(root))
 

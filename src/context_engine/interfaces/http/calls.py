@@ -25,7 +25,9 @@ from context_engine.interfaces.http.models import (
     SimilarSearchRequest,
     UpdateMemoryRequest,
 )
+from context_engine.knowledge.compact import compact_lookup
 from context_engine.observability.logging import get_logger, query_fields
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest, LookupResult
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
@@ -40,9 +42,14 @@ log = get_logger("context_engine.interfaces")
 
 
 # ---- retrieval ------------------------------------------------------------------------------------------------------
-def search_memory(service: ContextEngineService, req: SearchMemoryRequest, ctx: RequestContext) -> SearchMemoryResponse:
-    """``service.search_memory``. The pipeline itself writes the ``search_memory`` event with the seed 000 §8 fields
-    (``query_hash, typed_query_count, top_k, seed_count, final_count, warnings, recheck_drop_reasons``...)."""
+def search_memory(
+    service: ContextEngineService, req: SearchMemoryRequest, ctx: RequestContext
+) -> SearchMemoryResponse | SearchMemoryCompact:
+    """``service.search_memory`` (``response_format="full"``) or ``service.search_memory_compact`` (``"compact"``).
+    The pipeline itself writes the ``search_memory`` event with the seed 000 §8 fields (``query_hash,
+    typed_query_count, top_k, seed_count, final_count, warnings, recheck_drop_reasons``...)."""
+    if req.response_format == "compact":
+        return service.search_memory_compact(req, ctx)
     return service.search_memory(req, ctx)
 
 
@@ -53,8 +60,11 @@ def read_memory(service: ContextEngineService, req: ReadMemoryRequest, ctx: Requ
     return resp
 
 
-def lookup_knowledge(service: ContextEngineService, req: LookupRequest, ctx: RequestContext) -> LookupResult:
-    """``service.lookup_knowledge`` plus a ``lookup_knowledge`` log event."""
+def lookup_knowledge(
+    service: ContextEngineService, req: LookupRequest, ctx: RequestContext
+) -> LookupResult | LookupCompact:
+    """``service.lookup_knowledge`` plus a ``lookup_knowledge`` log event; the compact form (issue 15) when
+    ``req.response_format == "compact"``."""
     result = service.lookup_knowledge(req, ctx)
     log.info(
         "lookup_knowledge",
@@ -70,6 +80,8 @@ def lookup_knowledge(service: ContextEngineService, req: LookupRequest, ctx: Req
         warnings=result.traces.warnings,
         engine_request_id=result.traces.request_id,
     )
+    if req.response_format == "compact":
+        return compact_lookup(result, include_debug=req.include_debug)
     return result
 
 

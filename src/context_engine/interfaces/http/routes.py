@@ -52,6 +52,7 @@ from context_engine.interfaces.http.models import (
     VerifyEvidenceRequest,
 )
 from context_engine.interfaces.http.validation import reject_invalid_text
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import (
     EvidenceVerification,
@@ -107,15 +108,18 @@ Caller = Annotated[RequestContext, Depends(caller)]
 # ---- retrieval ------------------------------------------------------------------------------------------------------
 @router.post(
     "/api/v1/search_memory",
-    response_model=SearchMemoryResponse,
+    response_model=SearchMemoryResponse | SearchMemoryCompact,
     tags=["retrieval"],
     responses=READ_ERRORS,
     operation_id="search_memory",
     summary="First-round retrieval: L0 candidates and recommended reads",
 )
-def search_memory(req: SearchMemoryRequest, service: Service, ctx: Caller, request: Request) -> SearchMemoryResponse:
+def search_memory(
+    req: SearchMemoryRequest, service: Service, ctx: Caller, request: Request
+) -> SearchMemoryResponse | SearchMemoryCompact:
     """Plan typed queries, recall L0 abstracts, expand the hierarchy, recheck, score and assemble (seed 000 §4-6).
-    Never reads L1/L2: ``next_actions`` recommends the URIs worth reading with ``read_memory``."""
+    Never reads L1/L2: ``next_actions`` recommends the URIs worth reading with ``read_memory``.
+    ``response_format``: ``full`` (default) or ``compact`` (``SearchMemoryCompact``, issue 15)."""
     return timed(request, calls.search_memory, service, req, ctx)
 
 
@@ -149,14 +153,17 @@ def search_similar(req: SimilarSearchRequest, service: Service, ctx: Caller, req
 # ---- lookup_knowledge -----------------------------------------------------------------------------------------------
 @router.post(
     "/api/v1/lookup_knowledge",
-    response_model=LookupResult,
+    response_model=LookupResult | LookupCompact,
     tags=["knowledge"],
     responses=READ_ERRORS,
     operation_id="lookup_knowledge",
     summary="Runbook evidence for an operations question",
 )
-def lookup_knowledge(req: LookupRequest, service: Service, ctx: Caller, request: Request) -> LookupResult:
-    """Hint layer + semantic layer over L2 chunks, relevance levels, session dedup, context pack, one audit row."""
+def lookup_knowledge(
+    req: LookupRequest, service: Service, ctx: Caller, request: Request
+) -> LookupResult | LookupCompact:
+    """Hint layer + semantic layer over L2 chunks, relevance levels, session dedup, context pack, one audit row.
+    ``response_format``: ``full`` (default) or ``compact`` (``LookupCompact``, issue 15)."""
     return timed(request, calls.lookup_knowledge, service, req, ctx)
 
 

@@ -2,10 +2,12 @@
 
 Tools: ``search_memory``, ``read_memory``, ``lookup_knowledge``, ``verify_evidence``, ``add_memory``,
 ``add_resource``, ``add_skill``, and the memory lifecycle: ``add_memories``, ``add_messages``, ``list_memories``,
-``get_memory``, ``update_memory``, ``delete_memory``. Tool descriptions are one or two sentences: agents read the tool
-list on every call.
-Each has an input schema (its typed parameters) and an output schema (the engine's response model); each calls the
-same function as the HTTP route (:mod:`context_engine.interfaces.http.calls`), so answers are identical.
+``get_memory``, ``update_memory``, ``delete_memory``. Agents read the tool list on every call, so it is kept under
+8 KB as sent (issue 15; ``bench/payload_sizes.py`` measures it): one-line descriptions, exact but lean input
+schemas (:func:`lean_schema`: types, bounds, enums and required fields kept, generated titles dropped) and no
+output schemas. Each tool calls the same function as the HTTP route (:mod:`context_engine.interfaces.http.calls`),
+so answers are identical; ``search_memory`` and ``lookup_knowledge`` answer in the compact form by default
+(``response_format="compact"``, :mod:`context_engine.schema.compact`), the full one on request.
 
 Errors: a tool that fails returns ``isError: true`` with the envelope ``{code, message, details, request_id}`` as
 its structured content and as JSON text, exactly the HTTP body. Invalid arguments get ``RET-4001`` (retrieval
@@ -37,6 +39,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
@@ -58,10 +61,9 @@ from context_engine.interfaces.http.models import (
 )
 from context_engine.observability.logging import bind_request, get_logger
 from context_engine.schema.context import RequestContext
-from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SemanticMode
-from context_engine.schema.memory import DedupPolicy, MemoryDetail, MemoryListPage, MemoryWriteResult
-from context_engine.schema.nodes import IngestReport
-from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
+from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, SemanticMode
+from context_engine.schema.memory import DedupPolicy
+from context_engine.schema.query import ReadMemoryRequest, ResponseFormat, SearchMemoryRequest
 from context_engine.schema.text import find_invalid_text, invalid_text_error
 
 if TYPE_CHECKING:
@@ -85,11 +87,42 @@ INSTRUCTIONS = (
 )
 
 
+_UNIT = {"minimum": 0, "maximum": 1}
+
+
 def _result(model: BaseModel) -> CallToolResult:
     data = model.model_dump(mode="json")
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
-    )
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # what the agent reads: no padding
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def lean_schema(node: Any) -> Any:
+    """A JSON Schema with the same constraints in fewer bytes (the tool list is read on every agent call):
+    pydantic's generated ``title`` annotations, ``default: null`` and ``additionalProperties: true`` (the JSON
+    Schema default) dropped, and ``anyOf: [{type: T}, {type: null}]`` written ``type: [T, "null"]`` (only where
+    ``T``'s schema has no keyword that would then reject null: ``enum``, ``const``, ``$ref``)."""
+    if isinstance(node, list):
+        return [lean_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: lean_schema(sub) for name, sub in value.items()}  # names, not keywords
+        elif key == "title" and isinstance(value, str) or key == "default" and value is None or key == "additionalProperties" and value is True:
+            continue
+        else:
+            out[key] = lean_schema(value)
+    options = out.get("anyOf")
+    if isinstance(options, list) and all(isinstance(o, dict) and o.keys() == {"type"} for o in options):
+        del out["anyOf"]  # a union of bare types: one type list
+        return {**out, "type": [o["type"] for o in options]}
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[0] if options[1] == {"type": "null"} else options[1]
+        if isinstance(other.get("type"), str) and not {"enum", "const", "$ref", "anyOf"} & other.keys():
+            del out["anyOf"]
+            out = {**other, **out, "type": [other["type"], "null"]}
+    return out
 
 
 def _error(err: ContextEngineError, request_id: str) -> CallToolResult:
@@ -120,7 +153,17 @@ def _request_of(mcp_ctx: Context | None) -> Any:
 
 
 class EngineMCPServer(MCPServer):
-    """``MCPServer`` whose argument-validation failures use the engine's envelope (``RET-4001``/``WRT-4002``)."""
+    """``MCPServer`` whose argument-validation failures use the engine's envelope (``RET-4001``/``WRT-4002``) and
+    whose tool list is lean (issue 15): input schemas through :func:`lean_schema`, no output schema (the answers
+    are the models of ``schema/``, documented in the HTTP API's OpenAPI; a schema of each would triple the list)."""
+
+    async def list_tools(self) -> list[Any]:
+        # built with only the fields that have a value: the stdio transport sends every field that was set
+        out = []
+        for t in await super().list_tools():
+            fields = {"name": t.name, "description": t.description, "input_schema": lean_schema(t.input_schema)}
+            out.append(MCPTool(**fields, **({"annotations": t.annotations} if t.annotations else {})))
+        return out
 
     write_tools: frozenset[str] = frozenset(
         {
@@ -256,44 +299,35 @@ def build_mcp_server(
                 log.exception("tool_crashed")
                 return _error(ContextEngineError(ErrorCode.INTERNAL, "internal error; see the server log"), request_id)
 
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    audited = ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    )
-    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    # Only the hints that differ from the MCP defaults (readOnly false, destructive true, idempotent false,
+    # openWorld true) are set, and delete_memory's destructive one: the rest would be bytes that say nothing.
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    audited = ToolAnnotations(destructive_hint=False, open_world_hint=False)
+    writes = ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=read_only, description="Search L0 abstracts, best first; read_memory the URIs it recommends.")
     async def search_memory(
-        query: Annotated[str, Field(description="What to look for (Chinese or English).")],
-        top_k: Annotated[int, Field(description="Results wanted, 1..50.")] = 10,
+        query: Annotated[str, Field(description="Chinese or English.")],
+        top_k: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 50})] = 10,
         score_threshold: Annotated[
-            float | None, Field(description="Final-score threshold 0..1; null: default.")
+            float | None, Field(description="Final score floor; null: default.", json_schema_extra=_UNIT)
         ] = None,
-        score_gte: Annotated[bool, Field(description="Compare with >= instead of >.")] = False,
-        categories: Annotated[list[str] | None, Field(description="Only these categories.")] = None,
-        target_uri: Annotated[str | None, Field(description="Only this visible subtree.")] = None,
-        owner_space: Annotated[
-            str | None, Field(description="Only this owner space (shared, user:<s>, agent:<s>).")
-        ] = None,
-        session_archive: Annotated[
-            dict[str, Any] | None, Field(description="Recent messages: {messages: [...]}.")
-        ] = None,
-        planner_hints: Annotated[
-            dict[str, Any] | None, Field(description="{intent, terms, must_have_terms, ...}.")
-        ] = None,
+        score_gte: Annotated[bool, Field(description=">= instead of >.")] = False,
+        categories: list[str] | None = None,
+        target_uri: Annotated[str | None, Field(description="Subtree.")] = None,
+        owner_space: Annotated[str | None, Field(description="shared, user:<s> or agent:<s>.")] = None,
+        session_archive: Annotated[dict[str, Any] | None, Field(description="{messages: [...]}")] = None,
+        planner_hints: Annotated[dict[str, Any] | None, Field(description="{intent, terms, ...}")] = None,
         include_debug: bool = False,
         trace_level: Literal["basic", "detailed"] = "basic",
-        session_id: Annotated[str | None, Field(description="Only this conversation session's messages.")] = None,
+        session_id: Annotated[str | None, Field(description="Memories of this session.")] = None,
         time_range: Annotated[
-            dict[str, Any] | None, Field(description="Memories with start <= occurred_at < end (ISO 8601).")
+            dict[str, Any] | None, Field(description="{start, end}: ISO 8601, on occurred_at.")
         ] = None,
-        metadata_filter: Annotated[
-            dict[str, Any] | None, Field(description="Memories whose metadata has key == value (or in a list).")
-        ] = None,
+        metadata_filter: Annotated[dict[str, Any] | None, Field(description="{key: value or [values]}")] = None,
+        response_format: ResponseFormat = "compact",
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, SearchMemoryResponse]:
-        """First-round retrieval: L0 candidates (abstracts) ranked for the query, with the URIs worth reading next
-        (next_actions). Never returns L1/L2 text: call read_memory for that."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(
             ctx,
@@ -302,141 +336,128 @@ def build_mcp_server(
             calls.search_memory,
         )
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=read_only, description="Read one URI at L1 (overview) or L2 (content).")
     async def read_memory(
-        uri: Annotated[str, Field(description="A ctx:// URI from search_memory.")],
-        level: Annotated[Literal["L1", "L2"], Field(description="L1 overview or L2 content.")] = "L1",
+        uri: str,
+        level: Literal["L1", "L2"] = "L1",
         expand_relations: bool = False,
-        max_relations: Annotated[int, Field(description="One-hop relations to add, 0..50.")] = 0,
+        max_relations: Annotated[
+            int, Field(description="Up to the server limit (50).", json_schema_extra={"minimum": 0})
+        ] = 0,
         include_debug: bool = False,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, ReadMemoryResponse]:
-        """Explicit drill-down: the L1 overview or the L2 content (secrets redacted) of one node."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.QUERY_INVALID, lambda: ReadMemoryRequest(**args), calls.read_memory)
 
-    @mcp.tool(annotations=audited)
+    @mcp.tool(
+        annotations=audited,
+        description="Runbook evidence for an ops question; repeats in a session come back DEDUPED.",
+    )
     async def lookup_knowledge(
-        query: Annotated[str, Field(description="The alert, error, symptom or question.")],
-        session_id: Annotated[str | None, Field(description="Diagnosis session: repeats come back DEDUPED.")] = None,
-        top_k: Annotated[int | None, Field(description="Evidence documents wanted, 1..50; null: default.")] = None,
-        mode: Annotated[SemanticMode | None, Field(description="auto, primary or fallback; null: default.")] = None,
-        min_similarity: Annotated[
-            float | None, Field(description="Similarity floor (calibrated scale, -1..1); null: default.")
-        ] = None,
-        target_uri: Annotated[str | None, Field(description="Only this visible subtree.")] = None,
-        context_token_budget: Annotated[int | None, Field(description="Token budget of the context pack.")] = None,
+        query: str,
+        session_id: str | None = None,
+        top_k: Annotated[int | None, Field(json_schema_extra={"minimum": 1, "maximum": 50})] = None,
+        mode: SemanticMode | None = None,
+        min_similarity: Annotated[float | None, Field(json_schema_extra={"minimum": -1, "maximum": 1})] = None,
+        target_uri: str | None = None,
+        context_token_budget: Annotated[int | None, Field(json_schema_extra={"minimum": 1})] = None,
+        response_format: ResponseFormat = "compact",
+        include_debug: bool = False,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, LookupResult]:
-        """Runbook evidence for an operations question: evidence blocks with relevance levels, a context pack under
-        a token budget, and an invocation_id whose evidence refs back later quotes."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.QUERY_INVALID, lambda: LookupRequest(**args), calls.lookup_knowledge)
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=read_only, description="Check that a quote is backed by a lookup's evidence.")
     async def verify_evidence(
-        invocation_id: Annotated[str, Field(description="The invocation_id of a lookup_knowledge result.")],
-        excerpt: Annotated[str, Field(description="The quoted text to check.")],
+        invocation_id: str,
+        excerpt: str,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, EvidenceVerification]:
-        """Whether a quoted excerpt is backed by an evidence ref recorded for that lookup_knowledge call."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.QUERY_INVALID, lambda: VerifyEvidenceRequest(**args), _verify)
 
-    @mcp.tool(annotations=writes)
+    @mcp.tool(annotations=writes, description="Store a memory; near-duplicates skipped unless policy says.")
     async def add_memory(
-        text: Annotated[str, Field(description="The memory text.")],
-        category: Annotated[str | None, Field(description="preference, profile, event, ...")] = None,
-        uri: Annotated[str | None, Field(description="Explicit URI under ctx://user/<space>/memories/.")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="JSON object kept with it.")] = None,
-        occurred_at: Annotated[Timestamp | None, Field(description="ISO 8601 or Unix seconds.")] = None,
-        policy: Annotated[DedupPolicy | None, Field(description="Near-duplicate policy.")] = None,
+        text: str,
+        category: str | None = None,
+        uri: Annotated[str | None, Field(description="Under ctx://user/<s>/memories/.")] = None,
+        metadata: dict[str, Any] | None = None,
+        occurred_at: Annotated[Timestamp | None, Field(description="ISO 8601 or Unix s.")] = None,
+        policy: DedupPolicy | None = None,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, IngestReport]:
-        """Store a memory in the caller's user space; the same text maps to the same node (idempotent), a
-        near-duplicate is skipped by default (duplicates=1, uris names the existing one)."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMemoryRequest(**args), calls.add_memory)
 
-    @mcp.tool(annotations=writes)
+    @mcp.tool(annotations=writes, description="Store several memories, all or nothing.")
     async def add_memories(
-        items: Annotated[list[MemoryItemIn], Field(description="The memories.")],
-        policy: Annotated[DedupPolicy | None, Field(description="Near-duplicate policy.")] = None,
+        items: list[MemoryItemIn],
+        policy: DedupPolicy | None = None,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, MemoryWriteResult]:
-        """Store several memories in one all-or-nothing write; one outcome per item, in order."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMemoriesRequest(**args), calls.add_memories)
 
-    @mcp.tool(annotations=audited)
+    @mcp.tool(annotations=audited, description="Store a conversation's messages as memories, all or nothing.")
     async def add_messages(
-        session_id: Annotated[str, Field(description="Conversation id (one URI segment).")],
-        messages: Annotated[list[MessageIn], Field(description="In conversation order.")],
+        session_id: str,
+        messages: list[MessageIn],
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, MemoryWriteResult]:
-        """Store conversation messages of one session as memories (one per message, in order), all or nothing."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMessagesRequest(**args), calls.add_messages)
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=read_only, description="The caller's memories, newest first.")
     async def list_memories(
-        category: str | None = None,
-        session_id: str | None = None,
-        limit: Annotated[int, Field(description="1..200.")] = 20,
-        offset: int = 0,
+        category: Annotated[str | None, Field(max_length=255)] = None,
+        session_id: Annotated[str | None, Field(max_length=255)] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        offset: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, MemoryListPage]:
-        """The caller's memories (L0 abstracts), newest first, one page."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: ListMemoriesRequest(**args), calls.list_memories)
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=read_only, description="One memory's text and history.")
     async def get_memory(
         uri: str,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, MemoryDetail]:
-        """One memory's full text and its earlier versions (history)."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: MemoryUriRequest(**args), calls.get_memory)
 
-    @mcp.tool(annotations=writes)
+    @mcp.tool(annotations=writes, description="Replace a memory's text (old text kept in history).")
     async def update_memory(
         uri: str,
         text: str,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Default: kept.")] = None,
-        occurred_at: Annotated[Timestamp | None, Field(description="Default: kept.")] = None,
+        metadata: dict[str, Any] | None = None,
+        occurred_at: Timestamp | None = None,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, MemoryWriteResult]:
-        """Replace a memory's text; the previous text stays in its history."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: UpdateMemoryRequest(**args), calls.update_memory)
 
     @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        )
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        description="Delete a memory.",
     )
     async def delete_memory(
         uri: str,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, IngestReport]:
-        """Delete one memory and its versions."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: MemoryUriRequest(**args), calls.delete_memory)
 
-    @mcp.tool(annotations=writes)
+    @mcp.tool(annotations=writes, description="Add a document: text at a file URI, or a server-side path.")
     async def add_resource(
-        uri: Annotated[
-            str, Field(description="Target: a file URI (text) or a directory URI (path) under ctx://resources/.")
-        ] = "ctx://resources/",
-        text: Annotated[str | None, Field(description="The document as text (markdown); give text or path.")] = None,
-        path: Annotated[
-            str | None, Field(description="A server-side file or directory below http.allowed_upload_roots.")
-        ] = None,
-        strict: Annotated[bool, Field(description="With path: fail on the first bad file.")] = False,
+        uri: Annotated[str, Field(description="Under ctx://resources/.")] = "ctx://resources/",
+        text: str | None = None,
+        path: str | None = None,
+        strict: Annotated[bool, Field(description="Fail on a bad file.")] = False,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, IngestReport]:
-        """Add a resource document (text at a file URI) or server-side files (path), then summarise and index it."""
+    ) -> CallToolResult:
         if (text is None) == (path is None):
             return _error(
                 ContextEngineError(ErrorCode.REQUEST_INVALID, "give exactly one of text and path"),
@@ -456,15 +477,14 @@ def build_mcp_server(
             calls.add_resource_path,
         )
 
-    @mcp.tool(annotations=writes)
+    @mcp.tool(annotations=writes, description="Store a skill in the caller's agent space.")
     async def add_skill(
-        name: Annotated[str, Field(description="Skill name (a URI segment).")],
-        description: Annotated[str, Field(description="One-line description (becomes the L0).")],
-        content: Annotated[str, Field(description="The skill body (markdown).")] = "",
-        category: Annotated[str | None, Field(description="Tool family.")] = None,
+        name: str,
+        description: Annotated[str, Field(description="One line (the L0).")],
+        content: str = "",
+        category: str | None = None,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, IngestReport]:
-        """Store a skill in the caller's agent space."""
+    ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddSkillRequest(**args), calls.add_skill)
 

@@ -527,6 +527,18 @@ class SqlMetadataStore:
             rows = s.scalars(select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.parent_uri == parent))
             return sorted((_node_record(r) for r in rows), key=lambda n: n.uri)
 
+    def list_space_roots(self, account_id: str, scope: str) -> list[NodeRecord]:
+        """The space roots of ``scope`` (``user`` or ``agent``): its nodes without a parent, ordered by URI."""
+        prefix = f"ctx://{scope}/"
+        with self._use(write=False) as s:
+            stmt = select(NodeRow).where(
+                NodeRow.account_id == account_id,
+                NodeRow.parent_uri.is_(None),
+                NodeRow.uri_key.startswith(prefix, autoescape=True),
+            )
+            rows = [r for r in s.scalars(stmt) if r.uri_key.startswith(prefix)]  # LIKE ignores ASCII case
+            return sorted((_node_record(r) for r in rows), key=lambda n: n.uri)
+
     def list_subtree(self, account_id: str, uri: str) -> list[NodeRecord]:
         """The node at ``uri`` and every descendant, ordered by URI (code points).
 

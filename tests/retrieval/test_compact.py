@@ -1,0 +1,49 @@
+"""The compact search_memory answer (issue 15): same hits and order, L0 cut at a word, notes only in debug."""
+
+from __future__ import annotations
+
+from context_engine.retrieval.compact import compact_search, is_informational, shorten
+from context_engine.schema.hits import RetrievedBlock
+from context_engine.schema.query import NextActions, SearchMemoryResponse, SearchTrace
+
+
+def test_shorten_cuts_at_a_word_or_a_character():
+    assert shorten("short", 10) == "short"
+    assert shorten("alpha beta gamma delta", 15) == "alpha beta…"
+    assert shorten("容器频繁重启的处理方法", 6) == "容器频繁重…"
+    assert all(len(shorten("word " * 50, n)) <= n for n in (16, 33, 110))
+
+
+def test_compact_search_keeps_order_and_moves_notes_to_debug():
+    hits = [
+        RetrievedBlock(
+            uri=f"ctx://resources/ops/d{i}.md",
+            level_hit="L0",
+            score=s,
+            category="",
+            owner_space="shared",
+            abstract="A fairly long abstract that goes on and on about runbooks " * 3,
+            has_overview=True,
+            has_content=True,
+            read_recommendation="read_l1" if i == 0 else "none",
+            match_reason="l0_vector",
+        )
+        for i, s in enumerate((0.51249, 0.2))
+    ]
+    warnings = ["RET-4221: planner found no preferred context type", "RET-5002: recheck degraded"]
+    full = SearchMemoryResponse(
+        request_id="r",
+        typed_queries=[],
+        seed_hits=[],
+        hits=hits,
+        next_actions=NextActions(recommended_read_l1_uris=[hits[0].uri]),
+        trace=SearchTrace(warnings=warnings),
+    )
+    compact = compact_search(full, abstract_max_chars=40)
+    assert [(h.uri, h.score) for h in compact.hits] == [(hits[0].uri, 0.512), (hits[1].uri, 0.2)]
+    assert all(len(h.abstract) <= 40 and h.abstract.endswith("…") for h in compact.hits)
+    assert compact.warnings == ["RET-5002: recheck degraded"] and compact.debug is None
+    assert is_informational(warnings[0]) and not is_informational(warnings[1])
+    assert set(compact.model_dump()) == {"request_id", "hits", "warnings"}
+    debug = compact_search(full, include_debug=True).debug
+    assert debug is not None and debug.trace.warnings == warnings and debug.next_actions == full.next_actions
