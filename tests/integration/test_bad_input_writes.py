@@ -81,6 +81,7 @@ def test_a_non_recursive_delete_never_wipes_a_subtree(engine):
         (lambda e: e.add_memory("I like tea", ADMIN, category="  "), ErrorCode.URI_INVALID),
         (lambda e: e.add_text("# T\n\nx", "ctx://resources/ /t.md", ADMIN), ErrorCode.URI_INVALID),
         (lambda e: e.add_text("# T\n\nx", "ctx://resources/a//t.md", ADMIN), ErrorCode.URI_INVALID),
+        (lambda e: e.add_text("# T\n\nx", "ctx://resources/a/ .md", ADMIN), ErrorCode.URI_INVALID),
         (lambda e: e.add_messages([{"content": "hi"}], " ", ADMIN), ErrorCode.URI_INVALID),
     ],
     ids=[
@@ -91,6 +92,7 @@ def test_a_non_recursive_delete_never_wipes_a_subtree(engine):
         "memory-category",
         "segment",
         "double-slash",
+        "blank-stem",
         "session",
     ],
 )
