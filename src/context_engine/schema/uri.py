@@ -3,8 +3,8 @@
 ``ctx://resources/<path>``, ``ctx://user/<user_space>/<path>``, ``ctx://agent/<agent_space>/<path>``. Segments are
 Unicode (CJK allowed), NFC-normalised, never empty, blank (also `` .md``), ``.``, ``..``, and never contain ``/``,
 ``\\``, ``:``, control characters or lone surrogates; the whole URI is at most 1,024 UTF-8 bytes. A trailing ``/``
-marks a directory. Segments that equal the content store's internal file names are reserved, so a directory can never be
-mistaken for node content.
+marks a directory. Segments that equal the content store's internal file names are reserved, so a directory can
+never be mistaken for node content.
 """
 
 from __future__ import annotations
