@@ -139,9 +139,6 @@ class WritePipeline:
         fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
         dirs = self._prepare_directories(account_id, dir_uris, [p.record for p in prepared], now, fresh)
         nodes = prepared + dirs
-        open_index = getattr(type(self._index), "open_in_background", None)  # a lazily opened index: open it now,
-        if open_index is not None:  # beside the embedding, not after it
-            open_index(self._index)
         vectors = self._embed(account_id, nodes, progress)
         new_uris = frozenset(str(d.uri) for d in todo if str(d.uri) not in existing) | frozenset(
             n.record.uri for n in dirs if not n.existed
