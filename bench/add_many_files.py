@@ -3,10 +3,11 @@
 Writes ``--files`` tiny markdown files (one short paragraph each, ``--per-dir`` to a folder) into a temporary
 folder, adds the folder with ``context-engine``'s Python API on a fresh data directory (the default settings, so
 the default embedding model unless ``--backend`` says otherwise), and prints the wall time, files/s and where the
-time went (``--profile`` prints the top functions by cumulative time).
+time went (``--profile`` prints the top functions by cumulative time). Then it adds a sample of the same files one
+write each, the way a loop of single-file adds does, and prints the ratio of the per-file times.
 
-    python bench/add_many_files.py --files 10000
-    python bench/add_many_files.py --files 1000 --compare 3   # before/after the background index open
+    python bench/add_many_files.py --files 1000
+    python bench/add_many_files.py --files 10000 --profile
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import argparse
 import cProfile
 import os
 import pstats
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -49,26 +47,14 @@ def main() -> None:
     ap.add_argument("--backend", default=None, help="embedding.backend (default: the settings' default).")
     ap.add_argument("--profile", action="store_true", help="Print the top 25 functions by cumulative time.")
     ap.add_argument(
-        "--serial-open",
-        action="store_true",
-        help="Open the vector index after the embedding, as before issue 14 (no background open).",
-    )
-    ap.add_argument(
-        "--compare",
+        "--one-by-one",
         type=int,
-        default=0,
-        metavar="ROUNDS",
-        help="Run ROUNDS pairs of fresh processes, alternately with and without --serial-open, and print the ratio "
-        "of the median wall times (each process pays its own imports, as a CLI add does).",
+        default=200,
+        metavar="K",
+        help="Then add K of the files one write each (a loop of single-file adds) in the same engine, and print the "
+        "per-file time of both ways and their ratio (default 200; 0: skip).",
     )
     args = ap.parse_args()
-    if args.compare:
-        compare(args)
-        return
-    if args.serial_open:
-        from context_engine.storage.vector.lazy import LazyVectorIndex
-
-        LazyVectorIndex.open_in_background = lambda self: None  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "many"
         write_files(folder, args.files, args.per_dir)
@@ -83,31 +69,27 @@ def main() -> None:
         if profiler:
             profiler.disable()
         took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        print(
+            f"add of {args.files} files ({args.per_dir} per folder, {engine.embedder.model_name}): {took:.1f} s "
+            f"wall, {cpu:.1f} s CPU (all threads), {args.files / took:.0f} files/s; load average "
+            f"{os.getloadavg()[0]:.1f}; nodes={report.nodes} directories={report.directories} "
+            f"vectors={report.vectors} failed={report.failed}"
+        )
+        if args.one_by_one:
+            files = sorted(folder.rglob("*.md"))[: args.one_by_one]
+            t1 = time.perf_counter()
+            for f in files:
+                engine.add_resource(f, f"ctx://resources/one-by-one/{f.parent.name}/", DEFAULT_CONTEXT)
+            each_s = (time.perf_counter() - t1) / len(files)
+            batched_s = took / args.files
+            print(
+                f"one write per file ({len(files)} files, same engine): {each_s * 1000:.1f} ms/file "
+                f"(x{args.files} = {each_s * args.files:.0f} s) vs {batched_s * 1000:.1f} ms/file in one add: "
+                f"{each_s / batched_s:.1f}x"
+            )
         engine.close()
-    print(
-        f"add of {args.files} files ({args.per_dir} per folder, {engine.embedder.model_name}): {took:.1f} s wall, "
-        f"{cpu:.1f} s CPU (all threads), {args.files / took:.0f} files/s; load average {os.getloadavg()[0]:.1f}; "
-        f"nodes={report.nodes} directories={report.directories} vectors={report.vectors} failed={report.failed}"
-    )
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-
-
-def compare(args: argparse.Namespace) -> None:
-    """Alternate fresh processes with and without the background open; print each run and the median ratio."""
-    base = [sys.executable, __file__, "--files", str(args.files), "--per-dir", str(args.per_dir)]
-    if args.backend:
-        base += ["--backend", args.backend]
-    walls: dict[bool, list[float]] = {True: [], False: []}
-    for _ in range(args.compare):
-        for serial in (True, False):
-            out = subprocess.run(
-                base + (["--serial-open"] if serial else []), capture_output=True, text=True, check=True
-            ).stdout.strip()
-            print(("before (serial open): " if serial else "after (background open): ") + out)
-            walls[serial].append(float(out.split(": ", 1)[1].split(" s wall")[0]))
-    before, after = statistics.median(walls[True]), statistics.median(walls[False])
-    print(f"median wall: before {before:.1f} s, after {after:.1f} s, after/before {after / before:.2f}")
 
 
 if __name__ == "__main__":

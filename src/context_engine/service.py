@@ -55,6 +55,7 @@ from context_engine.schema.query import (
     SearchMemoryResponse,
 )
 from context_engine.schema.similarity import dense_weight_of, scale_of
+from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
@@ -823,6 +824,9 @@ class ContextEngineService:
         started = time.perf_counter()
         if not query or not query.strip():
             raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty")
+        require_valid_text(
+            {"query": query, "categories": categories, "context_types": context_types}, ErrorCode.QUERY_INVALID
+        )
         if not 1 <= top_k <= 1000:
             raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be in 1..1000, got {top_k}")
         if level not in (0, 2):
@@ -935,6 +939,7 @@ class ContextEngineService:
                     f"invalid lookup_knowledge request: {', '.join(fields)}",
                     {"fields": fields},
                 ) from err
+        require_valid_text(request, ErrorCode.QUERY_INVALID)  # a lone surrogate: RET-4001, not a crash deep inside
         return self.knowledge.lookup(request, ctx)
 
     def lookup_knowledge_compact(
@@ -1009,6 +1014,7 @@ class ContextEngineService:
         """
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **fields)
+        require_valid_text(request, ErrorCode.QUERY_INVALID)
         return self.search_pipeline.run(request, ctx)
 
     def search_memory_compact(
@@ -1039,6 +1045,7 @@ class ContextEngineService:
         """
         if isinstance(request, str):
             request = ReadMemoryRequest(uri=request, **fields)
+        require_valid_text(request, ErrorCode.QUERY_INVALID)
         return self.read_pipeline.run(request, ctx)
 
     def stats(self, ctx: RequestContext = DEFAULT_CONTEXT) -> dict[str, Any]:

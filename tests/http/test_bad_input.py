@@ -6,7 +6,6 @@ The walk reads the app's own schema, so a route or field added later is covered 
 
 from __future__ import annotations
 
-import copy
 import json
 import socket
 from typing import Any
@@ -122,8 +121,8 @@ def _with_surrogate(spec: dict[str, Any], schema: dict[str, Any], path: tuple) -
         if last:
             node[step] = SURROGATE
             return body
-        sub = _variants(spec, s["items"] if isinstance(step, int) else s.get("properties", {}).get(step, {}))
         child = s["items"] if isinstance(step, int) else s.get("properties", {}).get(step, {})
+        sub = _variants(spec, child)
         if isinstance(step, int):
             if not node:
                 node.append(_sample(spec, child))
@@ -264,7 +263,7 @@ def _status_and_body(response: bytes) -> tuple[int, dict[str, Any]]:
     return int(head.split(b" ", 2)[1]), json.loads(body)
 
 
-def _post(live, tenants, body: bytes, declared: int) -> bytes:
+def _post(tenants, body: bytes, declared: int) -> bytes:
     auth = tenants.admin["Authorization"].encode()
     return (
         b"POST /api/v1/search_memory HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -279,7 +278,7 @@ def _post(live, tenants, body: bytes, declared: int) -> bytes:
 
 def test_content_length_over_the_body_is_a_400_without_hanging(live, tenants):
     body = b'{"query": "disk pressure"}'
-    status, envelope = _status_and_body(_raw_exchange(live, _post(live, tenants, body, len(body) + 50)))
+    status, envelope = _status_and_body(_raw_exchange(live, _post(tenants, body, len(body) + 50)))
     assert status == 400
     assert envelope["code"] == "RET-4001"
     assert set(envelope) == {"code", "message", "details", "request_id"}
@@ -289,7 +288,7 @@ def test_content_length_under_the_body_is_a_400_and_a_close(live, tenants):
     """The first Content-Length bytes are the request (here cut inside the JSON: its 400 envelope, when the server
     gets to answer it); the rest cannot be a next request, so the HTTP server answers 400 and closes."""
     body = b'{"query": "disk pressure"}'
-    response = _raw_exchange(live, _post(live, tenants, body, len(body) - 5), until_close=True)
+    response = _raw_exchange(live, _post(tenants, body, len(body) - 5), until_close=True)
     statuses = [int(line.split(b" ", 2)[1]) for line in response.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
     assert statuses and set(statuses) == {400}
     if b'"code"' in response:

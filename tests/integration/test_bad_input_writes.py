@@ -81,6 +81,7 @@ def test_a_non_recursive_delete_never_wipes_a_subtree(engine):
         (lambda e: e.add_memory("I like tea", ADMIN, category="  "), ErrorCode.URI_INVALID),
         (lambda e: e.add_text("# T\n\nx", "ctx://resources/ /t.md", ADMIN), ErrorCode.URI_INVALID),
         (lambda e: e.add_text("# T\n\nx", "ctx://resources/a//t.md", ADMIN), ErrorCode.URI_INVALID),
+        (lambda e: e.add_text("# T\n\nx", "ctx://resources/a/ .md", ADMIN), ErrorCode.URI_INVALID),
         (lambda e: e.add_messages([{"content": "hi"}], " ", ADMIN), ErrorCode.URI_INVALID),
     ],
     ids=[
@@ -91,6 +92,7 @@ def test_a_non_recursive_delete_never_wipes_a_subtree(engine):
         "memory-category",
         "segment",
         "double-slash",
+        "blank-stem",
         "session",
     ],
 )
@@ -161,3 +163,15 @@ def test_python_api_text_with_a_lone_surrogate_is_content_invalid(engine):
     _raises(ErrorCode.CONTENT_INVALID, engine.add_text, "# T\n\nbad \ud800 text", "ctx://resources/s.md", ADMIN)
     _raises(ErrorCode.CONTENT_INVALID, engine.add_skill, "s", "restarts \udcff", "body", ADMIN)
     assert _snapshot(engine) == before
+
+
+def test_python_api_queries_with_a_lone_surrogate_are_query_invalid(engine):
+    calls = [
+        lambda: engine.search_memory("disk \ud800", ADMIN),
+        lambda: engine.read_memory("ctx://resources/\udcff.md", ADMIN),
+        lambda: engine.lookup_knowledge("disk \ud800", ADMIN),
+        lambda: engine.similar_search("disk", ADMIN, categories=["\udcff"]),
+    ]
+    for call in calls:
+        err = _raises(ErrorCode.QUERY_INVALID, call)
+        assert err.details["reason"] == "invalid_unicode"

@@ -166,9 +166,6 @@ class WritePipeline:
         self._check_no_file_ancestors(account_id, todo)
         now = utcnow()
         prepared = [self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))) for doc in todo]
-        open_index = getattr(type(self._index), "open_in_background", None)  # a lazily opened index: open it now,
-        if open_index is not None:  # beside the embedding, not after it
-            open_index(self._index)
         vectors = self._embed(account_id, prepared, progress)
         dir_uris = {str(a) for p in prepared for a in ContextURI.parse(p.record.uri).ancestors()}
         fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}

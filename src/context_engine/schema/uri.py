@@ -1,10 +1,10 @@
 """Context URIs (DESIGN.md §1).
 
 ``ctx://resources/<path>``, ``ctx://user/<user_space>/<path>``, ``ctx://agent/<agent_space>/<path>``. Segments are
-Unicode (CJK allowed), NFC-normalised, never empty, blank, ``.``, ``..``, and never contain ``/``, ``\\``, ``:``,
-control characters or lone surrogates; the whole URI is at most 1,024 UTF-8 bytes. A trailing ``/`` marks a
-directory. Segments that equal the content store's internal file names are reserved, so a directory can never be
-mistaken for node content.
+Unicode (CJK allowed), NFC-normalised, never empty, blank (also `` .md``), ``.``, ``..``, and never contain ``/``,
+``\\``, ``:``, control characters or lone surrogates; the whole URI is at most 1,024 UTF-8 bytes. A trailing ``/``
+marks a directory. Segments that equal the content store's internal file names are reserved, so a directory can
+never be mistaken for node content.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def validate_segment(segment: str, uri: str = "") -> str:
         raise _invalid(uri or segment, "empty path segment (double '/')")
     if not seg.strip():
         raise _invalid(uri or segment, "blank path segment (only whitespace)")
+    stem = seg.rsplit(".", 1)[0]
+    if stem and not stem.strip():  # " .md": a name of only whitespace before its extension
+        raise _invalid(uri or segment, "blank name before the extension")
     if seg in (".", ".."):
         raise _invalid(uri or segment, f"segment {seg!r} is not allowed")
     if seg in RESERVED_SEGMENTS:

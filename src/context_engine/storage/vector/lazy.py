@@ -7,7 +7,6 @@ anything is asked of the index, once, under a lock.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,8 +17,6 @@ from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.protocols import VectorIndex
 
 __all__ = ["LazyVectorIndex"]
-
-_LOG = logging.getLogger("context_engine.storage")
 
 
 class LazyVectorIndex:
@@ -35,7 +32,6 @@ class LazyVectorIndex:
         self._opener = opener
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
-        self._prefetch: threading.Thread | None = None
 
     @property
     def opened(self) -> bool:
@@ -50,22 +46,6 @@ class LazyVectorIndex:
                     self._index = self._opener()
                 index = self._index
         return index
-
-    def open_in_background(self) -> None:
-        """Start opening the real index on a daemon thread (a write calls this before it embeds, so the seconds of
-        ``import lancedb`` overlap the embedding instead of following it). Idempotent; an opener that fails here
-        leaves the index unopened, and the same error is raised again by the first real call."""
-        if self._index is not None or self._prefetch is not None:
-            return
-
-        def run() -> None:
-            try:
-                self._get()
-            except Exception as err:  # noqa: BLE001 - surfaces again, with its code, at the first real call
-                _LOG.debug("background open of the %s index failed: %s", self.name, err)
-
-        self._prefetch = threading.Thread(target=run, name=f"open-{self.name}", daemon=True)
-        self._prefetch.start()
 
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         self._get().upsert(records)
