@@ -194,7 +194,7 @@ class Redactor:
         return out.text, out.count, tuple(out.kinds)
 
     def redact_value(self, value: Any) -> Any:
-        """``value`` with every string inside it (dict values and keys' values, list items) redacted by the patterns.
+        """``value`` with every string inside it (dict values, list items, recursively) redacted by the patterns.
 
         For structured records that are stored or returned whole (``tool_invocation`` rows). Returns a new object
         for containers; other values are returned as they are.

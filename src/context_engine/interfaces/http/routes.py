@@ -173,7 +173,7 @@ def lookup_knowledge(
     tags=["knowledge"],
     responses=READ_ERRORS,
     operation_id="list_tool_invocations",
-    summary="Audit rows of the caller's account, newest first",
+    summary="The caller's audit rows (an admin: its account's), newest first",
 )
 def list_tool_invocations(
     service: Service,
