@@ -146,9 +146,17 @@ class WriteJournal:
         self.crash_point("index_synced")
         self._content.discard(str(journal_id))
         self.crash_point("records_discarded")
-        with self._metadata.transaction():
-            self._metadata.set_index_status(account_id, _live(self._metadata, account_id, uris), "indexed")
-            self._metadata.journal_delete(journal_id)
+        try:
+            with self._metadata.transaction():
+                self._metadata.set_index_status(account_id, _live(self._metadata, account_id, uris), "indexed")
+                self._metadata.journal_delete(journal_id)
+        except ContextEngineError as err:  # the write is committed: leave the rest to the next recovery
+            _LOG.warning("could not mark write %s indexed; it stays pending: %s", journal_id, err.message)
+            try:
+                self._metadata.journal_release(journal_id)
+            except ContextEngineError:
+                _LOG.exception("could not release journal row %s", journal_id)
+            return len(uris)
         return 0
 
     def sync(self, account_id: str, ids: Sequence[str]) -> int:

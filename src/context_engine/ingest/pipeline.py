@@ -166,9 +166,16 @@ class WritePipeline:
         def body(journal_id: str) -> _Written:
             if in_transaction is not None:
                 in_transaction()
+            # stamped under the write lock, so `updated_at` follows the commit order of concurrent writers
+            stamp = utcnow()
+            for p in prepared:
+                p.record = p.record.model_copy(update={"created_at": stamp, "updated_at": stamp})
             out = _Written()
             out.add(prepared, self._replace_nodes(journal_id, account_id, prepared, vectors))
-            dirs, synced = self._write_directories(journal_id, account_id, dir_uris, fresh)
+            # the summaries see every file of this write (a batch larger than the sampled window included) and the
+            # committed children of every other write
+            changed = [p.record for p in prepared]
+            dirs, synced = self._write_directories(journal_id, account_id, dir_uris, fresh, changed)
             out.add(dirs, synced)
             report.directories = len(dirs)
             report.vectors = len(vectors) + sum(1 for d in dirs if d.record.context_type is not None)
@@ -386,13 +393,19 @@ class WritePipeline:
         return old_ids | new_ids
 
     def _write_directories(
-        self, journal_id: str, account_id: str, dir_uris: set[str], fresh: dict[str, str] | None = None
+        self,
+        journal_id: str,
+        account_id: str,
+        dir_uris: set[str],
+        fresh: dict[str, str] | None = None,
+        changed: Sequence[NodeRecord] = (),
     ) -> tuple[list[_PreparedNode], set[str]]:
         """Inside the write's transaction: recompute the summaries of ``dir_uris`` from their committed children
-        (this write's included), embed and write them. Returns the directory nodes and the vector ids touched."""
+        (this write's included; ``changed``, the nodes it wrote, are always among the children a summary names),
+        embed and write them. Returns the directory nodes and the vector ids touched."""
         if not dir_uris:
             return [], set()
-        dirs = self._prepare_directories(account_id, dir_uris, [], utcnow(), fresh)
+        dirs = self._prepare_directories(account_id, dir_uris, changed, utcnow(), fresh)
         vectors = self._embed(account_id, dirs, None)
         return dirs, self._replace_nodes(journal_id, account_id, dirs, vectors)
 
@@ -511,7 +524,7 @@ class WritePipeline:
             dir_uris = {str(a) for a in dst.ancestors()} | ({new_prefix} if src.is_dir else set())
             if src.parent is not None:
                 dir_uris |= {str(src.parent)} | {str(a) for a in src.parent.ancestors()}
-            dirs, synced = self._write_directories(journal_id, account_id, dir_uris)
+            dirs, synced = self._write_directories(journal_id, account_id, dir_uris, None, [moved[0].record])
             out.add(dirs, synced)
             report.nodes, report.vectors = len(subtree), len(new_vectors)
             return out
