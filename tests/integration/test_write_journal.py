@@ -191,13 +191,17 @@ def test_the_service_counts_commit_retries_in_its_metrics(tmp_path, default_embe
         assert_store_consistent(engine, tmp_path / "home")
 
 
-def test_reindex_full_removes_content_that_no_node_owns(home, default_embedder):
+def test_reindex_full_removes_content_and_vectors_that_no_node_owns(home, default_embedder):
     with _open(home, default_embedder) as engine:
         # what a version before the journal could leave: a deleted node's folder, and a dead directory's levels
         engine.content.write_levels("default", f"{ROOT}gone.md", {Level.L0: "old", Level.L2: "old text"})
         engine.content.write_levels("default", f"{ROOT}ghost/x.md", {Level.L0: "old", Level.L2: "old text"})
         engine.content.write_levels("default", f"{ROOT}ghost/", {Level.L0: "old dir"})
         assert f"{ROOT}gone.md" in engine.content.node_uris("default")
+        stray = engine.metadata.get_vectors("default", [f"{ROOT}doc5.md"])[0]
+        engine.index.upsert([stray.model_copy(update={"id": "0" * 32, "uri": f"{ROOT}gone.md"})])  # an orphan row
+        assert "0" * 32 in engine.index.ids("default")
         engine.reindex(ADMIN, full=True)
+        assert "0" * 32 not in engine.index.ids("default")
         assert_store_consistent(engine, home)
         assert file_texts(engine) == BASE
