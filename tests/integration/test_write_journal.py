@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.app import app
 from context_engine.schema.nodes import Level, VectorRecord
+from context_engine.schema.query import SearchMemoryRequest
 from context_engine.settings import VectorSettings
 from context_engine.storage.metadata.sqlalchemy_store import SCHEMA_VERSION, SqlMetadataStore
 from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
@@ -205,3 +206,20 @@ def test_reindex_full_removes_content_and_vectors_that_no_node_owns(home, defaul
         assert "0" * 32 not in engine.index.ids("default")
         assert_store_consistent(engine, home)
         assert file_texts(engine) == BASE
+
+
+def test_a_write_left_pending_by_an_index_failure_heals_with_the_next_write(tmp_path, default_embedder):
+    from tests.integration.test_write_path import ExplodingIndex
+
+    home = tmp_path / "home"
+    with _open(home, default_embedder) as engine:
+        boom = ExplodingIndex(engine.index)
+        engine.pipeline._index = boom
+        assert engine.add_text(_doc("kestrel"), f"{ROOT}k.md", ADMIN).pending > 0
+        assert engine.metadata.get_node("default", f"{ROOT}k.md").index_status == "pending"
+        assert [e.owner for e in engine.metadata.journal_entries()] == [None]  # released to whoever comes next
+        boom.fail = False
+        assert engine.add_text(_doc("plover"), f"{ROOT}p.md", ADMIN).pending == 0
+        assert_store_consistent(engine, home)  # the first write finished too: indexed, in the vector index
+        hits = engine.search_memory(SearchMemoryRequest(query="kestrel runbook", top_k=3), ADMIN).hits
+        assert f"{ROOT}k.md" in [h.uri for h in hits]

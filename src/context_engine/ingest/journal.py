@@ -157,7 +157,19 @@ class WriteJournal:
             except ContextEngineError:
                 _LOG.exception("could not release journal row %s", journal_id)
             return len(uris)
+        self._finish_released()
         return 0
+
+    def _finish_released(self) -> None:
+        """After a write that reached the index: finish the writes released after an index failure, so they heal
+        with the next write instead of waiting for ``reindex`` or a restart (one read of the small journal table)."""
+        for entry in self._metadata.journal_entries():
+            if entry.owner is None and entry.state == "committed":
+                try:
+                    self._finish_orphan(entry, RecoveryReport())
+                except ContextEngineError as err:
+                    _LOG.warning("could not finish released write %s: %s", entry.id, err.message)
+                    return
 
     def sync(self, account_id: str, ids: Sequence[str]) -> int:
         """Make the vector index hold exactly the metadata rows of ``ids``: upsert the ones present, delete the rest.
