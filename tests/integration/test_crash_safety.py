@@ -106,7 +106,7 @@ def _operations(run: int) -> dict:
         op = {"op": "move", "src": f"{ROOT}b/", "dst": f"{ROOT}d{run}/"}
     op["kind"] = kind
     op["point"] = rng.choice(POINTS + OP_POINTS.get(kind, ()) * 2)
-    op["delay_s"] = rng.uniform(0.0, 0.6)
+    op["delay_s"] = rng.uniform(0.0, 2.0)  # the kill lands before, during or after the commit
     return {"op": op, "after": after}
 
 
