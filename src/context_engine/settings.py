@@ -93,6 +93,7 @@ class IngestSettings(_Section):
     )
     crash_at: str | None = Field(
         None,
+        exclude=True,  # never part of a dumped configuration (the eval config hashes, `stats`)
         pattern=r"^[a-z_]+(:[1-9][0-9]{0,5})?$",
         description="Testing only (the crash tests, docs/security.md): 'point' or 'point:n' makes the writing process "
         "kill itself with SIGKILL the n-th time (default 1) it reaches that point of the write protocol. Never set it "

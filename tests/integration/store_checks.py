@@ -3,7 +3,7 @@
 :func:`assert_store_consistent` asserts that content, metadata and vectors agree: no journal leftover, every node
 ``indexed``, exactly one content folder per node (no orphan content) with the node's levels, exactly the metadata's
 vector rows in the vector index (no orphan vector, none missing), each node's level-0 vector row carrying its L0,
-and every directory summary equal to a fresh recompute from its committed children.
+and every directory summary equal to a fresh recompute from its committed children (and the last write's files).
 """
 
 from __future__ import annotations
@@ -52,8 +52,13 @@ def assert_store_consistent(engine, home: Path, account: str = "default") -> Non
             assert row is not None, node.uri
             assert row.text == l0, node.uri  # the vector is of the text the content store holds
     assert lancedb_rows(home, engine.settings.vector.table_name) == {i: v.text for i, v in rows.items()}
+    # A summary names a sample of a large directory's children (the first and last by URI) plus what the last
+    # write wrote; `updated_at` is stamped under the write lock, so the newest files are the last write's.
+    files = [n for n in nodes if not n.is_dir]
+    newest = max((n.updated_at for n in files), default=None)
+    last_write = [n for n in files if n.updated_at == newest]
     dirs = [n for n in nodes if n.is_dir]
-    fresh = engine.pipeline._prepare_directories(account, {d.uri for d in dirs}, [], utcnow())
+    fresh = engine.pipeline._prepare_directories(account, {d.uri for d in dirs}, last_write, utcnow())
     for d in fresh:
         stored = {lv: content.read_level(account, d.record.uri, lv) for lv in (Level.L0, Level.L1)}
         assert stored == {Level.L0: d.levels[Level.L0], Level.L1: d.levels[Level.L1]}, d.record.uri

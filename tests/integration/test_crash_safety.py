@@ -35,20 +35,25 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 ADMIN = RequestContext(account_id="default", role="admin")
 ROOT = "ctx://resources/crash/"
-# Protocol points (ingest/journal.py, ingest/pipeline.py) and "timer": the parent kills after a random delay.
+# Protocol points (ingest/journal.py, ingest/pipeline.py) every write reaches, those of some writes only, and
+# "timer": the parent kills the writer after a random delay, wherever it is.
 POINTS = (
     "intent_committed",
     "content_written",
     "content_written:2",
-    "content_deleted",
-    "content_moved",
     "before_commit",
     "committed",
-    "index_deleted",
     "index_synced",
     "records_discarded",
     "timer",
 )
+OP_POINTS = {
+    "readd": ("index_deleted",),  # fewer chunks: rows deleted from the index
+    "delete_file": ("content_deleted", "index_deleted"),
+    "delete_dir": ("content_deleted", "index_deleted"),
+    "move_file": ("content_moved", "index_deleted"),
+    "move_dir": ("content_moved", "index_deleted"),
+}
 _BODY = (
     "The {word} runbook keeps the steps for one incident. Check the dashboards, page the owner, write the timeline. "
     "Nothing else in this corpus uses the word {word}.\n"
@@ -100,8 +105,8 @@ def _operations(run: int) -> dict:
             after[uri.replace(f"{ROOT}b/", f"{ROOT}d{run}/")] = after.pop(uri)
         op = {"op": "move", "src": f"{ROOT}b/", "dst": f"{ROOT}d{run}/"}
     op["kind"] = kind
-    op["point"] = rng.choice(POINTS)
-    op["delay_s"] = rng.uniform(0.0, 0.6)
+    op["point"] = rng.choice(POINTS + OP_POINTS.get(kind, ()) * 2)
+    op["delay_s"] = rng.uniform(0.0, 2.0)  # the kill lands before, during or after the commit
     return {"op": op, "after": after}
 
 
@@ -171,6 +176,8 @@ def test_sigkill_at_a_random_point_leaves_the_store_before_or_after_the_write(
         assert state in (BASE, after), f"{op['kind']} at {op['point']}: neither before nor after"
         if done:
             assert state == after
+        outcome = "after" if state == after else "before"
+        print(json.dumps({"run": run, "kind": op["kind"], "point": op["point"], "killed": not done, "state": outcome}))
         assert_store_consistent(engine, home)
         # every committed file is found by its word (BM25 and search_memory); no deleted or moved-away URI comes back
         flt = VectorFilter(account_id="default", levels=[0, 2])

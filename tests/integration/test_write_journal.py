@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.app import app
 from context_engine.schema.nodes import Level, VectorRecord
+from context_engine.schema.query import SearchMemoryRequest
 from context_engine.settings import VectorSettings
 from context_engine.storage.metadata.sqlalchemy_store import SCHEMA_VERSION, SqlMetadataStore
 from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
@@ -191,13 +192,34 @@ def test_the_service_counts_commit_retries_in_its_metrics(tmp_path, default_embe
         assert_store_consistent(engine, tmp_path / "home")
 
 
-def test_reindex_full_removes_content_that_no_node_owns(home, default_embedder):
+def test_reindex_full_removes_content_and_vectors_that_no_node_owns(home, default_embedder):
     with _open(home, default_embedder) as engine:
         # what a version before the journal could leave: a deleted node's folder, and a dead directory's levels
         engine.content.write_levels("default", f"{ROOT}gone.md", {Level.L0: "old", Level.L2: "old text"})
         engine.content.write_levels("default", f"{ROOT}ghost/x.md", {Level.L0: "old", Level.L2: "old text"})
         engine.content.write_levels("default", f"{ROOT}ghost/", {Level.L0: "old dir"})
         assert f"{ROOT}gone.md" in engine.content.node_uris("default")
+        stray = engine.metadata.get_vectors("default", [f"{ROOT}doc5.md"])[0]
+        engine.index.upsert([stray.model_copy(update={"id": "0" * 32, "uri": f"{ROOT}gone.md"})])  # an orphan row
+        assert "0" * 32 in engine.index.ids("default")
         engine.reindex(ADMIN, full=True)
+        assert "0" * 32 not in engine.index.ids("default")
         assert_store_consistent(engine, home)
         assert file_texts(engine) == BASE
+
+
+def test_a_write_left_pending_by_an_index_failure_heals_with_the_next_write(tmp_path, default_embedder):
+    from tests.integration.test_write_path import ExplodingIndex
+
+    home = tmp_path / "home"
+    with _open(home, default_embedder) as engine:
+        boom = ExplodingIndex(engine.index)
+        engine.pipeline._index = boom
+        assert engine.add_text(_doc("kestrel"), f"{ROOT}k.md", ADMIN).pending > 0
+        assert engine.metadata.get_node("default", f"{ROOT}k.md").index_status == "pending"
+        assert [e.owner for e in engine.metadata.journal_entries()] == [None]  # released to whoever comes next
+        boom.fail = False
+        assert engine.add_text(_doc("plover"), f"{ROOT}p.md", ADMIN).pending == 0
+        assert_store_consistent(engine, home)  # the first write finished too: indexed, in the vector index
+        hits = engine.search_memory(SearchMemoryRequest(query="kestrel runbook", top_k=3), ADMIN).hits
+        assert f"{ROOT}k.md" in [h.uri for h in hits]

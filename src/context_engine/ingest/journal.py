@@ -146,10 +146,30 @@ class WriteJournal:
         self.crash_point("index_synced")
         self._content.discard(str(journal_id))
         self.crash_point("records_discarded")
-        with self._metadata.transaction():
-            self._metadata.set_index_status(account_id, _live(self._metadata, account_id, uris), "indexed")
-            self._metadata.journal_delete(journal_id)
+        try:
+            with self._metadata.transaction():
+                self._metadata.set_index_status(account_id, _live(self._metadata, account_id, uris), "indexed")
+                self._metadata.journal_delete(journal_id)
+        except ContextEngineError as err:  # the write is committed: leave the rest to the next recovery
+            _LOG.warning("could not mark write %s indexed; it stays pending: %s", journal_id, err.message)
+            try:
+                self._metadata.journal_release(journal_id)
+            except ContextEngineError:
+                _LOG.exception("could not release journal row %s", journal_id)
+            return len(uris)
+        self._finish_released()
         return 0
+
+    def _finish_released(self) -> None:
+        """After a write that reached the index: finish the writes released after an index failure, so they heal
+        with the next write instead of waiting for ``reindex`` or a restart (one read of the small journal table)."""
+        for entry in self._metadata.journal_entries():
+            if entry.owner is None and entry.state == "committed":
+                try:
+                    self._finish_orphan(entry, RecoveryReport())
+                except ContextEngineError as err:
+                    _LOG.warning("could not finish released write %s: %s", entry.id, err.message)
+                    return
 
     def sync(self, account_id: str, ids: Sequence[str]) -> int:
         """Make the vector index hold exactly the metadata rows of ``ids``: upsert the ones present, delete the rest.

@@ -571,6 +571,7 @@ class WritePipeline:
             if full:
                 nodes = self._metadata.list_all_nodes(acc)
                 self._remove_orphan_content(acc)
+                self._remove_orphan_vectors(acc)
             else:
                 nodes = self._metadata.pending_nodes(acc)
             uris = [n.uri for n in nodes]
@@ -610,6 +611,20 @@ class WritePipeline:
         if removed:
             _LOG.warning("reindex --full removed the content of %d nodes unknown to the metadata", removed)
         return removed
+
+
+    def _remove_orphan_vectors(self, account_id: str) -> int:
+        """Delete from the vector index the rows the metadata store does not hold (left by versions before the
+        write journal). Rows written meanwhile are in the metadata store first, so they are never taken for orphans."""
+        lister = getattr(self._index, "ids", None)
+        if lister is None:
+            return 0
+        kept = {i for batch in self._metadata.iter_vectors(account_id) for i in (v.id for v in batch)}
+        orphans = [i for i in lister(account_id) if i not in kept]
+        if orphans:
+            self.journal.sync(account_id, orphans)  # under the sync lock, from the metadata rows: absent -> deleted
+            _LOG.warning("reindex --full removed %d vector-index rows unknown to the metadata", len(orphans))
+        return len(orphans)
 
 
 @dataclass

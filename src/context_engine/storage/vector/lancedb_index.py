@@ -262,6 +262,23 @@ class LanceDBVectorIndex:
                         self._table.delete(predicate)
         self._after_write()
 
+    def ids(self, account_id: str) -> list[str]:
+        """Every record id of ``account_id``, sorted: a scan of the account's rows (``reindex --full`` compares them
+        with the metadata store to drop orphans).
+
+        Raises:
+            ContextEngineError: ``RET-5001`` (retryable) when LanceDB fails.
+        """
+        with self._search_errors("list vector ids"):
+            table = (
+                self._table.search()
+                .where(f"account_id = {sql_string(account_id)}")
+                .select(["id"])
+                .limit(None)
+                .to_arrow()
+            )
+        return sorted(table.column("id").to_pylist())
+
     def count(self) -> int:
         """Number of records in the table (every account).
 

@@ -56,6 +56,11 @@ class LazyVectorIndex:
     def search(self, vector: np.ndarray, top_k: int, flt: VectorFilter) -> list[VectorHit]:
         return self._get().search(vector, top_k, flt)
 
+    def ids(self, account_id: str) -> list[str]:
+        """The wrapped index's record ids of ``account_id`` (for indexes that can list them; else ``[]``)."""
+        lister = getattr(self._get(), "ids", None)
+        return lister(account_id) if lister is not None else []
+
     def count(self) -> int:
         return self._get().count()
 
