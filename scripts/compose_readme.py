@@ -20,7 +20,8 @@ def part(path: str, stop: str, shift: int = 0) -> str:
     text = text[: text.index(stop)].rstrip() + "\n"
     if shift:
         text = re.sub(r"(?m)^(#+) ", lambda m: "#" * (len(m.group(1)) + shift) + " ", text)
-    return text
+    # a link to a sibling doc (`](security.md#x)`) is relative to docs/; in README.md it must name docs/
+    return re.sub(r"\]\(([a-z_]+\.md(?:#[^)]*)?)\)", r"](docs/\1)", text)
 
 
 def main() -> None:
