@@ -1,5 +1,5 @@
 """A real server for the client and retriever tests: uvicorn on a free loopback port over an engine on a temporary
-home (the suite's real embedding model), API keys for three callers, and four small runbooks written here and added
+home (the suite's real embedding model), API keys for four callers (two users of one account), and four small runbooks written here and added
 through the client itself (``add_resource_text``)."""
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ CERT_URI = "ctx://resources/ops/certificate-expiry.md"
 ACME_ADMIN = RequestContext(account_id="acme", role="admin")
 ALICE = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="alice-bot")
 BOB = RequestContext(account_id="globex", role="user", user_space="bob")
+CAROL = RequestContext(account_id="acme", role="user", user_space="carol")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class World:
     admin_key: str
     alice_key: str
     bob_key: str
+    carol_key: str
 
 
 @pytest.fixture(scope="package")
@@ -60,15 +62,16 @@ def world(tmp_path_factory, embedder) -> Iterator[World]:
     settings = load_settings(tmp_path_factory.mktemp("client-home"))
     service = ContextEngineService(settings, embedder=embedder)
     keys = ApiKeyStore(service.metadata)
-    admin, alice, bob = (
-        keys.create(ctx, name)[1] for ctx, name in ((ACME_ADMIN, "admin"), (ALICE, "alice"), (BOB, "bob"))
+    admin, alice, bob, carol = (
+        keys.create(ctx, name)[1]
+        for ctx, name in ((ACME_ADMIN, "admin"), (ALICE, "alice"), (BOB, "bob"), (CAROL, "carol"))
     )
     try:
         with LiveServer(create_app(service=service)) as server:
             with Client(server.url, admin) as client:
                 for uri, text in DOCS.items():
                     assert client.add_resource_text(text, uri).nodes == 1
-            yield World(server.url, admin, alice, bob)
+            yield World(server.url, admin, alice, bob, carol)
     finally:
         service.close()
 

@@ -8,7 +8,8 @@ import pytest
 
 from context_engine.client import ApiError, AsyncClient, Client
 from context_engine.errors import ErrorCode
-from context_engine.schema.knowledge import LookupResult, RelevanceLevel
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
+from context_engine.schema.knowledge import LookupResult, RelevanceLevel, ToolInvocation
 from context_engine.schema.query import SearchMemoryResponse
 from tests.client.conftest import CERT_URI, DISK_URI, DOCS
 
@@ -52,6 +53,46 @@ def test_lookup_audit_and_evidence(alice: Client) -> None:
     assert [r.invocation_id for r in rows] == [res.invocation_id]
     summary = alice.session_trace_summary("client-diag")
     assert summary.invocation_count == 1 and summary.documents[0] == CERT_URI
+
+
+def test_compact_answers(alice: Client) -> None:
+    full = alice.search_memory(DISK_QUERY, top_k=3)
+    compact = alice.search_memory_compact(DISK_QUERY, top_k=3)
+    assert isinstance(compact, SearchMemoryCompact) and compact.debug is None
+    assert [h.uri for h in compact.hits] == [h.uri for h in full.hits] and compact.hits[0].uri == DISK_URI
+    assert compact.hits[0].score == round(full.hits[0].score, 3)
+    assert full.hits[0].abstract.startswith(compact.hits[0].abstract.removesuffix("…"))  # cut for agents
+    debug = alice.search_memory_compact(DISK_QUERY, top_k=3, include_debug=True).debug
+    assert debug is not None and debug.next_actions == full.next_actions
+    lookup = alice.lookup_knowledge_compact(CERT_QUERY, top_k=2)
+    assert isinstance(lookup, LookupCompact) and lookup.debug is None and lookup.evidence_status == "found"
+    assert lookup.evidence[0].uri == CERT_URI and lookup.evidence[0].relevance_level is RelevanceLevel.PRECISE
+    assert alice.verify_evidence(lookup.invocation_id, "Renew the certificate with cert-manager").verified
+    debugged = alice.lookup_knowledge_compact(CERT_QUERY, top_k=2, include_debug=True)
+    assert debugged.debug is not None and debugged.debug.context_pack.entries
+    with pytest.raises(ApiError) as err:
+        alice.search_memory(DISK_QUERY, response_format="compact")
+    assert err.value.code is ErrorCode.QUERY_INVALID and err.value.status_code is None  # refused before sending
+
+
+def test_get_tool_invocation(world, alice: Client) -> None:
+    res = alice.lookup_knowledge(CERT_QUERY, session_id="client-audit", top_k=1)
+    row = alice.get_tool_invocation(res.invocation_id)
+    assert isinstance(row, ToolInvocation)
+    assert (row.invocation_id, row.account_id, row.session_id, row.tool_name) == (
+        res.invocation_id,
+        "acme",
+        "client-audit",
+        "lookup_knowledge",
+    )
+    assert row.caller["user_space"] == "alice" and row.relevance_level == "PRECISE"
+    with Client(world.url, world.admin_key) as admin:  # an admin sees its account's rows
+        assert admin.get_tool_invocation(res.invocation_id).invocation_id == res.invocation_id
+    with Client(world.url, world.carol_key) as carol:  # another user of acme: as if it did not exist
+        for invocation_id in (res.invocation_id, "0" * 32):
+            with pytest.raises(ApiError) as err:
+                carol.get_tool_invocation(invocation_id)
+            assert err.value.code is ErrorCode.TARGET_NOT_FOUND and err.value.status_code == 404
 
 
 def test_memory_lifecycle(alice: Client) -> None:
@@ -106,11 +147,16 @@ def test_async_client(world) -> None:
     async def run() -> None:
         async with AsyncClient(world.url, world.alice_key) as client:
             assert (await client.ready()).status == "ready"
-            res, lookup = await asyncio.gather(
-                client.search_memory(DISK_QUERY, top_k=2), client.lookup_knowledge(CERT_QUERY, top_k=1)
+            res, lookup, compact = await asyncio.gather(
+                client.search_memory(DISK_QUERY, top_k=2),
+                client.lookup_knowledge(CERT_QUERY, top_k=1),
+                client.lookup_knowledge_compact(CERT_QUERY, top_k=1),
             )
             assert res.hits[0].uri == DISK_URI
             assert lookup.evidence_blocks[0].doc_id == CERT_URI
+            assert compact.evidence[0].uri == CERT_URI
+            row = await client.get_tool_invocation(compact.invocation_id)
+            assert row.invocation_id == compact.invocation_id and row.tool_name == "lookup_knowledge"
             block = (await client.read_memory(CERT_URI, "L2")).block
             assert block.content_excerpt == DOCS[CERT_URI]
             with pytest.raises(ApiError) as err:

@@ -16,7 +16,7 @@ import pytest
 from context_engine.client import ApiError, AsyncClient, Client
 from context_engine.errors import ContextEngineError, ErrorCode
 
-READY = {"status": "ready", "embedding_model": "m", "index_backend": "lancedb", "auth": "api_key"}
+READY = {"status": "ready", "embedding_model": "m", "index_backend": "lancedb", "auth": "api_key", "pid": 4242}
 
 
 def envelope(code: str, status: int) -> httpx.Response:
@@ -93,6 +93,44 @@ def test_request_bodies_and_local_validation() -> None:
         client(server).search_memory("q", top_k="many")
     assert err.value.code is ErrorCode.QUERY_INVALID
     assert len(server.requests) == 1  # the invalid calls sent nothing
+
+
+def test_response_format_is_fixed_per_method() -> None:
+    compact = {
+        "request_id": "r1",
+        "hits": [
+            {"uri": "ctx://resources/x.md", "level": "L0", "score": 0.5, "abstract": "x", "read_recommendation": "none"}
+        ],
+    }
+    server = Server(httpx.Response(200, json=compact))
+    res = client(server).search_memory_compact("q", top_k=2)
+    assert res.hits[0].uri == "ctx://resources/x.md" and res.warnings == [] and res.debug is None
+    assert json.loads(server.requests[0].content) == {"query": "q", "top_k": 2, "response_format": "compact"}
+    lookup = {"invocation_id": "i1", "session_id": None, "evidence_status": "no_evidence", "evidence": []}
+    server = Server(httpx.Response(200, json=lookup))
+    assert client(server).lookup_knowledge_compact("q", include_debug=True).invocation_id == "i1"
+    # LookupRequest leaves these two out of its dumps (the audit row); the request still carries them
+    assert json.loads(server.requests[0].content) == {"query": "q", "response_format": "compact", "include_debug": True}
+    with pytest.raises(ApiError) as err:
+        client(server).lookup_knowledge("q", response_format="compact")
+    assert err.value.code is ErrorCode.QUERY_INVALID and err.value.details["errors"][0]["loc"] == ["response_format"]
+    with pytest.raises(ApiError) as err:  # a full answer where the compact one was asked for
+        client(
+            Server(httpx.Response(200, json={"request_id": "r1", "hits": [], "typed_queries": []}))
+        ).search_memory_compact("q")
+    assert err.value.code is ErrorCode.UNREACHABLE and "SearchMemoryCompact" in err.value.message
+    assert len(server.requests) == 1
+
+
+def test_path_parameters() -> None:
+    server = Server(envelope("RET-4041", 404))
+    with pytest.raises(ApiError) as err:
+        client(server).get_tool_invocation("a/b c")
+    assert err.value.code is ErrorCode.TARGET_NOT_FOUND and err.value.status_code == 404
+    assert server.requests[0].url.raw_path == b"/api/v1/tool_invocations/a%2Fb%20c"
+    with pytest.raises(ApiError) as err:
+        client(server).get_tool_invocation("")
+    assert err.value.code is ErrorCode.QUERY_INVALID and len(server.requests) == 1
 
 
 def test_query_parameters() -> None:

@@ -1,6 +1,7 @@
 """The client checked against the real server's OpenAPI schema: every client method's path and method exist, and
-its request and response models have the same fields, nested models included, as the server declares. A route or a
-field changed on one side only fails here."""
+its request and response models have the same fields, nested models included, as the server declares. A route whose
+answer is a union (``anyOf`` of models: full or compact) is answered by one client method per member, each member
+by one. A route or a field changed on one side only fails here."""
 
 from __future__ import annotations
 
@@ -54,6 +55,14 @@ def server_shape(schema: dict[str, Any], components: dict[str, Any]) -> Any:
     return shape(components[name], components, frozenset({name.removesuffix("-Input").removesuffix("-Output")}))
 
 
+def response_shapes(op: dict[str, Any], components: dict[str, Any]) -> list[Any]:
+    """The shapes of a route's 200 body: one model, or each model of a union (``anyOf``/``oneOf`` of ``$ref``)."""
+    schema = op["responses"]["200"]["content"]["application/json"]["schema"]
+    members = schema.get("anyOf") or schema.get("oneOf") or [schema]
+    assert all("$ref" in m for m in members), schema
+    return [server_shape(m, components) for m in members]
+
+
 @pytest.fixture(scope="module")
 def openapi(world) -> dict[str, Any]:
     return httpx.get(f"{world.url}/openapi.json", timeout=30).raise_for_status().json()
@@ -65,16 +74,33 @@ def test_endpoint_matches_server(openapi: dict[str, Any], name: str) -> None:
     components = openapi["components"]["schemas"]
     op = openapi["paths"].get(ep.path, {}).get(ep.method.lower())
     assert op is not None, f"{ep.method} {ep.path} is not in the server's OpenAPI schema"
-    response = op["responses"]["200"]["content"]["application/json"]["schema"]
-    assert server_shape(response, components) == model_shape(ep.response, "serialization")
+    assert model_shape(ep.response, "serialization") in response_shapes(op, components)
     params = {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+    in_path = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
+    assert in_path == set(ep.path_params)
     body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if ep.request is None:
         assert not params and body is None
     elif ep.method == "GET":
-        assert body is None and params == set(ep.request.model_fields)
+        assert body is None and params | in_path == set(ep.request.model_fields)
     else:
         assert not params and server_shape(body, components) == model_shape(ep.request, "validation")
+    assert set(ep.fixed) <= set(ep.request.model_fields if ep.request else ())
+
+
+def test_every_union_member_has_one_method(openapi: dict[str, Any]) -> None:
+    components = openapi["components"]["schemas"]
+    routes = {(ep.method, ep.path) for ep in ENDPOINTS.values()}
+    unions = 0
+    for method, path in sorted(routes):
+        eps = [ep for ep in ENDPOINTS.values() if (ep.method, ep.path) == (method, path)]
+        members = response_shapes(openapi["paths"][path][method.lower()], components)
+        ours = [model_shape(ep.response, "serialization") for ep in eps]
+        assert sorted(map(repr, ours)) == sorted(map(repr, members)), (method, path)
+        if len(eps) > 1:  # the methods of one route differ by what their fixed fields select
+            unions += 1
+            assert len({tuple(sorted(ep.fixed.items())) for ep in eps}) == len(eps) and all(ep.fixed for ep in eps)
+    assert unions == 2  # search_memory and lookup_knowledge: full or compact
 
 
 def test_every_api_route_is_covered_or_listed(openapi: dict[str, Any]) -> None:

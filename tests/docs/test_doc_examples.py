@@ -18,6 +18,7 @@ How the docs are marked up (keep to it when you write an example):
 * ``bash`` blocks must exit 0 (``set -eo pipefail``); they show no output, so curl examples are written as ``console``
   transcripts instead.
 * ``python`` blocks: each ``print(...)  # value`` line must print ``value`` (the same key-line comparison, in order).
+  They see the variables the document's shell commands exported (``os.environ["KEY"]`` after ``export KEY=...``).
   ``<!-- doctest: continues -->`` runs the block inside the previous python block of the document (its code appended,
   indented by 4: the body of that block's final ``with``).
 
@@ -214,6 +215,7 @@ class Session:
 
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.root = root
+        self.monkeypatch = monkeypatch
         self.home_dir = root / "user"
         self.cwd = root / "work"
         self.tmp = root / "tmp"
@@ -230,6 +232,7 @@ class Session:
         cli.chmod(0o755)
         self.state = root / "shell-state.sh"
         self.state.write_text("")
+        self.exported = root / "shell-env"  # the shell's environment after its last command, NUL-separated
         env = {k: v for k, v in os.environ.items() if not k.startswith("CE_") or k == "CE_EMBEDDING__BACKEND"}
         env.update(
             HOME=str(self.home_dir),
@@ -271,7 +274,8 @@ class Session:
             return result.exit_code, result.output
         script = (
             f"set -a\n. {shlex.quote(str(self.state))}\n( exit {self.last_rc} )\n{command}\n"
-            f"__rc=$?\nexport -p > {shlex.quote(str(self.state))}\nexit $__rc\n"
+            f"__rc=$?\nexport -p > {shlex.quote(str(self.state))}\nenv -0 > {shlex.quote(str(self.exported))}\n"
+            "exit $__rc\n"
         )
         proc = subprocess.run(
             ["bash", "-c", script],
@@ -300,6 +304,11 @@ class Session:
         self.last_rc = 0
 
     def python(self, block: Block) -> None:
+        if self.exported.exists():  # what the shell commands exported, as a user's python would inherit it
+            for entry in self.exported.read_text().split("\0"):
+                key, sep, value = entry.partition("=")
+                if sep and key not in ("_", "__rc", "SHLVL", "PWD", "OLDPWD") and self.env.get(key) != value:
+                    self.monkeypatch.setenv(key, value)
         code = self.adapt(block.body)
         out = io.StringIO()
         namespace: dict[str, object] = {"__name__": "doc_example"}

@@ -9,9 +9,11 @@ stopping). Everything else is raised at once.
 from __future__ import annotations
 
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 from tenacity import retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from context_engine.client.endpoints import ENDPOINTS, Endpoint
@@ -49,15 +51,26 @@ class ApiError(ContextEngineError):
 def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | None:
     """The request model of client method ``name`` from keyword arguments (or a ready model), validated locally.
 
+    The method's fixed fields (``Endpoint.fixed``) are set here.
+
     Raises:
-        ApiError: the route's validation code (``RET-4001`` or ``WRT-4002``) when a field is unknown or mistyped;
-            range checks with codes of their own (``top_k`` -> ``RET-4002``...) are left to the server.
+        ApiError: the route's validation code (``RET-4001`` or ``WRT-4002``) when a field is unknown or mistyped,
+            or a fixed field has another value (``response_format="compact"`` given to ``search_memory``); range
+            checks with codes of their own (``top_k`` -> ``RET-4002``...) are left to the server.
     """
     endpoint = ENDPOINTS[name]
     if endpoint.request is None:
         return None
-    if isinstance(data, endpoint.request):
-        return data
+    if isinstance(data, BaseModel):  # a ready model: the fields its caller set, validated again as the route's
+        data = {k: getattr(data, k) for k in data.model_fields_set}
+    for key, value in endpoint.fixed.items():
+        if key in data and data[key] != value:
+            raise ApiError(
+                endpoint.invalid_code,
+                f"invalid request: {name} sends {key}={value!r} (got {data[key]!r})",
+                {"errors": [{"loc": [key], "msg": f"{name} sends {value!r}", "type": "fixed_field"}]},
+            )
+    data = {**data, **endpoint.fixed}
     try:
         return endpoint.request.model_validate(data)
     except ValidationError as err:
@@ -68,15 +81,22 @@ def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | No
 
 def request_args(endpoint: Endpoint, payload: BaseModel | None) -> dict[str, Any]:
     """``httpx`` arguments of one call: the JSON body (fields the caller set; the server applies its defaults to the
-    rest) or the query parameters (``None`` values left out)."""
+    rest) or the path parameters (percent-encoded) and query parameters (``None`` values left out)."""
     args: dict[str, Any] = {"method": endpoint.method, "url": endpoint.path}
     if payload is None:
         return args
     if endpoint.method == "GET":
         params = payload.model_dump(mode="json", exclude_none=True)
+        in_path = {k: quote(str(params.pop(k)), safe="") for k in endpoint.path_params}
+        args["url"] = endpoint.path.format(**in_path)
         args["params"] = {k: v for k, v in params.items() if v != []}
     else:
-        args["json"] = payload.model_dump(mode="json", exclude_unset=True)
+        body = payload.model_dump(mode="json", exclude_unset=True)
+        # a set field the model leaves out of its dumps (LookupRequest.response_format, kept out of the audit row)
+        # is still part of the request
+        for key in payload.model_fields_set - body.keys():
+            body[key] = to_jsonable_python(getattr(payload, key))
+        args["json"] = body
     return args
 
 

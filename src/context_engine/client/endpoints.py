@@ -2,15 +2,20 @@
 
 Request and response models are the ones the server declares for the route (``context_engine.schema`` and the HTTP
 boundary models of ``context_engine.interfaces.http.models``, which import pydantic only). Routes whose query
-parameters the server declares one by one get a small parameter model here. ``tests/client/test_openapi_drift.py``
-checks every entry against the running server's ``/openapi.json`` (path, method, field names), so drift fails a test.
+parameters the server declares one by one get a small parameter model here. A route whose answer is a union (the
+``response_format`` of ``search_memory`` and ``lookup_knowledge``: full or compact) has one entry per member, each
+fixing the request field that selects it, so every client method has one return type.
+``tests/client/test_openapi_drift.py`` checks every entry against the running server's ``/openapi.json`` (path,
+method, field names, union members), so drift fails a test.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +37,14 @@ from context_engine.interfaces.http.models import (
     UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
-from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, LookupResult, SessionTraceSummary
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
+from context_engine.schema.knowledge import (
+    EvidenceVerification,
+    LookupRequest,
+    LookupResult,
+    SessionTraceSummary,
+    ToolInvocation,
+)
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
@@ -59,6 +71,12 @@ class SessionSummaryQuery(_Params):
     session_id: str
 
 
+class ToolInvocationPath(_Params):
+    """Path parameter of ``GET /api/v1/tool_invocations/{invocation_id}``."""
+
+    invocation_id: str = Field(min_length=1, max_length=64)
+
+
 class LsQuery(_Params):
     """Query parameters of ``GET /api/v1/ls``."""
 
@@ -75,30 +93,49 @@ class TreeQuery(_Params):
 @dataclass(frozen=True)
 class Endpoint:
     """One route: ``method`` and ``path``; ``request`` is the JSON body (POST) or the query parameters (GET), ``None``
-    when the route takes neither; ``response`` the 200 body. ``invalid_code`` is what a request that fails local
-    validation raises, the code the server would answer (``RET-4001`` on read routes, ``WRT-4002`` on write and
-    memory routes)."""
+    when the route takes neither (a GET's fields named ``{like_this}`` in ``path`` go into the path); ``response``
+    the 200 body. ``invalid_code`` is what a request that fails local validation raises, the code the server would
+    answer (``RET-4001`` on read routes, ``WRT-4002`` on write and memory routes). ``fixed``: request fields the
+    method always sends with these values (``response_format``, which selects ``response`` among the members of the
+    route's union answer); a caller's other value is refused locally."""
 
     method: Literal["GET", "POST"]
     path: str
     response: type[BaseModel]
     request: type[BaseModel] | None = None
     invalid_code: ErrorCode = ErrorCode.QUERY_INVALID
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def path_params(self) -> tuple[str, ...]:
+        """The names of the ``{placeholders}`` of ``path``, in order."""
+        return tuple(re.findall(r"\{(\w+)\}", self.path))
 
 
 _WRITE = ErrorCode.REQUEST_INVALID
+_FULL = {"response_format": "full"}
+_COMPACT = {"response_format": "compact"}
 
 #: Client method name -> its route. Routes the client leaves out are listed in the drift test.
 ENDPOINTS: dict[str, Endpoint] = {
     "health": Endpoint("GET", "/healthz", HealthResponse),
     "ready": Endpoint("GET", "/readyz", ReadyResponse),
-    "search_memory": Endpoint("POST", "/api/v1/search_memory", SearchMemoryResponse, SearchMemoryRequest),
+    "search_memory": Endpoint("POST", "/api/v1/search_memory", SearchMemoryResponse, SearchMemoryRequest, fixed=_FULL),
+    "search_memory_compact": Endpoint(
+        "POST", "/api/v1/search_memory", SearchMemoryCompact, SearchMemoryRequest, fixed=_COMPACT
+    ),
     "read_memory": Endpoint("POST", "/api/v1/read_memory", ReadMemoryResponse, ReadMemoryRequest),
-    "lookup_knowledge": Endpoint("POST", "/api/v1/lookup_knowledge", LookupResult, LookupRequest),
+    "lookup_knowledge": Endpoint("POST", "/api/v1/lookup_knowledge", LookupResult, LookupRequest, fixed=_FULL),
+    "lookup_knowledge_compact": Endpoint(
+        "POST", "/api/v1/lookup_knowledge", LookupCompact, LookupRequest, fixed=_COMPACT
+    ),
     "verify_evidence": Endpoint("POST", "/api/v1/verify_evidence", EvidenceVerification, VerifyEvidenceRequest),
     "list_tool_invocations": Endpoint("GET", "/api/v1/tool_invocations", ToolInvocationList, ToolInvocationQuery),
     "session_trace_summary": Endpoint(
         "GET", "/api/v1/tool_invocations/summary", SessionTraceSummary, SessionSummaryQuery
+    ),
+    "get_tool_invocation": Endpoint(
+        "GET", "/api/v1/tool_invocations/{invocation_id}", ToolInvocation, ToolInvocationPath
     ),
     "ls": Endpoint("GET", "/api/v1/ls", LsResponse, LsQuery),
     "tree": Endpoint("GET", "/api/v1/tree", TreeResponse, TreeQuery),

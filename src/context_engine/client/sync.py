@@ -29,7 +29,8 @@ from context_engine.interfaces.http.models import (
     ToolInvocationList,
     TreeResponse,
 )
-from context_engine.schema.knowledge import EvidenceVerification, LookupResult, SessionTraceSummary
+from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
+from context_engine.schema.knowledge import EvidenceVerification, LookupResult, SessionTraceSummary, ToolInvocation
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryResponse, SearchMemoryResponse
@@ -112,8 +113,17 @@ class Client:
     def search_memory(self, query: str, **fields: Any) -> SearchMemoryResponse:
         """``POST /api/v1/search_memory``: ranked L0 hits (``hits``, best first, ``score`` in 0..1) and the URIs worth
         reading (``next_actions``). ``fields``: ``top_k`` (1..50, else ``RET-4002``), ``target_uri``, ``categories``,
-        ``score_threshold``, ``session_id``, ``time_range``, ``metadata_filter``... (``SearchMemoryRequest``)."""
+        ``score_threshold``, ``session_id``, ``time_range``, ``metadata_filter``... (``SearchMemoryRequest``).
+        Always the full answer (``response_format="full"``; ``"compact"`` raises ``RET-4001``, nothing sent):
+        :meth:`search_memory_compact` answers the compact form."""
         return self._call("search_memory", {"query": query, **fields}, SearchMemoryResponse)
+
+    def search_memory_compact(self, query: str, **fields: Any) -> SearchMemoryCompact:
+        """``POST /api/v1/search_memory`` with ``response_format="compact"``: the same search, answered for agents:
+        per hit ``uri``, ``level``, ``score`` (3 decimals), ``abstract`` and ``read_recommendation``, best first;
+        ``warnings`` and ``retryable``; with ``include_debug=True`` what the compact form leaves out (``debug``:
+        ``typed_queries``, ``seed_hits``, ``next_actions``, ``trace``). ``fields``: as :meth:`search_memory`."""
+        return self._call("search_memory_compact", {"query": query, **fields}, SearchMemoryCompact)
 
     def read_memory(self, uri: str, level: Literal["L1", "L2"] = "L1", **fields: Any) -> ReadMemoryResponse:
         """``POST /api/v1/read_memory``: the L1 overview (``block.overview``) or the redacted L2 content
@@ -123,8 +133,17 @@ class Client:
     def lookup_knowledge(self, query: str, **fields: Any) -> LookupResult:
         """``POST /api/v1/lookup_knowledge``: evidence blocks (best first, with ``relevance_level``), the context
         pack and the ``invocation_id`` of the audit row. ``fields``: ``session_id``, ``top_k``, ``min_similarity``,
-        ``target_uri``, ``context_token_budget``, ``mode`` (``LookupRequest``)."""
+        ``target_uri``, ``context_token_budget``, ``mode`` (``LookupRequest``). Always the full answer
+        (``response_format="full"``): :meth:`lookup_knowledge_compact` answers the compact form."""
         return self._call("lookup_knowledge", {"query": query, **fields}, LookupResult)
+
+    def lookup_knowledge_compact(self, query: str, **fields: Any) -> LookupCompact:
+        """``POST /api/v1/lookup_knowledge`` with ``response_format="compact"``: the same lookup (and audit row),
+        answered for agents: ``invocation_id``, ``evidence_status``, per block ``uri``, ``title``, ``section``,
+        ``relevance_level``, ``similarity`` (3 decimals), the packed ``excerpt`` and its ``evidence_ref``; with
+        ``include_debug=True`` the context pack, traces and hints (``debug``). ``fields``: as
+        :meth:`lookup_knowledge`."""
+        return self._call("lookup_knowledge_compact", {"query": query, **fields}, LookupCompact)
 
     def verify_evidence(self, invocation_id: str, excerpt: str) -> EvidenceVerification:
         """``POST /api/v1/verify_evidence``: whether ``excerpt`` is backed by an evidence ref of that invocation."""
@@ -139,6 +158,11 @@ class Client:
     def session_trace_summary(self, session_id: str) -> SessionTraceSummary:
         """``GET /api/v1/tool_invocations/summary``: what a session's tool calls did."""
         return self._call("session_trace_summary", {"session_id": session_id}, SessionTraceSummary)
+
+    def get_tool_invocation(self, invocation_id: str) -> ToolInvocation:
+        """``GET /api/v1/tool_invocations/{invocation_id}``: one audit row of the caller (an admin: of its account),
+        e.g. the ``invocation_id`` of a lookup. Another user's row, or no such row: ``404 RET-4041``."""
+        return self._call("get_tool_invocation", {"invocation_id": invocation_id}, ToolInvocation)
 
     def ls(self, uri: str = "ctx://resources/") -> LsResponse:
         """``GET /api/v1/ls``: the children of a directory with their L0 abstracts."""
