@@ -74,7 +74,7 @@ def _eval_reports(home: Path, tmp: Path) -> None:
         assert res.exit_code == 0, res.output
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def console(tmp_path_factory, embedder) -> Iterator[Console]:
     runbooks = shared_data("runbooks", "prometheus-operator")
     home = tmp_path_factory.mktemp("console-home")
@@ -100,9 +100,12 @@ def console(tmp_path_factory, embedder) -> Iterator[Console]:
     service.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
-    """Debian's chromium under Playwright; the test skips, saying why, where either is missing."""
+    """Debian's chromium under Playwright; the test skips, saying why, where either is missing.
+
+    Package-scoped: the sync API runs an event loop in this thread while it is open, so it must be closed before
+    the tests of other packages run ``asyncio`` (the MCP client tests would find a loop already running)."""
     playwright_api = pytest.importorskip(
         "playwright.sync_api", reason="playwright is not installed (pip install -c constraints.txt -e '.[test]')"
     )

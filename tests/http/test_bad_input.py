@@ -63,6 +63,9 @@ def _variants(spec: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, An
     alts = schema.get("anyOf") or schema.get("oneOf")
     if alts:
         return [v for a in alts for v in _variants(spec, a) if v.get("type") != "null"]
+    kinds = schema.get("type")
+    if isinstance(kinds, list):  # {"type": ["string", "null"]}: a nullable field of the MCP tools' lean schemas
+        return [{**schema, "type": k} for k in kinds if k != "null"]
     return [schema]
 
 
