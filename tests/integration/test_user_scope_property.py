@@ -118,8 +118,8 @@ def mcp(world: World, caller: str, tool: str, args: dict) -> dict:
 
 
 def lookup(world: World, caller: str, via: str, args: dict) -> dict:
-    if via == "mcp":
-        return mcp(world, caller, "lookup_knowledge", args)
+    if via == "mcp":  # the full answer (MCP answers compact by default): the test reads its evidence blocks
+        return mcp(world, caller, "lookup_knowledge", {**args, "response_format": "full"})
     r = http(world, caller, "POST", "/api/v1/lookup_knowledge", json=args)
     assert r.status_code == 200, r.text
     return r.json()
