@@ -220,7 +220,8 @@ def test_empty_file_is_wrt_4221(client, tenants):
 
 def test_non_empty_directory_delete_is_wrt_4091(client, tenants):
     r = client.post("/api/v1/delete", json={"uri": "ctx://resources/kubernetes/"}, headers=tenants.admin)
-    assert_envelope(r, "WRT-4091")
+    body = assert_envelope(r, "WRT-4091")
+    assert "recursive=true" in body["message"]  # the HTTP field, not only the CLI's flag
 
 
 def test_user_cannot_write_shared_resources(client, tenants):
