@@ -75,3 +75,15 @@ def test_keys_list_never_cuts_the_key_id(tmp_path, monkeypatch, columns):
         assert key_id in listed.output  # whole, on one line
         revoked = runner.invoke(app, ["--home", home, "keys", "revoke", key_id])
         assert revoked.exit_code == 0 and "revoked" in revoked.output
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["keys", "list", "--help"], ["rm", "--help"]])
+def test_help_shows_flags_as_flags(argv):
+    """Trial finding: typer's rich help printed ``--json <bool>`` and ``--help <bool>``, as if they took a value."""
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    assert "<bool>" not in r.output
+    flag = {"--help": "--json", "keys": "--all", "rm": "--recursive"}[argv[0]]
+    line = next(ln for ln in r.output.splitlines() if f" {flag} " in ln)
+    assert "<" not in line  # no value type on the flag's line
+    assert "<str>" in r.output or "<path>" in r.output  # options that take a value keep their type
