@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from context_engine.schema.context import RequestContext
     from context_engine.schema.nodes import IngestReport
 
+
 def _flags_as_flags(command: Any, ctx: Any) -> None:
     """Show on/off options (``--json``, ``--all``, ``--help``) without a value type in the help of ``command`` and
     of its subcommands: typer 0.29's rich help prints ``<bool>`` for them, as if they took a value. An empty
