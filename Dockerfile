@@ -38,8 +38,9 @@ USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8420
-# /readyz needs no key and answers 200 once the engine is open and the model loaded (503 API-5031 before).
+# /readyz needs no key and answers 200 once the engine is open and the model loaded (503 API-5031 before); the
+# port is the server's, CE_HTTP__PORT (a `docker run -e CE_HTTP__PORT=...` moves both).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8420/readyz', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('CE_HTTP__PORT', '8420') + '/readyz', timeout=4)"]
 ENTRYPOINT ["context-engine"]
 CMD ["serve"]

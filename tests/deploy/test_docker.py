@@ -7,11 +7,15 @@ two stages, torch's pinned CPU wheel, the package installed with the constraints
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -85,7 +89,8 @@ def test_runtime_stage_non_root_volume_healthcheck_and_entrypoint(runtime):
     assert values(runtime, "COPY") == ["--from=build /opt/venv /opt/venv"]
     (health,) = values(runtime, "HEALTHCHECK")
     assert re.search(r"--start-period=\d+s", health)
-    assert f"http://127.0.0.1:{env['CE_HTTP__PORT']}/readyz" in health
+    # the port follows CE_HTTP__PORT (the image's value when unset): test_the_healthcheck_follows_ce_http_port runs it
+    assert f"os.environ.get('CE_HTTP__PORT', '{env['CE_HTTP__PORT']}')" in health and "/readyz" in health
     assert values(runtime, "EXPOSE") == [env["CE_HTTP__PORT"]]
     assert json.loads(values(runtime, "ENTRYPOINT")[-1]) == ["context-engine"]
     assert json.loads(values(runtime, "CMD")[-1]) == ["serve"]
@@ -130,3 +135,48 @@ def test_the_image_command_lines_are_accepted_by_the_cli():
     for argv in (["serve"], svc["command"]):
         res = CliRunner().invoke(app, [*argv, "--help"])
         assert res.exit_code == 0, res.output
+
+
+class _Ready(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/readyz" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("source", ["Dockerfile", "compose"])
+def test_the_healthcheck_follows_ce_http_port(runtime, source):
+    """Trial finding: the check hard-coded 8420, so a container moved to another port was reported unhealthy. The
+    check's own command runs here against a server on a free port named by CE_HTTP__PORT, and fails on a port where
+    nothing listens."""
+    if source == "Dockerfile":
+        (health,) = values(runtime, "HEALTHCHECK")
+        argv = json.loads(health.split("CMD ", 1)[1])
+    else:
+        (svc,) = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"].values()
+        argv = svc["healthcheck"]["test"][1:]
+    assert argv[0] == "python"
+    server = HTTPServer(("127.0.0.1", 0), _Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+
+        def check(env_port: int) -> int:
+            env = {"PATH": os.environ.get("PATH", ""), "CE_HTTP__PORT": str(env_port)}
+            return subprocess.run(
+                [sys.executable, *argv[1:]], env=env, capture_output=True, timeout=30, check=False
+            ).returncode
+
+        assert check(port) == 0
+        assert check(_free_port()) != 0
+    finally:
+        server.shutdown()
+        server.server_close()

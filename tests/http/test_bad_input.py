@@ -295,5 +295,50 @@ def test_content_length_under_the_body_is_a_400_and_a_close(live, tenants):
     statuses = [int(line.split(b" ", 2)[1]) for line in response.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
     assert statuses and set(statuses) == {400}
     if b'"code"' in response:
-        envelope = json.loads(response[response.index(b"{") : response.index(b"}", response.index(b'"request_id"')) + 1])
+        envelope = json.loads(
+            response[response.index(b"{") : response.index(b"}", response.index(b'"request_id"')) + 1]
+        )
         assert envelope["code"] == "RET-4001"
+
+
+def test_folder_with_links_leading_outside_is_added_and_the_links_skipped(
+    live, service, tenants, upload_root, tmp_path
+):
+    """Trial finding: a folder below the allowed roots that holds links out of it (``hosts.md -> a file outside``,
+    ``etclink -> a directory outside``) is added; the links are skipped and reported, as by the CLI. A path that
+    itself is a link leading outside the roots stays refused."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "hosts.md").write_text("# Hosts\n\n127.0.0.1 secret-host-entry\n", encoding="utf-8")
+    folder = upload_root / "linked-folder"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Notes\n\nA document inside the allowed root.\n", encoding="utf-8")
+    (folder / "hosts.md").symlink_to(outside / "hosts.md")
+    (folder / "etclink").symlink_to(outside, target_is_directory=True)
+    (upload_root / "outlink").symlink_to(outside, target_is_directory=True)
+
+    r = httpx.post(
+        f"{live.url}/api/v1/resources",
+        json={"path": str(folder), "target_uri": "ctx://resources/http-linked/"},
+        headers=tenants.admin,
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["uris"] == ["ctx://resources/http-linked/notes.md"]
+    reasons = {s["path"]: s["reason"] for s in report["skipped_paths"]}
+    assert set(reasons) == {"hosts.md", "etclink"}
+    assert "file outside the folder" in reasons["hosts.md"]
+    assert "directory outside the folder" in reasons["etclink"]
+    assert report["skipped"] == 2
+    stored = sorted(n.uri for n in service.metadata.list_all_nodes("acme") if "/http-linked/" in n.uri)
+    assert stored == ["ctx://resources/http-linked/", "ctx://resources/http-linked/notes.md"]
+
+    for path in (str(upload_root / "outlink"), str(folder / "hosts.md")):
+        refused = httpx.post(
+            f"{live.url}/api/v1/resources",
+            json={"path": path, "target_uri": "ctx://resources/x/"},
+            headers=tenants.admin,
+        )
+        assert refused.status_code == 404, refused.text
+        assert refused.json()["code"] == "WRT-4041"

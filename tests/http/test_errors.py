@@ -186,14 +186,14 @@ def test_path_outside_roots_is_wrt_4041(client, tenants, upload_root, tmp_path):
     assert all(b == bodies[0] for b in bodies)  # outside and missing look the same
 
 
-def test_symlink_out_of_root_is_refused(client, tenants, upload_root, tmp_path):
+def test_symlink_out_of_root_given_directly_is_refused(client, tenants, upload_root, tmp_path):
     target = tmp_path / "outside.md"
     target.write_text("# Outside\n\nnot for the store\n", encoding="utf-8")
     linkdir = upload_root / "linked"
     linkdir.mkdir(exist_ok=True)
     (linkdir / "leak.md").symlink_to(target)
-    r = client.post("/api/v1/resources", json={"path": str(linkdir)}, headers=tenants.admin)
-    assert_envelope(r, "WRT-4041")
+    r = client.post("/api/v1/resources", json={"path": str(linkdir / "leak.md")}, headers=tenants.admin)
+    assert_envelope(r, "WRT-4041")  # the path itself leads outside the roots
 
 
 def test_unsupported_format_is_wrt_4151(client, tenants):
@@ -220,7 +220,8 @@ def test_empty_file_is_wrt_4221(client, tenants):
 
 def test_non_empty_directory_delete_is_wrt_4091(client, tenants):
     r = client.post("/api/v1/delete", json={"uri": "ctx://resources/kubernetes/"}, headers=tenants.admin)
-    assert_envelope(r, "WRT-4091")
+    body = assert_envelope(r, "WRT-4091")
+    assert "recursive=true" in body["message"]  # the HTTP field, not only the CLI's flag
 
 
 def test_user_cannot_write_shared_resources(client, tenants):

@@ -459,7 +459,8 @@ class WritePipeline:
             if len(subtree) > 1 and not recursive:
                 raise ContextEngineError(
                     ErrorCode.CONFLICT,
-                    f"{node.uri} has {len(subtree) - 1} nodes below it; delete it with --recursive",
+                    f"{node.uri} has {len(subtree) - 1} nodes below it; set recursive to delete them too "
+                    "(recursive=true over HTTP and MCP, --recursive in the CLI)",
                     {"uri": node.uri, "descendants": len(subtree) - 1},
                 )
             uris = [n.uri for n in subtree]

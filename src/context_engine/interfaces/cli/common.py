@@ -31,8 +31,26 @@ if TYPE_CHECKING:
     from context_engine.schema.context import RequestContext
     from context_engine.schema.nodes import IngestReport
 
+
+def _flags_as_flags(command: Any, ctx: Any) -> None:
+    """Show on/off options (``--json``, ``--all``, ``--help``) without a value type in the help of ``command`` and
+    of its subcommands: typer 0.29's rich help prints ``<bool>`` for them, as if they took a value. An empty
+    metavar is what its ``display_type_rich`` shows instead; parsing does not use it."""
+    help_option = command.get_help_option(ctx)
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_as_flags(sub, ctx)
+
+
 class _CheckedGroup(TyperGroup):
-    """The root command group: checks every argument for invalid Unicode once, before any command runs."""
+    """The root command group: checks every argument for invalid Unicode once, before any command runs; shows
+    flags as flags in every help text (:func:`_flags_as_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        _flags_as_flags(self, ctx)  # the root's own options and, through its commands, every subcommand's
+        return super().get_params(ctx)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, cmd, rest = super().resolve_command(ctx, args)

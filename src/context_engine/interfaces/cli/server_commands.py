@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from context_engine.errors import ContextEngineError
 from context_engine.interfaces.cli.common import app, emit, err_console, fail, out, state
@@ -245,7 +245,9 @@ def keys_list(
     if state.json:
         emit([_key_row(k) for k in found])
         return
-    table = Table("key_id", "name", "account", "role", "user_space", "agent_space", "created", "last used", "revoked")
+    # the id is pasted into `keys revoke`: never wrapped or cut; the other columns shrink on a narrow terminal
+    id_column = Column("key_id", no_wrap=True, min_width=max((len(k.key_id) for k in found), default=6))
+    table = Table(id_column, "name", "account", "role", "user_space", "agent_space", "created", "last used", "revoked")
     for k in found:
         table.add_row(
             k.key_id,

@@ -126,8 +126,10 @@ def _path_refused(roots: Sequence[Path]) -> ContextEngineError:
 def resolve_server_path(raw: str, roots: Sequence[Path]) -> Path:
     """The real path of ``raw`` when it exists below one of ``roots`` (symlinks resolved), else ``WRT-4041``.
 
-    A relative ``raw`` is taken relative to the first root. In a directory, a symlink whose target lies outside the
-    roots refuses the whole request (so a link cannot smuggle other server files into the store).
+    A relative ``raw`` is taken relative to the first root. ``raw`` itself being a symlink that leads outside the
+    roots is refused like any path outside them. Symlinks inside a directory are not checked here: the loader,
+    called with ``follow_symlinks=False`` (:func:`add_resource_path`), skips every link that leads outside the folder
+    and lists it in the report's ``skipped_paths``, so no link can bring other server files into the store.
     """
     real_roots = [Path(r).expanduser().resolve() for r in roots]
     if not real_roots or not raw or "\x00" in raw:
@@ -142,10 +144,6 @@ def resolve_server_path(raw: str, roots: Sequence[Path]) -> Path:
 
     if not inside(real) or not real.exists():
         raise _path_refused(roots)
-    if real.is_dir():
-        for child in real.rglob("*"):
-            if child.is_symlink() and not inside(child.resolve()):
-                raise _path_refused(roots)
     return real
 
 

@@ -16,7 +16,8 @@ tools) or ``WRT-4002`` (write and memory tools); invalid Unicode in any argument
 unknown tool name is a protocol error: a JSON-RPC error ``-32602`` (invalid params), not a tool result.
 
 Transports: stdio (``context-engine mcp``; the caller's RequestContext is the CLI's ``--as``, default
-``default:admin``) and streamable HTTP mounted on the HTTP server (the context comes from the request's API key, see
+``default:admin``; the transport of :mod:`context_engine.interfaces.mcp.stdio`, which answers every line: a line
+that is not JSON gets ``-32700``) and streamable HTTP mounted on the HTTP server (the context comes from the request's API key, see
 :mod:`context_engine.interfaces.http.app`). Logs go to stderr only: stdout belongs to the stdio protocol.
 
 Cold start (issue 12): over stdio the engine opens on a background thread
@@ -178,6 +179,15 @@ class EngineMCPServer(MCPServer):
             "delete_memory",
         }
     )
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio through :func:`~context_engine.interfaces.mcp.stdio.stdio_transport`, which answers
+        every line (the SDK's transport drops a line it cannot parse, e.g. one with a lone surrogate)."""
+        from context_engine.interfaces.mcp.stdio import stdio_transport
+
+        async with stdio_transport() as (read_stream, write_stream):
+            server = self._lowlevel_server
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if self._tool_manager.get_tool(name) is None:  # a protocol error (JSON-RPC), not a failed tool result
