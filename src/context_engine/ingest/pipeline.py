@@ -251,14 +251,20 @@ class WritePipeline:
 
     def _redacted(self, summary: Summary, *, library: bool = True) -> Summary:
         """Secrets out of a summary before it is stored (L0 with both layers unless ``library`` is false, L1 by the
-        patterns), still within the length caps (a ``[REDACTED:kind]`` mark may be longer than the secret)."""
-        abstract = redact_derived(summary.abstract, library=library)
-        overview = redact_derived(summary.overview, library=False)
-        if len(abstract) > self._settings.l0_max_chars:
-            abstract = truncate_text(abstract, self._settings.l0_max_chars)
-        if len(overview) > self._settings.l1_max_chars:
-            overview = truncate_text(overview, self._settings.l1_max_chars)
+        patterns). A text that redaction made longer (a ``[REDACTED:kind]`` mark may be longer than the secret) is cut
+        back to its own cap: the larger of the ingest cap and the text's length before redaction, since a caller may
+        allow longer abstracts (a memory's L0 is its whole text up to ``memory.l0_max_chars``). Text without a secret
+        is stored unchanged."""
+        abstract = self._capped(summary.abstract, redact_derived(summary.abstract, library=library),
+                                self._settings.l0_max_chars)
+        overview = self._capped(summary.overview, redact_derived(summary.overview, library=False),
+                                self._settings.l1_max_chars)
         return Summary(abstract=abstract, overview=overview)
+
+    @staticmethod
+    def _capped(original: str, redacted: str, cap: int) -> str:
+        limit = max(cap, len(original))
+        return truncate_text(redacted, limit) if redacted != original and len(redacted) > limit else redacted
 
     def _prepare_directories(
         self,
