@@ -88,54 +88,30 @@ async def index() -> RedirectResponse:
     return RedirectResponse("/console/browse", status_code=307)
 
 
-@router.get("/login", response_class=HTMLResponse)
-async def login(request: Request) -> HTMLResponse:
-    return _page(request, "login.html", "Sign in")
+#: Pages: path below /console -> (template, title). A page is a layout and a form; its data comes in fragments.
+PAGES: dict[str, tuple[str, str]] = {
+    "/login": ("login.html", "Sign in"),
+    "/browse": ("browse.html", "Browse"),
+    "/node": ("node.html", "Node"),
+    "/search": ("search.html", "Search"),
+    "/lookup": ("lookup.html", "Lookup"),
+    "/sessions": ("sessions.html", "Sessions"),
+    "/eval": ("eval.html", "Evaluation"),
+    "/eval/report": ("eval_report.html", "Evaluation report"),
+    "/eval/compare": ("eval_compare.html", "Compare two runs"),
+    "/write": ("write.html", "Write"),
+}
 
 
-@router.get("/browse", response_class=HTMLResponse)
-async def browse(request: Request) -> HTMLResponse:
-    return _page(request, "browse.html", "Browse")
+def _page_route(template: str, title: str) -> Any:
+    async def page(request: Request) -> HTMLResponse:
+        return _page(request, template, title)
+
+    return page
 
 
-@router.get("/node", response_class=HTMLResponse)
-async def node(request: Request) -> HTMLResponse:
-    return _page(request, "node.html", "Node")
-
-
-@router.get("/search", response_class=HTMLResponse)
-async def search(request: Request) -> HTMLResponse:
-    return _page(request, "search.html", "Search")
-
-
-@router.get("/lookup", response_class=HTMLResponse)
-async def lookup(request: Request) -> HTMLResponse:
-    return _page(request, "lookup.html", "Lookup")
-
-
-@router.get("/sessions", response_class=HTMLResponse)
-async def sessions(request: Request) -> HTMLResponse:
-    return _page(request, "sessions.html", "Sessions")
-
-
-@router.get("/eval", response_class=HTMLResponse)
-async def evaluation(request: Request) -> HTMLResponse:
-    return _page(request, "eval.html", "Evaluation")
-
-
-@router.get("/eval/report", response_class=HTMLResponse)
-async def evaluation_report(request: Request) -> HTMLResponse:
-    return _page(request, "eval_report.html", "Evaluation report")
-
-
-@router.get("/eval/compare", response_class=HTMLResponse)
-async def evaluation_compare(request: Request) -> HTMLResponse:
-    return _page(request, "eval_compare.html", "Compare two runs")
-
-
-@router.get("/write", response_class=HTMLResponse)
-async def write(request: Request) -> HTMLResponse:
-    return _page(request, "write.html", "Write")
+for _path, (_template, _title) in PAGES.items():
+    router.add_api_route(_path, _page_route(_template, _title), methods=["GET"], response_class=HTMLResponse)
 
 
 # ---- fragments (every one behind the API's caller dependency) ------------------------------------------------------
