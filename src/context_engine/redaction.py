@@ -56,9 +56,13 @@ __all__ = [
 _LOG = logging.getLogger(__name__)
 
 _KEY_WORDS = (
-    r"password|passwd|pwd|pass|secret|client[_-]?secret|secret[_-]?key|token|access[_-]?token|auth[_-]?token|"
-    r"refresh[_-]?token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|密码|口令|密钥|令牌"
+    r"password|passwd|pwd|pass|passphrase|secret|client[ _-]?secret|secret(?:[ _-]?access)?[ _-]?key|token|"
+    r"access[ _-]?token|auth[ _-]?token|refresh[ _-]?token|api[ _-]?key|apikey|access[ _-]?key|private[ _-]?key|"
+    r"credentials?|密码|口令|密钥|令牌"
 )
+#: What may stand between a label and its separator: ``AWS Secret Access Key [None]:``, ``Password for admin:``.
+_LABEL_TAIL = r"(?:[ \t]+\[[^\]\n]{0,20}\]|[ \t]+for[ \t]+[\w.@\-]{1,40})?"
+_VALUE_STOP = r"[^\s,;\"'`<>{}()\[\]]"
 
 #: ``(kind, compiled pattern, group)``: the group (0 = the whole match) is what gets replaced.
 PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
@@ -93,12 +97,31 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
     ("pypi_token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{50,}\b"), 0),
     ("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1),
+    # secrets on command lines: curl -u user:pass, mysql -pPASS, docker login -p PASS / --password PASS
+    ("cli_password", re.compile(r"(?i)\bcurl\b[^\n]*?\s(?:-u|--user)[ \t]+[^\s:]+:(?!\$)(\S{3,})"), 1),
+    ("cli_password", re.compile(r"(?i)\bmysql(?:dump|admin)?\b[^\n]*?\s-p(?![\s$])(\S{3,})"), 1),
+    ("cli_password", re.compile(r"(?i)\blogin\b[^\n]*?\s(?:-p|--password)(?:[ \t]+|=)(?![-$])(\S{3,})"), 1),
+    # a cookie's value: Cookie: session=X
+    ("cookie", re.compile(r"(?i)\bcookie:[ \t]*[^=\s;]+=([^;\s]{8,})"), 1),
+    # <password>X</password> and the like in XML configs
+    ("credential", re.compile(r"(?i)<(?:password|passwd|secret|token|api[_-]?key)>([^<\n]{3,})</"), 1),
     # key: value, key = value, key => value (on one line)
     (
         "credential",
         re.compile(
             r"(?i)(?:\b|(?<=[_\-])|(?=[\u4e00-\u9fff]))(?:[A-Za-z0-9_\-]*(?:" + _KEY_WORDS + r"))"
-            r"[\"']?[ \t]*(?:[:=：]|=>)[ \t]*(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s,;\"'`<>{}()\[\]]{3,})"
+            r"[\"']?" + _LABEL_TAIL + r"[ \t]*(?:[:=：]|=>)[ \t]*(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|" + _VALUE_STOP + r"{3,})"
+        ),
+        1,
+    ),
+    # a label right before a key-shaped value: "the aws secret access key wJalr...": 16+ characters, letters
+    # and digits, so "the api key rotation" stays as written
+    (
+        "credential",
+        re.compile(
+            r"(?i)(?:\b|(?<=[_\-]))(?:secret(?:[ _-]?access)?[ _-]?key|api[ _-]?key|access[ _-]?token|"
+            r"auth[ _-]?token|client[ _-]?secret)[ \t]+((?=[A-Za-z0-9/+=_\-]*\d)(?=[A-Za-z0-9/+=_\-]*[A-Za-z])"
+            r"[A-Za-z0-9/+=_\-]{16,})"
         ),
         1,
     ),
@@ -117,7 +140,7 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
 _TRIGGER = re.compile(
     r"PRIVATE KEY|://|eyJ|A[KS]IA|AGPA|AIDA|AROA|ANPA|ANVA|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|sk-|"
     r"_live_|_test_|AIza|npm_|pypi-|bearer|basic\s|AccountKey|SharedAccessKey|sig=|SG\.|(?:SK|AC)[0-9a-f]{32}|"
-    r"key-[0-9a-z]{32}|do[opr]_v1_|shp(?:at|ca|pa|ss)_|GOCSPX-|" + _KEY_WORDS,
+    r"key-[0-9a-z]{32}|do[opr]_v1_|shp(?:at|ca|pa|ss)_|GOCSPX-|cookie|curl|mysql|login|" + _KEY_WORDS,
     re.IGNORECASE,
 )
 # Short texts (abstracts) redacted by patterns only are memoised: they repeat across searches.

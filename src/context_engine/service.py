@@ -71,6 +71,8 @@ _STAMP_DIM = "embedding_dim"
 
 
 _SPACE_SCOPES = {"ctx://user": "user", "ctx://agent": "agent"}
+SIMILAR_MAX_QUERY_CHARS = 4096
+"""Longest query of ``similar_search`` (characters), as search_memory's: ``RET-4001`` beyond."""
 """Scopes whose root holds one directory per space; ``ls``/``tree`` of the bare scope list the visible spaces."""
 
 
@@ -814,16 +816,24 @@ class ContextEngineService:
         corpus of lookup_knowledge; ``context_types`` defaults to ``knowledge.context_types``), ``level=0`` the
         nodes' abstracts (the corpus of search_memory's first round). The semantic layer's modes apply (``auto``:
         the configured index, exact search on error). Chunks are over-fetched and collapsed to their best chunk per
-        document; pending, deleted and invisible nodes are never returned.
+        document; pending, deleted and invisible nodes are never returned. Returned texts are redacted as every
+        text that leaves the engine (docs/security.md).
 
         Raises:
-            ContextEngineError: ``RET-4001`` empty query or a level other than 0 or 2, ``RET-4002`` top_k outside
+            ContextEngineError: ``RET-4001`` empty query, a query over ``SIMILAR_MAX_QUERY_CHARS`` (4096) characters
+                or a level other than 0 or 2, ``RET-4002`` top_k outside
                 1..1000, ``RET-4031`` target not visible, ``WRT-4001`` malformed target URI. A failing vector search
                 is not an error: the result is empty, ``retryable`` and carries a ``RET-5001`` warning.
         """
         started = time.perf_counter()
         if not query or not query.strip():
             raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty")
+        if len(query) > SIMILAR_MAX_QUERY_CHARS:  # as search_memory: a megabyte query would hold the embedder
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                f"query is longer than {SIMILAR_MAX_QUERY_CHARS} characters",
+                {"max_chars": SIMILAR_MAX_QUERY_CHARS, "chars": len(query)},
+            )
         require_valid_text(
             {"query": query, "categories": categories, "context_types": context_types}, ErrorCode.QUERY_INVALID
         )
@@ -877,7 +887,7 @@ class ContextEngineService:
                     level=h.level,
                     chunk_index=h.chunk_index,
                     breadcrumb=h.breadcrumb,
-                    text=h.text,
+                    text=self.redactor.redact(h.text).text,  # read-time redaction, as every text that leaves
                 )
             )
             if len(results) == top_k:

@@ -17,6 +17,7 @@ from context_engine.interfaces.http.console import charts
 from context_engine.interfaces.http.console.reports import EvalReports, ReportView
 from context_engine.interfaces.http.console.routes import capabilities, report_charts, router
 from context_engine.interfaces.http.routes import caller
+from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.schema.context import RequestContext
 from context_engine.service import ContextEngineService
 from context_engine.settings import load_settings
@@ -63,8 +64,8 @@ def test_every_fragment_route_depends_on_the_api_caller_and_every_route_is_liste
         if "/fragments/" in route.path:
             fragment_paths.add(route.path)
             assert caller in _dependencies(route.dependant), route.path
-        else:  # a page: no engine, no caller, no data
-            assert [d.call for d in route.dependant.dependencies] == [], route.path
+        else:  # a page: no engine, no caller, no data (only the router-wide invalid-Unicode check)
+            assert [d.call for d in route.dependant.dependencies] == [reject_invalid_text], route.path
     assert fragment_paths == {p.split("?")[0] for _, p, _ in FRAGMENTS}
 
 
@@ -216,3 +217,21 @@ def test_charts_are_svg_without_script_and_say_their_values_in_alt():
     hist = charts.latency_histogram({"a": [1.0, 2.0, 9.0]})
     assert "a: 3 queries, 1.0-9.0 ms" in hist.alt
     assert json.dumps(hist.title) == '"Latency per query (ms)"'
+
+
+def test_invalid_unicode_in_a_fragment_request_is_the_apis_400_not_a_500(client_and_keys):
+    """The console router runs the API's invalid-Unicode check: a lone surrogate in a JSON body or a query parameter
+    that is not UTF-8 is refused before any engine call (an attack pass got a 500 from /verify)."""
+    client, keys, _ = client_and_keys
+    raw = b'{"invocation_id": "\\ud800", "excerpt": "x"}'
+    headers = {**keys["admin"], "content-type": "application/json"}
+    resp = client.post("/console/fragments/verify", content=raw, headers=headers)
+    assert resp.status_code == 400 and resp.json()["code"] == "RET-4001"
+    assert resp.json()["details"]["reason"] == "invalid_unicode"
+    for path in ("/console/fragments/sessions?session_id=%FF", "/console/fragments/node?uri=%ED%A0%80"):
+        resp = client.get(path, headers=keys["admin"])
+        assert resp.status_code == 400 and resp.json()["code"] == "RET-4001", path
+    write = {**keys["admin"], "content-type": "application/json"}
+    raw = b'{"text": "a \\ud800", "uri": "ctx://resources/x.md"}'
+    resp = client.post("/console/fragments/write/text", content=raw, headers=write)
+    assert resp.status_code == 422 and resp.json()["code"] == "WRT-4221"

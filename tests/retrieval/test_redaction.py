@@ -43,6 +43,19 @@ def redactor() -> Redactor:
             "private_key",
         ),
         ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIIrY (truncated)", "MHcCAQEEIIrY", "private_key"),
+        # labelled forms an attack pass found unredacted (issue 14)
+        ("the aws secret access key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for backups", "wJalrXUtnFEMI", "credential"),
+        ("Secret access key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI", "credential"),
+        ("AWS Secret Access Key [None]: wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI", "credential"),
+        ("api key: abc123def456", "abc123def456", "credential"),
+        ("API key is abc123def456", "abc123def456", "credential"),
+        ("passphrase: correct-horse-9", "correct-horse-9", "credential"),
+        ("Password for admin: Hunter22x", "Hunter22x", "credential"),
+        ("Cookie: session=abcdef0123456789", "abcdef0123456789", "cookie"),
+        ("curl -u admin:S3cr3tPassw0rd https://api.example.com", "S3cr3tPassw0rd", "cli_password"),
+        ("mysql -u root -pS3cr3tPassw0rd app", "S3cr3tPassw0rd", "cli_password"),
+        ("docker login -u me -p S3cr3tPassw0rd registry.example.com", "S3cr3tPassw0rd", "cli_password"),
+        ("<password>S3cr3t!x</password>", "S3cr3t!x", "credential"),
     ],
 )
 def test_secrets_are_replaced(redactor, line, secret, kind):
@@ -66,6 +79,11 @@ def test_secrets_are_replaced(redactor, line, secret, kind):
         "The metrics-collector's `ServiceAccount` token is invalid or not yet mounted.",
         "Check which secret is being used: the `thanos-object-storage` secret is misconfigured.",
         "secretKeyRef:\n  key: name",
+        "The api key rotation is monthly; rotate the secret key every 90 days.",
+        "Check the secret access key permissions in IAM.",
+        "Run `mysql -p` and type the password at the prompt.",
+        "curl -u $USER:$PASS https://api.example.com",
+        "Open the login page.",
     ],
 )
 def test_ordinary_text_is_left_alone(redactor, text):

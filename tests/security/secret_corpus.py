@@ -12,6 +12,16 @@ _B64_KEY = "FAKEa2V5Zm9ydGVzdHNvbmx5bm90YXJlYWxrZXk" + "EXAMPLEZmFrZWZha2VmYWtlZ
 _PEM_BODY = "\n".join(["MIIEFAKEpAIBAAKCAQEAfakefakefakeFAKEkeyEXAMPLEonlyForTests0123456789"] * 3)
 
 SECRETS: list[tuple[str, str, str]] = [
+    # labelled forms an attack pass found unredacted
+    (
+        "aws_secret_in_prose",
+        "and the aws secret access key wJalrFAKEutnFEMI/K7MDENG/bPxRfiCYPROSEKEY for the backup bucket",
+        "wJalrFAKEutnFEMI/K7MDENG/bPxRfiCYPROSEKEY",
+    ),
+    ("api_key_label", "api key: fakeApiKey0example77", "fakeApiKey0example77"),
+    ("curl_basic_user", "curl -u admin:FakeCurlPassw0rd https://api.example.com/v1", "FakeCurlPassw0rd"),
+    ("mysql_cli_password", "mysql -u root -pFakeMysqlPassw0rd shop", "FakeMysqlPassw0rd"),
+    ("session_cookie", "Cookie: session=fakeSessionCookie0123456789", "fakeSessionCookie0123456789"),
     ("aws_access_key_id", "aws_access_key_id = AKIAFAKE0EXAMPLE1234", "AKIAFAKE0EXAMPLE1234"),
     (
         "aws_secret_access_key",

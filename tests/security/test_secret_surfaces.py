@@ -117,6 +117,12 @@ def collect_http(admin: httpx.Client, alice: httpx.Client, service: ContextEngin
         for level in ("L1", "L2"):
             reads.append(ok(admin.post("/api/v1/read_memory", json={"uri": doc_uri(kind), "level": level})))
     out["read_memory L1/L2"] = json.dumps(reads)
+    out["similar search (L2 chunks, L0)"] = json.dumps(
+        [
+            ok(alice.post("/api/search/similar", json={"query": "credentials password token key", "top_k": 100, **lv}))
+            for lv in ({"level": 2}, {"level": 0})
+        ]
+    )
     out["ls"] = json.dumps(ok(admin.get("/api/v1/ls", params={"uri": "ctx://resources/secrets/"})))
     out["tree"] = json.dumps(ok(admin.get("/api/v1/tree", params={"uri": "ctx://resources/"})))
 
@@ -193,6 +199,7 @@ SURFACES = [
     "memory L2 (read_memory)",
     "search_memory (L0, trace)",
     "read_memory L1/L2",
+    "similar search (L2 chunks, L0)",
     "ls",
     "tree",
     "lookup evidence",

@@ -18,7 +18,7 @@ import hashlib
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
@@ -34,6 +34,7 @@ from context_engine.interfaces.http.models import (
     VerifyEvidenceRequest,
 )
 from context_engine.interfaces.http.routes import Caller, Service
+from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest
 from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest
@@ -57,7 +58,8 @@ def _plain(value: Any) -> str:
 
 
 templates.env.filters["plain"] = _plain
-router = APIRouter(prefix="/console", include_in_schema=False)
+# invalid Unicode in a query parameter or a JSON body: 400/422 before anything runs, as on the API
+router = APIRouter(prefix="/console", include_in_schema=False, dependencies=[Depends(reject_invalid_text)])
 
 #: Navigation: (path, label). The login page is not in it.
 NAV: tuple[tuple[str, str], ...] = (
