@@ -557,6 +557,13 @@ class HttpSettings(_Section):
         description="Longest wait for the next bytes of a request body (s): a body that stops short of its "
         "Content-Length is answered 400 after this, and the connection closed.",
     )
+    body_timeout_s: float = Field(
+        60.0,
+        ge=0.1,
+        le=3600.0,
+        description="Longest time to receive a whole request body (s), however its bytes trickle in: a body not "
+        "complete by then is answered 400 and the connection closed (a slow client cannot hold it for ever).",
+    )
 
 
 class LoggingSettings(_Section):

@@ -40,8 +40,8 @@ SAMPLE_VALUES = {
 
 @pytest.fixture(scope="module")
 def live(service, tenants):
-    # a short body idle timeout, so the Content-Length tests wait one second, not the default ten
-    http = service.settings.http.model_copy(update={"body_idle_timeout_s": 1.0})
+    # short body timeouts, so the Content-Length tests wait seconds, not the defaults (10 s idle, 60 s whole body)
+    http = service.settings.http.model_copy(update={"body_idle_timeout_s": 1.0, "body_timeout_s": 3.0})
     with LiveServer(create_app(service.settings.model_copy(update={"http": http}), service=service)) as server:
         yield server
 
@@ -285,6 +285,37 @@ def test_content_length_over_the_body_is_a_400_without_hanging(live, tenants):
     assert status == 400
     assert envelope["code"] == "RET-4001"
     assert set(envelope) == {"code", "message", "details", "request_id"}
+
+
+def test_a_body_trickled_in_is_cut_off_at_the_whole_body_deadline(live, tenants):
+    """Slowloris: one byte every 0.4 s never trips the 1 s idle timeout, but the body is not complete 3 s after it
+    started (``http.body_timeout_s``): 400 and a close, long before the ~50 s the trickle would take."""
+    body = b'{"query": "disk pressure"}' + b" " * 100
+    head = _post(tenants, b"", len(body))
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
+        sock.sendall(head)
+        answer = b""
+        for i in range(len(body)):
+            try:
+                sock.sendall(body[i : i + 1])
+            except OSError:  # the server closed: it has answered
+                break
+            sock.settimeout(0.4)
+            try:
+                answer += sock.recv(65536)
+            except TimeoutError:
+                continue
+            if answer:
+                break
+        sock.settimeout(10)
+        while not _complete(answer):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    status, envelope = _status_and_body(answer)  # without the deadline the body would complete: a 200
+    assert status == 400 and envelope["code"] == "RET-4001"
+    assert "not complete within 3 s" in envelope["message"]
 
 
 def test_content_length_under_the_body_is_a_400_and_a_close(live, tenants):

@@ -199,6 +199,7 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         upload_paths=frozenset({UPLOAD_PATH}),
         metrics=lambda: state.http_metrics,
         body_idle_timeout_s=http.body_idle_timeout_s,
+        body_timeout_s=http.body_timeout_s,
     )
     return app
 

@@ -5,9 +5,10 @@ metrics, and the ``500`` envelope for unexpected errors (DESIGN.md §8, §9).
   random one; echoed in the ``X-Request-ID`` response header, in every error envelope and on every log line.
 * Body size: ``Content-Length`` over the limit is refused before reading (``413``, ``WRT-4131``); a chunked body is
   counted while it is read and refused the same way once it passes the limit. Upload paths get their own limit.
-* Body timing: a body that stops short of its ``Content-Length`` (no bytes for ``http.body_idle_timeout_s``) is
-  answered ``400`` (``RET-4001`` on read routes, ``WRT-4002`` on write routes) and the connection closed, instead of
-  holding the connection open for ever. A body longer than its ``Content-Length`` is cut there by the HTTP parser:
+* Body timing: a body that stops short of its ``Content-Length`` (no bytes for ``http.body_idle_timeout_s``), or
+  that is not complete ``http.body_timeout_s`` after its first read however its bytes trickle in, is answered ``400``
+  (``RET-4001`` on read routes, ``WRT-4002`` on write routes) and the connection closed, instead of holding the
+  connection open for ever. A body longer than its ``Content-Length`` is cut there by the HTTP parser:
   the rest is not a valid next request and the server answers it ``400`` and closes.
 * ``Server-Timing: engine;dur=<ms>, app;dur=<ms>`` on engine calls: the engine's own time and the whole server-side
   time, so a client can tell what the interface adds (``bench/http_load.py`` uses it).
@@ -50,11 +51,15 @@ class BodyIncomplete(HTTPException):
     """Raised from ``receive`` when no more body bytes arrive within the idle timeout (a Content-Length over the
     body): ``400``; the connection is closed after the answer."""
 
-    def __init__(self, timeout_s: float, received: int) -> None:
+    def __init__(self, timeout_s: float, received: int, *, whole: bool = False) -> None:
+        why = (
+            f"not complete within {timeout_s:g} s"
+            if whole
+            else f"then nothing for {timeout_s:g} s (Content-Length larger than the body?)"
+        )
         super().__init__(
             status_code=400,
-            detail=f"request body incomplete: {received} bytes arrived, then nothing for {timeout_s:g} s "
-            "(Content-Length larger than the body?)",
+            detail=f"request body incomplete: {received} bytes arrived, {why}",
             headers={"Connection": "close"},
         )
 
@@ -118,9 +123,11 @@ class RequestMiddleware:
         upload_paths: frozenset[str] = frozenset(),
         metrics: Callable[[], HttpMetrics | None] = lambda: None,
         body_idle_timeout_s: float = 10.0,
+        body_timeout_s: float = 60.0,
     ) -> None:
         self.app = app
         self.body_idle_timeout_s = body_idle_timeout_s
+        self.body_timeout_s = body_timeout_s
         self.max_request_bytes = max_request_bytes
         self.max_upload_bytes = max_upload_bytes
         self.upload_paths = upload_paths
@@ -153,15 +160,21 @@ class RequestMiddleware:
 
         received = 0
         body_done = False
+        body_deadline: float | None = None  # set at the first read of the body
 
         async def receive_wrapper() -> Message:
-            nonlocal received, body_done
+            nonlocal received, body_done, body_deadline
             if body_done:  # later calls wait for the disconnect (streaming responses): no timeout there
                 return await receive()
-            with anyio.move_on_after(self.body_idle_timeout_s) as waited:
+            now = time.monotonic()
+            if body_deadline is None:
+                body_deadline = now + self.body_timeout_s
+            left = max(0.0, body_deadline - now)
+            with anyio.move_on_after(min(self.body_idle_timeout_s, left)) as waited:
                 message = await receive()
             if waited.cancelled_caught:
-                raise BodyIncomplete(self.body_idle_timeout_s, received)
+                whole = left < self.body_idle_timeout_s
+                raise BodyIncomplete(self.body_timeout_s if whole else self.body_idle_timeout_s, received, whole=whole)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 body_done = not message.get("more_body", False)
