@@ -140,6 +140,14 @@ class Tab:
                 body = f"<unreadable: {err}>"
             self.fragments.append((response.url, response.status, body))
 
+    def settle(self, condition: Any, timeout_ms: int = 10_000) -> None:
+        """Let Playwright deliver pending events until ``condition()`` holds: a response is recorded when the sync
+        API next yields to its loop, which can be after the page has already shown what the response brought."""
+        waited = 0
+        while not condition() and waited < timeout_ms:
+            self.page.wait_for_timeout(50)
+            waited += 50
+
     def open(self, path: str) -> Any:
         self.page.goto(self.console.url + path)
         self.page.wait_for_selector("body[data-ready=true]", timeout=60_000)

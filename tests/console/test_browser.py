@@ -81,6 +81,7 @@ def test_login_page_keeps_the_key_for_the_tab_and_refuses_a_wrong_one(tab_factor
 def test_browse_expands_the_tree_lazily_and_by_keyboard(tab_factory):
     tab = tab_factory("admin_a")
     page = tab.open("/console/browse")
+    tab.settle(lambda: len(tab.fragments) >= 2)
     assert sorted(u.split("/console/fragments/")[1].split("?")[0] for u, _, _ in tab.fragments) == ["roots", "whoami"]
     toggle = page.locator("button[data-tree='ctx://resources/']")
     for _ in range(10):  # Tab through the skip link, the navigation and the sign-out button to the first toggle
@@ -94,7 +95,9 @@ def test_browse_expands_the_tree_lazily_and_by_keyboard(tab_factory):
     page.click("button[data-tree='ctx://resources/runbooks/etcd/']")
     link = page.locator(f"li[data-uri='{NO_LEADER}'] a")
     link.wait_for()
-    assert len([u for u, _, _ in tab.fragments if "/fragments/tree" in u]) == 3
+    trees = lambda: [u for u, _, _ in tab.fragments if "/fragments/tree" in u]  # noqa: E731
+    tab.settle(lambda: len(trees()) >= 3)
+    assert len(trees()) == 3
     tab.shot("browse-expanded")
     link.click()
     page.wait_for_selector("body[data-ready=true] #l2 pre")
