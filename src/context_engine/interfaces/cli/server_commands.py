@@ -143,7 +143,9 @@ def serve(
     # Workers are fresh processes that import the app factory by name: they get this command's settings through
     # the CE_* environment (the home, and the options given here; config.toml is read again from the home).
     os.environ.update(settings_environment(settings, http))
-    uvicorn.run(WORKER_APP_FACTORY, factory=True, workers=workers, **common)
+    # uvicorn's supervisor kills a worker that misses a 5 s health ping; a worker loading the model on a busy
+    # machine can hold the GIL that long, and its in-flight connections were reset: give it a minute.
+    uvicorn.run(WORKER_APP_FACTORY, factory=True, workers=workers, timeout_worker_healthcheck=60, **common)
 
 
 #: The ASGI app factory that ``serve --workers N`` (N > 1) hands to uvicorn by import string.
