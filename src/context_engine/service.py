@@ -59,7 +59,7 @@ from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
-from context_engine.storage.content.local import LocalContentStore
+from context_engine.storage.factory import open_content, open_metadata, open_vector_index
 from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.metadata.audit import SqlAuditStore
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
@@ -111,8 +111,8 @@ class ContextEngineService:
                 "dense_weight": dense_weight_of(self.embedder, settings.keyword.dense_weight, settings.keyword.fusion)
             }
         )
-        self.content = content or LocalContentStore(home / "content")
-        self.metadata = metadata or SqlMetadataStore.sqlite(home / "metadata.db")
+        self.content = content or open_content(settings)
+        self.metadata = metadata or open_metadata(settings)
         self._check_stamp()
         self.index = index or self._build_index(home)
         self.metrics = Metrics()
@@ -141,24 +141,12 @@ class ContextEngineService:
         return cls(load_settings(path_or_settings), **kwargs)
 
     def _build_index(self, home: Path) -> VectorIndex:
-        if self.settings.vector.backend == "exact":
-            from context_engine.storage.vector.exact import ExactVectorIndex
-
-            return ExactVectorIndex(self.metadata)
-        from context_engine.storage.vector.lazy import LazyVectorIndex
-
-        def open_lancedb() -> VectorIndex:
-            from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
-
-            return LanceDBVectorIndex(
-                home / "vectors",
-                self.embedder.dim,
-                self.settings.vector,
-                on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
-            )
-
-        # opened on first use: a search served by the level-0 matrix and BM25 never pays for importing LanceDB
-        return LazyVectorIndex("lancedb", open_lancedb)
+        return open_vector_index(
+            self.settings,
+            self.metadata,
+            self.embedder.dim,
+            on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
+        )
 
     def _recover_writes(self) -> None:
         """The startup check: undo or finish what writes killed mid-way left (the write journal, O(leftovers)).

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 DEFAULT_HOME = Path("~/.context-engine")
@@ -65,8 +65,30 @@ class EmbeddingSettings(_Section):
     )
 
 
+class MilvusSettings(_Section):
+    """``vector.backend = "milvus"`` (issue 13; docs/deployment.md): one collection per model and dimension,
+    ``account_id`` as its partition key. The token comes from the environment (``CE_VECTOR__MILVUS__TOKEN``) or a
+    secrets file, never from config.toml into a log."""
+
+    uri: str = Field("http://127.0.0.1:19530", description="Milvus address (http://host:port).")
+    token: SecretStr | None = Field(None, description="Milvus token ('user:password' or an API key); never logged.")
+    db_name: str = Field("default", description="Milvus database.")
+    collection_prefix: str = Field(
+        "ce", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="Collection names: <prefix>_<model>_<dim>."
+    )
+    consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = Field(
+        "Strong", description="Read consistency; Strong gives read-your-writes across replicas."
+    )
+    index_type: str = Field("FLAT", description="Milvus index type (FLAT, HNSW, IVF_FLAT, ...).")
+    metric_type: Literal["COSINE", "IP", "L2"] = Field("COSINE", description="Similarity metric of the index.")
+    timeout_s: float = Field(10.0, gt=0, le=600, description="Timeout of one Milvus call (s).")
+
+
 class VectorSettings(_Section):
-    backend: Literal["lancedb", "exact"] = Field("lancedb", description="Primary vector index (DESIGN §3).")
+    backend: Literal["lancedb", "exact", "milvus"] = Field(
+        "lancedb", description="Primary vector index (DESIGN §3): embedded LanceDB, exact (metadata DB) or Milvus."
+    )
+    milvus: MilvusSettings = MilvusSettings()
     table_name: str = Field("context_vectors", description="LanceDB table name.")
     ann_index_min_rows: int = Field(
         50_000, ge=256, description="Create an ANN index (IVF_SQ) once the table holds at least this many rows."
@@ -74,6 +96,37 @@ class VectorSettings(_Section):
     compact_every_writes: int = Field(50, ge=1, description="Compact the table after this many small write operations.")
     nprobes: int = Field(32, ge=1, le=1024, description="IVF partitions probed per query once an ANN index exists.")
     refine_factor: int = Field(4, ge=1, le=100, description="ANN candidates re-ranked exactly per result.")
+
+
+class MetadataSettings(_Section):
+    """The metadata database (issue 13; docs/deployment.md): nodes, vectors, change log, audit, API keys."""
+
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL: default sqlite:///<home>/metadata.db; postgresql+psycopg://user@host:port/db "
+        "for a shared database (the password from PGPASSWORD or the URL set in the environment, never logged).",
+    )
+    pool_size: int = Field(5, ge=1, le=256, description="Connections kept open per process (PostgreSQL).")
+    max_overflow: int = Field(10, ge=0, le=256, description="Extra connections opened under load (PostgreSQL).")
+    connect_timeout_s: float = Field(5.0, gt=0, le=600, description="Timeout of one connection attempt (s).")
+
+
+class ContentSettings(_Section):
+    """The content store (issue 13; docs/deployment.md): L1/L2 text of every node, and the undo records of writes."""
+
+    url: str | None = Field(
+        None,
+        description="file:///path (default file://<home>/content) or s3://bucket/prefix for an S3-compatible store.",
+    )
+    s3_endpoint: str | None = Field(None, description="S3 endpoint URL (MinIO, SeaweedFS); default: AWS.")
+    s3_region: str = Field("us-east-1", description="S3 region.")
+    s3_access_key_id: SecretStr | None = Field(
+        None, description="S3 access key id (environment: CE_CONTENT__S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID)."
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        None, description="S3 secret key (environment: CE_CONTENT__S3_SECRET_ACCESS_KEY or AWS_SECRET_ACCESS_KEY)."
+    )
+    timeout_s: float = Field(10.0, gt=0, le=600, description="Timeout of one object-store call (s).")
 
 
 class IngestSettings(_Section):
@@ -587,6 +640,8 @@ class Settings(BaseSettings):
     home: Path = Field(DEFAULT_HOME, description="Data directory: content/, metadata.db, vectors/.")
     default_account: str = Field("default", description="Account used by the embedded single-user default.")
     embedding: EmbeddingSettings = EmbeddingSettings()
+    metadata: MetadataSettings = MetadataSettings()
+    content: ContentSettings = ContentSettings()
     vector: VectorSettings = VectorSettings()
     ingest: IngestSettings = IngestSettings()
     memory: MemorySettings = MemorySettings()

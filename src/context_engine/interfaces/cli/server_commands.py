@@ -46,11 +46,11 @@ def _settings(**overrides: Any) -> Settings:
 
 @contextmanager
 def _key_store(settings: Settings) -> Iterator[Any]:
+    from context_engine.storage.factory import open_metadata
     from context_engine.storage.metadata.keys import ApiKeyStore
-    from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
     try:
-        metadata = SqlMetadataStore.sqlite(settings.home_path / "metadata.db")
+        metadata = open_metadata(settings)
     except ContextEngineError as e:
         fail(e)
     try:
