@@ -32,3 +32,42 @@ def require_service(name: str, service: str) -> str:
     if not value:
         pytest.skip(f"{service} is not running: start it with `bash scripts/services.sh up {service}` ({name} unset)")
     return value
+
+
+def scale_out_settings(name: str) -> dict:
+    """Settings overrides that put an engine on all three scale-out stores (PostgreSQL, S3, Milvus Lite), each in a
+    fresh namespace called ``name`` (a database, a key prefix, a collection prefix), or skip when a service is absent.
+
+    The database is created here; it stays on the throwaway test server (``scripts/services.sh down`` removes it).
+    """
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    pg = make_url(require_service("CE_TEST_POSTGRES_URL", "postgres"))
+    s3 = require_service("CE_TEST_S3_ENDPOINT", "seaweedfs")
+    milvus = require_service("CE_TEST_MILVUS_URI", "milvus")
+    admin = create_engine(pg, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return {
+        "metadata": {"url": pg.set(database=name).render_as_string(hide_password=False)},
+        "content": {
+            "url": f"s3://{service_var('CE_TEST_S3_BUCKET')}/{name}",
+            "s3_endpoint": s3,
+            "s3_access_key_id": service_var("CE_TEST_S3_ACCESS_KEY_ID"),
+            "s3_secret_access_key": service_var("CE_TEST_S3_SECRET_ACCESS_KEY"),
+        },
+        "vector": {"backend": "milvus", "milvus": {"uri": milvus, "collection_prefix": name}},
+    }
+
+
+def settings_env(overrides: dict, prefix: str = "CE_") -> dict[str, str]:
+    """The same overrides as ``CE_*`` environment variables (``__`` nesting), for a child process (serve, the CLI)."""
+    env: dict[str, str] = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            env.update(settings_env(value, f"{prefix}{key.upper()}__"))
+        elif value is not None:
+            env[f"{prefix}{key.upper()}"] = str(value)
+    return env
