@@ -2,17 +2,27 @@
 
 Sources, highest first: constructor arguments, ``CE_`` environment variables (``__`` for nesting, e.g.
 ``CE_INGEST__MAX_FILE_BYTES``), then ``<home>/config.toml``. The embedded default needs no configuration.
+Secrets (database URL with its password, S3 keys, the Milvus token) may instead come from files in the directory
+``CE_SECRETS_DIR`` names, one file per setting named like its variable (``ce_metadata__url``), e.g. Docker/Kubernetes
+secrets mounted at ``/run/secrets``; they rank after the environment and before config.toml.
 Unknown keys are rejected. This is the only module that reads the environment.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 DEFAULT_HOME = Path("~/.context-engine")
 
@@ -662,6 +672,19 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        secrets_dir = os.environ.get("CE_SECRETS_DIR")
+        if secrets_dir:  # one file per secret, named like its variable: <dir>/ce_metadata__url (docs/deployment.md)
+            from pydantic_settings.sources import NestedSecretsSettingsSource
+
+            sources.append(
+                NestedSecretsSettingsSource(
+                    file_secret_settings,
+                    secrets_dir=secrets_dir,
+                    secrets_dir_missing="error",
+                    secrets_nested_delimiter="__",
+                    secrets_prefix="CE_",
+                )
+            )
         home = _peek_home(init_settings, env_settings)
         toml = home / "config.toml"
         if toml.is_file():
@@ -703,6 +726,8 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
             "invalid configuration (CE_* environment variables or <home>/config.toml): " + "; ".join(problems),
             {"problems": problems},
         ) from None
+    except SettingsError as err:  # CE_SECRETS_DIR missing or unreadable
+        raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"settings source: {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"config.toml is not valid TOML: {err}") from None
     if settings.home_path.exists() and not settings.home_path.is_dir():

@@ -11,6 +11,7 @@ Milvus Lite from ``scripts/services.sh up``), each with a home of its own as on 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -50,19 +51,14 @@ def _check(home, env) -> dict:
     """``context-engine reindex --check`` on the shared stores, from a third home."""
     r = subprocess.run(
         [*CLI, "--home", str(home), "--json", "reindex", "--check"],
-        env={**env, **_os_env()},
+        env={**os.environ, **env},
+        check=False,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout)
-
-
-def _os_env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 DOC = """# Payment gateway timeouts
@@ -76,9 +72,10 @@ Raise the gateway client's connect timeout and drain the stuck PENDING orders wi
 
 
 def test_two_replicas_serve_the_same_results_and_see_each_others_writes(tmp_path, shared_env):
-    with ServeProcess(tmp_path / "a" / "home", env=shared_env) as a, ServeProcess(
-        tmp_path / "b" / "home", env=shared_env
-    ) as b:
+    with (
+        ServeProcess(tmp_path / "a" / "home", env=shared_env) as a,
+        ServeProcess(tmp_path / "b" / "home", env=shared_env) as b,
+    ):
         uri = "ctx://resources/ops/payment-gateway-timeouts.md"
         assert _search(b, "payment gateway upstream timeout") == []  # nothing there yet
         r = _add_text(a, uri, DOC)
@@ -92,7 +89,9 @@ def test_two_replicas_serve_the_same_results_and_see_each_others_writes(tmp_path
         assert r.status_code == 200 and "reconcile job" in r.json()["text"]
 
         # a memory written through B, read and searched through A
-        r = httpx.post(f"{b.url}/api/v1/memories", json={"text": "The on-call rotation changes every Tuesday."}, timeout=120)
+        r = httpx.post(
+            f"{b.url}/api/v1/memories", json={"text": "The on-call rotation changes every Tuesday."}, timeout=120
+        )
         assert r.status_code == 200, r.text
         memory_uri = r.json()["uris"][0]
         assert memory_uri in [u for u, _ in _search(a, "when does the on-call rotation change")]
