@@ -111,7 +111,7 @@ class VectorSettings(_Section):
 class MetadataSettings(_Section):
     """The metadata database (issue 13; docs/deployment.md): nodes, vectors, change log, audit, API keys."""
 
-    url: str | None = Field(
+    url: SecretStr | None = Field(
         None,
         description="SQLAlchemy URL: default sqlite:///<home>/metadata.db; postgresql+psycopg://user@host:port/db "
         "for a shared database (the password from PGPASSWORD or the URL set in the environment, never logged).",

@@ -25,7 +25,7 @@ __all__ = ["metadata_url", "open_content", "open_metadata", "open_vector_index"]
 def metadata_url(settings: Settings) -> str:
     """The SQLAlchemy URL of the metadata database: ``metadata.url`` or ``sqlite:///<home>/metadata.db``."""
     if settings.metadata.url:
-        return settings.metadata.url
+        return settings.metadata.url.get_secret_value()
     from sqlalchemy.engine import URL
 
     return URL.create("sqlite", database=str(settings.home_path / "metadata.db")).render_as_string()
@@ -41,7 +41,7 @@ def open_metadata(settings: Settings) -> MetadataStore:
 
     if not settings.metadata.url:
         return SqlMetadataStore.sqlite(settings.home_path / "metadata.db")
-    return SqlMetadataStore(settings.metadata.url)
+    return SqlMetadataStore(metadata_url(settings))
 
 
 def open_content(settings: Settings) -> ContentStore:
