@@ -112,7 +112,8 @@ def _open_s3(settings: Settings, on_failure: Callable[[str], None] | None) -> S3
         if urlsplit(endpoint).scheme not in ("http", "https") or urlsplit(endpoint).password:
             raise ContextEngineError(
                 ErrorCode.CONFIG_INVALID,
-                f"content.s3_endpoint: expected http(s)://host:port without credentials, got {_safe_endpoint(endpoint)}",
+                "content.s3_endpoint: expected http(s)://host:port without credentials, got "
+                f"{_safe_endpoint(endpoint)}",
                 {"setting": "content.s3_endpoint"},
             )
         config["endpoint"] = endpoint

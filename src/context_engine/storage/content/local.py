@@ -270,6 +270,12 @@ class LocalContentStore:
             out.append("ctx://" + "/".join(rel) + ("" if is_file else "/"))
         return sorted(out)
 
+    def account_ids(self) -> list[str]:
+        """The account folders under the root (``reindex --gc`` sweeps them all), sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name[0] not in "@.")
+
     def _next_record(self, journal_id: str) -> tuple[int, Path]:
         folder = self._journal_root / journal_id
         with self._seq_lock:

@@ -376,6 +376,16 @@ class S3ContentStore:
             "ctx://" + folder + ("" if LEVEL_FILES[Level.L2] in names else "/") for folder, names in levels.items()
         )
 
+    def account_ids(self) -> list[str]:
+        """The accounts with a key prefix under the store's prefix (``reindex --gc`` sweeps them all), sorted: one
+        LIST with a delimiter (SeaweedFS also lists an account whose objects were all deleted: harmless here)."""
+        try:
+            found = obstore.list_with_delimiter(self._store, self._base or None)
+        except _STORE_ERRORS as err:
+            raise self._failed("list", self._base or "/", err) from err
+        names = (p.rstrip("/")[len(self._base) :] for p in found["common_prefixes"])
+        return sorted(n for n in names if n and n != JOURNAL_DIR)
+
     # ---- journal helpers ----------------------------------------------------------------------------------------
     def _next_record(self, journal_id: str) -> tuple[int, str]:
         """The next record number of ``journal_id`` and the key prefix of its copies."""
