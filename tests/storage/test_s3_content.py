@@ -135,7 +135,8 @@ def test_a_rollback_that_fails_part_way_is_completed_by_the_next_one(monkeypatch
     monkeypatch.undo()
     store.rollback("1")
     assert [store.read_level("a", uri, lv) for lv in (Level.L0, Level.L1)] == ["old0", "old1"]
-    assert store.journal_ids() == [] and s3_keys(store) == ["a/resources/x.md/.abstract.md", "a/resources/x.md/.overview.md"]
+    assert store.journal_ids() == []
+    assert s3_keys(store) == ["a/resources/x.md/.abstract.md", "a/resources/x.md/.overview.md"]
 
 
 # ---- on the seaweedfs endpoint ------------------------------------------------------------------------------------
@@ -176,3 +177,59 @@ def test_credentials_from_the_standard_aws_variables(s3_content, monkeypatch):
     store = open_content(Settings(content=bare))
     store.write_levels("a", "ctx://resources/x.md", {Level.L2: "via AWS_*"})
     assert store.read_level("a", "ctx://resources/x.md", Level.L2) == "via AWS_*"
+
+
+class _Crash(BaseException):
+    """Stands for a SIGKILL: nothing after it runs (not an Exception, so no handler in the store catches it)."""
+
+
+def _crash_at(monkeypatch, name: str, nth: int) -> list[int]:
+    """Make ``obstore.<name>`` raise :class:`_Crash` on its ``nth`` call (1-based); returns the call counter."""
+    real, calls = getattr(obstore, name), [0]
+
+    def call(*args, **kw):
+        calls[0] += 1
+        if calls[0] == nth:
+            raise _Crash(name)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(obstore, name, call)
+    return calls
+
+
+def _objects(memory: MemoryStore) -> dict[str, bytes]:
+    return {m["path"]: bytes(obstore.get(memory, m["path"]).bytes()) for b in obstore.list(memory) for m in b}
+
+
+def _seeded() -> tuple[MemoryStore, S3ContentStore]:
+    memory = MemoryStore()
+    store = S3ContentStore(memory, "p")
+    store.write_levels("a", "ctx://resources/d/", {Level.L0: "d0", Level.L1: "d1"})
+    for name in ("x", "y", "z"):
+        store.write_levels("a", f"ctx://resources/d/{name}.md", {Level.L0: f"{name}0", Level.L2: f"{name}2"})
+    return memory, store
+
+
+@pytest.mark.parametrize("op", ["move", "delete"])
+@pytest.mark.parametrize("call", ["copy", "delete", "put"])
+def test_a_crash_at_any_object_of_a_journaled_move_or_delete_is_rolled_back_by_the_next_process(monkeypatch, op, call):
+    """S3 has no rename: a move or delete is many calls. Whichever call the writer dies at, a new store object (the
+    next process) rolls the write back to exactly the objects there were before."""
+    for nth in range(1, 12):
+        memory, store = _seeded()
+        before = _objects(memory)
+        calls = _crash_at(monkeypatch, call, nth)
+        try:
+            if op == "move":
+                store.move_journaled("1", "a", "ctx://resources/d/", "ctx://resources/e/f/")
+            else:
+                store.delete_journaled("1", "a", "ctx://resources/d/")
+            finished = True
+        except _Crash:
+            finished = False
+        monkeypatch.undo()
+        if finished and calls[0] < nth:
+            assert nth > 1
+            break  # the change made fewer calls than nth: every crash point was covered
+        S3ContentStore(memory, "p").rollback("1")
+        assert _objects(memory) == before, (op, call, nth)
