@@ -17,7 +17,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.journal import RecoveryReport, WriteJournal
 from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
 from context_engine.ingest.memory import MemoryWriter, memory_abstract_of, memory_hash
-from context_engine.ingest.pipeline import Progress, WritePipeline
+from context_engine.ingest.pipeline import GarbageReport, Progress, WritePipeline
 from context_engine.knowledge.compact import compact_lookup
 from context_engine.knowledge.hint_index import KnowledgeIndexService
 from context_engine.knowledge.lookup import LookupKnowledgeService
@@ -111,11 +111,13 @@ class ContextEngineService:
                 "dense_weight": dense_weight_of(self.embedder, settings.keyword.dense_weight, settings.keyword.fusion)
             }
         )
-        self.content = content or open_content(settings)
+        self.metrics = Metrics()
+        self.content = content or open_content(
+            settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
+        )
         self.metadata = metadata or open_metadata(settings)
         self._check_stamp()
         self.index = index or self._build_index(home)
-        self.metrics = Metrics()
         self.journal = WriteJournal(
             self.metadata, self.content, self.index, home / "journal", crash_at=settings.ingest.crash_at
         )
@@ -657,6 +659,17 @@ class ContextEngineService:
         if not ctx.is_admin:
             raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "checking the write journal needs the admin role")
         return self.pipeline.check(repair=repair)
+
+    def collect_garbage(self, ctx: RequestContext = DEFAULT_CONTEXT) -> GarbageReport:
+        """``reindex --gc``: remove the content objects and vector-index rows that no node owns, in every account
+        (after recovering the write journal). O(store).
+
+        Raises:
+            ContextEngineError: ``RET-4032`` for a caller that is not an admin; ``WRT-5001`` when a store fails.
+        """
+        if not ctx.is_admin:
+            raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "collecting garbage needs the admin role")
+        return self.pipeline.collect_garbage()
 
     # ------------------------------------------------------------------------------------------------ reads
     def _visible_node(self, uri: ContextURI, ctx: RequestContext) -> NodeRecord:

@@ -136,3 +136,52 @@ def vector_index_factory(
 def vector_index(vector_index_factory: VectorIndexFactory) -> VectorIndex:
     """An open, empty index of each vector backend."""
     return vector_index_factory.open()
+
+
+# ---- content stores -----------------------------------------------------------------------------------------------
+
+CONTENT_BACKENDS = ("local", "s3")
+
+
+@dataclass
+class ContentBackend:
+    """One content-store adapter under test.
+
+    Attributes:
+        name: ``local`` or ``s3`` (the S3 endpoint of ``scripts/services.sh``, a fresh key prefix per test).
+        open: opens a store on the same root (call again to test a second process or a reopen).
+        raw: every path (local: file under the root) or key (s3: below the prefix) the store holds, sorted, for
+            tests that check nothing is left behind.
+    """
+
+    name: str
+    open: Callable[[], Any]
+    raw: Callable[[], list[str]]
+
+
+@pytest.fixture(params=CONTENT_BACKENDS)
+def content_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContentBackend]:
+    if request.param == "local":
+        from context_engine.storage.content.local import LocalContentStore
+
+        root = tmp_path / "content"
+        yield ContentBackend(
+            "local",
+            lambda: LocalContentStore(root),
+            lambda: sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()),
+        )
+        return
+    from context_engine.settings import Settings
+    from context_engine.storage.factory import open_content
+    from tests.s3_store import drop_prefix, s3_content_settings, s3_keys
+
+    content = s3_content_settings("conformance")
+    settings = Settings(home=tmp_path / "home", content=content)
+    yield ContentBackend("s3", lambda: open_content(settings), lambda: s3_keys(open_content(settings)))
+    drop_prefix(content)
+
+
+@pytest.fixture
+def content_store(content_backend: ContentBackend) -> Any:
+    """An open, empty content store of each adapter."""
+    return content_backend.open()

@@ -1,18 +1,12 @@
-"""Conformance suite for the ContentStore protocol (ContextFS). Every adapter must pass it."""
+"""Conformance suite for the ContentStore protocol (ContextFS). Every adapter must pass it: ``local`` always, ``s3``
+on the endpoint of ``bash scripts/services.sh up seaweedfs`` (skipped when it is not running). The ``content_store``
+fixture is in tests/storage/conftest.py."""
 
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import Level
-from context_engine.storage.content.local import LocalContentStore
 from context_engine.storage.protocols import ContentStore
-
-
-@pytest.fixture(params=["local"])
-def content_store(request, tmp_path) -> ContentStore:
-    if request.param == "local":
-        return LocalContentStore(tmp_path / "content")
-    raise AssertionError(request.param)
 
 
 def test_is_a_content_store(content_store):
@@ -78,8 +72,36 @@ def test_cjk_and_unicode_round_trip(content_store):
     assert content_store.read_level("a", uri, Level.L2) == "emoji ☕ and CJK 文本"
 
 
-def test_no_temporary_files_left_behind(tmp_path):
-    store = LocalContentStore(tmp_path / "c")
+def test_no_temporary_files_left_behind(content_backend):
+    store = content_backend.open()
     store.write_levels("a", "ctx://resources/x.md", {Level.L0: "a", Level.L1: "b", Level.L2: "c"})
-    names = sorted(p.name for p in (tmp_path / "c").rglob("*") if p.is_file())
-    assert names == [".abstract.md", ".content.md", ".overview.md"]
+    assert content_backend.raw() == [f"a/resources/x.md/{n}" for n in (".abstract.md", ".content.md", ".overview.md")]
+
+
+def test_layout_mirrors_the_uri(content_backend):
+    """Both stores keep one folder (key prefix) per node under ``<account>/<scope>/[<space>/]<segments>``."""
+    store = content_backend.open()
+    store.write_levels("a", "ctx://user/u1/memories/prefs/", {Level.L0: "dir"})
+    store.write_levels("a", "ctx://user/u1/memories/prefs/tea.md", {Level.L2: "green"})
+    assert content_backend.raw() == [
+        "a/user/u1/memories/prefs/.abstract.md",
+        "a/user/u1/memories/prefs/tea.md/.content.md",
+    ]
+
+
+def test_node_uris_and_exists(content_store):
+    content_store.write_levels("a", "ctx://resources/d/", {Level.L0: "d"})
+    content_store.write_levels("a", "ctx://resources/d/x.md", {Level.L0: "x0", Level.L2: "x"})
+    content_store.write_levels("a", "ctx://resources/d/e/y.md", {Level.L2: "y"})  # e/ has no level of its own
+    content_store.write_levels("b", "ctx://resources/z.md", {Level.L2: "z"})
+    assert content_store.node_uris("a") == ["ctx://resources/d/", "ctx://resources/d/e/y.md", "ctx://resources/d/x.md"]
+    assert content_store.node_uris("c") == []
+    assert content_store.exists("a", "ctx://resources/d/e/") and not content_store.exists("a", "ctx://resources/q/")
+
+
+def test_a_second_store_on_the_same_root_sees_the_writes(content_backend):
+    first, second = content_backend.open(), content_backend.open()
+    first.write_levels("a", "ctx://resources/x.md", {Level.L2: "v1"})
+    assert second.read_level("a", "ctx://resources/x.md", Level.L2) == "v1"  # read-after-write, across clients
+    second.write_levels("a", "ctx://resources/x.md", {Level.L2: "v2"})
+    assert first.read_level("a", "ctx://resources/x.md", Level.L2) == "v2"

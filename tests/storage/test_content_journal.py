@@ -1,5 +1,6 @@
-"""The content store's undo records (storage/content/local.py): every journaled change can be rolled back, also a
-rollback that was itself cut short, and nothing is left behind once a journal is discarded or rolled back."""
+"""The content store's undo records (storage/content/local.py, storage/content/s3.py): every journaled change can be
+rolled back, also a rollback that was itself cut short, and nothing is left behind once a journal is discarded or
+rolled back. Runs on every content backend (tests/storage/conftest.py: ``local``, and ``s3`` when seaweedfs runs)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,28 @@ import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import Level
-from context_engine.storage.content.local import LocalContentStore
 
 A, B = "ctx://resources/d/a.md", "ctx://resources/d/b.md"
 
 
 @pytest.fixture
-def store(tmp_path) -> LocalContentStore:
-    s = LocalContentStore(tmp_path / "content")
+def store(content_backend):
+    s = content_backend.open()
     s.write_levels("acc", "ctx://resources/d/", {Level.L0: "dir d"})
     s.write_levels("acc", A, {Level.L0: "a0", Level.L1: "a1", Level.L2: "a2"})
     s.write_levels("acc", B, {Level.L0: "b0", Level.L2: "b2"})
     return s
 
 
-def _state(s: LocalContentStore) -> dict[str, dict[Level, str | None]]:
+def _state(s) -> dict[str, dict[Level, str | None]]:
     return {u: {lv: s.read_level("acc", u, lv) for lv in Level} for u in s.node_uris("acc")}
 
 
-def test_rollback_restores_overwrites_new_nodes_deletes_and_moves(store):
+def _journal_files(content_backend) -> list[str]:
+    return [p for p in content_backend.raw() if p.startswith("@journal/")]
+
+
+def test_rollback_restores_overwrites_new_nodes_deletes_and_moves(store, content_backend):
     before = _state(store)
     store.stash("7", "acc", A)
     store.write_levels("acc", A, {Level.L0: "A0", Level.L1: None, Level.L2: "A2"})
@@ -36,38 +40,78 @@ def test_rollback_restores_overwrites_new_nodes_deletes_and_moves(store):
     store.delete_journaled("7", "acc", B)
     store.move_journaled("7", "acc", "ctx://resources/d/", "ctx://resources/f/g/")
     assert store.read_level("acc", B, Level.L2) is None and store.exists("acc", "ctx://resources/f/g/a.md")
+    assert store.read_level("acc", A, Level.L2) is None
     assert store.journal_ids() == ["7"]
 
     store.rollback("7")
     assert _state(store) == before
-    assert not (store.root / "acc" / "resources" / "e").exists()  # folders the write created are gone
-    assert not (store.root / "acc" / "resources" / "f").exists()
-    assert store.journal_ids() == []
+    assert not store.exists("acc", "ctx://resources/e/")  # folders the write created are gone
+    assert not store.exists("acc", "ctx://resources/f/")
+    assert store.journal_ids() == [] and _journal_files(content_backend) == []
     store.rollback("7")  # idempotent
     assert _state(store) == before
 
 
-def test_a_rollback_cut_short_is_run_again(store):
+def test_a_rollback_cut_short_is_run_again(store, content_backend):
     before = _state(store)
     store.stash("3", "acc", A)
     store.write_levels("acc", A, {Level.L0: "A0", Level.L2: "A2"})
     store.delete_journaled("3", "acc", B)
-    # the first record undone (the delete), then a crash: its manifest is still there, the rest is not undone
-    (store.root / "@journal" / "3" / "2").rename(store.root / "acc" / "resources" / "d" / "b.md")
+    # the newest record undone by hand (B's objects put back), then a crash: its records are all still there
+    if content_backend.name == "local":
+        (store.root / "@journal" / "3" / "2").rename(store.root / "acc" / "resources" / "d" / "b.md")
+    else:
+        store.write_levels("acc", B, {Level.L0: "b0", Level.L2: "b2"})
     assert store.read_level("acc", A, Level.L2) == "A2"
     store.rollback("3")
     assert _state(store) == before
 
 
-def test_discard_keeps_the_write_and_drops_the_records(store):
+def test_a_rollback_cut_short_after_older_records_were_undone_keeps_them(store, content_backend, monkeypatch):
+    """The crash comes after every record was undone, before the records are dropped: running the rollback again must
+    not undo the newer records a second time over what the older ones put back (here: A's L1)."""
+    before = _state(store)
+    store.stash("4", "acc", A)
+    store.write_levels("acc", A, {Level.L1: None})
+    store.stash("4", "acc", A)  # A's L1 no longer exists: this record says "L1 was absent"
+    store.write_levels("acc", A, {Level.L0: "A0"})
+
+    def crash(journal_id: str) -> None:
+        raise ContextEngineError(ErrorCode.STORAGE_FAILED, "crash before the records are dropped", retryable=True)
+
+    monkeypatch.setattr(store, "discard", crash)
+    with pytest.raises(ContextEngineError):
+        store.rollback("4")
+    assert _state(store) == before
+    monkeypatch.undo()
+    store.rollback("4")
+    assert _state(store) == before
+    assert store.journal_ids() == [] and _journal_files(content_backend) == []
+
+
+def test_discard_keeps_the_write_and_drops_the_records(store, content_backend):
     store.stash("5", "acc", A)
     store.write_levels("acc", A, {Level.L2: "new"})
     store.delete_journaled("5", "acc", B)
     store.discard("5")
     assert store.read_level("acc", A, Level.L2) == "new" and not store.exists("acc", B)
-    assert store.journal_ids() == [] and list((store.root / "@journal").iterdir()) == []
+    assert store.journal_ids() == [] and _journal_files(content_backend) == []
     store.rollback("5")  # nothing left to undo
     assert store.read_level("acc", A, Level.L2) == "new"
+
+
+def test_records_written_by_another_store_object_continue_its_numbering(content_backend):
+    """A second process (or a restart) adding to a journal continues after its records, and one rollback undoes
+    both processes' changes, newest first."""
+    first = content_backend.open()
+    first.write_levels("acc", A, {Level.L2: "v1"})
+    first.stash("9", "acc", A)
+    first.write_levels("acc", A, {Level.L2: "v2"})
+    second = content_backend.open()
+    second.stash("9", "acc", A)
+    second.write_levels("acc", A, {Level.L2: "v3"})
+    second.rollback("9")
+    assert first.read_level("acc", A, Level.L2) == "v1"
 
 
 def test_a_journaled_move_onto_an_existing_node_is_refused(store):
@@ -75,6 +119,12 @@ def test_a_journaled_move_onto_an_existing_node_is_refused(store):
         store.move_journaled("1", "acc", A, B)
     assert info.value.code is ErrorCode.CONFLICT
     assert store.read_level("acc", A, Level.L2) == "a2"
+
+
+def test_journaled_changes_of_missing_nodes_record_nothing(store, content_backend):
+    store.delete_journaled("6", "acc", "ctx://resources/none.md")
+    store.move_journaled("6", "acc", "ctx://resources/none/", "ctx://resources/other/")
+    assert store.journal_ids() == [] and _journal_files(content_backend) == []
 
 
 def test_node_uris_lists_every_node_folder(store):

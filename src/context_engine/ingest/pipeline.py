@@ -23,8 +23,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -394,9 +394,19 @@ class WritePipeline:
                 self.journal.abandon(journal_id)
             except Exception:  # noqa: BLE001 - the write's own error is what the caller must see; recovery retries
                 _LOG.exception("could not undo the content of failed write %s; the next writer will", journal_id)
+                self._release(journal_id)
             raise
         self.journal.crash_point("committed")
         return self.journal.finish(account_id, journal_id, written.uris, written.sync_ids)
+
+    def _release(self, journal_id: int) -> None:
+        """Hand a failed write whose content could not be undone (the store failed again) to whoever writes or
+        recovers next: its row loses its owner, so the next write's :meth:`WriteJournal.recover_prepared` rolls its
+        content back (while this process owns it, it would count as in flight until the process ends)."""
+        try:
+            self._metadata.journal_release(journal_id)
+        except Exception:  # noqa: BLE001 - the write's own error is what the caller must see
+            _LOG.exception("could not release failed write %s; it is rolled back once this process has ended", journal_id)
 
     def _replace_nodes(
         self, journal_id: str, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]
@@ -577,8 +587,7 @@ class WritePipeline:
         for acc in accounts:
             if full:
                 nodes = self._metadata.list_all_nodes(acc)
-                self._remove_orphan_content(acc)
-                self._remove_orphan_vectors(acc)
+                self._sweep(acc, GarbageReport())
             else:
                 nodes = self._metadata.pending_nodes(acc)
             uris = [n.uri for n in nodes]
@@ -594,16 +603,50 @@ class WritePipeline:
         self._index.optimize()
         return report
 
+    def collect_garbage(self, account_id: str | None = None) -> GarbageReport:
+        """``reindex --gc``: remove the content and the vector-index rows that no node owns, on any content store.
+
+        Orphans are what a write left that neither its commit nor its undo records account for (a write whose
+        content could not be undone and whose row was lost, content written by versions before the write journal,
+        a metadata database restored from an older backup). First the journal is recovered (so the content of a
+        crashed write is rolled back, not taken for an orphan), then each account is swept under the write lock.
+        O(store): every content object and every vector row of the accounts is listed.
+
+        Args:
+            account_id: one account, or ``None`` for every account the metadata or the content store knows.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when a store fails; what was removed before stays removed.
+        """
+        self.journal.recover(repair=True)
+        if account_id is not None:
+            accounts = [account_id]
+        else:
+            lister = getattr(self._content, "account_ids", None)
+            accounts = sorted(set(self._metadata.accounts()) | set(lister() if lister else ()))
+        report = GarbageReport()
+        for acc in accounts:
+            self._sweep(acc, report)
+        return report
+
+    def _sweep(self, account_id: str, report: GarbageReport) -> None:
+        report.accounts += 1
+        report.content_nodes += self._remove_orphan_content(account_id)
+        report.vector_rows += self._remove_orphan_vectors(account_id)
 
     def _remove_orphan_content(self, account_id: str) -> int:
         """Remove the content of nodes the metadata does not know, under the write lock (so no write in flight is
-        mistaken for an orphan). A folder that still holds live descendants loses only its own level files."""
+        mistaken for an orphan). A folder that still holds live descendants loses only its own level files.
+
+        The crashed writes' content changes are rolled back first, inside the same lock: a moved subtree's new place
+        has no node until the move commits, and must be moved back, not removed."""
         lister = getattr(self._content, "node_uris", None)
         if lister is None:
             return 0
         removed = 0
         with self._metadata.transaction():
             self._metadata.lock_writes()
+            self.journal.recover_prepared()
             on_disk = lister(account_id)
             known = self._metadata.get_nodes(account_id, on_disk)
             for uri in on_disk:
@@ -616,9 +659,8 @@ class WritePipeline:
                     self._content.delete(account_id, uri)
                 removed += 1
         if removed:
-            _LOG.warning("reindex --full removed the content of %d nodes unknown to the metadata", removed)
+            _LOG.warning("removed the content of %d nodes unknown to the metadata (account %s)", removed, account_id)
         return removed
-
 
     def _remove_orphan_vectors(self, account_id: str) -> int:
         """Delete from the vector index the rows the metadata store does not hold (left by versions before the
@@ -630,8 +672,23 @@ class WritePipeline:
         orphans = [i for i in lister(account_id) if i not in kept]
         if orphans:
             self.journal.sync(account_id, orphans)  # under the sync lock, from the metadata rows: absent -> deleted
-            _LOG.warning("reindex --full removed %d vector-index rows unknown to the metadata", len(orphans))
+            _LOG.warning("removed %d vector-index rows unknown to the metadata (account %s)", len(orphans), account_id)
         return len(orphans)
+
+
+@dataclass
+class GarbageReport:
+    """What ``reindex --gc`` removed.
+
+    Attributes:
+        accounts: accounts swept.
+        content_nodes: nodes whose content (level objects or files) no node owned, removed.
+        vector_rows: vector-index rows no metadata row owned, removed.
+    """
+
+    accounts: int = 0
+    content_nodes: int = 0
+    vector_rows: int = 0
 
 
 @dataclass

@@ -17,7 +17,8 @@ Mapping from seed 000 §8 names to Prometheus names (all prefixed ``ce_``):
 Also: ``ce_retrieval_stage_duration_seconds{stage}``; lookup_knowledge: ``ce_lookup_knowledge_requests_total``,
 ``ce_lookup_knowledge_duration_seconds``, ``ce_lookup_knowledge_relevance_total{level}``,
 ``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``; writes:
-``ce_vector_commit_retries_total{operation}`` (vector-index commits retried after a conflict with another writer).
+``ce_vector_commit_retries_total{operation}`` (vector-index commits retried after a conflict with another writer);
+stores: ``ce_storage_failures_total{store,operation}`` (calls to an object store that failed mid-request).
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ class Metrics:
             "ce_vector_commit_retries",
             "Vector-index commits retried after a conflict with another writer",
             ["operation"],
+            registry=r,
+        )
+        self.storage_failures = Counter(
+            "ce_storage_failures",
+            "Store calls that failed mid-request (the request failed with a retryable code), by store and operation",
+            ["store", "operation"],
             registry=r,
         )
         self.lookup_dedup = Counter(

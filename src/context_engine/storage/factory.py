@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from context_engine.errors import ContextEngineError, ErrorCode
 
 if TYPE_CHECKING:
     from context_engine.settings import Settings
+    from context_engine.storage.content.s3 import S3ContentStore
     from context_engine.storage.protocols import ContentStore, MetadataStore, VectorIndex
 
 __all__ = ["metadata_url", "open_content", "open_metadata", "open_vector_index"]
@@ -44,11 +45,20 @@ def open_metadata(settings: Settings) -> MetadataStore:
     return SqlMetadataStore(metadata_url(settings))
 
 
-def open_content(settings: Settings) -> ContentStore:
+def open_content(settings: Settings, on_failure: Callable[[str], None] | None = None) -> ContentStore:
     """The content store of ``content.url``: ``file://`` (default ``<home>/content``) or ``s3://bucket/prefix``.
 
+    An S3 store is probed once (one LIST under the prefix; nothing is created), so a wrong endpoint, bucket or
+    credential fails here rather than on the first write.
+
+    Args:
+        settings: the engine settings (``content`` section and ``home``).
+        on_failure: called with the operation name each time an object-store call fails mid-request (metrics).
+
     Raises:
-        ContextEngineError: ``CFG-4001`` for another scheme, or an object store that cannot be reached.
+        ContextEngineError: ``CFG-4001`` naming ``content.url`` (and the endpoint, never a credential) for another
+            scheme, an S3 URL without a bucket, or an object store that cannot be reached, has no such bucket or
+            refuses the credentials.
     """
     url = settings.content.url
     if not url:
@@ -60,11 +70,92 @@ def open_content(settings: Settings) -> ContentStore:
         from context_engine.storage.content.local import LocalContentStore
 
         return LocalContentStore(Path(urlsplit(url).path))
+    if scheme == "s3":
+        store = _open_s3(settings, on_failure)
+        store.probe()
+        return store
     raise ContextEngineError(
         ErrorCode.CONFIG_INVALID,
         f"content.url: unsupported scheme {scheme!r} in {url!r}; use file:///path or s3://bucket/prefix",
         {"setting": "content.url"},
     )
+
+
+def _open_s3(settings: Settings, on_failure: Callable[[str], None] | None) -> S3ContentStore:
+    """An :class:`S3ContentStore` on ``content.url`` = ``s3://bucket/prefix`` (not probed).
+
+    Credentials: ``content.s3_access_key_id`` / ``content.s3_secret_access_key`` when set, else obstore reads the
+    standard ``AWS_*`` variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ...).
+    An ``http://`` endpoint is allowed (a local MinIO or SeaweedFS); one call gets ``content.timeout_s`` and at
+    most two quick retries within that time.
+    """
+    from datetime import timedelta
+
+    from obstore.store import S3Store
+
+    from context_engine.storage.content.s3 import S3ContentStore
+
+    cs = settings.content
+    parts = urlsplit(cs.url or "")
+    bucket, prefix = parts.netloc, parts.path.strip("/")
+    endpoint = cs.s3_endpoint
+    location = f"s3://{bucket}/{prefix}" + (f" at {_safe_endpoint(endpoint)}" if endpoint else "")
+    if not bucket or "@" in bucket or parts.query or parts.fragment:
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            "content.url: expected s3://bucket/prefix (credentials go in content.s3_access_key_id and "
+            "content.s3_secret_access_key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+            {"setting": "content.url"},
+        )
+    config: dict[str, Any] = {"region": cs.s3_region}
+    if endpoint:
+        if urlsplit(endpoint).scheme not in ("http", "https") or urlsplit(endpoint).password:
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                "content.s3_endpoint: expected http(s)://host:port without credentials, got "
+                f"{_safe_endpoint(endpoint)}",
+                {"setting": "content.s3_endpoint"},
+            )
+        config["endpoint"] = endpoint
+    if cs.s3_access_key_id is not None:
+        config["access_key_id"] = cs.s3_access_key_id.get_secret_value()
+    if cs.s3_secret_access_key is not None:
+        config["secret_access_key"] = cs.s3_secret_access_key.get_secret_value()
+    timeout = timedelta(seconds=cs.timeout_s)
+    try:
+        s3 = S3Store(
+            bucket,
+            config=config,
+            client_options={
+                "allow_http": bool(endpoint and endpoint.lower().startswith("http://")),
+                "timeout": timeout,
+                "connect_timeout": timeout,
+            },
+            retry_config={
+                "max_retries": 2,
+                "retry_timeout": timeout,
+                "backoff": {
+                    "init_backoff": timedelta(milliseconds=100),
+                    "max_backoff": timedelta(seconds=1),
+                    "base": 2,
+                },
+            },
+        )
+    except Exception as err:  # noqa: BLE001 - obstore raises several kinds for a bad configuration; all are CFG-4001
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            f"content.url: cannot configure {location}: {type(err).__name__}",
+            {"setting": "content.url", "location": location},
+        ) from None  # the cause could quote a configuration value
+    return S3ContentStore(s3, prefix, location=location, on_failure=on_failure)
+
+
+def _safe_endpoint(endpoint: str) -> str:
+    """``endpoint`` with any user:password part dropped (it is never shown)."""
+    parts = urlsplit(endpoint)
+    if parts.username is None and parts.password is None:
+        return endpoint
+    return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl()
 
 
 def open_vector_index(

@@ -65,6 +65,10 @@ class ContentStore(Protocol):
         """Every node of the account that has content, as URIs (directories end with ``/``): a full walk."""
         ...
 
+    def account_ids(self) -> list[str]:
+        """The accounts that have content (may include an account whose content was all removed), sorted."""
+        ...
+
 
 @runtime_checkable
 class MetadataStore(Protocol):

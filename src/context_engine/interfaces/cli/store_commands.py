@@ -204,13 +204,33 @@ def reindex(
         bool, typer.Option("--check", help="Only report what interrupted writes left (the write journal).")
     ] = False,
     repair: Annotated[bool, typer.Option("--repair", help="With --check: also repair what it finds.")] = False,
+    gc: Annotated[
+        bool,
+        typer.Option("--gc", help="Only remove content and vector-index rows that no node owns (every account)."),
+    ] = False,
 ) -> None:
     """Finish or undo interrupted writes, then push pending (or all) vectors from the metadata store into the index.
 
     ``--check`` reads the write journal only (O(leftovers)) and exits 1 when it finds leftovers it did not repair.
+    ``--gc`` lists the whole content store and vector index (O(store)) and removes what no node owns.
     """
     if repair and not check:
         fail(ContextEngineError(ErrorCode.REQUEST_INVALID, "--repair goes with --check (plain reindex repairs too)"))
+    if gc and (check or full):
+        fail(ContextEngineError(ErrorCode.REQUEST_INVALID, "--gc runs alone (--full also collects garbage)"))
+    if gc:
+        with open_engine() as engine:
+            swept = engine.collect_garbage(state.ctx)
+        if state.json:
+            emit(
+                {"accounts": swept.accounts, "content_nodes": swept.content_nodes, "vector_rows": swept.vector_rows}
+            )
+        else:
+            out.print(
+                f"garbage: removed the content of {swept.content_nodes} nodes and {swept.vector_rows} vector-index "
+                f"rows that no node owns ({swept.accounts} accounts swept)"
+            )
+        return
     if check:
         with open_engine(recover=False) as engine:
             found = engine.check_writes(state.ctx, repair=repair)

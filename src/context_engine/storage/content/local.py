@@ -181,8 +181,9 @@ class LocalContentStore:
     def rollback(self, journal_id: str) -> None:
         """Undo the journaled changes of ``journal_id``, newest first, then drop its records.
 
-        Idempotent: a change already undone (its backup moved back) is skipped, so a rollback cut short by a crash
-        is simply run again. Folders left empty by the undone changes are removed.
+        Idempotent: each record's manifest is removed once its change is undone, and a change half undone (some
+        backups moved back) skips what is back, so a rollback cut short by a crash is simply run again. Folders left
+        empty by the undone changes are removed.
 
         Raises:
             ContextEngineError: ``WRT-5001`` when the file system refuses.
@@ -190,12 +191,12 @@ class LocalContentStore:
         folder = self._journal_root / journal_id
         if not folder.is_dir():
             return
-        touched: list[Path] = []
         with self._journal_errors(journal_id):
             manifests = sorted(
                 (int(p.stem), p) for p in folder.glob("*.json") if p.stem.isdigit()
             )
             for seq, path in reversed(manifests):
+                touched: list[Path] = []
                 record = json.loads(path.read_text(encoding="utf-8"))
                 data = folder / str(seq)
                 if record["op"] == "stash":
@@ -219,8 +220,11 @@ class LocalContentStore:
                         src.parent.mkdir(parents=True, exist_ok=True)
                         os.replace(dst, src)
                     touched.append(dst.parent)
-            for node in sorted(touched, key=lambda p: -len(p.parts)):
-                self._prune_empty(node)
+                for node in sorted(touched, key=lambda p: -len(p.parts)):
+                    self._prune_empty(node)
+                # this record is undone: a rollback cut short after it never undoes it again over what the older
+                # records put back (a stash's "this level was absent" would delete a level an older stash restored)
+                path.unlink()
         self.discard(journal_id)
 
     def discard(self, journal_id: str) -> None:
@@ -265,6 +269,12 @@ class LocalContentStore:
             is_file = LEVEL_FILES[Level.L2] in files
             out.append("ctx://" + "/".join(rel) + ("" if is_file else "/"))
         return sorted(out)
+
+    def account_ids(self) -> list[str]:
+        """The account folders under the root (``reindex --gc`` sweeps them all), sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name[0] not in "@.")
 
     def _next_record(self, journal_id: str) -> tuple[int, Path]:
         folder = self._journal_root / journal_id
