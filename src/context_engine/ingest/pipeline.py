@@ -107,9 +107,7 @@ class WritePipeline:
         self._chunker = MarkdownChunker(settings)
         self._summarizer = ExtractiveSummarizer(settings)
         if journal is None:
-            import tempfile
-
-            journal = WriteJournal(metadata, content, index, Path(tempfile.mkdtemp(prefix="ce-journal-")))
+            journal = WriteJournal(metadata, content, index)
         self.journal = journal
 
     @property
