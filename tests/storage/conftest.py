@@ -43,6 +43,7 @@ class MetadataBackend:
 @contextmanager
 def _sqlite_backend(tmp_path: Path) -> Iterator[MetadataBackend]:
     path = tmp_path / "home" / "metadata.db"
+    path.parent.mkdir(parents=True, exist_ok=True)  # tests may open the URL directly
     url = URL.create("sqlite", database=str(path.resolve())).render_as_string(hide_password=False)
     yield MetadataBackend("sqlite", url, lambda: SqlMetadataStore.sqlite(path))
 

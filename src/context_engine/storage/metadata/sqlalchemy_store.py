@@ -416,7 +416,7 @@ class SqlMetadataStore:
         reason = self._scrub(str(getattr(err, "orig", None) or err).strip().splitlines()[0][:300])
         return ContextEngineError(
             ErrorCode.CONFIG_INVALID,
-            f"metadata.url: cannot reach the metadata database at {address} ({self.url}): {reason}",
+            f"metadata.url: cannot connect to the metadata database at {address} ({self.url}): {reason}",
             {"setting": "metadata.url", "address": address, "error": type(err).__name__},
         )
 

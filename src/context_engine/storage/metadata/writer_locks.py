@@ -158,10 +158,16 @@ class AdvisoryWriterLocks:
             return not free.scalar()
 
     def release(self, token: str) -> None:
-        """End the token's session (the server drops its lock). Idempotent."""
+        """Unlock and end the token's session. Idempotent."""
         with self._mutex:
             conn = self._held.pop(token, None)
-        if conn is not None:
+        if conn is None:
+            return
+        try:  # unlocked before it returns (a closed socket alone is noticed by the server a moment later)
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": lock_key(f"writer:{token}")})
+        except SQLAlchemyError as err:
+            _LOG.warning("could not unlock writer %s (its session ends anyway): %s", token, err)
+        finally:
             _close_quietly(conn)
 
     @contextmanager

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine, pool
+from sqlalchemy.engine import Connection
 
 from context_engine.storage.metadata.migrate import target_metadata
 
 config = context.config
 
 
-def _run(connection: object) -> None:
+def _run(connection: Connection, *, with_models: bool) -> None:
     context.configure(
         connection=connection,
-        target_metadata=target_metadata(),
-        render_as_batch=getattr(connection, "dialect", None) is not None and connection.dialect.name == "sqlite",
+        # the models only for a developer's autogenerate: upgrades run the scripts alone (and start faster)
+        target_metadata=target_metadata() if with_models else None,
+        render_as_batch=connection.dialect.name == "sqlite",  # SQLite alters a table by copying it
         compare_type=True,
     )
     with context.begin_transaction():
@@ -32,9 +34,9 @@ def _run(connection: object) -> None:
 
 given = config.attributes.get("connection")
 if given is not None:
-    _run(given)
+    _run(given, with_models=False)
 else:
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
     with engine.connect() as conn:
-        _run(conn)
+        _run(conn, with_models=True)
     engine.dispose()
