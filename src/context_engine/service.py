@@ -110,10 +110,16 @@ class ContextEngineService:
             }
         )
         self.metrics = Metrics()
-        self.content = content or open_content(
-            settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
-        )
+        # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
         self.metadata = metadata or open_metadata(settings)
+        try:
+            self.content = content or open_content(
+                settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
+            )
+        except BaseException:
+            if metadata is None:
+                self.metadata.close()
+            raise
         self._check_stamp()
         self.index = index or self._build_index(home)
         self.journal = WriteJournal(self.metadata, self.content, self.index, crash_at=settings.ingest.crash_at)

@@ -8,6 +8,7 @@ that differ are here, each with both branches side by side:
 * transactions: SQLite's explicit ``BEGIN`` / ``BEGIN IMMEDIATE`` (:func:`install_sqlite_listeners`); a committed
   snapshot is ``BEGIN`` on SQLite and ``REPEATABLE READ`` on PostgreSQL (:func:`snapshot_options`);
 * ``INSERT ... ON CONFLICT`` (:func:`upsert`, :func:`insert_ignore`): the same SQL, built by each dialect's module;
+* text order: code points on both (:func:`code_point_order`), whatever the PostgreSQL database's collation;
 * locks between processes: SQLite holds one database-wide write lock per write transaction, so
   :func:`xact_lock` is a no-op there; PostgreSQL takes transaction-scoped advisory locks keyed by :func:`lock_key`.
 """
@@ -95,6 +96,13 @@ def snapshot_options(dialect: str) -> dict[str, Any]:
     ``BEGIN`` is a snapshot in WAL mode); PostgreSQL: ``REPEATABLE READ`` (its default, ``READ COMMITTED``, takes a
     new snapshot per statement)."""
     return {} if dialect == SQLITE else {"isolation_level": "REPEATABLE READ"}
+
+
+def code_point_order(dialect: str, column: Any) -> Any:
+    """``column`` for an ``ORDER BY`` in code-point order (Python's ``str`` order): SQLite's default ``BINARY``
+    collation compares UTF-8 bytes, which is that order; PostgreSQL sorts by the database's collation (e.g.
+    ``en_US``: case and punctuation folded) unless told ``COLLATE "C"``."""
+    return column.collate("C") if dialect == POSTGRESQL else column
 
 
 def upsert(dialect: str, table: Any, keys: Sequence[str], keep: Sequence[str] = ()) -> Any:

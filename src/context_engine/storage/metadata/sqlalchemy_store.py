@@ -689,8 +689,8 @@ class SqlMetadataStore:
     def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
         """A bounded sample of a directory's children, for summaries that must not cost O(children): all of them
         when there are at most ``2 * each``, else the first and the last ``each`` by URI. Returns ``(sample ordered
-        by URI, total number of children)``. The window is chosen by the database's ``ORDER BY`` on the URI key
-        (code-point order on SQLite; PostgreSQL's collation may pick other members, never other counts)."""
+        by URI, total number of children)``. The window is chosen by the database's ``ORDER BY`` on the URI key in
+        code-point order (on PostgreSQL whatever the database's collation)."""
         parent = str(ContextURI.parse(parent_uri).as_dir())
         where = (NodeRow.account_id == account_id, NodeRow.parent_uri == parent)
         with self._use(write=False) as s:
@@ -698,8 +698,9 @@ class SqlMetadataStore:
             if total <= 2 * each:
                 rows = list(s.scalars(select(NodeRow).where(*where)))
             else:
-                head = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key).limit(each))
-                tail = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key.desc()).limit(each))
+                key = dialects.code_point_order(self.dialect, NodeRow.uri_key)
+                head = s.scalars(select(NodeRow).where(*where).order_by(key).limit(each))
+                tail = s.scalars(select(NodeRow).where(*where).order_by(key.desc()).limit(each))
                 rows = list({r.uri: r for r in [*head, *tail]}.values())
         return sorted((_node_record(r) for r in rows), key=lambda n: n.uri), total
 
@@ -1222,7 +1223,7 @@ class SqlMetadataStore:
             stmt = select(*columns).where(_VECTORS.c.account_id == account_id)
             if levels is not None:
                 stmt = stmt.where(_VECTORS.c.level.in_(sorted(set(levels))))
-            rows = s.execute(stmt.order_by(_VECTORS.c.id)).all()
+            rows = s.execute(stmt.order_by(dialects.code_point_order(self.dialect, _VECTORS.c.id))).all()
         generation = int(generation or 0)
         if not rows:
             return VectorMatrix.empty(generation)
