@@ -123,3 +123,23 @@ def test_concurrent_first_writes_of_a_meta_key_all_succeed(metadata_backend: Met
 
     assert _run_together([write(i) for i in range(6)]) == []
     assert stores[0].get_meta("stamp") in {f"value-{i}" for i in range(6)}
+
+
+def test_lock_writes_serialises_journaled_writes(metadata_backend: MetadataBackend) -> None:
+    """A read-modify-write under ``lock_writes`` (no other lock) loses no update: the journaled writes of every
+    process take turns (SQLite: the write transaction; PostgreSQL: the row lock of one ``meta`` row)."""
+    stores = [metadata_backend.open() for _ in range(4)]
+    stores[0].set_meta("counter", "0")
+
+    def increment(i: int) -> Callable[[], None]:
+        def work() -> None:
+            for _ in range(10):
+                with stores[i].transaction():
+                    stores[i].lock_writes()
+                    value = int(stores[i].get_meta("counter") or 0)
+                    stores[i].set_meta("counter", str(value + 1))
+
+        return work
+
+    assert _run_together([increment(i) for i in range(4)]) == []
+    assert stores[0].get_meta("counter") == "40"
