@@ -31,7 +31,10 @@ server_pid() {  # the postmaster's pid when it runs, else nothing
   [ -f "$pidfile" ] || return 0
   local pid
   pid=$(head -n 1 "$pidfile")
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
+  # a killed postmaster its parent has not reaped yet is a zombie: not running
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; then
+    echo "$pid"
+  fi
 }
 
 wheel_bin() {  # the wheel's bin directory, found without importing the package (it starts nothing then)
@@ -131,7 +134,7 @@ down() {
   if [ -n "$pid" ]; then
     if [ -z "$bin" ] || ! as_owner "$bin/pg_ctl" -D "$data" -m fast -w -t 30 stop >/dev/null 2>&1; then
       kill -9 "$pid" 2>/dev/null || true  # the postmaster; its backends exit when they see it gone
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      for _ in $(seq 1 50); do [ -n "$(server_pid)" ] || break; sleep 0.1; done
     fi
   fi
   rm -f "$envfile"
