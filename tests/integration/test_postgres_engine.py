@@ -11,6 +11,7 @@ from tests.integration.store_checks import assert_store_consistent, file_texts
 from tests.integration.test_crash_safety import ADMIN, BASE, ROOT, _doc, _open, _run_writer
 from tests.postgres import fresh_postgres_database
 
+
 @pytest.fixture
 def pg_home(tmp_path, default_embedder, monkeypatch):
     """A home whose metadata is a fresh PostgreSQL database (``CE_METADATA__URL``, inherited by the writer
@@ -29,9 +30,7 @@ def pg_home(tmp_path, default_embedder, monkeypatch):
 @pytest.mark.parametrize(
     ("point", "finished"), [("content_written", False), ("committed", True)], ids=["before-commit", "after-commit"]
 )
-def test_a_writer_killed_mid_write_is_undone_or_finished_by_the_next_engine(
-    pg_home, default_embedder, point, finished
-):
+def test_a_writer_killed_mid_write_is_undone_or_finished_by_the_next_engine(pg_home, default_embedder, point, finished):
     uri = f"{ROOT}a/doc1.md"
     new = _doc("heron", sections=2)
     assert not _run_writer(pg_home, {"op": "readd", "uri": uri, "text": new, "point": point})

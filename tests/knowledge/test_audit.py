@@ -12,7 +12,6 @@ from context_engine.knowledge.tool_invocation_recorder import ToolInvocationReco
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceRef, RetrievalDetails, ToolInvocation
 from context_engine.settings import KnowledgeSettings
-
 from tests.storage.conftest import metadata_backend  # noqa: F401  (a fixture: the tests below run on every backend)
 
 ACME = RequestContext(account_id="acme", role="admin")
@@ -328,7 +327,7 @@ def test_concurrent_calls_of_one_session_mark_each_document_once(audit):
         try:
             found = store.record_invocation(inv, ledger_keys=["d1", "d2", "d3"], ledger_ttl_s=60)
             results.append((inv.invocation_id, found))
-        except BaseException as err:  # collected and asserted below
+        except BaseException as err:  # noqa: BLE001 - collected and asserted below
             errors.append(err)
 
     threads = [threading.Thread(target=call, args=(s,)) for s in stores]

@@ -128,7 +128,7 @@ def test_replicas_starting_together_on_an_empty_database_create_it_once(metadata
         start.wait()
         try:
             opened.append(SqlMetadataStore(metadata_backend.url))
-        except BaseException as err:  # collected and asserted below
+        except BaseException as err:  # noqa: BLE001 - collected and asserted below
             errors.append(err)
 
     threads = [threading.Thread(target=replica) for _ in range(4)]
@@ -160,3 +160,31 @@ def test_opening_a_current_database_imports_no_alembic(tmp_path: Path) -> None:
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"
+
+
+def test_the_migrate_command_reports_then_upgrades(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from context_engine.interfaces.cli.app import app
+
+    home = tmp_path / "home"
+
+    def migrate(*args: str) -> tuple[int, dict]:
+        result = CliRunner().invoke(app, ["--home", str(home), "--json", "migrate", *args])
+        return result.exit_code, json.loads(result.output)
+
+    code, report = migrate("--check")
+    assert (code, report["current"], report["head"], report["up_to_date"]) == (1, None, HEAD, False)
+    assert not home.exists()  # a check changes nothing, not even by creating the database file
+    code, report = migrate()
+    assert (code, report["current"], report["upgraded_from"], report["up_to_date"]) == (0, HEAD, "none", True)
+    code, report = migrate("--check")
+    assert (code, report["current"], report["up_to_date"]) == (0, HEAD, True)
+    # a database of a release before Alembic (schema version 3, no alembic_version) is reported, then upgraded
+    _sql(f"sqlite:///{home / 'metadata.db'}", "DROP TABLE alembic_version", "UPDATE schema_version SET version = 3")
+    assert migrate("--check")[0] == 1
+    code, report = migrate()
+    assert (code, report["upgraded_from"], report["current"]) == (0, "none", HEAD)
+    assert _sql(f"sqlite:///{home / 'metadata.db'}", "SELECT version FROM schema_version") == [SCHEMA_VERSION]

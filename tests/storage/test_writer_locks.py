@@ -85,7 +85,7 @@ def test_index_syncs_are_serialised_across_stores(metadata_backend: MetadataBack
                     time.sleep(0.005)  # widen the window an overlap would need
                     with guard:
                         inside[0] -= 1
-        except BaseException as err:  # collected and asserted below
+        except BaseException as err:  # noqa: BLE001 - collected and asserted below
             errors.append(err)
 
     threads = [threading.Thread(target=sync, args=(i,)) for i in range(4)]

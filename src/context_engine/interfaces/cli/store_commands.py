@@ -277,6 +277,10 @@ def migrate(
 
     try:
         settings = load_settings(state.home) if state.home else load_settings()
+        if check and not settings.metadata.url and not (settings.home_path / "metadata.db").exists():
+            # nothing to open: a check must not create the home's database file
+            _print_migration({"database": str(settings.home_path / "metadata.db"), "current": None}, False)
+            raise typer.Exit(1)
         store = open_metadata(settings, upgrade=False)
     except ContextEngineError as e:
         fail(e)
@@ -295,16 +299,29 @@ def migrate(
         fail(e)
     finally:
         store.close()
-    if state.json:
-        emit(info)
-    else:
-        found = info["current"] or "none (empty, or written before migrations)"
-        verb = "would upgrade" if check and not after.current else "up to date" if after.current else "behind"
-        if info["upgraded_from"] is not None:
-            verb = f"upgraded from {info['upgraded_from']}"
-        out.print(f"metadata database {escape(info['database'])}: revision {found}, head {after.head}: {verb}")
+    _print_migration(info, after.current)
     if check and not after.current:
         raise typer.Exit(1)
+
+
+def _print_migration(info: dict[str, Any], current: bool) -> None:
+    from context_engine.storage.metadata.migrate import HEAD
+
+    info = {
+        "database": info["database"],
+        "current": info["current"],
+        "head": HEAD,
+        "up_to_date": current,
+        "upgraded_from": info.get("upgraded_from"),
+    }
+    if state.json:
+        emit(info)
+        return
+    found = info["current"] or "none (empty, or written before migrations)"
+    verb = "up to date" if current else "an upgrade is pending"
+    if info["upgraded_from"] is not None:
+        verb = f"upgraded from {info['upgraded_from']}"
+    out.print(f"metadata database {escape(info['database'])}: revision {found}, head {HEAD}: {verb}")
 
 
 @app.command()
