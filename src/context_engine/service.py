@@ -59,10 +59,8 @@ from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
-from context_engine.storage.factory import open_content, open_metadata, open_vector_index
+from context_engine.storage.factory import open_audit, open_content, open_metadata, open_vector_index
 from context_engine.storage.keyword.bm25_index import BM25Index
-from context_engine.storage.metadata.audit import SqlAuditStore
-from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 
 _LOG = logging.getLogger("context_engine.service")
@@ -112,15 +110,19 @@ class ContextEngineService:
             }
         )
         self.metrics = Metrics()
-        self.content = content or open_content(
-            settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
-        )
+        # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
         self.metadata = metadata or open_metadata(settings)
+        try:
+            self.content = content or open_content(
+                settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
+            )
+        except BaseException:
+            if metadata is None:
+                self.metadata.close()
+            raise
         self._check_stamp()
         self.index = index or self._build_index(home)
-        self.journal = WriteJournal(
-            self.metadata, self.content, self.index, home / "journal", crash_at=settings.ingest.crash_at
-        )
+        self.journal = WriteJournal(self.metadata, self.content, self.index, crash_at=settings.ingest.crash_at)
         self.pipeline = WritePipeline(
             self.content, self.metadata, self.index, self.embedder, settings.ingest, journal=self.journal
         )
@@ -129,7 +131,7 @@ class ContextEngineService:
         )
         # BM25 over the same records (DESIGN §14): loaded on its first search, then kept current from the change log.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata)
-        self._init_knowledge(home)
+        self._init_knowledge()
         self._init_retrieval()
         if recover_writes:  # the startup check (off only for `reindex --check`, which reports what it would do)
             self._recover_writes()
@@ -185,19 +187,14 @@ class ContextEngineService:
                 {"index_model": model, "index_dim": dim, "configured_model": self.embedder.model_name},
             )
 
-    def _init_knowledge(self, home: Path) -> None:
+    def _init_knowledge(self) -> None:
         """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction), the semantic
         layer with the exact fallback, session dedup and the audit trail, whose tables live in the metadata database."""
         from context_engine.redaction import Redactor
         from context_engine.storage.vector.exact import ExactVectorIndex
 
         ks = self.settings.knowledge
-        self._audit_db: SqlMetadataStore | None = None
-        if isinstance(self.metadata, SqlMetadataStore):
-            self.audit = SqlAuditStore(self.metadata)
-        else:  # a metadata store of another kind: the audit tables get their own SQLite file
-            self._audit_db = SqlMetadataStore.sqlite(home / "knowledge.db")
-            self.audit = SqlAuditStore(self._audit_db)
+        self.audit = open_audit(self.metadata)
         self.hint_index = KnowledgeIndexService(self.audit, self.metadata, ks)
         self.pipeline.add_listener(self.hint_index)
         exact = self.index if self.index.name == "exact" else ExactVectorIndex(self.metadata)
@@ -284,8 +281,6 @@ class ContextEngineService:
         self.l0_source.close()
         self.journal.close()
         self.metadata.close()
-        if self._audit_db is not None:
-            self._audit_db.close()
 
     def __enter__(self) -> Self:
         return self

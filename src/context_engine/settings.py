@@ -118,7 +118,9 @@ class MetadataSettings(_Section):
     )
     pool_size: int = Field(5, ge=1, le=256, description="Connections kept open per process (PostgreSQL).")
     max_overflow: int = Field(10, ge=0, le=256, description="Extra connections opened under load (PostgreSQL).")
-    connect_timeout_s: float = Field(5.0, gt=0, le=600, description="Timeout of one connection attempt (s).")
+    connect_timeout_s: float = Field(
+        5.0, gt=0, le=600, description="Timeout of one connection attempt (s; PostgreSQL counts whole seconds, >= 2)."
+    )
 
 
 class ContentSettings(_Section):

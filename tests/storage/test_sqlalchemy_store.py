@@ -34,7 +34,7 @@ def test_sqlite_runs_in_wal_with_foreign_keys_and_normal_sync(tmp_path: Path) ->
     store = SqlMetadataStore.sqlite(tmp_path / "new" / "dir" / "metadata.db")
     try:
         assert (tmp_path / "new" / "dir" / "metadata.db").is_file()
-        with store._engine.connect() as conn:
+        with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL

@@ -14,24 +14,22 @@ Every write (add, re-add, delete, move, and the directory summaries they refresh
 3. **Finish** (:meth:`WriteJournal.finish`): the vector index follows the metadata rows of the touched ids, the nodes
    are marked ``indexed``, the undo records and the row are dropped.
 
-Liveness: each process that writes holds an exclusive ``flock`` on ``<journal dir>/writer-<token>.lock`` for its
-life. The kernel drops the lock when the process dies (``kill -9`` included), so a row whose owner's lock can be
-taken belongs to a dead writer. Recovery reads the journal table (one row per write in flight) and the content
-store's journal folder: O(leftovers), never O(store).
+Liveness: each process that writes holds, for its life, a lock named by its liveness token in the metadata store
+(:meth:`~context_engine.storage.metadata.sqlalchemy_store.SqlMetadataStore.hold_writer_lock`: a ``flock`` under
+``<home>/journal`` on SQLite, a session advisory lock on PostgreSQL, which works across machines). The lock goes
+when the process dies (``kill -9`` included), so a row whose owner's lock is free belongs to a dead writer. Recovery
+reads the journal table (one row per write in flight) and the content store's journal folder: O(leftovers), never
+O(store).
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
-import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from context_engine.errors import ContextEngineError
 from context_engine.storage.journal import JournalEntry
@@ -75,10 +73,9 @@ class WriteJournal:
     """Intent rows, the liveness lock and recovery for one process (module docstring).
 
     Args:
-        metadata: the metadata store (holds ``write_journal``).
+        metadata: the metadata store (holds ``write_journal``, and the liveness and sync locks).
         content: the content store (holds the undo records).
         index: the vector index that follows the metadata store.
-        directory: where the liveness locks live (``<home>/journal``); created on first write.
         crash_at: testing only (``ingest.crash_at``): ``point`` or ``point:n`` makes this process kill itself with
             SIGKILL the ``n``-th time (default 1) it reaches that point of the protocol.
     """
@@ -88,17 +85,14 @@ class WriteJournal:
         metadata: MetadataStore,
         content: ContentStore,
         index: VectorIndex,
-        directory: Path,
         *,
         crash_at: str | None = None,
     ) -> None:
         self._metadata = metadata
         self._content = content
         self._index = index
-        self._dir = Path(directory)
         self.token = uuid.uuid4().hex
-        self._owner_fd: int | None = None
-        self._owner_lock = threading.Lock()
+        self._holding = False
         point, _, nth = (crash_at or "").partition(":")
         self._crash_point, self._crash_left = point or None, int(nth or 1)
 
@@ -113,7 +107,8 @@ class WriteJournal:
     # ------------------------------------------------------------------------------------------------ writing
     def begin(self, account_id: str, op: str, uris: Sequence[str] = ()) -> int:
         """Commit a ``prepared`` intent owned by this process and return its id (step 1)."""
-        self._hold_owner_lock()
+        self._metadata.hold_writer_lock(self.token)
+        self._holding = True
         journal_id = self._metadata.journal_open(account_id, op, self.token, uris)
         self.crash_point("intent_committed")
         return journal_id
@@ -174,8 +169,8 @@ class WriteJournal:
     def sync(self, account_id: str, ids: Sequence[str]) -> int:
         """Make the vector index hold exactly the metadata rows of ``ids``: upsert the ones present, delete the rest.
 
-        Serialised across processes (a ``flock``) and reading the rows after taking the lock, so two writers of one
-        node (a shared directory) can never leave an older row in the index. Returns the number of ids synced.
+        Serialised across processes (the metadata store's index sync lock) and reading the rows after taking the
+        lock, so two writers of one node (a shared directory) can never leave an older row in the index. Returns the number of ids synced.
 
         Raises:
             ContextEngineError: ``WRT-5001`` (retryable) when the vector index fails.
@@ -183,7 +178,7 @@ class WriteJournal:
         unique = sorted(set(ids))
         if not unique:
             return 0
-        with self._sync_lock():
+        with self._metadata.index_sync_lock(account_id):
             for start in range(0, len(unique), _SYNC_BATCH):
                 chunk = unique[start : start + _SYNC_BATCH]
                 rows = self._metadata.get_vector_rows(account_id, chunk)
@@ -264,56 +259,19 @@ class WriteJournal:
         report.nodes_indexed += len(live)
 
     # ------------------------------------------------------------------------------------------------ liveness
-    def _hold_owner_lock(self) -> None:
-        with self._owner_lock:
-            if self._owner_fd is not None:
-                return
-            self._dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._lock_path(self.token), os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self._owner_fd = fd
-
     def _alive(self, owner: str | None) -> bool:
         """Whether the writer with liveness token ``owner`` still runs (``None``: released, nobody's)."""
         if owner is None:
             return False
         if owner == self.token:
-            return self._owner_fd is not None
-        path = self._lock_path(owner)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            return False  # closed cleanly (its lock file removed) or never locked
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        path.unlink(missing_ok=True)  # its owner is dead: nobody will take this token again
-        return False
-
-    def _lock_path(self, token: str) -> Path:
-        return self._dir / f"writer-{token}.lock"
-
-    @contextmanager
-    def _sync_lock(self) -> Iterator[None]:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._dir / "index-sync.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
+            return self._holding
+        return self._metadata.writer_alive(owner)
 
     def close(self) -> None:
         """Release the liveness lock (the process's rows, if any, become recoverable). Idempotent."""
-        with self._owner_lock:
-            if self._owner_fd is None:
-                return
-            self._lock_path(self.token).unlink(missing_ok=True)
-            os.close(self._owner_fd)
-            self._owner_fd = None
+        if self._holding:
+            self._holding = False
+            self._metadata.release_writer_lock(self.token)
 
 
 def _live(metadata: MetadataStore, account_id: str, uris: Sequence[str]) -> list[str]:

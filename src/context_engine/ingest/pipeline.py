@@ -24,7 +24,6 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -107,9 +106,7 @@ class WritePipeline:
         self._chunker = MarkdownChunker(settings)
         self._summarizer = ExtractiveSummarizer(settings)
         if journal is None:
-            import tempfile
-
-            journal = WriteJournal(metadata, content, index, Path(tempfile.mkdtemp(prefix="ce-journal-")))
+            journal = WriteJournal(metadata, content, index)
         self.journal = journal
 
     @property

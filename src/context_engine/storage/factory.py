@@ -18,9 +18,12 @@ from context_engine.errors import ContextEngineError, ErrorCode
 if TYPE_CHECKING:
     from context_engine.settings import Settings
     from context_engine.storage.content.s3 import S3ContentStore
+    from context_engine.storage.metadata.audit import SqlAuditStore
+    from context_engine.storage.metadata.keys import ApiKeyStore
+    from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
     from context_engine.storage.protocols import ContentStore, MetadataStore, VectorIndex
 
-__all__ = ["metadata_url", "open_content", "open_metadata", "open_vector_index"]
+__all__ = ["metadata_url", "open_api_keys", "open_audit", "open_content", "open_metadata", "open_vector_index"]
 
 
 def metadata_url(settings: Settings) -> str:
@@ -32,17 +35,62 @@ def metadata_url(settings: Settings) -> str:
     return URL.create("sqlite", database=str(settings.home_path / "metadata.db")).render_as_string()
 
 
-def open_metadata(settings: Settings) -> MetadataStore:
-    """The metadata store of ``metadata.url`` (SQLite by default, PostgreSQL with ``postgresql+psycopg://``).
+def open_metadata(settings: Settings, *, upgrade: bool = True) -> SqlMetadataStore:
+    """The metadata store of ``metadata.url`` (SQLite by default, PostgreSQL with ``postgresql+psycopg://``), with
+    the pool and timeout of the ``metadata`` section; its schema is created or upgraded (``upgrade=False``: left as
+    found, for ``context-engine migrate --check``).
 
     Raises:
-        ContextEngineError: ``CFG-4001`` for a URL of an unsupported dialect or a database that cannot be reached.
+        ContextEngineError: ``CFG-4001`` for a URL of an unsupported dialect, a database that cannot be reached or
+            one migrated by a newer release.
     """
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
-    if not settings.metadata.url:
-        return SqlMetadataStore.sqlite(settings.home_path / "metadata.db")
-    return SqlMetadataStore(metadata_url(settings))
+    section = settings.metadata
+    if not section.url:
+        settings.home_path.mkdir(parents=True, exist_ok=True)
+    return SqlMetadataStore(
+        metadata_url(settings),
+        pool_size=section.pool_size,
+        max_overflow=section.max_overflow,
+        connect_timeout_s=section.connect_timeout_s,
+        upgrade=upgrade,
+    )
+
+
+def open_audit(metadata: MetadataStore) -> SqlAuditStore:
+    """The audit trail, session ledger and hint index (``tool_invocations``, ``retrieved_docs``, hint tables) in the
+    metadata store's own database, sharing its pool and transactions.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` when the metadata store keeps no SQL database.
+    """
+    from context_engine.storage.metadata.audit import SqlAuditStore
+
+    return SqlAuditStore(_sql_database(metadata, "the audit trail"))
+
+
+def open_api_keys(metadata: MetadataStore, *, cache_ttl_s: float = 5.0) -> ApiKeyStore:
+    """The API keys (``api_keys``) in the metadata store's own database, sharing its pool.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` when the metadata store keeps no SQL database.
+    """
+    from context_engine.storage.metadata.keys import ApiKeyStore
+
+    return ApiKeyStore(_sql_database(metadata, "API keys"), cache_ttl_s=cache_ttl_s)
+
+
+def _sql_database(metadata: MetadataStore, what: str) -> SqlMetadataStore:
+    from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+
+    if not isinstance(metadata, SqlMetadataStore):
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            f"{what} live in the metadata database: {type(metadata).__name__} keeps none (use metadata.url)",
+            {"setting": "metadata.url"},
+        )
+    return metadata
 
 
 def open_content(settings: Settings, on_failure: Callable[[str], None] | None = None) -> ContentStore:

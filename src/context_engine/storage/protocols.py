@@ -240,6 +240,23 @@ class MetadataStore(Protocol):
         """Every journal row, oldest first."""
         ...
 
+    # writer liveness and the index sync lock (ingest/journal.py), visible to every process of the database
+    def hold_writer_lock(self, token: str) -> None:
+        """Hold, for this process's life, the lock showing that the writer ``token`` is alive. Idempotent."""
+        ...
+
+    def writer_alive(self, token: str) -> bool:
+        """Whether the writer ``token`` holds its lock, in this process or another."""
+        ...
+
+    def release_writer_lock(self, token: str) -> None:
+        """Drop the lock of ``token``. Idempotent."""
+        ...
+
+    def index_sync_lock(self, account_id: str) -> Any:
+        """A context manager serialising vector-index syncs of ``account_id`` across processes."""
+        ...
+
     # index stamp
     def get_meta(self, key: str) -> str | None: ...
 

@@ -46,15 +46,14 @@ def _settings(**overrides: Any) -> Settings:
 
 @contextmanager
 def _key_store(settings: Settings) -> Iterator[Any]:
-    from context_engine.storage.factory import open_metadata
-    from context_engine.storage.metadata.keys import ApiKeyStore
+    from context_engine.storage.factory import open_api_keys, open_metadata
 
     try:
         metadata = open_metadata(settings)
     except ContextEngineError as e:
         fail(e)
     try:
-        yield ApiKeyStore(metadata, cache_ttl_s=0)
+        yield open_api_keys(metadata, cache_ttl_s=0)
     except ContextEngineError as e:
         fail(e)
     finally:

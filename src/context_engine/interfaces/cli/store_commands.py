@@ -1,4 +1,4 @@
-"""Store commands: init, add, add-memory, add-skill, ls, tree, rm, mv, reindex, stats (DESIGN §10).
+"""Store commands: init, add, add-memory, add-skill, ls, tree, rm, mv, reindex, migrate, stats (DESIGN §10).
 
 ``search`` and ``read`` live in ``memory_commands.py`` (search_memory / read_memory); the memory lifecycle
 (``add-messages``, ``memories``, ``get-memory``, ``update-memory``, ``delete-memory``) in ``memories_commands.py``.
@@ -258,6 +258,70 @@ def reindex(
     with open_engine() as engine, progress_bar() as tick:
         report = engine.reindex(state.ctx, full=full, progress=tick)
     print_report(report, "reindexed")
+
+
+@app.command()
+def migrate(
+    check: Annotated[
+        bool, typer.Option("--check", help="Only report the database's revision and the newest; change nothing.")
+    ] = False,
+) -> None:
+    """Upgrade the metadata database (``metadata.url``, default ``<home>/metadata.db``) to this release's schema.
+
+    Prints the current and the newest (head) revision. Engines upgrade their database when they open it, so this is
+    for doing it ahead of a rollout, or checking. ``--check`` exits 1 when an upgrade is pending. A database migrated
+    by a newer release is refused (``CFG-4001``: upgrade context-engine).
+    """
+    from context_engine.settings import load_settings
+    from context_engine.storage.factory import open_metadata
+
+    try:
+        settings = load_settings(state.home) if state.home else load_settings()
+        if check and not settings.metadata.url and not (settings.home_path / "metadata.db").exists():
+            # nothing to open: a check must not create the home's database file
+            _print_migration({"database": str(settings.home_path / "metadata.db"), "current": None}, False)
+            raise typer.Exit(1)
+        store = open_metadata(settings, upgrade=False)
+    except ContextEngineError as e:
+        fail(e)
+    try:
+        before = after = store.schema_status()
+        if not check and not before.current:
+            before, after = store.upgrade_schema()
+        info = {
+            "database": store.url,
+            "current": after.revision,
+            "head": after.head,
+            "up_to_date": after.current,
+            "upgraded_from": None if check or before.current else (before.revision or "none"),
+        }
+    except ContextEngineError as e:
+        fail(e)
+    finally:
+        store.close()
+    _print_migration(info, after.current)
+    if check and not after.current:
+        raise typer.Exit(1)
+
+
+def _print_migration(info: dict[str, Any], current: bool) -> None:
+    from context_engine.storage.metadata.migrate import HEAD
+
+    info = {
+        "database": info["database"],
+        "current": info["current"],
+        "head": HEAD,
+        "up_to_date": current,
+        "upgraded_from": info.get("upgraded_from"),
+    }
+    if state.json:
+        emit(info)
+        return
+    found = info["current"] or "none (empty, or written before migrations)"
+    verb = "up to date" if current else "an upgrade is pending"
+    if info["upgraded_from"] is not None:
+        verb = f"upgraded from {info['upgraded_from']}"
+    out.print(f"metadata database {escape(info['database'])}: revision {found}, head {HEAD}: {verb}")
 
 
 @app.command()

@@ -30,8 +30,8 @@ from context_engine.interfaces.http.middleware import HttpMetrics, RequestMiddle
 from context_engine.observability.logging import get_logger
 from context_engine.schema.context import RequestContext
 from context_engine.settings import HttpSettings, Settings, load_settings
+from context_engine.storage.factory import open_api_keys
 from context_engine.storage.metadata.keys import ApiKeyStore
-from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
 log = get_logger("context_engine.http")
 
@@ -125,10 +125,7 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
             else:
                 state.service = service
             await anyio.to_thread.run_sync(warm_up_engine, state.service)
-            metadata = state.service.metadata
-            if not isinstance(metadata, SqlMetadataStore):
-                raise ContextEngineError(ErrorCode.CONFIG_INVALID, "API keys need the SQL metadata store")
-            state.keys = ApiKeyStore(metadata, cache_ttl_s=http.key_cache_ttl_s)
+            state.keys = open_api_keys(state.service.metadata, cache_ttl_s=http.key_cache_ttl_s)
             state.http_metrics = HttpMetrics.on(state.service.metrics.registry)
             anyio.to_thread.current_default_thread_limiter().total_tokens = http.threadpool_workers
             if state.mcp is not None:  # a fresh session manager per lifespan (each can run only once)

@@ -10,13 +10,13 @@ Three kinds of rows, all scoped by ``account_id``, all portable SQL (SQLite embe
   generation counter in ``meta`` (``hint_generation:<account>``) is bumped in the same transaction as every change so
   every process knows when its in-memory copy is stale.
 
-The tables hang off the same declarative base and engine as :mod:`.sqlalchemy_store` (same database, same
-transactions, same SQLite locking), so an invocation row and its ledger marks commit together.
+The tables hang off the same declarative base as :mod:`.sqlalchemy_store` and live in its database: this store
+works through the metadata store's sessions (same connection pool, same transactions, same SQLite locking), so an
+invocation row and its ledger marks commit together. They are created and upgraded with the rest of the schema
+(:mod:`.migrate`; schema version 4, issue 14, added ``principal`` to both tables).
 
-Schema version 4 (issue 14) added ``principal`` to both tables. A database without it is upgraded in place on open:
-``tool_invocations`` gains the column, filled from each row's ``caller`` record; ``retrieved_docs`` (a ledger of
-expiring marks, keyed by a new unique constraint) is recreated empty, so at worst a document is returned once more
-in a session that was open during the upgrade.
+Concurrent calls (threads, or replicas on PostgreSQL) marking the same document in one session: exactly one of them
+marks it first; the others find it marked (``INSERT ... ON CONFLICT DO NOTHING``, then a read of what they lost).
 """
 
 from __future__ import annotations
@@ -37,20 +37,18 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    bindparam,
     cast,
     delete,
     insert,
-    inspect,
     select,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.context import principal_of
 from context_engine.schema.knowledge import ToolInvocation
+from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.sqlalchemy_store import _IN_BATCH, _META, SqlMetadataStore, _Base, _UTCDateTime
 
 _JSON = JSON().with_variant(JSONB(), "postgresql")
@@ -144,9 +142,6 @@ class HintTermRow(_Base):
     kind: Mapped[str] = mapped_column(String(32))
 
 
-_TABLES = [t.__table__ for t in (ToolInvocationRow, RetrievedDocRow, HintDocRow, HintTermRow)]
-
-
 # ---- plain records ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class HintDoc:
@@ -185,8 +180,9 @@ class SqlAuditStore:
     """Invocations, the session ledger and the hint index, in the metadata store's database.
 
     Args:
-        metadata: the open :class:`SqlMetadataStore` whose engine, sessions and transactions are shared (a call
-            inside ``metadata.transaction()`` joins it). The tables are created here when missing.
+        metadata: the open :class:`SqlMetadataStore` (SQLite or PostgreSQL) whose sessions and transactions are
+            shared (a call inside ``metadata.transaction()`` joins it); its schema holds these tables. Build it with
+            :func:`context_engine.storage.factory.open_audit`.
 
     Raises:
         ContextEngineError: ``WRT-5001`` (retryable) on a database failure, from every method.
@@ -194,21 +190,11 @@ class SqlAuditStore:
 
     def __init__(self, metadata: SqlMetadataStore) -> None:
         self._store = metadata
-        try:
-            with metadata._engine.begin() as conn:
-                _upgrade_to_principals(conn)
-                _Base.metadata.create_all(conn, tables=_TABLES)
-        except Exception as err:
-            raise ContextEngineError(
-                ErrorCode.STORAGE_FAILED,
-                f"could not create the lookup_knowledge tables: {type(err).__name__}",
-                {"error": type(err).__name__},
-                retryable=True,
-            ) from err
+        self._dialect = metadata.dialect
 
     @contextmanager
     def _use(self, *, write: bool) -> Iterator[Session]:
-        with self._store._use(write=write) as s:
+        with self._store.session(write=write) as s:
             yield s
 
     # ---- tool invocations -----------------------------------------------------------------------------------------
@@ -262,6 +248,7 @@ class SqlAuditStore:
         expires = now + timedelta(seconds=ttl_s)
         live: dict[str, LedgerEntry] = {}
         fresh: list[dict[str, Any]] = []
+        lost: list[str] = []  # marked (or renewed) by a concurrent call between our read and our write
         for key in dict.fromkeys(keys):
             found = rows.get(key)
             if found is None:
@@ -277,20 +264,28 @@ class SqlAuditStore:
                     }
                 )
             elif found.expires_at <= now:
-                s.execute(
+                renewed = s.execute(
                     update(table)
                     .where(
                         table.c.account_id == account_id,
                         table.c.principal == principal,
                         table.c.session_id == session_id,
                         table.c.doc_key == key,
+                        table.c.expires_at <= now,
                     )
                     .values(invocation_id=invocation_id, retrieved_at=now, expires_at=expires)
-                )
+                ).rowcount
+                if not renewed:
+                    lost.append(key)
             else:
                 live[key] = found
-        if fresh:
-            s.execute(insert(table), fresh)  # one executemany
+        for start in range(0, len(fresh), _IN_BATCH):
+            batch = fresh[start : start + _IN_BATCH]
+            stmt = dialects.insert_ignore(self._dialect, table).values(batch).returning(table.c.doc_key)
+            inserted = set(s.scalars(stmt))
+            lost.extend(row["doc_key"] for row in batch if row["doc_key"] not in inserted)
+        if lost:  # READ COMMITTED (PostgreSQL) / the write lock (SQLite): the winner's row is visible now
+            live.update(self._ledger_rows(s, account_id, principal, session_id, lost))
         return live
 
     def _ledger_rows(
@@ -380,7 +375,7 @@ class SqlAuditStore:
     def hint_state(self, account_id: str) -> tuple[int, str | None]:
         """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
-        with self._store._committed_read() as s:
+        with self._store.snapshot() as s:
             rows = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
         return int(rows.get(gen_key, 0)), rows.get(ver_key)
 
@@ -427,15 +422,19 @@ class SqlAuditStore:
                 s.execute(insert(docs_t), doc_values[start : start + _IN_BATCH])
             for start in range(0, len(term_values), _IN_BATCH):
                 s.execute(insert(terms_t), term_values[start : start + _IN_BATCH])
-            _bump(s, _HINT_GENERATION.format(account=account_id))
+            _bump(s, self._dialect, _HINT_GENERATION.format(account=account_id))
             if version is not None:
-                _put_meta(s, _HINT_VERSION.format(account=account_id), version)
+                s.execute(
+                    dialects.upsert(self._dialect, _META, ["key"]).values(
+                        key=_HINT_VERSION.format(account=account_id), value=version
+                    )
+                )
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
         docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
-        with self._store._committed_read() as s:
+        with self._store.snapshot() as s:
             meta = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
             docs = [
                 HintDoc(r.uri, r.parent_uri, r.owner_space, r.context_type, r.title, r.domain, tuple(r.title_words))
@@ -459,39 +458,13 @@ def _caller_principal(caller: dict[str, Any]) -> str:
     return principal_of(str(caller.get("role", "")), caller.get("user_space"), caller.get("agent_space"))
 
 
-def _upgrade_to_principals(conn: Any) -> None:
-    """Schema 3 -> 4 in place (see the module docstring); a no-op on a new or upgraded database."""
-    inspector = inspect(conn)
-    invocations = ToolInvocationRow.__tablename__
-    if inspector.has_table(invocations) and "principal" not in {c["name"] for c in inspector.get_columns(invocations)}:
-        conn.exec_driver_sql(f"ALTER TABLE {invocations} ADD COLUMN principal VARCHAR(700) DEFAULT ''")
-        table = ToolInvocationRow.__table__
-        rows = [
-            {"b_seq": seq, "b_principal": _caller_principal(caller or {})}
-            for seq, caller in conn.execute(select(table.c.seq, table.c.caller))
-        ]
-        if rows:  # one executemany
-            stmt = update(table).where(table.c.seq == bindparam("b_seq")).values(principal=bindparam("b_principal"))
-            conn.execute(stmt, rows)
-        for index in table.indexes:
-            index.create(conn, checkfirst=True)
-    ledger = RetrievedDocRow.__tablename__
-    if inspector.has_table(ledger) and "principal" not in {c["name"] for c in inspector.get_columns(ledger)}:
-        RetrievedDocRow.__table__.drop(conn)  # expiring marks only: recreated empty by create_all
-
-
 def _invocation(row: Any) -> ToolInvocation:
     values = {k: row[k] for k in ToolInvocation.model_fields if k in row}
     values["created_at"] = _utc(row["created_at"])
     return ToolInvocation.model_validate(values)
 
 
-def _bump(s: Session, key: str) -> None:
-    bumped = cast(cast(_META.c.value, BigInteger) + 1, String)
-    if not s.execute(update(_META).where(_META.c.key == key).values(value=bumped)).rowcount:
-        s.execute(insert(_META).values(key=key, value="1"))
-
-
-def _put_meta(s: Session, key: str, value: str) -> None:
-    if not s.execute(update(_META).where(_META.c.key == key).values(value=value)).rowcount:
-        s.execute(insert(_META).values(key=key, value=value))
+def _bump(s: Session, dialect: str, key: str) -> None:
+    """Add 1 to the counter in ``meta`` under ``key`` (created at 0 first, atomic against a concurrent creator)."""
+    s.execute(dialects.insert_ignore(dialect, _META).values(key=key, value="0"))
+    s.execute(update(_META).where(_META.c.key == key).values(value=cast(cast(_META.c.value, BigInteger) + 1, String)))

@@ -5,8 +5,9 @@ the key in ``keys list`` and in logs) and ``secret`` is 32 random bytes, URL-saf
 whole token is stored. A slow password hash (bcrypt, argon2) would add latency to every request without adding
 security: the secret has 256 bits of entropy, so the stored hash cannot be brute-forced. Comparison is constant-time.
 
-The ``api_keys`` table hangs off the same declarative base and engine as :mod:`.sqlalchemy_store` (portable SQL:
-SQLite embedded, PostgreSQL by URL) and is created when missing.
+The ``api_keys`` table hangs off the same declarative base as :mod:`.sqlalchemy_store` (portable SQL: SQLite
+embedded, PostgreSQL by URL) and lives in its database, created and upgraded with the rest of the schema
+(:mod:`.migrate`); this store works through the metadata store's sessions (one connection pool per database).
 
 :meth:`ApiKeyStore.authenticate` keeps verified keys in memory for ``cache_ttl_s`` seconds so a request costs no
 database read; a revocation in this process takes effect at once, one made by another process (the CLI) within
@@ -98,7 +99,8 @@ class ApiKeyStore:
     """Create, list, revoke and verify API keys.
 
     Args:
-        metadata: the open :class:`SqlMetadataStore` whose engine and sessions are shared.
+        metadata: the open :class:`SqlMetadataStore` (SQLite or PostgreSQL) whose sessions are shared; its schema
+            holds ``api_keys``. Build it with :func:`context_engine.storage.factory.open_api_keys`.
         cache_ttl_s: how long a verified key is trusted without a database read (0 disables the cache).
 
     Raises:
@@ -111,16 +113,6 @@ class ApiKeyStore:
         self._cache: dict[str, tuple[float, ApiKeyInfo]] = {}
         self._active_count: tuple[float, int] | None = None
         self._lock = threading.Lock()
-        try:
-            with metadata._engine.begin() as conn:  # same package: one engine per database
-                _Base.metadata.create_all(conn, tables=[_TABLE])
-        except Exception as err:  # translated, never swallowed
-            raise ContextEngineError(
-                ErrorCode.STORAGE_FAILED,
-                f"could not create the api_keys table: {type(err).__name__}",
-                {"error": type(err).__name__},
-                retryable=True,
-            ) from err
 
     # ---- management -----------------------------------------------------------------------------------------------
     def create(self, ctx: RequestContext, name: str = "") -> tuple[ApiKeyInfo, str]:
@@ -141,7 +133,7 @@ class ApiKeyStore:
             agent_space=ctx.agent_space,
             created_at=now,
         )
-        with self._store._use(write=True) as s:  # shared session handling (WAL, BEGIN IMMEDIATE)
+        with self._store.session(write=True) as s:  # the store's session handling (SQLite: BEGIN IMMEDIATE)
             s.execute(insert(_TABLE).values(**info.model_dump(), secret_hash=hash_token(token)))
         with self._lock:
             self._active_count = None
@@ -154,7 +146,7 @@ class ApiKeyStore:
             stmt = stmt.where(_TABLE.c.account_id == account_id)
         if not include_revoked:
             stmt = stmt.where(_TABLE.c.revoked_at.is_(None))
-        with self._store._use(write=False) as s:
+        with self._store.session(write=False) as s:
             rows = [_info(r._mapping) for r in s.execute(stmt)]
         return sorted(rows, key=lambda k: (k.created_at, k.key_id))
 
@@ -168,7 +160,7 @@ class ApiKeyStore:
         """
         match = _TOKEN_RE.match(key_id)
         kid = match.group(1) if match else key_id.strip()
-        with self._store._use(write=True) as s:
+        with self._store.session(write=True) as s:
             row = s.execute(select(_TABLE).where(_TABLE.c.key_id == kid)).first()
             if row is None:
                 raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no API key with id {kid!r}", {"key_id": kid})
@@ -187,7 +179,7 @@ class ApiKeyStore:
         with self._lock:
             if self._active_count is not None and now - self._active_count[0] < self._ttl:
                 return self._active_count[1]
-        with self._store._use(write=False) as s:
+        with self._store.session(write=False) as s:
             stmt = select(func.count()).select_from(_TABLE).where(_TABLE.c.revoked_at.is_(None))
             count = int(s.execute(stmt).scalar() or 0)
         with self._lock:
@@ -214,7 +206,7 @@ class ApiKeyStore:
             cached = self._cache.get(digest)
         if cached is not None and now - cached[0] < self._ttl:
             return cached[1]
-        with self._store._use(write=False) as s:
+        with self._store.session(write=False) as s:
             row = s.execute(select(_TABLE).where(_TABLE.c.key_id == match.group(1))).first()
         if row is None or row.revoked_at is not None or not hmac.compare_digest(row.secret_hash, digest):
             with self._lock:
@@ -235,7 +227,7 @@ class ApiKeyStore:
         if info.last_used_at is not None and now - info.last_used_at < _LAST_USED_EVERY:
             return
         try:
-            with self._store._use(write=True) as s:
+            with self._store.session(write=True) as s:
                 s.execute(update(_TABLE).where(_TABLE.c.key_id == info.key_id).values(last_used_at=now))
         except ContextEngineError:
             return  # the usage stamp is informational; authentication itself succeeded

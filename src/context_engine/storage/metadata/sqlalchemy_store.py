@@ -1,8 +1,8 @@
-"""The metadata store on SQLAlchemy 2: SQLite (WAL) embedded, PostgreSQL by URL only (DESIGN.md §3).
+"""The metadata store on SQLAlchemy 2: SQLite (WAL) embedded, PostgreSQL by URL (DESIGN.md §3, §13; issue 13).
 
-Everything here is portable SQL. The only backend-specific code is the SQLite connection listener
-(:func:`_install_sqlite_listeners`): WAL journal, foreign keys, ``synchronous=NORMAL``, and explicit ``BEGIN`` /
-``BEGIN IMMEDIATE`` so that reads see one snapshot and writers queue on the busy timeout instead of failing.
+Everything here is portable SQL on one code path; what differs between the two databases is in :mod:`.dialects`
+(engine options, SQLite's explicit ``BEGIN`` / ``BEGIN IMMEDIATE``, snapshot isolation, ``ON CONFLICT``, advisory
+locks) and :mod:`.writer_locks` (writer liveness). The schema is created and upgraded by Alembic (:mod:`.migrate`).
 
 Ordering is done in Python (code-point order of ``str``), never by ``ORDER BY`` on text, because a PostgreSQL
 database with a locale collation sorts differently from SQLite; results are therefore identical on both.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -35,10 +35,8 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     delete,
-    event,
     func,
     insert,
-    inspect,
     or_,
     select,
     update,
@@ -53,24 +51,17 @@ from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation, Vecto
 from context_engine.schema.uri import ContextURI
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.journal import JournalEntry
+from context_engine.storage.metadata import dialects, migrate
+from context_engine.storage.metadata.dialects import WRITE_OPTION as _WRITE_OPTION
+from context_engine.storage.metadata.migrate import SCHEMA_VERSION, SchemaStatus
 
-SCHEMA_VERSION = 4
-"""Schema version this code reads and writes; a database stamped with a newer one is refused.
-
-Version 2 (issue 11) added ``nodes.occurred_at``, ``nodes.metadata_json``, ``nodes.version``, ``vectors.context``
-and the ``node_versions`` table; version 3 (issue 12) the ``index_generations`` and ``index_changes`` tables (the
-account generation and change log, :mod:`context_engine.storage.changes`); version 4 (issue 14) the ``principal``
-of ``tool_invocations`` and ``retrieved_docs`` (per-user audit scope, upgraded by :mod:`.audit`) and the
-``write_journal`` table (the intent journal, :mod:`context_engine.storage.journal`). Older databases are upgraded in
-place on open (:data:`_ADDED_COLUMNS`, new tables are created); an account without a generation row is at
-generation 0, a database without journal rows has no write to finish."""
+__all__ = ["SCHEMA_VERSION", "SqlMetadataStore"]
 
 LOG_RETAIN = 20_000
 """Account generations the change log keeps; a reader further behind reloads the account wholesale."""
 _PRUNE_EVERY = 1_000  # prune the log of an account every this many generations
 
 _IN_BATCH = 500  # bound on IN-list sizes: SQLite limits bound parameters per statement
-_WRITE_OPTION = "context_engine_write"  # execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)
 _STATUSES = frozenset(get_args(IndexStatus))
 _SPACE_SCOPE_ROOTS = frozenset({"ctx://user/", "ctx://agent/"})
 
@@ -269,14 +260,6 @@ _GET_VECTORS = select(_VECTORS.c.id, _VECTORS.c.account_id, _VECTORS.c.vector).w
     _VECTORS.c.id.in_(bindparam("ids", expanding=True))
 )
 
-# Columns added after schema version 1: (table, column, DDL type, DDL default) for an in-place upgrade.
-_ADDED_COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("nodes", "occurred_at", "TIMESTAMP", None),
-    ("nodes", "metadata_json", "JSON", None),
-    ("nodes", "version", "INTEGER", "1"),
-    ("vectors", "context", "TEXT", "''"),
-)
-
 
 # ---- the store ----------------------------------------------------------------------------------------------------
 class SqlMetadataStore:
@@ -285,41 +268,69 @@ class SqlMetadataStore:
     Thread-safe: every call outside a transaction uses its own short session; :meth:`transaction` binds one session
     to the calling thread until it ends. Every method is scoped by ``account_id`` where the protocol says so.
 
+    Other stores that keep their tables in this database (:mod:`.audit`, :mod:`.keys`) share its connection pool
+    and transactions through :meth:`session` and :meth:`snapshot`.
+
     Args:
         url: a SQLAlchemy database URL, e.g. ``sqlite:////abs/path/metadata.db`` or
-            ``postgresql+psycopg://user:pw@host/db``.
+            ``postgresql+psycopg://user:pw@host:5432/db`` (``metadata.url``).
+        pool_size: connections kept open (PostgreSQL; ``metadata.pool_size``).
+        max_overflow: extra connections opened under load (PostgreSQL; ``metadata.max_overflow``).
+        connect_timeout_s: timeout of one connection attempt (PostgreSQL; ``metadata.connect_timeout_s``).
+        upgrade: bring the schema to the newest revision (:mod:`.migrate`; a new database is created). ``False``
+            opens the database as it is (``context-engine migrate --check``): a database behind this release is
+            then not usable until :meth:`upgrade_schema`.
 
     Raises:
-        ContextEngineError: ``CFG-4001`` for an unusable URL or a database with a newer schema version;
-            ``WRT-5001`` (retryable) when the database cannot be opened.
+        ContextEngineError: ``CFG-4001`` for an unusable URL, a database that cannot be reached (naming
+            ``metadata.url`` and the address, never the password) or one migrated by a newer release;
+            ``WRT-5001`` (retryable) when the database fails while its schema is read or upgraded.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+        connect_timeout_s: float = 5.0,
+        upgrade: bool = True,
+    ) -> None:
         parsed: URL | None = None
         try:
             parsed = make_url(url)
-            is_sqlite = parsed.get_backend_name() == "sqlite"
-            kwargs: dict[str, Any] = {}
-            if is_sqlite:
-                # one connection may serve several threads over its life (pool); writers wait up to 30 s on a lock
-                kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30.0}
-            engine = create_engine(parsed, **kwargs)
+            backend = parsed.get_backend_name()
+            options = dialects.engine_options(
+                parsed, pool_size=pool_size, max_overflow=max_overflow, connect_timeout_s=connect_timeout_s
+            )
+            engine = create_engine(parsed, **options)
         except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as err:
             # the driver's message may echo the URL with its password: name only the error and the masked URL
-            shown = parsed.render_as_string(hide_password=True) if parsed is not None else "(unparsable)"
+            shown = _shown_url(parsed) if parsed is not None else "(unparsable)"
             raise ContextEngineError(
                 ErrorCode.CONFIG_INVALID,
-                f"unusable metadata database URL {shown}: {type(err).__name__}",
-                {"error": type(err).__name__},
+                f"metadata.url: unusable metadata database URL {shown}: {type(err).__name__}",
+                {"setting": "metadata.url", "error": type(err).__name__},
             ) from err
-        if is_sqlite:
-            _install_sqlite_listeners(engine)
+        if backend not in dialects.SUPPORTED:
+            engine.dispose()
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                f"metadata.url: {_shown_url(parsed)} is a {backend} database; use sqlite:///… or "
+                "postgresql+psycopg://…",
+                {"setting": "metadata.url", "dialect": backend},
+            )
+        if backend == dialects.SQLITE:
+            dialects.install_sqlite_listeners(engine)
         self._engine: Engine = engine
+        self._secret = parsed.password if isinstance(parsed.password, str) else None
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._local = threading.local()
         self._closed = False
+        self._writers: Any = None  # the writer-liveness locks (writer_locks.py), made on first use
+        self._writers_guard = threading.Lock()
         try:
-            self._init_schema()
+            self._status = self._open_schema(upgrade)
         except BaseException:
             engine.dispose()
             raise
@@ -334,33 +345,119 @@ class SqlMetadataStore:
     @property
     def url(self) -> str:
         """The database URL with any password hidden."""
-        return self._engine.url.render_as_string(hide_password=True)
+        return _shown_url(self._engine.url)
+
+    @property
+    def dialect(self) -> str:
+        """The database's backend name: ``sqlite`` or ``postgresql`` (:mod:`.dialects`)."""
+        return self._engine.dialect.name
+
+    def __repr__(self) -> str:
+        return f"SqlMetadataStore({self.url!r})"
 
     # ---- sessions and transactions --------------------------------------------------------------------------------
-    def _init_schema(self) -> None:
-        """Create missing tables, stamp the schema version, refuse a newer one (``CFG-4001``)."""
+    def _open_schema(self, upgrade: bool) -> SchemaStatus:
+        """Connect (``CFG-4001`` when the database cannot be reached), refuse a newer schema, and with ``upgrade``
+        bring it to the newest revision in one transaction (:mod:`.migrate`)."""
+        try:
+            conn = self._engine.connect()
+        except SQLAlchemyError as err:
+            raise self._unreachable(err) from err
+        try:
+            with conn:
+                conn = conn.execution_options(**{_WRITE_OPTION: upgrade})
+                with conn.begin():
+                    if upgrade:
+                        return migrate.ensure_current(conn, self.url)[1]
+                    status = migrate.read_status(conn)
+                    status.refuse_newer(self.url)
+                    return status
+        except SQLAlchemyError as err:
+            raise self._storage_error(err, "open") from err
+
+    def schema_status(self) -> SchemaStatus:
+        """Where the database's schema stands now (:class:`~.migrate.SchemaStatus`; read, never changed).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) on a database failure.
+        """
+        self._check_open()
+        try:
+            with self._engine.connect() as conn:
+                return migrate.read_status(conn)
+        except SQLAlchemyError as err:
+            raise self._storage_error(err, "read") from err
+
+    def upgrade_schema(self) -> tuple[SchemaStatus, SchemaStatus]:
+        """Bring the schema to the newest revision (``context-engine migrate``); returns ``(before, after)``.
+
+        Raises:
+            ContextEngineError: ``CFG-4001`` when a newer release migrated it; ``WRT-5001`` (retryable) on a
+                database failure (the upgrade is one transaction: nothing of it remains).
+        """
+        self._check_open()
         try:
             with self._engine.connect() as conn:
                 conn = conn.execution_options(**{_WRITE_OPTION: True})
                 with conn.begin():
-                    found = None
-                    if inspect(conn).has_table(SchemaVersionRow.__tablename__):
-                        found = conn.execute(select(func.max(SchemaVersionRow.version))).scalar()
-                    if found is not None and found > SCHEMA_VERSION:
-                        raise ContextEngineError(
-                            ErrorCode.CONFIG_INVALID,
-                            f"metadata database has schema version {found}, newer than {SCHEMA_VERSION} that this "
-                            "version of context-engine understands; upgrade context-engine",
-                            {"found": found, "supported": SCHEMA_VERSION},
-                        )
-                    _Base.metadata.create_all(conn)
-                    _add_missing_columns(conn)
-                    if found is None:
-                        conn.execute(insert(SchemaVersionRow).values(id=1, version=SCHEMA_VERSION))
-                    elif found < SCHEMA_VERSION:
-                        conn.execute(update(SchemaVersionRow).values(version=SCHEMA_VERSION))
+                    before, after = migrate.ensure_current(conn, self.url)
         except SQLAlchemyError as err:
-            raise _storage_error(err, "open") from err
+            raise self._storage_error(err, "upgrade") from err
+        self._status = after
+        return before, after
+
+    def _unreachable(self, err: SQLAlchemyError) -> ContextEngineError:
+        """``CFG-4001`` naming ``metadata.url`` and the address, for a database that cannot be reached at open."""
+        url = self._engine.url
+        if url.get_backend_name() == dialects.SQLITE:
+            address = url.database or ":memory:"
+        else:
+            address = f"{url.host or 'localhost'}:{url.port or 5432}"
+        reason = self._scrub(str(getattr(err, "orig", None) or err).strip().splitlines()[0][:300])
+        return ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            f"metadata.url: cannot connect to the metadata database at {address} ({self.url}): {reason}",
+            {"setting": "metadata.url", "address": address, "error": type(err).__name__},
+        )
+
+    def _storage_error(self, err: SQLAlchemyError, operation: str) -> ContextEngineError:
+        """``WRT-5001`` (retryable) naming the driver's message (password scrubbed), never the statement's
+        parameters."""
+        reason = self._scrub(str(getattr(err, "orig", None) or type(err).__name__)[:200])
+        return ContextEngineError(
+            ErrorCode.STORAGE_FAILED,
+            f"metadata store {operation} failed: {reason}",
+            {"error": type(err).__name__, "operation": operation},
+            retryable=True,
+        )
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with the URL's password replaced (a driver message could echo its connection string)."""
+        return text.replace(self._secret, "***") if self._secret and len(self._secret) >= 4 else text
+
+    # ---- sharing the database with the audit and API-key stores ---------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine: the one connection pool of this database in this process. For stores that keep
+        their own tables here; never dispose of it (:meth:`close` does)."""
+        return self._engine
+
+    def session(self, *, write: bool) -> AbstractContextManager[Session]:
+        """A session on this database: the calling thread's :meth:`transaction` when one is open (joining it),
+        else a new one that commits at the end (``write``; SQLite takes the write lock up front) or is discarded.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the database fails inside the block.
+        """
+        return self._use(write=write)
+
+    def snapshot(self) -> AbstractContextManager[Session]:
+        """A read-only session on committed data in one snapshot, even inside this thread's transaction.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the database fails inside the block.
+        """
+        return self._committed_read()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -392,14 +489,14 @@ class SqlMetadataStore:
             session.connection(execution_options={_WRITE_OPTION: True})
         except SQLAlchemyError as err:
             session.close()
-            raise _storage_error(err, "begin") from err
+            raise self._storage_error(err, "begin") from err
         local.session, local.depth = session, 1
         try:
             yield
             session.commit()
         except SQLAlchemyError as err:
             session.rollback()
-            raise _storage_error(err, "commit") from err
+            raise self._storage_error(err, "commit") from err
         except BaseException:
             session.rollback()
             raise
@@ -425,7 +522,7 @@ class SqlMetadataStore:
                 if write:
                     session.commit()
         except SQLAlchemyError as err:
-            raise _storage_error(err, "write" if write else "read") from err
+            raise self._storage_error(err, "write" if write else "read") from err
 
     @contextmanager
     def _read(self) -> Iterator[Session | Connection]:
@@ -441,7 +538,7 @@ class SqlMetadataStore:
             with self._engine.connect() as conn:
                 yield conn
         except SQLAlchemyError as err:
-            raise _storage_error(err, "read") from err
+            raise self._storage_error(err, "read") from err
 
     @contextmanager
     def _committed_read(self) -> Iterator[Session]:
@@ -450,11 +547,12 @@ class SqlMetadataStore:
         self._check_open()
         try:
             with self._sessions() as session:
-                if self._engine.dialect.name != "sqlite":
-                    session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+                options = dialects.snapshot_options(self.dialect)
+                if options:
+                    session.connection(execution_options=options)
                 yield session
         except SQLAlchemyError as err:
-            raise _storage_error(err, "read") from err
+            raise self._storage_error(err, "read") from err
 
     # ---- nodes ----------------------------------------------------------------------------------------------------
     def upsert_nodes(self, nodes: Sequence[NodeRecord], *, bulk: bool = False) -> None:
@@ -591,8 +689,8 @@ class SqlMetadataStore:
     def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
         """A bounded sample of a directory's children, for summaries that must not cost O(children): all of them
         when there are at most ``2 * each``, else the first and the last ``each`` by URI. Returns ``(sample ordered
-        by URI, total number of children)``. The window is chosen by the database's ``ORDER BY`` on the URI key
-        (code-point order on SQLite; PostgreSQL's collation may pick other members, never other counts)."""
+        by URI, total number of children)``. The window is chosen by the database's ``ORDER BY`` on the URI key in
+        code-point order (on PostgreSQL whatever the database's collation)."""
         parent = str(ContextURI.parse(parent_uri).as_dir())
         where = (NodeRow.account_id == account_id, NodeRow.parent_uri == parent)
         with self._use(write=False) as s:
@@ -600,8 +698,9 @@ class SqlMetadataStore:
             if total <= 2 * each:
                 rows = list(s.scalars(select(NodeRow).where(*where)))
             else:
-                head = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key).limit(each))
-                tail = s.scalars(select(NodeRow).where(*where).order_by(NodeRow.uri_key.desc()).limit(each))
+                key = dialects.code_point_order(self.dialect, NodeRow.uri_key)
+                head = s.scalars(select(NodeRow).where(*where).order_by(key).limit(each))
+                tail = s.scalars(select(NodeRow).where(*where).order_by(key.desc()).limit(each))
                 rows = list({r.uri: r for r in [*head, *tail]}.values())
         return sorted((_node_record(r) for r in rows), key=lambda n: n.uri), total
 
@@ -612,12 +711,12 @@ class SqlMetadataStore:
         session written before the counter existed). A batch that fails after reserving leaves a gap."""
         key = _sequence_key(account_id, parent_uri)
         with self.transaction(), self._use(write=True) as s:
-            value = s.execute(select(_META.c.value).where(_META.c.key == key)).scalar()
-            current = max(int(value) if value is not None else 0, floor)
-            if value is None:
-                s.execute(insert(_META).values(key=key, value=str(current + count)))
-            else:
-                s.execute(update(_META).where(_META.c.key == key).values(value=str(current + count)))
+            # the row first, then its lock (PostgreSQL: FOR UPDATE; SQLite holds the write lock): a concurrent
+            # reservation waits and reads the value this one leaves
+            s.execute(self._insert_ignore(_META).values(key=key, value="0"))
+            value = s.execute(select(_META.c.value).where(_META.c.key == key).with_for_update()).scalar()
+            current = max(int(value or 0), floor)
+            s.execute(update(_META).where(_META.c.key == key).values(value=str(current + count)))
         return current + 1
 
     def release_sequence(self, account_id: str, parent_uri: str, start: int, count: int) -> None:
@@ -868,14 +967,10 @@ class SqlMetadataStore:
             return
         with self._use(write=True) as s:
             values = list(rows.values())
-            if bulk:  # one INSERT ... ON CONFLICT DO UPDATE per batch instead of a delete and an insert
-                for start in range(0, len(values), _IN_BATCH):
-                    s.execute(self._upsert(_VECTORS, ["id"]), values[start : start + _IN_BATCH])
-            else:
-                for chunk in _chunks(list(rows)):
-                    s.execute(delete(_VECTORS).where(_VECTORS.c.id.in_(chunk)))
-                for start in range(0, len(values), _IN_BATCH):
-                    s.execute(insert(_VECTORS), values[start : start + _IN_BATCH])
+            # INSERT ... ON CONFLICT DO UPDATE: on PostgreSQL a concurrent writer of the same id waits for this one
+            # and then replaces the row (a delete and an insert would fail on the primary key instead)
+            for start in range(0, len(values), _IN_BATCH):
+                s.execute(self._upsert(_VECTORS, ["id"]), values[start : start + _IN_BATCH])
             by_account: dict[str, list[str]] = {}
             for rid, value in rows.items():
                 by_account.setdefault(value["account_id"], []).append(rid)
@@ -930,25 +1025,11 @@ class SqlMetadataStore:
 
     def _upsert(self, table: Any, keys: Sequence[str], keep: Sequence[str] = ()) -> Any:
         """``INSERT ... ON CONFLICT (keys) DO UPDATE`` of every column but ``keys`` and ``keep``, for this dialect."""
-        if self._engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        stmt = dialect_insert(table)
-        fixed = set(keys) | set(keep)
-        return stmt.on_conflict_do_update(
-            index_elements=list(keys), set_={c.name: stmt.excluded[c.name] for c in table.c if c.name not in fixed}
-        )
+        return dialects.upsert(self.dialect, table, keys, keep)
 
     def _insert_ignore(self, table: Any) -> Any:
         """``INSERT ... ON CONFLICT DO NOTHING`` for this dialect (the generation row may be created concurrently)."""
-        if self._engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            return pg_insert(table).on_conflict_do_nothing()
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        return sqlite_insert(table).on_conflict_do_nothing()
+        return dialects.insert_ignore(self.dialect, table)
 
     def vector_ids_for(self, account_id: str, uris: Sequence[str]) -> list[str]:
         """Ids (sorted) of the account's vector rows whose ``uri`` is one of ``uris`` (either slash form)."""
@@ -1020,7 +1101,7 @@ class SqlMetadataStore:
             with self._engine.connect() as conn:  # a Core connection: a third of a Session's cost per read
                 found = conn.execute(_GET_GENERATION, {"account_id": account_id}).scalar()
         except SQLAlchemyError as err:
-            raise _storage_error(err, "read") from err
+            raise self._storage_error(err, "read") from err
         return int(found or 0)
 
     def changes_since(
@@ -1142,7 +1223,7 @@ class SqlMetadataStore:
             stmt = select(*columns).where(_VECTORS.c.account_id == account_id)
             if levels is not None:
                 stmt = stmt.where(_VECTORS.c.level.in_(sorted(set(levels))))
-            rows = s.execute(stmt.order_by(_VECTORS.c.id)).all()
+            rows = s.execute(stmt.order_by(dialects.code_point_order(self.dialect, _VECTORS.c.id))).all()
         generation = int(generation or 0)
         if not rows:
             return VectorMatrix.empty(generation)
@@ -1171,7 +1252,7 @@ class SqlMetadataStore:
         SQLite already holds the database's write lock for the whole transaction (``BEGIN IMMEDIATE``); other
         databases take the row lock of one ``meta`` row, so two writers never change the content store at once.
         """
-        if self._engine.dialect.name == "sqlite":
+        if self.dialect == dialects.SQLITE:
             return
         with self._use(write=True) as s:
             s.execute(self._insert_ignore(_META).values(key=_WRITE_LOCK_KEY, value="0"))
@@ -1239,53 +1320,102 @@ class SqlMetadataStore:
             return s.execute(select(_META.c.value).where(_META.c.key == key)).scalar()
 
     def set_meta(self, key: str, value: str) -> None:
-        """Store ``value`` under ``key`` (insert or replace)."""
+        """Store ``value`` under ``key`` (insert or replace, atomic also against a concurrent first write)."""
         with self._use(write=True) as s:
-            if not s.execute(update(_META).where(_META.c.key == key).values(value=value)).rowcount:
-                s.execute(insert(_META).values(key=key, value=value))
+            s.execute(self._upsert(_META, ["key"]).values(key=key, value=value))
+
+    # ---- writer liveness and the index sync lock (ingest/journal.py; writer_locks.py) -------------------------------
+    def hold_writer_lock(self, token: str) -> None:
+        """Hold, for this process's life (or until :meth:`release_writer_lock`), the lock that shows the writer
+        ``token`` is alive to every process of this database. Idempotent; checks a held lock is still held.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the lock cannot be taken.
+        """
+        try:
+            self._writer_locks().hold(token)
+        except (SQLAlchemyError, OSError, RuntimeError) as err:
+            raise self._lock_error(err) from err
+
+    def writer_alive(self, token: str) -> bool:
+        """Whether the writer ``token`` holds its lock, in this process or any other (on PostgreSQL: on any machine).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) on a database failure.
+        """
+        try:
+            return bool(self._writer_locks().alive(token))
+        except (SQLAlchemyError, OSError) as err:
+            raise self._lock_error(err) from err
+
+    def release_writer_lock(self, token: str) -> None:
+        """Drop the writer lock of ``token``: the rows it owns become recoverable by others. Idempotent."""
+        if self._writers is not None:
+            self._writers.release(token)
+
+    @contextmanager
+    def index_sync_lock(self, account_id: str) -> Iterator[None]:
+        """Serialise, across every process, the syncs of the vector index with this database (SQLite: one lock for
+        all accounts; PostgreSQL: one per account).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the lock cannot be taken or is lost.
+        """
+        in_block = False
+        try:
+            with self._writer_locks().sync(account_id):
+                in_block = True
+                yield
+                in_block = False
+        except (SQLAlchemyError, OSError) as err:
+            if in_block:
+                raise  # the block's own failure, unchanged
+            raise self._lock_error(err) from err
+
+    def _writer_locks(self) -> Any:
+        self._check_open()
+        with self._writers_guard:
+            if self._writers is None:
+                from context_engine.storage.metadata import writer_locks
+
+                if self.dialect == dialects.SQLITE:
+                    database = self._engine.url.database
+                    if database and database != ":memory:":
+                        directory = Path(database).parent / "journal"
+                    else:
+                        import tempfile
+
+                        directory = Path(tempfile.mkdtemp(prefix="ce-journal-"))
+                    self._writers = writer_locks.FileWriterLocks(directory)
+                else:
+                    self._writers = writer_locks.AdvisoryWriterLocks(self._engine)
+            return self._writers
+
+    def _lock_error(self, err: BaseException) -> ContextEngineError:
+        if isinstance(err, SQLAlchemyError):
+            return self._storage_error(err, "writer lock")
+        return ContextEngineError(
+            ErrorCode.STORAGE_FAILED,
+            f"metadata store writer lock failed: {type(err).__name__}: {self._scrub(str(err))[:200]}",
+            {"error": type(err).__name__, "operation": "writer lock"},
+            retryable=True,
+        )
 
     def close(self) -> None:
-        """Release every connection. Idempotent; later calls raise ``WRT-5001`` (not retryable)."""
+        """Release every connection and lock. Idempotent; later calls raise ``WRT-5001`` (not retryable)."""
         if not self._closed:
             self._closed = True
+            if self._writers is not None:
+                self._writers.close()
             self._engine.dispose()
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------------
-def _install_sqlite_listeners(engine: Engine) -> None:
-    """SQLite only: WAL, foreign keys, ``synchronous=NORMAL``; explicit ``BEGIN`` (``IMMEDIATE`` for writes).
-
-    pysqlite's own transaction handling is turned off (``isolation_level = None``) so that SQLAlchemy's ``begin``
-    is a real ``BEGIN``: reads get one snapshot, and writers take the lock up front and wait on the busy timeout
-    instead of failing when a read lock cannot be upgraded (the SQLAlchemy-documented pysqlite recipe).
-    """
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-        cursor = dbapi_conn.cursor()
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(_WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def _storage_error(err: SQLAlchemyError, operation: str) -> ContextEngineError:
-    """``WRT-5001`` (retryable) naming the driver's message, never the statement's parameters."""
-    reason = str(getattr(err, "orig", None) or type(err).__name__)[:200]
-    return ContextEngineError(
-        ErrorCode.STORAGE_FAILED,
-        f"metadata store {operation} failed: {reason}",
-        {"error": type(err).__name__, "operation": operation},
-        retryable=True,
-    )
+def _shown_url(url: URL) -> str:
+    """``url`` for messages: the password hidden, also one given as a ``password`` query parameter."""
+    if "password" in url.query:
+        url = url.update_query_dict({"password": "***"})
+    return url.render_as_string(hide_password=True)
 
 
 def _chunks(items: Sequence[str], size: int = _IN_BATCH) -> Iterator[Sequence[str]]:
@@ -1421,16 +1551,3 @@ def _json_equals(element: Any, value: Any) -> Any:
     if isinstance(value, float):
         return element.as_float() == value
     return element.as_string() == str(value)
-
-
-def _add_missing_columns(conn: Any) -> None:
-    """Upgrade a version-1 database in place: add the columns of :data:`_ADDED_COLUMNS` that it lacks."""
-    inspector = inspect(conn)
-    for table, column, ddl_type, default in _ADDED_COLUMNS:
-        present = {c["name"] for c in inspector.get_columns(table)}
-        if column in present:
-            continue
-        clause = f" DEFAULT {default}" if default is not None else ""
-        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl_type}{clause}")
-    for index in NodeRow.__table__.indexes:
-        index.create(conn, checkfirst=True)

@@ -1,0 +1,141 @@
+"""What differs between the metadata database's dialects, in one place (DESIGN §3, §13; docs/deployment.md).
+
+SQLite (embedded, one machine) and PostgreSQL (shared by replicas) run the same SQLAlchemy code path; the few things
+that differ are here, each with both branches side by side:
+
+* engine options: SQLite's busy timeout and thread sharing; PostgreSQL's pool (``metadata.pool_size``,
+  ``metadata.max_overflow``, pre-ping) and connect timeout (``metadata.connect_timeout_s``);
+* transactions: SQLite's explicit ``BEGIN`` / ``BEGIN IMMEDIATE`` (:func:`install_sqlite_listeners`); a committed
+  snapshot is ``BEGIN`` on SQLite and ``REPEATABLE READ`` on PostgreSQL (:func:`snapshot_options`);
+* ``INSERT ... ON CONFLICT`` (:func:`upsert`, :func:`insert_ignore`): the same SQL, built by each dialect's module;
+* text order: code points on both (:func:`code_point_order`), whatever the PostgreSQL database's collation;
+* locks between processes: SQLite holds one database-wide write lock per write transaction, so
+  :func:`xact_lock` is a no-op there; PostgreSQL takes transaction-scoped advisory locks keyed by :func:`lock_key`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine, event, text
+from sqlalchemy.engine import URL, Connection
+
+SQLITE = "sqlite"
+POSTGRESQL = "postgresql"
+SUPPORTED = (SQLITE, POSTGRESQL)
+"""Backend names (``URL.get_backend_name()``) the metadata store runs on."""
+
+WRITE_OPTION = "context_engine_write"
+"""Execution option of a connection whose transaction will write (SQLite: ``BEGIN IMMEDIATE``)."""
+
+SQLITE_BUSY_TIMEOUT_S = 30.0  # SQLite writers wait this long for the database's write lock
+
+
+def engine_options(url: URL, *, pool_size: int, max_overflow: int, connect_timeout_s: float) -> dict[str, Any]:
+    """Keyword arguments of ``create_engine`` for ``url``'s dialect.
+
+    Args:
+        url: the database URL.
+        pool_size: connections kept open (PostgreSQL; SQLite's file connections are cheap and use the default pool).
+        max_overflow: extra connections opened under load (PostgreSQL).
+        connect_timeout_s: the timeout of one connection attempt (PostgreSQL, whole seconds, at least 2 as libpq
+            counts them; SQLite opens a local file).
+    """
+    if url.get_backend_name() == SQLITE:
+        # one connection may serve several threads over its life (pool); writers wait on the busy timeout
+        return {"connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}}
+    if url.get_backend_name() == POSTGRESQL:
+        return {
+            "pool_size": pool_size,
+            "max_overflow": max_overflow,
+            "pool_pre_ping": True,  # a connection the server dropped (restart, failover) is replaced, not served
+            "connect_args": {
+                "connect_timeout": max(2, math.ceil(connect_timeout_s)),
+                "application_name": "context-engine",
+                # a peer that vanished (host down, network cut) is noticed within about a minute, and with it the
+                # session's advisory locks (writer liveness, storage/metadata/writer_locks.py) are released
+                "keepalives": 1,
+                "keepalives_idle": 30,
+                "keepalives_interval": 10,
+                "keepalives_count": 3,
+            },
+        }
+    return {}
+
+
+def install_sqlite_listeners(engine: Engine) -> None:
+    """SQLite only: WAL, foreign keys, ``synchronous=NORMAL``; explicit ``BEGIN`` (``IMMEDIATE`` for writes).
+
+    pysqlite's own transaction handling is turned off (``isolation_level = None``) so that SQLAlchemy's ``begin``
+    is a real ``BEGIN``: reads get one snapshot, and writers take the lock up front and wait on the busy timeout
+    instead of failing when a read lock cannot be upgraded (the SQLAlchemy-documented pysqlite recipe).
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def snapshot_options(dialect: str) -> dict[str, Any]:
+    """Execution options of a read that sees committed data in one snapshot. SQLite: none (the listener's explicit
+    ``BEGIN`` is a snapshot in WAL mode); PostgreSQL: ``REPEATABLE READ`` (its default, ``READ COMMITTED``, takes a
+    new snapshot per statement)."""
+    return {} if dialect == SQLITE else {"isolation_level": "REPEATABLE READ"}
+
+
+def code_point_order(dialect: str, column: Any) -> Any:
+    """``column`` for an ``ORDER BY`` in code-point order (Python's ``str`` order): SQLite's default ``BINARY``
+    collation compares UTF-8 bytes, which is that order; PostgreSQL sorts by the database's collation (e.g.
+    ``en_US``: case and punctuation folded) unless told ``COLLATE "C"``."""
+    return column.collate("C") if dialect == POSTGRESQL else column
+
+
+def upsert(dialect: str, table: Any, keys: Sequence[str], keep: Sequence[str] = ()) -> Any:
+    """``INSERT ... ON CONFLICT (keys) DO UPDATE`` of every column but ``keys`` and ``keep``."""
+    stmt = _insert(dialect, table)
+    fixed = set(keys) | set(keep)
+    return stmt.on_conflict_do_update(
+        index_elements=list(keys), set_={c.name: stmt.excluded[c.name] for c in table.c if c.name not in fixed}
+    )
+
+
+def insert_ignore(dialect: str, table: Any) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING``: a row another transaction may create concurrently (on PostgreSQL the
+    second inserter waits for the first to commit, then does nothing)."""
+    return _insert(dialect, table).on_conflict_do_nothing()
+
+
+def _insert(dialect: str, table: Any) -> Any:
+    if dialect == POSTGRESQL:
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return dialect_insert(table)
+
+
+def lock_key(name: str) -> int:
+    """A PostgreSQL advisory-lock key (signed 64 bits) for ``name``, e.g. ``writer:<token>``; distinct names collide
+    with probability 2**-64. Advisory locks are per database, so two databases of one server never contend."""
+    return int.from_bytes(hashlib.sha256(f"context-engine:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+def xact_lock(conn: Connection, name: str) -> None:
+    """Inside a transaction: wait for, then hold until its end, the lock called ``name``. PostgreSQL: a transaction
+    advisory lock; SQLite: nothing to do (a write transaction already holds the database's write lock)."""
+    if conn.dialect.name == POSTGRESQL:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(name)})
