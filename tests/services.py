@@ -43,8 +43,10 @@ def scale_out_settings(name: str) -> dict:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
+    from tests.s3_store import s3_content_settings
+
     pg = make_url(require_service("CE_TEST_POSTGRES_URL", "postgres"))
-    s3 = require_service("CE_TEST_S3_ENDPOINT", "seaweedfs")
+    content = s3_content_settings(name)
     milvus = require_service("CE_TEST_MILVUS_URI", "milvus")
     admin = create_engine(pg, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -52,12 +54,7 @@ def scale_out_settings(name: str) -> dict:
     admin.dispose()
     return {
         "metadata": {"url": pg.set(database=name).render_as_string(hide_password=False)},
-        "content": {
-            "url": f"s3://{service_var('CE_TEST_S3_BUCKET')}/{name}",
-            "s3_endpoint": s3,
-            "s3_access_key_id": service_var("CE_TEST_S3_ACCESS_KEY_ID"),
-            "s3_secret_access_key": service_var("CE_TEST_S3_SECRET_ACCESS_KEY"),
-        },
+        "content": content,
         "vector": {"backend": "milvus", "milvus": {"uri": milvus, "collection_prefix": name}},
     }
 

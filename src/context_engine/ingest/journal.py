@@ -156,10 +156,11 @@ class WriteJournal:
         return 0
 
     def _finish_released(self) -> None:
-        """After a write that reached the index: finish the writes released after an index failure, so they heal
-        with the next write instead of waiting for ``reindex`` or a restart (one read of the small journal table)."""
+        """After a write that reached the index: finish the committed writes that were released after an index
+        failure or whose writer died (another replica killed after its commit), so they heal with the next write
+        anywhere instead of waiting for ``reindex`` or a restart (one read of the small journal table)."""
         for entry in self._metadata.journal_entries():
-            if entry.owner is None and entry.state == "committed":
+            if entry.state == "committed" and not self._alive(entry.owner):
                 try:
                     self._finish_orphan(entry, RecoveryReport())
                 except ContextEngineError as err:

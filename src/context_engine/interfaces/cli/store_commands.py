@@ -222,9 +222,7 @@ def reindex(
         with open_engine() as engine:
             swept = engine.collect_garbage(state.ctx)
         if state.json:
-            emit(
-                {"accounts": swept.accounts, "content_nodes": swept.content_nodes, "vector_rows": swept.vector_rows}
-            )
+            emit({"accounts": swept.accounts, "content_nodes": swept.content_nodes, "vector_rows": swept.vector_rows})
         else:
             out.print(
                 f"garbage: removed the content of {swept.content_nodes} nodes and {swept.vector_rows} vector-index "
@@ -302,6 +300,97 @@ def migrate(
     _print_migration(info, after.current)
     if check and not after.current:
         raise typer.Exit(1)
+
+
+@app.command("migrate-home")
+def migrate_home(
+    source: Annotated[Path, typer.Argument(help="An embedded home to copy from (its metadata.db and content/).")],
+) -> None:
+    """Copy an embedded home into the stores configured for --home (metadata.url, content.url, vector.backend).
+
+    Everything is kept (nodes, versions, vectors, audit, session ledger, API keys); the vector index of the target is
+    then built from the copied vectors. The source is only read and must be at this release's schema (run `migrate`
+    on it first); the target stores must be empty. Content is copied first, then the metadata in one transaction:
+    after a failure, run it again (`reindex --gc` removes content objects a failed run left). docs/deployment.md.
+    """
+    from context_engine.providers.embedder import build_embedder
+    from context_engine.schema.context import RequestContext
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+    from context_engine.storage import transfer
+    from context_engine.storage.content.local import LocalContentStore
+    from context_engine.storage.factory import open_content, open_metadata
+    from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+
+    home = source.expanduser().resolve()
+    if not (home / "metadata.db").is_file():
+        fail(ContextEngineError(ErrorCode.CONFIG_INVALID, f"{home} has no metadata.db: not an embedded home"))
+    src_meta = dst_meta = None
+    try:
+        settings = load_settings(state.home) if state.home else load_settings()
+        if not settings.metadata.url and settings.home_path == home:
+            raise ContextEngineError(ErrorCode.CONFIG_INVALID, "the source is the target home: set metadata.url")
+        src_meta = SqlMetadataStore.sqlite(home / "metadata.db", upgrade=False)
+        if not src_meta.schema_status().current:
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID, f"upgrade the source first: `context-engine --home {home} migrate`"
+            )
+        dst_meta = open_metadata(settings)
+        transfer.check_transfer(src_meta, dst_meta)
+        embedder = build_embedder(settings.embedding, home=settings.home_path)
+        stamp = src_meta.get_meta("embedding_model")
+        if stamp is not None and stamp != embedder.model_name:
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"the source was indexed with {stamp} but the target is configured with {embedder.model_name}",
+            )
+        src_content = LocalContentStore(home / "content")
+        accounts = sorted(set(src_meta.accounts()) | set(src_content.account_ids()))
+        nodes = sum(src_meta.count_nodes(a)["nodes"] for a in accounts)
+        with progress_bar() as tick:
+            done = [0, 0]
+
+            def content_step(n: int) -> None:
+                done[0] += n
+                if tick:
+                    tick("content", done[0], nodes)
+
+            def metadata_step(n: int) -> None:
+                done[1] += n
+                if tick:
+                    tick("metadata rows", done[1], done[1])
+
+            report = transfer.TransferReport(accounts=accounts)
+            report.content_nodes = transfer.copy_content(src_content, open_content(settings), accounts, content_step)
+            report.rows = transfer.copy_metadata(src_meta, dst_meta, metadata_step)
+            dst_meta.close()
+            dst_meta = None
+            vectors = 0
+            with ContextEngineService(settings, embedder=embedder) as engine:
+                for account in accounts:
+                    ctx = RequestContext(account_id=account, role="admin")
+                    vectors += engine.reindex(ctx, full=True, progress=tick).vectors
+    except ContextEngineError as e:
+        fail(e)
+    finally:
+        for store in (src_meta, dst_meta):
+            if store is not None:
+                store.close()
+    info = {
+        "source": str(home),
+        "accounts": report.accounts,
+        "content_nodes": report.content_nodes,
+        "rows": report.rows,
+        "vectors_indexed": vectors,
+    }
+    if state.json:
+        emit(info)
+        return
+    rows = sum(report.rows.values())
+    out.print(
+        f"migrated {len(accounts)} accounts from {escape(str(home))}: {report.content_nodes} nodes' content, "
+        f"{rows} metadata rows, {vectors} vectors indexed"
+    )
 
 
 def _print_migration(info: dict[str, Any], current: bool) -> None:

@@ -336,11 +336,12 @@ class SqlMetadataStore:
             raise
 
     @classmethod
-    def sqlite(cls, path: Path) -> SqlMetadataStore:
-        """Open (or create) the embedded SQLite database at ``path``; its parent directory is created if needed."""
+    def sqlite(cls, path: Path, *, upgrade: bool = True) -> SqlMetadataStore:
+        """Open (or create) the embedded SQLite database at ``path``; its parent directory is created if needed.
+        ``upgrade=False`` opens it as it is (see :meth:`__init__`)."""
         path = Path(path).expanduser().resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
-        return cls(URL.create("sqlite", database=str(path)).render_as_string(hide_password=False))
+        return cls(URL.create("sqlite", database=str(path)).render_as_string(hide_password=False), upgrade=upgrade)
 
     @property
     def url(self) -> str:
