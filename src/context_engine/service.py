@@ -111,11 +111,16 @@ class ContextEngineService:
                 "dense_weight": dense_weight_of(self.embedder, settings.keyword.dense_weight, settings.keyword.fusion)
             }
         )
+        self.metrics = Metrics()  # before the stores: their retry hooks count into it
         self.content = content or open_content(settings)
         self.metadata = metadata or open_metadata(settings)
-        self._check_stamp()
-        self.index = index or self._build_index(home)
-        self.metrics = Metrics()
+        try:
+            self._check_stamp()
+            self.index = index or self._build_index(home)
+        except BaseException:  # e.g. Milvus unreachable (CFG-4001): release what was opened, then report it
+            if metadata is None:
+                self.metadata.close()
+            raise
         self.journal = WriteJournal(
             self.metadata, self.content, self.index, home / "journal", crash_at=settings.ingest.crash_at
         )
@@ -146,6 +151,7 @@ class ContextEngineService:
             self.metadata,
             self.embedder.dim,
             on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
+            model_name=self.embedder.model_name,
         )
 
     def _recover_writes(self) -> None:
@@ -281,6 +287,8 @@ class ContextEngineService:
         self.search_pipeline.close()
         self.l0_source.close()
         self.journal.close()
+        if self.index.name == "milvus":  # holds a connection; the embedded indexes hold nothing to release
+            getattr(self.index, "close")()  # noqa: B009 - not part of the VectorIndex protocol
         self.metadata.close()
         if self._audit_db is not None:
             self._audit_db.close()
