@@ -85,6 +85,7 @@ _TRANSIENT_GRPC = {
     grpc.StatusCode.ABORTED,
 }
 _RATE_LIMIT = 8  # Milvus's legacy RateLimit error code (common.ErrorCode)
+_NOT_LOADED = 101  # CollectionNotLoaded
 
 
 def collection_name(settings: MilvusSettings, model_name: str, dim: int) -> str:
@@ -487,6 +488,15 @@ class MilvusVectorIndex:
             before_sleep=count,
             reraise=True,
         )
+        try:
+            return retrying(fn, *args, timeout=self._timeout, **kwargs)
+        except MilvusException as err:
+            if err.code != _NOT_LOADED or operation in ("open", "drop"):
+                raise
+        # Released (a Milvus Lite restart forgets which collections were loaded; an operator may release one):
+        # load it again, then repeat the call once.
+        _LOG.warning("Milvus collection %s was not loaded; loading it", self.collection)
+        retrying(self._client.load_collection, self.collection, timeout=self._timeout)
         return retrying(fn, *args, timeout=self._timeout, **kwargs)
 
     def _dim_error(self, shapes: list[Any]) -> ContextEngineError:
