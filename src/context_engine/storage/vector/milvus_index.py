@@ -276,14 +276,15 @@ class MilvusVectorIndex:
         Raises:
             ContextEngineError: ``RET-5001`` (retryable) when Milvus fails.
         """
-        found: list[str] = []
-        with self._search_errors("list vector ids"):
+
+        def scan(timeout: float) -> list[str]:
+            found: list[str] = []
             iterator = self._client.query_iterator(
                 self.collection,
                 batch_size=4_096,
                 filter=f"account_id == {milvus_string(account_id)}",
                 output_fields=["id"],
-                timeout=self._timeout,
+                timeout=timeout,
                 consistency_level=self._settings.consistency_level,
             )
             try:
@@ -291,6 +292,10 @@ class MilvusVectorIndex:
                     found.extend(str(row["id"]) for row in batch)
             finally:
                 iterator.close()
+            return found
+
+        with self._search_errors("list vector ids"):
+            found = self._call("ids", scan)
         return sorted(found)
 
     def drop(self) -> None:
