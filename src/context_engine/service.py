@@ -109,19 +109,19 @@ class ContextEngineService:
                 "dense_weight": dense_weight_of(self.embedder, settings.keyword.dense_weight, settings.keyword.fusion)
             }
         )
-        self.metrics = Metrics()
+        self.metrics = Metrics()  # before the stores: their failure and retry hooks count into it
         # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
         self.metadata = metadata or open_metadata(settings)
         try:
             self.content = content or open_content(
                 settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
             )
-        except BaseException:
+            self._check_stamp()
+            self.index = index or self._build_index(home)
+        except BaseException:  # e.g. S3 or Milvus unreachable (CFG-4001): release what was opened, then report it
             if metadata is None:
                 self.metadata.close()
             raise
-        self._check_stamp()
-        self.index = index or self._build_index(home)
         self.journal = WriteJournal(self.metadata, self.content, self.index, crash_at=settings.ingest.crash_at)
         self.pipeline = WritePipeline(
             self.content, self.metadata, self.index, self.embedder, settings.ingest, journal=self.journal
@@ -150,6 +150,7 @@ class ContextEngineService:
             self.metadata,
             self.embedder.dim,
             on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
+            model_name=self.embedder.model_name,
         )
 
     def _recover_writes(self) -> None:
@@ -280,6 +281,8 @@ class ContextEngineService:
         self.search_pipeline.close()
         self.l0_source.close()
         self.journal.close()
+        if self.index.name == "milvus":  # holds a connection; the embedded indexes hold nothing to release
+            getattr(self.index, "close")()  # noqa: B009 - not part of the VectorIndex protocol
         self.metadata.close()
 
     def __enter__(self) -> Self:

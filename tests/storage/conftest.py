@@ -3,11 +3,14 @@
 - Metadata stores: ``METADATA_BACKENDS`` maps a name to a context manager that, given ``tmp_path``, yields the
   database URL and an opener for it: ``sqlite`` (a file under ``tmp_path``) and ``postgres`` (a fresh database per
   test on the server of ``bash scripts/services.sh up postgres``; skipped when it is not running).
-- Vector indexes: add a name to ``VECTOR_BACKENDS`` and a branch to :meth:`VectorIndexFactory.open`.
+- Vector indexes: add a name to ``VECTOR_BACKENDS`` and a branch to :meth:`VectorIndexFactory.open`. ``milvus`` runs on
+  the server of ``scripts/services.sh up milvus`` (skipped when it is not running), in collections of a prefix of its
+  own per test, dropped at teardown.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -17,10 +20,11 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import URL
 
-from context_engine.settings import VectorSettings
+from context_engine.settings import MilvusSettings, VectorSettings
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.protocols import VectorIndex
 from tests.postgres import fresh_postgres_database
+from tests.services import require_service
 
 # ---- metadata stores ----------------------------------------------------------------------------------------------
 
@@ -86,7 +90,7 @@ def metadata_store(metadata_backend: MetadataBackend) -> SqlMetadataStore:
 
 # ---- vector indexes -----------------------------------------------------------------------------------------------
 
-VECTOR_BACKENDS = ("exact", "lancedb", "matrix")
+VECTOR_BACKENDS = ("exact", "lancedb", "matrix", "milvus")
 
 
 @dataclass
@@ -94,7 +98,7 @@ class VectorIndexFactory:
     """Opens indexes of one backend on one directory; ``open`` again after ``close`` to test a reopen.
 
     Attributes:
-        backend: ``exact``, ``matrix`` or ``lancedb``.
+        backend: ``exact``, ``matrix``, ``lancedb`` or ``milvus``.
         root: the directory holding the index's files.
         dim: the default vector dimension.
     """
@@ -103,6 +107,8 @@ class VectorIndexFactory:
     root: Path
     dim: int
     _closers: dict[int, Callable[[], None]] = field(default_factory=dict)
+    _milvus_prefix: str | None = None
+    _cleanups: list[Callable[[], None]] = field(default_factory=list)  # after every handle is closed
 
     def open(self, dim: int | None = None, settings: VectorSettings | None = None) -> VectorIndex:
         """A new index over ``root`` (the exact index ignores ``dim`` and ``settings``)."""
@@ -124,9 +130,23 @@ class VectorIndexFactory:
 
             index = LanceDBVectorIndex(self.root / "vectors", dim or self.dim, settings or VectorSettings())
             self._closers[id(index)] = getattr(index, "close", lambda: None)
+        elif self.backend == "milvus":
+            from context_engine.storage.vector.milvus_index import MilvusVectorIndex
+
+            index = MilvusVectorIndex(self.milvus_settings(settings), dim or self.dim, "conformance")
+            self._closers[id(index)] = index.close
         else:
             raise AssertionError(f"unknown vector backend {self.backend!r}")
         return index
+
+    def milvus_settings(self, settings: VectorSettings | None = None) -> MilvusSettings:
+        """``vector.milvus`` of ``settings`` on the test server, with this factory's collection prefix."""
+        uri = require_service("CE_TEST_MILVUS_URI", "milvus")
+        if self._milvus_prefix is None:
+            prefix = self._milvus_prefix = f"t{uuid.uuid4().hex[:16]}"
+            self._cleanups.append(lambda: drop_milvus_collections(uri, f"{prefix}_"))
+        base = (settings or VectorSettings()).milvus
+        return base.model_copy(update={"uri": uri, "collection_prefix": self._milvus_prefix})
 
     def close(self, index: VectorIndex) -> None:
         """Release what ``open`` acquired for ``index``; idempotent."""
@@ -136,6 +156,21 @@ class VectorIndexFactory:
         for closer in list(self._closers.values()):
             closer()
         self._closers.clear()
+        while self._cleanups:
+            self._cleanups.pop()()
+
+
+def drop_milvus_collections(uri: str, prefix: str) -> None:
+    """Drop every collection whose name starts with ``prefix`` on the Milvus at ``uri``."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri, timeout=30)
+    try:
+        for name in client.list_collections():
+            if name.startswith(prefix):
+                client.drop_collection(name)
+    finally:
+        client.close()
 
 
 @pytest.fixture(params=VECTOR_BACKENDS)

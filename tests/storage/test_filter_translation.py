@@ -1,13 +1,15 @@
 """One typed filter, one translation per backend, one visible set (issue 12 acceptance; storage/filters.py).
 
-A :class:`VectorFilter` is translated to SQL for LanceDB (``build_predicate``) and to a boolean mask over dictionary-
-encoded columns for every in-process index (``RowTable.mask``: the matrix index / level-0 matrix and the BM25
-partitions). On the same random corpus, every backend must make exactly the reference's records visible, for random
+A :class:`VectorFilter` is translated to SQL for LanceDB (``build_predicate``), to a boolean expression for Milvus
+(``milvus_expression``; on the server of ``scripts/services.sh up milvus``, skipped when it is not running) and to a
+boolean mask over dictionary-encoded columns for every in-process index (``RowTable.mask``: the matrix index /
+level-0 matrix and the BM25 partitions). On the same random corpus, every backend must make exactly the reference's records visible, for random
 filters over every field, including empty lists, literal prefixes with SQL-looking characters, and other accounts.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,8 @@ from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.vector.lancedb_index import LanceDBVectorIndex
 from context_engine.storage.vector.matrix import MatrixVectorIndex
+from tests.services import require_service
+from tests.storage.conftest import drop_milvus_collections
 from tests.storage.test_vector_conformance import passes
 
 DIM = 8
@@ -101,6 +105,23 @@ def backends(tmp_path_factory: pytest.TempPathFactory):
     store.close()
 
 
+@pytest.fixture(scope="module")
+def milvus_index():
+    """The corpus in a Milvus collection of its own (dropped at the end), or a skip when Milvus is not running."""
+    from context_engine.settings import MilvusSettings
+    from context_engine.storage.vector.milvus_index import MilvusVectorIndex
+
+    uri = require_service("CE_TEST_MILVUS_URI", "milvus")
+    prefix = f"filters{uuid.uuid4().hex[:12]}"
+    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix), DIM, "filters")
+    try:
+        index.upsert(RECORDS)
+        yield index
+    finally:
+        index.close()
+        drop_milvus_collections(uri, f"{prefix}_")
+
+
 def visible(backends, name: str, flt: VectorFilter) -> set[str]:
     q = RECORDS[0].vector
     if name == "bm25":
@@ -119,6 +140,13 @@ def test_every_backend_makes_the_reference_set_visible(backends, flt: VectorFilt
     expected = {r.id for r in RECORDS if passes(r, flt)}
     for name in ("rowtable", "matrix", "lancedb", "bm25"):
         assert visible(backends, name, flt) == expected, name
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flt=FILTERS)
+def test_milvus_makes_the_reference_set_visible(milvus_index, flt: VectorFilter) -> None:
+    expected = {r.id for r in RECORDS if passes(r, flt)}
+    assert {h.id for h in milvus_index.search(RECORDS[0].vector, N, flt)} == expected
 
 
 def test_the_filters_are_not_trivial(backends) -> None:

@@ -17,7 +17,8 @@ Mapping from seed 000 §8 names to Prometheus names (all prefixed ``ce_``):
 Also: ``ce_retrieval_stage_duration_seconds{stage}``; lookup_knowledge: ``ce_lookup_knowledge_requests_total``,
 ``ce_lookup_knowledge_duration_seconds``, ``ce_lookup_knowledge_relevance_total{level}``,
 ``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``; writes:
-``ce_vector_commit_retries_total{operation}`` (vector-index commits retried after a conflict with another writer);
+``ce_vector_commit_retries_total{operation}`` (vector-index calls retried: LanceDB commits after a conflict with another
+writer, Milvus calls after a transient error).
 stores: ``ce_storage_failures_total{store,operation}`` (calls to an object store that failed mid-request).
 """
 
@@ -90,7 +91,7 @@ class Metrics:
         )
         self.vector_commit_retries = Counter(
             "ce_vector_commit_retries",
-            "Vector-index commits retried after a conflict with another writer",
+            "Vector-index calls retried (LanceDB commit conflicts, transient Milvus errors)",
             ["operation"],
             registry=r,
         )

@@ -207,15 +207,27 @@ def _safe_endpoint(endpoint: str) -> str:
 
 
 def open_vector_index(
-    settings: Settings, metadata: MetadataStore, dim: int, on_retry: Callable[[str], None] | None = None
+    settings: Settings,
+    metadata: MetadataStore,
+    dim: int,
+    on_retry: Callable[[str], None] | None = None,
+    *,
+    model_name: str = "",
 ) -> VectorIndex:
-    """The primary vector index of ``vector.backend``: ``lancedb`` (opened on first use), ``exact`` or ``milvus``.
+    """The primary vector index of ``vector.backend``: ``lancedb`` (opened on first use), ``exact`` or ``milvus``
+    (connected now, so that an unreachable server fails the start).
 
     Args:
         settings: the engine settings (``vector`` section and ``home``).
         metadata: the metadata store (the exact index reads its vectors).
         dim: the embedder's dimension.
-        on_retry: called with an operation name each time a commit conflict is retried (metrics).
+        on_retry: called with an operation name each time a commit conflict (LanceDB) or a transient error
+            (Milvus) is retried (metrics).
+        model_name: the embedder's model: Milvus keeps one collection per model and dimension.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` naming ``vector.milvus.uri`` and the address (never the token) when Milvus
+            cannot be reached or refuses the credentials; ``IDX-4091`` when its collection has another dimension.
     """
     backend = settings.vector.backend
     if backend == "exact":
@@ -234,6 +246,16 @@ def open_vector_index(
 
         # opened on first use: a search served by the level-0 matrix and BM25 never pays for importing LanceDB
         return LazyVectorIndex("lancedb", open_lancedb)
+    if backend == "milvus":
+        try:
+            from context_engine.storage.vector.milvus_index import MilvusVectorIndex
+        except ImportError as err:
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                f"vector.backend 'milvus' needs pymilvus: install context-engine[scale-out] ({err})",
+                {"setting": "vector.backend"},
+            ) from err
+        return MilvusVectorIndex(settings.vector.milvus, dim, model_name, on_retry=on_retry)
     raise ContextEngineError(
         ErrorCode.CONFIG_INVALID, f"vector.backend {backend!r} is not available", {"setting": "vector.backend"}
     )
