@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Engine, event, text
 from sqlalchemy.engine import URL, Connection
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -79,7 +80,17 @@ def install_sqlite_listeners(engine: Engine) -> None:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         try:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # WAL is a property of the file: set once. Switching needs the file to itself and SQLite answers "database
+            # is locked" at once (no busy wait) while another process creates the schema: wait for it instead.
+            if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                for attempt in Retrying(
+                    retry=retry_if_exception(lambda e: "locked" in str(e)),
+                    wait=wait_exponential(multiplier=0.05, max=1.0),
+                    stop=stop_after_delay(SQLITE_BUSY_TIMEOUT_S),
+                    reraise=True,
+                ):
+                    with attempt:
+                        cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
         finally:
