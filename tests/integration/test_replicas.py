@@ -31,6 +31,11 @@ def shared_env():
     return settings_env(scale_out_settings(f"rep_{uuid.uuid4().hex[:10]}"))
 
 
+def _home(tmp_path, name: str):
+    (tmp_path / name).mkdir(exist_ok=True)
+    return tmp_path / name / "home"
+
+
 def _search(replica: ServeProcess, query: str, top_k: int = 5) -> list[tuple[str, float]]:
     r = httpx.post(f"{replica.url}/api/v1/search_memory", json={"query": query, "top_k": top_k}, timeout=120)
     assert r.status_code == 200, r.text
@@ -73,8 +78,8 @@ Raise the gateway client's connect timeout and drain the stuck PENDING orders wi
 
 def test_two_replicas_serve_the_same_results_and_see_each_others_writes(tmp_path, shared_env):
     with (
-        ServeProcess(tmp_path / "a" / "home", env=shared_env) as a,
-        ServeProcess(tmp_path / "b" / "home", env=shared_env) as b,
+        ServeProcess(_home(tmp_path, "a"), env=shared_env) as a,
+        ServeProcess(_home(tmp_path, "b"), env=shared_env) as b,
     ):
         uri = "ctx://resources/ops/payment-gateway-timeouts.md"
         assert _search(b, "payment gateway upstream timeout") == []  # nothing there yet
@@ -86,7 +91,7 @@ def test_two_replicas_serve_the_same_results_and_see_each_others_writes(tmp_path
         assert _search(a, "payment gateway upstream timeout") == hits_b  # the same answer from both
         assert _lookup(b, "orders stuck in PENDING after a payment gateway timeout")[0] == uri
         r = httpx.post(f"{b.url}/api/v1/read_memory", json={"uri": uri, "level": "L2"}, timeout=60)
-        assert r.status_code == 200 and "reconcile job" in r.json()["text"]
+        assert r.status_code == 200 and "reconcile job" in r.json()["block"]["content_excerpt"]
 
         # a memory written through B, read and searched through A
         r = httpx.post(
@@ -102,15 +107,15 @@ def test_two_replicas_serve_the_same_results_and_see_each_others_writes(tmp_path
         assert uri not in [u for u, _ in _search(a, "payment gateway upstream timeout")]
         assert uri not in _lookup(a, "orders stuck in PENDING after a payment gateway timeout")
         r = httpx.post(f"{a.url}/api/v1/read_memory", json={"uri": uri, "level": "L2"}, timeout=60)
-        assert r.status_code == 404
+        assert r.status_code == 403 and r.json()["code"] == "RET-4032"  # as for any URI that does not exist
 
 
 @pytest.mark.parametrize("point", ["content_written", "committed"])
 def test_a_replica_killed_mid_write_leaves_the_store_consistent(tmp_path, shared_env, point):
     uri = f"ctx://resources/ops/killed-{point}.md"
-    with ServeProcess(tmp_path / "b" / "home", env=shared_env) as b:
+    with ServeProcess(_home(tmp_path, "b"), env=shared_env) as b:
         before = _search(b, "disk pressure eviction on the build nodes", top_k=10)
-        killed = ServeProcess(tmp_path / "a" / "home", env={**shared_env, "CE_INGEST__CRASH_AT": point})
+        killed = ServeProcess(_home(tmp_path, "a"), env={**shared_env, "CE_INGEST__CRASH_AT": point})
         with killed:
             with pytest.raises(httpx.TransportError):  # the replica dies (SIGKILL) in the middle of the write
                 _add_text(killed, uri, DOC.replace("Payment gateway timeouts", "Disk pressure eviction on build nodes"))
@@ -124,7 +129,8 @@ def test_a_replica_killed_mid_write_leaves_the_store_consistent(tmp_path, shared
         if point == "content_written":
             assert hits == before
         for hit_uri, _ in hits:
-            r = httpx.post(f"{b.url}/api/v1/read_memory", json={"uri": hit_uri, "level": "L2"}, timeout=60)
+            level = "L1" if hit_uri.endswith("/") else "L2"  # a directory has no L2
+            r = httpx.post(f"{b.url}/api/v1/read_memory", json={"uri": hit_uri, "level": level}, timeout=60)
             assert r.status_code == 200, (hit_uri, r.text)
         # the survivor's next write takes over what the dead writer left (its liveness lock is gone)
         r = _add_text(b, f"ctx://resources/ops/after-{point}.md", DOC)
