@@ -292,3 +292,16 @@ def test_an_account_opened_from_a_file_keeps_taking_writes(store, tmp_path):
         second.delete([f"r{i:05d}" for i in range(round_, 40, 5)])
         assert results(second) == results(l0(store, None))
     assert second.loads == 0
+
+
+def test_has_file_judges_the_header(store, tmp_path):
+    store.put_vectors(records(20))
+    index = l0(store, tmp_path / "derived")
+    assert not index.has_file(ACC)
+    index.view(ACC)
+    index.close()
+    assert index.has_file(ACC) and not index.has_file("another-account")
+    path = next((tmp_path / "derived" / "l0").iterdir())
+    _rewrite_header(path, lambda own: own.update(version=derived_files.FORMAT_VERSION + 1))
+    assert not index.has_file(ACC)  # auto mode then treats the account like one without a file
+    assert index._files is not None and index._files.rejected == 0  # a header check logs and counts nothing

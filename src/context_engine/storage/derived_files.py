@@ -163,10 +163,6 @@ class DerivedFiles:
         digest = hashlib.sha256(account_id.encode("utf-8")).hexdigest()[:32]
         return self.root / kind / f"{digest}{_SUFFIX}"
 
-    def exists(self, kind: str, account_id: str) -> bool:
-        """Whether a file of ``kind`` exists for the account (not whether it is usable)."""
-        return self.path(kind, account_id).is_file()
-
     def store_id(self, *, create: bool) -> str | None:
         """The metadata database's identity (a random hex string in its ``meta``), set when ``create`` and absent.
 
@@ -256,33 +252,44 @@ class DerivedFiles:
         """The account's snapshot of ``kind``, or ``None`` when there is none or it cannot be used (another format
         version, other ``params``, another database, or a file that does not parse: logged and counted in
         :attr:`rejected`). Never raises for a bad file."""
+        return self._read(kind, account_id, params, arrays=True)
+
+    def usable(self, kind: str, account_id: str, params: Mapping[str, Any]) -> bool:
+        """Whether the account has a file of ``kind`` that :meth:`load` would use, judged from its header alone (the
+        arrays are not mapped); nothing is logged or counted."""
+        return self._read(kind, account_id, params, arrays=False, quiet=True) is not None
+
+    def _read(
+        self, kind: str, account_id: str, params: Mapping[str, Any], *, arrays: bool, quiet: bool = False
+    ) -> Snapshot | None:
         path = self.path(kind, account_id)
+        reject = (lambda _path, _why: None) if quiet else self._reject
         try:
             fh = open(path, "rb")
         except FileNotFoundError:
             return None
         except OSError as err:
-            return self._reject(path, f"unreadable ({err.strerror})")
+            return reject(path, f"unreadable ({err.strerror})")
         try:
             with fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size < 8:
-                    return self._reject(path, "truncated")
+                    return reject(path, "truncated")
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
             header, base = _header(mm)
             own = json.loads(header.get("__metadata__", {}).get(_META_KEY, "{}"))
             if own.get("format") != _FORMAT or own.get("version") != FORMAT_VERSION:
-                return self._reject(path, f"format version {own.get('version')!r}, this engine reads {FORMAT_VERSION}")
+                return reject(path, f"format version {own.get('version')!r}, this engine reads {FORMAT_VERSION}")
             if own.get("kind") != kind or own.get("account_id") != account_id:
-                return self._reject(path, "written for another account or structure")
+                return reject(path, "written for another account or structure")
             if own.get("params") != json.loads(json.dumps(dict(params))):
-                return self._reject(path, "built with other settings")
+                return reject(path, "built with other settings")
             if own.get("store_id") != self.store_id(create=False):
-                return self._reject(path, "built from another metadata database")
-            arrays = _arrays(mm, header, base)
-            return Snapshot(int(own["generation"]), own.get("meta", {}), arrays, path)
+                return reject(path, "built from another metadata database")
+            found = _arrays(mm, header, base) if arrays else {}
+            return Snapshot(int(own["generation"]), own.get("meta", {}), found, path)
         except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError, OSError) as err:
-            return self._reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
+            return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
 
     def _reject(self, path: Path, why: str) -> None:
         with self._lock:

@@ -882,7 +882,7 @@ class BM25Index:
             account.generation = m.generation
         account.unsaved = m.n
         self._count(indexed=m.n, loads=1)
-        if self._files is not None and self._source is metadata:
+        if self._files is not None and self._source is metadata and m.n:  # an empty account: no file
             self._schedule_save(account)
         return m.n
 

@@ -603,8 +603,9 @@ class MatrixVectorIndex:
         return {"levels": levels, "compress_rows": self._compress_rows, "compress_dims": self._compress_dims}
 
     def has_file(self, account_id: str) -> bool:
-        """Whether the account has a derived file to open from (not whether it is current or usable)."""
-        return self._files is not None and self._files.exists(self._kind, account_id)
+        """Whether the account has a derived file this index would open from (judged from its header: format,
+        parameters, database; how far behind the change log it is is known only once opened)."""
+        return self._files is not None and self._files.usable(self._kind, account_id, self._params())
 
     def _open(self, account_id: str, generation: int) -> MatrixView | None:
         """First use of an account in this process: from its derived file caught up from the change log, else a
@@ -729,7 +730,8 @@ class MatrixVectorIndex:
             self.loads += 1
             self.rows_loaded += m.n
         self._install(account)
-        self._schedule_save(account)
+        if m.n:  # an empty account costs one query to load: no file
+            self._schedule_save(account)
         return MatrixView(account, self.exact_vectors)
 
     def exact_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
