@@ -59,8 +59,8 @@ from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
-from context_engine.storage.factory import open_content, open_metadata, open_vector_index
 from context_engine.storage.derived_files import DerivedFiles
+from context_engine.storage.factory import open_content, open_metadata, open_vector_index
 from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.metadata.audit import SqlAuditStore
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
@@ -127,9 +127,7 @@ class ContextEngineService:
             self.pipeline, self.metadata, self.content, self.index, self.embedder, settings.memory, settings.ingest
         )
         # Derived indexes kept as files (docs/derived_indexes.md): a new process opens them instead of reloading.
-        self.derived_files = (
-            DerivedFiles(home / "derived", self.metadata) if settings.retrieval.derived_files else None
-        )
+        self.derived_files = DerivedFiles(home / "derived", self.metadata) if settings.retrieval.derived_files else None
         # BM25 over the same records (DESIGN §14): opened from its file or loaded on its first search, then kept
         # current from the change log.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata, files=self.derived_files)

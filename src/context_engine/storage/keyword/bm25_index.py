@@ -929,7 +929,7 @@ class BM25Index:
     def _save_quietly(self, account: _Account) -> None:
         try:
             self._save_account(account)
-        except Exception:  # a cache that could not be written is rebuilt later; never fail a search for it
+        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later, never a failed search
             _LOG.exception("writing the BM25 file of an account failed")
         finally:
             with self._lock:
@@ -957,9 +957,7 @@ class BM25Index:
             meta, part_arrays = part.snapshot(f"p{i}.", cap)
             metas.append(meta)
             arrays.update(part_arrays)
-        saved = self._files.save(
-            "bm25", account.account_id, generation, self._params(), {"partitions": metas}, arrays
-        )
+        saved = self._files.save("bm25", account.account_id, generation, self._params(), {"partitions": metas}, arrays)
         if saved is None:
             return False
         with account.write_lock:

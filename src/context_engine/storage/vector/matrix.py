@@ -279,9 +279,7 @@ class _Account:
         return self.generation, segs, self.unsaved
 
     @classmethod
-    def restored(
-        cls, account_id: str, snap: Snapshot, compress_rows: int | None, compress_dims: int
-    ) -> _Account:
+    def restored(cls, account_id: str, snap: Snapshot, compress_rows: int | None, compress_dims: int) -> _Account:
         """An account read back from a derived file (its generation is the file's)."""
         account = cls(account_id, snap.generation, compress_rows, compress_dims)
         meta = snap.meta
@@ -666,7 +664,7 @@ class MatrixVectorIndex:
     def _save_quietly(self, account: _Account) -> None:
         try:
             self.save(account)
-        except Exception:  # a cache that could not be written is rebuilt later; never fail a search for it
+        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later, never a failed search
             _LOG.exception("writing the level-0 matrix file of an account failed")
         finally:
             with self._lock:
