@@ -9,6 +9,11 @@ machine's load hits both alike):
   for both trees: the bound under ``help``);
 * ``search``: ``context-engine search QUERY`` on a small home (built once per tree with ``add`` of the sample
   corpus);
+* with ``--home HOME``, ``search (home)``: ``context-engine --home HOME --as CTX search QUERY`` on an existing home,
+  e.g. the 10k-node home of ``bench/search_memory.py --sizes 10000 --build-only`` (issue 12's target: < 1.5 s). One
+  untimed run per tree first, so a tree that keeps derived files and a model copy in the home (``<home>/derived``,
+  ``<home>/models``) is measured with them present; with ``--cold-files`` also ``search (home, no files)``: the same
+  command after removing both folders (what the first search of a new home pays, files written included);
 * ``mcp initialize`` / ``mcp tools/list`` / ``mcp first call``: ``context-engine mcp`` over stdio, seconds from the
   spawn to each answer (the first call is ``search_memory`` on the same home);
 * with ``--stages``, one process per run that times the stages of a search in-process: importing the CLI and the
@@ -18,6 +23,8 @@ Usage::
 
     git archive HEAD src | tar -x -C /tmp/ce_base        # the tree to compare with (read-only for git)
     python bench/cold_start.py --baseline-src /tmp/ce_base/src --stages
+    python bench/cold_start.py --baseline-src /tmp/ce_base/src --runs 7 \
+        --home bench/.cache/search_memory/store-10000 --as acme:admin --query "payments database latency"
 
 The trees are put first on ``PYTHONPATH``; the interpreter is this one. Prints a markdown table; never a test.
 """
@@ -72,7 +79,9 @@ print(json.dumps(out))
 
 
 def env_for(src: Path, home: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CE_")}
+    # Bytecode caches are written and used, as in an installed package (a shell with PYTHONDONTWRITEBYTECODE=1 would
+    # otherwise make every run compile ~75 modules of the tree: 0.15-0.3 s of pure measurement artefact).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CE_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(src)
     if home is not None:
         env["CE_HOME"] = str(home)
@@ -83,6 +92,17 @@ def wall(cmd: list[str], env: dict[str, str]) -> float:
     t = time.perf_counter()
     subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=600)
     return time.perf_counter() - t
+
+
+def home_search(src: Path, home: Path, as_: str, query: str) -> float:
+    """Wall seconds of one ``context-engine --home HOME --as CTX search QUERY`` process."""
+    return wall([sys.executable, "-c", CLI, "--home", str(home), "--as", as_, "search", query], env_for(src))
+
+
+def drop_files(home: Path) -> None:
+    """Remove what a tree keeps beside the store (derived-index files, the model's ready-to-map copy)."""
+    for name in ("derived", "models"):
+        shutil.rmtree(home / name, ignore_errors=True)
 
 
 def build_home(src: Path, home: Path, corpus: Path) -> float:
@@ -153,8 +173,17 @@ def main() -> None:
     ap.add_argument("--skip-search", action="store_true", help="only help and import (no home, no model)")
     ap.add_argument("--skip-mcp", action="store_true")
     ap.add_argument("--stages", action="store_true", help="also time the stages of a search in-process")
+    ap.add_argument("--home", type=Path, help="an existing home to time `search (home)` on (e.g. the 10k bench home)")
+    ap.add_argument("--as", dest="as_", default="acme:admin", help="--as of `search (home)`")
+    ap.add_argument("--query", default="payments database latency", help="the query of `search (home)`")
+    ap.add_argument(
+        "--cold-files",
+        action="store_true",
+        help="also time `search (home)` after removing <home>/derived and <home>/models (the home is changed)",
+    )
     args = ap.parse_args()
 
+    load_start = os.getloadavg()
     trees = {"after": args.src.resolve()}
     if args.baseline_src:
         trees = {"before": args.baseline_src.resolve(), **trees}
@@ -164,6 +193,12 @@ def main() -> None:
         for label, src in trees.items():
             seconds = build_home(src, homes[label], args.corpus)
             print(f"built {homes[label]} from {args.corpus} with the {label} tree in {seconds:.1f} s", file=sys.stderr)
+
+    for src in trees.values():  # untimed: bytecode caches written for both trees
+        wall([sys.executable, "-c", CLI, "--help"], env_for(src))
+    if args.home is not None:
+        for src in trees.values():  # untimed: whatever a tree keeps beside the store is there before the timed runs
+            home_search(src, args.home, args.as_, args.query)
 
     results: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
     for run in range(args.runs):
@@ -176,6 +211,8 @@ def main() -> None:
             got.setdefault("typer floor", []).append(
                 wall([sys.executable, "-c", "import typer, typer.rich_utils"], env_for(src))
             )
+            if args.home is not None:
+                got.setdefault("search (home)", []).append(home_search(src, args.home, args.as_, args.query))
             if args.skip_search:
                 continue
             got.setdefault("search", []).append(
@@ -187,6 +224,12 @@ def main() -> None:
             if args.stages:
                 for k, v in stages(src, homes[label]).items():
                     got.setdefault(k, []).append(v)
+        if args.home is not None and args.cold_files:  # after every tree's `search (home)`: the last run writes them
+            for label, src in trees.items():
+                drop_files(args.home)
+                results[label].setdefault("search (home, no files)", []).append(
+                    home_search(src, args.home, args.as_, args.query)
+                )
         print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
 
     labels = list(trees)
@@ -204,7 +247,11 @@ def main() -> None:
             before, after = results[labels[0]].get(name), results[labels[1]].get(name)
             row += f" | {statistics.median(before) / statistics.median(after):.2f}x" if before and after else " | -"
         print(row + " |")
-    print(f"\n{args.runs} runs each; load average at the end: {os.getloadavg()[0]:.2f}; homes under {work}")
+    print(
+        f"\n{args.runs} runs each, interleaved; load average (1/5/15 min) at the start "
+        f"{' / '.join(f'{x:.2f}' for x in load_start)}, at the end {' / '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"homes under {work}"
+    )
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
+from context_engine.storage.derived_files import DerivedFiles
 from context_engine.storage.factory import open_audit, open_content, open_metadata, open_vector_index
 from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
@@ -129,8 +130,11 @@ class ContextEngineService:
         self.memory_writer = MemoryWriter(
             self.pipeline, self.metadata, self.content, self.index, self.embedder, settings.memory, settings.ingest
         )
-        # BM25 over the same records (DESIGN §14): loaded on its first search, then kept current from the change log.
-        self.keyword_index = BM25Index(settings.keyword, source=self.metadata)
+        # Derived indexes kept as files (docs/derived_indexes.md): a new process opens them instead of reloading.
+        self.derived_files = DerivedFiles(home / "derived", self.metadata) if settings.retrieval.derived_files else None
+        # BM25 over the same records (DESIGN §14): opened from its file or loaded on its first search, then kept
+        # current from the change log.
+        self.keyword_index = BM25Index(settings.keyword, source=self.metadata, files=self.derived_files)
         self._init_knowledge()
         self._init_retrieval()
         if recover_writes:  # the startup check (off only for `reindex --check`, which reports what it would do)
@@ -242,6 +246,7 @@ class ContextEngineService:
             compress_rows=rs.memory_compress_rows,
             compress_dims=rs.memory_compress_dims,
             rescore_cache_rows=rs.memory_rescore_cache_rows,
+            files=self.derived_files,
         )
         self.l0_source = L0Source(self.index, self.l0_matrix, self.metadata, rs)
         self.redactor = Redactor(rs.redaction, self.metrics)
@@ -280,6 +285,8 @@ class ContextEngineService:
         """Release the stores. The engine can be reopened on the same directory."""
         self.search_pipeline.close()
         self.l0_source.close()
+        self.l0_matrix.close()  # waits for derived files being written (they read the metadata store's identity)
+        self.keyword_index.close()
         self.journal.close()
         if self.index.name == "milvus":  # holds a connection; the embedded indexes hold nothing to release
             getattr(self.index, "close")()  # noqa: B009 - not part of the VectorIndex protocol

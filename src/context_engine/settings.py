@@ -503,6 +503,13 @@ class RetrievalSettings(_Section):
         description="Exact vectors of compressed accounts kept in memory for rescoring (least recently used, 2 kB a "
         "row at 512 dimensions; invalidated by the change log): a cached candidate is not read from the store again.",
     )
+    derived_files: bool = Field(
+        True,
+        description="Keep the level-0 matrix and the BM25 postings of each account as files under <home>/derived, "
+        "stamped with the account generation: a new process opens them in milliseconds and catches up from the "
+        "change log instead of reloading and re-tokenising the account (docs/derived_indexes.md). They are caches: "
+        "deleting the folder is always safe.",
+    )
     memory_load_now_rows: int = Field(
         60_000,
         ge=0,

@@ -42,3 +42,26 @@ def test_mixed_text_keeps_both_scripts_in_order():
 def test_empty_and_punctuation_only():
     tok = KeywordTokenizer()
     assert tok("") == [] and tok("?!，。") == []
+
+
+def test_english_stopwords_are_bm25s_list_read_without_importing_bm25s():
+    import subprocess
+    import sys
+
+    from bm25s.stopwords import STOPWORDS_EN
+
+    from context_engine.storage.keyword.tokenize import bm25s_stopwords_en
+
+    assert bm25s_stopwords_en() == tuple(STOPWORDS_EN)
+    code = (
+        "import sys; from context_engine.storage.keyword.tokenize import KeywordTokenizer as T; "
+        "t = T(); assert t('the pods are crashing') == ['pod', 'crash'], t('the pods are crashing'); "
+        "print(sorted(m for m in ('bm25s', 'scipy') if m in sys.modules))"
+    )
+    import os
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.strip() == "[]"

@@ -22,15 +22,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import yaml
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from mdit_py_plugins.front_matter import front_matter_plugin
+from typing import TYPE_CHECKING, Any, Literal
 
 from context_engine.schema.nodes import Chunk
 from context_engine.settings import IngestSettings
+
+if TYPE_CHECKING:  # markdown-it and yaml are imported when a document is parsed: a search process never pays them
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 __all__ = [
     "BREADCRUMB_SEPARATOR",
@@ -429,7 +428,15 @@ class MarkdownParser:
     """
 
     def __init__(self) -> None:
-        self._md = MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+        self._md: MarkdownIt | None = None  # built on first use (a search-only process never parses)
+
+    def _markdown(self) -> MarkdownIt:
+        if self._md is None:
+            from markdown_it import MarkdownIt
+            from mdit_py_plugins.front_matter import front_matter_plugin
+
+            self._md = MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+        return self._md
 
     def parse(self, text: str, *, fallback_title: str) -> ParsedDocument:
         """Parse a markdown document.
@@ -447,7 +454,7 @@ class MarkdownParser:
         """
         source = _normalize_source(text)
         lines = source.split("\n")
-        tokens = self._md.parse(source)
+        tokens = self._markdown().parse(source)
         front_matter: dict[str, Any] = {}
         warnings: list[str] = []
         events: list[_Heading | Block] = []
@@ -501,6 +508,8 @@ class MarkdownParser:
 
 
 def _load_front_matter(content: str, warnings: list[str]) -> dict[str, Any]:
+    import yaml
+
     try:
         data = yaml.safe_load(content)
     except yaml.YAMLError as err:

@@ -30,6 +30,7 @@ tokens with a domain's title prefix, and from the strong matches.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -474,15 +475,25 @@ class KnowledgeIndexService:
         self._metadata = metadata
         self._settings = settings
         self._types = frozenset(settings.context_types)
-        self.resolver = DomainResolver.build(domain_vocabularies(settings))
-        self._version = hashlib.sha256(
-            json.dumps([EXTRACTOR_VERSION, sorted(self._types), self.resolver.signature()]).encode()
-        ).hexdigest()[:16]
         self._cache: dict[str, HintSnapshot] = {}
         self._lock = threading.Lock()
         self._stale: set[str] = set()
         #: Index updates that failed after a committed write (logged; the account is rebuilt at its next lookup).
         self.sync_failures = 0
+
+    # The domain rules are compiled on first use, not at open: compiling them tokenises the vocabularies' Chinese
+    # terms, which loads jieba's dictionary (0.5-1 s), and a search_memory process never needs them (issue 12).
+    @functools.cached_property
+    def resolver(self) -> DomainResolver:
+        """The compiled domain rules of the ``knowledge`` settings."""
+        return DomainResolver.build(domain_vocabularies(self._settings))
+
+    @functools.cached_property
+    def _version(self) -> str:
+        """The extractor version the stored rows must carry (rules and context types included)."""
+        return hashlib.sha256(
+            json.dumps([EXTRACTOR_VERSION, sorted(self._types), self.resolver.signature()]).encode()
+        ).hexdigest()[:16]
 
     # ---- write side (WriteListener) --------------------------------------------------------------------------------
     def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:

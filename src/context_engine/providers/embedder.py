@@ -134,7 +134,8 @@ def build_embedder(settings: EmbeddingSettings, *, home: Path | None = None) -> 
     Args:
         settings: the ``embedding`` section.
         home: the engine's data directory; the ONNX backend keeps its exported model under ``<home>/models/`` unless
-            ``settings.onnx_model_path`` is set. Default ``~/.context-engine``.
+            ``settings.onnx_model_path`` is set (default ``~/.context-engine``); the default model keeps a
+            ready-to-map copy of its weights there (none without ``home``).
 
     Raises:
         ContextEngineError: ``CFG-4001`` for an unknown backend.
@@ -154,5 +155,5 @@ def build_embedder(settings: EmbeddingSettings, *, home: Path | None = None) -> 
     if settings.backend == "use-multilingual":
         from context_engine.providers.use_embedder import USEMultilingualEmbedder
 
-        return USEMultilingualEmbedder(settings)
+        return USEMultilingualEmbedder(settings, models_dir=home.expanduser() / "models" if home else None)
     raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"unknown embedding backend {settings.backend!r}")

@@ -379,8 +379,8 @@ class L0Source:
     * ``index``: always :class:`IndexL0Scorer`.
     * ``memory``: :class:`MemoryL0Scorer` over the level-0 matrix, loading the account synchronously when needed;
       accounts over ``memory_max_rows`` use the index.
-    * ``auto``: the memory scorer when the account is held, or small enough to load now (at most
-      ``memory_load_now_rows`` vector rows); otherwise the index scorer, and after ``memory_warm_after_searches``
+    * ``auto``: the memory scorer when the account is held, has a derived file, or is small enough to load now (at
+      most ``memory_load_now_rows`` vector rows); otherwise the index scorer, and after ``memory_warm_after_searches``
       searches of the account the matrix is loaded on a background thread.
 
     A held account is brought to the committed account generation before each request (one primary-key read, then
@@ -440,6 +440,9 @@ class L0Source:
         return IndexL0Scorer(self.index, query_vector)
 
     def _small(self, account_id: str) -> bool:
+        assert self.matrix is not None
+        if self.matrix.has_file(account_id):
+            return True  # opened from its derived file (docs/derived_indexes.md), not read from the store
         limit = self._settings.memory_load_now_rows
         return limit > 0 and self._metadata.count_vectors(account_id) <= limit
 

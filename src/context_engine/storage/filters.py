@@ -170,6 +170,65 @@ class RowTable:
             return row
         return None
 
+    # ---- files (storage/derived_files.py) --------------------------------------------------------------------------
+    def snapshot_rows(self, n: int, alive: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The rows below ``n`` as ``(meta, arrays)`` for a derived file; ``alive`` is a copy taken with ``n`` under
+        the owner's lock (rows below ``n`` never change otherwise, so the rest is read without it)."""
+        from context_engine.storage.derived_files import pack_strings
+
+        arrays: dict[str, np.ndarray] = {
+            "alive": alive[:n],
+            "level": self.level[:n],
+            "chunk_index": self.chunk_index[:n],
+        }
+        for name, (blob, offsets) in (("ids", pack_strings(self.ids[:n])), ("uris", pack_strings(self.uris[:n]))):
+            arrays[f"{name}.utf8"], arrays[f"{name}.offsets"] = blob, offsets
+        for name in ENCODED_COLUMNS:
+            codes = self.columns[name][:n]
+            used = int(codes.max()) + 1 if n else 0  # values coded after ``n`` was taken are not needed
+            arrays[f"col.{name}"] = codes
+            arrays[f"vals.{name}.utf8"], arrays[f"vals.{name}.offsets"] = pack_strings(self.codes[name].values[:used])
+        return {"n": n, "dead": int(n - np.count_nonzero(alive[:n]))}, arrays
+
+    def restore_rows(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], prefix: str = "") -> None:
+        """Fill an empty table from :meth:`snapshot_rows` output (arrays under ``prefix``), zero-copy where it can:
+        the arrays stay views of the file until a write grows them."""
+        from context_engine.storage.derived_files import unpack_strings
+
+        def get(name: str) -> np.ndarray:
+            return arrays[prefix + name]
+
+        n = int(meta["n"])
+        self.n, self.dead = n, int(meta["dead"])
+        self.alive, self.level, self.chunk_index = get("alive"), get("level"), get("chunk_index")
+        self.ids = unpack_strings(get("ids.utf8"), get("ids.offsets"))
+        self.uris = unpack_strings(get("uris.utf8"), get("uris.offsets"))
+        if not (len(self.ids) == len(self.uris) == self.alive.shape[0] == self.level.shape[0] == n):
+            raise ValueError("row arrays of different lengths")
+        for name in ENCODED_COLUMNS:
+            col = get(f"col.{name}")
+            values = unpack_strings(get(f"vals.{name}.utf8"), get(f"vals.{name}.offsets"))
+            if col.shape[0] != n or (n and int(col.max()) >= len(values)):
+                raise ValueError(f"column {name} does not match its values")
+            self.columns[name] = col
+            codes = self.codes[name]
+            codes.values = values
+            codes.code_of = {v: i for i, v in enumerate(values)}
+        live = np.flatnonzero(self.alive[:n]).tolist()
+        ids = self.ids
+        self.row_of = {ids[r]: r for r in live}
+        # parent_uri -> rows (ascending), grouped by code with one stable sort
+        parents = self.codes["parent_uri"].values
+        codes = self.columns["parent_uri"][:n]
+        order = np.argsort(codes, kind="stable")
+        cuts = (np.flatnonzero(np.diff(codes[order])) + 1).tolist()
+        self.children = {
+            parents[int(codes[order[start]])]: order[start:stop].tolist()
+            for start, stop in zip([0, *cuts], [*cuts, n], strict=True)
+            if stop > start
+        }
+        self._sorted = None
+
     # ---- the filter ------------------------------------------------------------------------------------------------
     def mask(self, flt: VectorFilter, n: int | None = None) -> np.ndarray:
         """Boolean mask of shape ``(n,)``: live rows below ``n`` (default: all published) passing ``flt``."""

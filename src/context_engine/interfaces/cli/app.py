@@ -8,6 +8,8 @@ Each command group lives in its own module and registers itself on the one ``app
 
 from __future__ import annotations
 
+import gc
+
 from context_engine.interfaces.cli import (
     batch_commands,  # noqa: F401  (registers commands)
     eval_commands,  # noqa: F401  (registers commands)
@@ -24,4 +26,10 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    finally:
+        # The process ends here: the interpreter's last collections would traverse every object the command left
+        # (~0.2 s after a `search`, issue 12). Frozen objects are not traversed; atexit handlers, the flushing of
+        # stdio and logging, and the engine's own close (already done) are unaffected.
+        gc.freeze()

@@ -63,11 +63,13 @@ other variants (coverage is clipped to 1). Fuse with dense scores through :mod:`
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -79,6 +81,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.derived_files import DerivedFiles
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
@@ -91,6 +94,8 @@ _MERGE_MIN_ROWS = 2048  # an append segment is merged past max(this, _MERGE_FRAC
 _MERGE_FRACTION = 0.1
 _COMPACT_MIN_DEAD = 256  # a partition is compacted past max(this, a third of its rows) tombstones
 _MAX_CHANGES = 50_000  # catch-up applies at most max(this, half the account) changed ids, else reloads
+_RESAVE_MIN_ROWS = 1024  # a derived file is rewritten once max(this, a tenth of the rows) were applied since it
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,21 @@ class _Main:
 _NO_ROWS = np.zeros(0, dtype=np.int32)
 _NO_TFS = np.zeros(0, dtype=np.uint16)
 _EMPTY_MAIN = _Main(np.zeros(1, dtype=np.int64), _NO_ROWS, _NO_TFS)
+
+
+def _build_main(
+    n: int, alive: np.ndarray, fwd_start: np.ndarray, fwd_terms: np.ndarray, fwd_tfs: np.ndarray, vocab: int
+) -> _Main:
+    """A main segment of the live rows below ``n`` from the forward index (postings of dead rows dropped)."""
+    used = int(fwd_start[n])
+    counts = np.diff(fwd_start[: n + 1])
+    entry_rows = np.repeat(np.arange(n, dtype=np.int32), counts)
+    keep = alive[:n][entry_rows]
+    terms = fwd_terms[:used][keep]
+    order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
+    indptr = np.zeros(vocab + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=vocab), out=indptr[1:])
+    return _Main(indptr, entry_rows[keep][order], fwd_tfs[:used][keep][order])
 
 
 class _Partition(RowTable):
@@ -318,15 +338,72 @@ class _Partition(RowTable):
     def build_main(self) -> tuple[_Main, int]:
         """A main segment of every live row (built beside the current one; swap it in with :meth:`swap_main`)."""
         n = self.n
+        return _build_main(n, self.alive[:n], self.fwd_start, self.fwd_terms, self.fwd_tfs, len(self.term_of)), n
+
+    # ---- files (storage/derived_files.py) ------------------------------------------------------------------------
+    def capture_state(self) -> tuple[int, np.ndarray, np.ndarray, int, list[str], _Main | None]:
+        """What a derived file of this partition needs, taken under the account's write lock: the row count, copies
+        of the tombstones and document frequencies, the total length, the vocabulary in term-id order, and the main
+        segment when it covers every row (else the file builds one)."""
+        n, vocab = self.n, len(self.term_of)
+        terms = list(self.term_of)  # insertion order is term-id order (ids are assigned as len(term_of))
+        main = self.main if self.main_rows == n and not self.tail else None
+        return n, self.alive[:n].copy(), self.df[:vocab].copy(), self.total_len, terms, main
+
+    def snapshot(self, prefix: str, captured: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(meta, arrays)`` of a :meth:`capture_state` (built without the lock: rows below ``n`` never change)."""
+        from context_engine.storage.derived_files import pack_strings
+
+        n, alive, df, total_len, terms, main = captured
+        if main is None:
+            main = _build_main(n, alive, self.fwd_start, self.fwd_terms, self.fwd_tfs, len(terms))
+        meta, rows = self.snapshot_rows(n, alive)
+        meta.update(level=self.part_level, total_len=int(total_len), vocab=len(terms))
+        arrays = {prefix + k: v for k, v in rows.items()}
         used = int(self.fwd_start[n])
-        counts = np.diff(self.fwd_start[: n + 1])
-        entry_rows = np.repeat(np.arange(n, dtype=np.int32), counts)
-        keep = self.alive[:n][entry_rows]
-        terms = self.fwd_terms[:used][keep]
-        order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
-        indptr = np.zeros(len(self.term_of) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=len(self.term_of)), out=indptr[1:])
-        return _Main(indptr, entry_rows[keep][order], self.fwd_tfs[:used][keep][order]), n
+        arrays.update(
+            {
+                prefix + "df": df,
+                prefix + "doc_len": self.doc_len[:n],
+                prefix + "fwd_start": self.fwd_start[: n + 1],
+                prefix + "fwd_terms": self.fwd_terms[:used],
+                prefix + "fwd_tfs": self.fwd_tfs[:used],
+                prefix + "main.indptr": main.indptr,
+                prefix + "main.rows": main.rows,
+                prefix + "main.tfs": main.tfs,
+            }
+        )
+        arrays[prefix + "terms.utf8"], arrays[prefix + "terms.offsets"] = pack_strings(terms)
+        return meta, arrays
+
+    @classmethod
+    def restored(cls, account_id: str, meta: dict[str, Any], arrays: dict, prefix: str) -> _Partition:
+        """A partition read back from :meth:`snapshot` output (its main segment covers every row)."""
+        from context_engine.storage.derived_files import unpack_strings
+
+        part = cls(account_id, int(meta["level"]), capacity=0)
+        part.restore_rows(meta, arrays, prefix)
+        n, vocab = part.n, int(meta["vocab"])
+        terms = unpack_strings(arrays[prefix + "terms.utf8"], arrays[prefix + "terms.offsets"])
+        part.term_of = {t: i for i, t in enumerate(terms)}
+        part.df = arrays[prefix + "df"]
+        part.total_len = int(meta["total_len"])
+        part.doc_len = arrays[prefix + "doc_len"]
+        part.fwd_start = arrays[prefix + "fwd_start"]
+        part.fwd_terms = arrays[prefix + "fwd_terms"]
+        part.fwd_tfs = arrays[prefix + "fwd_tfs"]
+        indptr = arrays[prefix + "main.indptr"]
+        part.main = _Main(indptr, arrays[prefix + "main.rows"], arrays[prefix + "main.tfs"])
+        part.main_rows = n
+        if not (
+            len(terms) == len(part.term_of) == vocab == part.df.shape[0] >= indptr.shape[0] - 1
+            and part.doc_len.shape[0] == n
+            and part.fwd_start.shape[0] == n + 1
+            and part.fwd_terms.shape[0] == part.fwd_tfs.shape[0] == int(part.fwd_start[n])
+            and part.main.rows.shape[0] == part.main.tfs.shape[0] == int(indptr[-1])
+        ):
+            raise ValueError("BM25 partition arrays do not match")
+        return part
 
     def swap_main(self, main: _Main, rows: int) -> None:
         """Install a main segment covering the rows below ``rows`` (no row was added since it was built)."""
@@ -509,6 +586,7 @@ class _Account:
         self.generation: int | None = None  # None: not loaded from a store
         self.parts: dict[int, _Partition] = {}
         self.by_uri: dict[str, set[str]] | None = {} if by_uri else None  # uri -> ids (indexes without a source)
+        self.unsaved = 0  # records applied from the change log since the state its derived file holds
         self.write_lock = threading.Lock()
         self.view_lock = threading.Lock()
 
@@ -614,10 +692,16 @@ class BM25Index:
         tokenizer: overrides the tokenizer built from ``settings``.
         source: a :class:`~context_engine.storage.protocols.MetadataStore` to load and catch up accounts from.
 
+        files: where accounts are kept as files (``<home>/derived``, with a ``source`` only;
+            :mod:`context_engine.storage.derived_files`): an account is opened from its file and caught up from the
+            change log instead of being loaded and tokenised; a wholesale load, or ``max(1024, rows / 10)`` records
+            applied since the file, writes it again on a background thread.
+
     Attributes:
         docs_indexed: records tokenised and added (loads, catch-up and direct writes).
         loads: accounts loaded wholesale from a store (first search, a change log that did not reach back,
             :meth:`rebuild`).
+        file_loads: accounts opened from their derived file.
         merges: append segments merged and partitions compacted.
     """
 
@@ -629,8 +713,12 @@ class BM25Index:
         tokenizer: KeywordTokenizer | None = None,
         *,
         source: Any = None,
+        files: DerivedFiles | None = None,
     ) -> None:
         self._source = source
+        self._files = files if source is not None else None
+        self._saver: ThreadPoolExecutor | None = None
+        self._saving: set[str] = set()
         self.settings = settings or KeywordSettings()
         self.tokenizer = tokenizer or KeywordTokenizer(
             stem=self.settings.stem,
@@ -642,6 +730,7 @@ class BM25Index:
         self._lock = threading.Lock()  # guards _accounts and the counters
         self.docs_indexed = 0
         self.loads = 0
+        self.file_loads = 0
         self.merges = 0
 
     def _account(self, account_id: str, *, create: bool) -> _Account | None:
@@ -651,11 +740,12 @@ class BM25Index:
                 account = self._accounts[account_id] = _Account(account_id, by_uri=self._source is None)
             return account
 
-    def _count(self, *, indexed: int = 0, loads: int = 0, merges: int = 0) -> None:
+    def _count(self, *, indexed: int = 0, loads: int = 0, merges: int = 0, file_loads: int = 0) -> None:
         with self._lock:
             self.docs_indexed += indexed
             self.loads += loads
             self.merges += merges
+            self.file_loads += file_loads
 
     # ---- writes ---------------------------------------------------------------------------------------------------
     def upsert(self, docs: Iterable[KeywordDoc | VectorRecord]) -> None:
@@ -734,6 +824,10 @@ class BM25Index:
                 account.generation = generation
         merges = account.maintain()
         self._count(indexed=len(rows), merges=merges)
+        if generation is not None and self._files is not None:
+            account.unsaved += len(removed) + len(rows)
+            if account.unsaved > max(_RESAVE_MIN_ROWS, account.rows // 10):
+                self._schedule_save(account)
 
     # ---- WriteListener --------------------------------------------------------------------------------------------
     def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
@@ -786,8 +880,96 @@ class BM25Index:
             account.parts = parts
             account.by_uri = by_uri
             account.generation = m.generation
+        account.unsaved = m.n
         self._count(indexed=m.n, loads=1)
+        if self._files is not None and self._source is metadata and m.n:  # an empty account: no file
+            self._schedule_save(account)
         return m.n
+
+    # ---- files (storage/derived_files.py) ------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        """What shapes a derived file besides the records: the tokenizer (BM25's k1, b and method apply at query
+        time)."""
+        return {"tokenizer": self.tokenizer.config}
+
+    def _restore(self, account: _Account) -> bool:
+        """Replace a never-loaded account by its derived file (write lock held); ``False`` when there is no usable
+        file."""
+        if self._files is None:
+            return False
+        snap = self._files.load("bm25", account.account_id, self._params())
+        if snap is None:
+            return False
+        try:
+            parts = {
+                int(m["level"]): _Partition.restored(account.account_id, m, snap.arrays, f"p{i}.")
+                for i, m in enumerate(snap.meta["partitions"])
+            }
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            self._files._reject(snap.path, f"does not hold BM25 partitions ({type(err).__name__}: {err})"[:200])
+            return False
+        with account.view_lock:
+            account.parts = parts
+            account.generation = snap.generation
+        account.unsaved = 0
+        self._count(file_loads=1)
+        return True
+
+    def _schedule_save(self, account: _Account) -> None:
+        """Write the account's derived file on the background saver (once at a time per account)."""
+        with self._lock:
+            if account.account_id in self._saving:
+                return
+            self._saving.add(account.account_id)
+            if self._saver is None:
+                self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-derived-bm25")
+            saver = self._saver
+        saver.submit(self._save_quietly, account)
+
+    def _save_quietly(self, account: _Account) -> None:
+        try:
+            self._save_account(account)
+        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later, never a failed search
+            _LOG.exception("writing the BM25 file of an account failed")
+        finally:
+            with self._lock:
+                self._saving.discard(account.account_id)
+
+    def save_files(self, account_id: str | None = None) -> int:
+        """Write the derived files of the held accounts (or of one) now; returns the files written (none without
+        ``files``)."""
+        if self._files is None:
+            return 0
+        with self._lock:
+            accounts = [a for a in self._accounts.values() if account_id is None or a.account_id == account_id]
+        return sum(self._save_account(a) for a in accounts)
+
+    def _save_account(self, account: _Account) -> bool:
+        assert self._files is not None
+        with account.write_lock:
+            generation, unsaved = account.generation, account.unsaved
+            if generation is None:
+                return False
+            captured = [(part, part.capture_state()) for _, part in sorted(account.parts.items())]
+        metas: list[dict[str, Any]] = []
+        arrays: dict[str, np.ndarray] = {}
+        for i, (part, cap) in enumerate(captured):
+            meta, part_arrays = part.snapshot(f"p{i}.", cap)
+            metas.append(meta)
+            arrays.update(part_arrays)
+        saved = self._files.save("bm25", account.account_id, generation, self._params(), {"partitions": metas}, arrays)
+        if saved is None:
+            return False
+        with account.write_lock:
+            account.unsaved -= unsaved
+        return True
+
+    def close(self) -> None:
+        """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
+        with self._lock:
+            saver, self._saver = self._saver, None
+        if saver is not None:
+            saver.shutdown(wait=True)
 
     def _current(self, account_id: str, generation: int | None = None) -> _Account | None:
         """The account, caught up to (at least) its committed generation when the index has a source
@@ -803,6 +985,8 @@ class BM25Index:
         with account.write_lock:
             if account.generation == generation:
                 return account  # caught up by another thread meanwhile
+            if account.generation is None and self._restore(account) and account.generation == generation:
+                return account  # its derived file is current
             if account.generation is not None:
                 delta: IndexDelta = self._source.changes_since(
                     account_id, account.generation, max_changes=max(_MAX_CHANGES, account.rows // 2)

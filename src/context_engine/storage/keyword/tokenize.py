@@ -15,10 +15,13 @@ jieba's dictionary loads lazily, once per process, behind a lock (about 1 s).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
+import sys
 import threading
 import unicodedata
+from pathlib import Path
 from typing import Any, Literal
 
 __all__ = ["ZH_STOPWORDS", "KeywordTokenizer"]
@@ -123,6 +126,28 @@ def jieba_tokenizer() -> Any:
     return _jieba_tokenizer
 
 
+def bm25s_stopwords_en() -> tuple[str, ...]:
+    """bm25s's English stopword list (``bm25s.stopwords.STOPWORDS_EN``).
+
+    Read from its module file without running the ``bm25s`` package's ``__init__``, which imports scipy.sparse
+    (about 0.2 s of a cold CLI start, issue 12); ``stopwords.py`` is a data module with no imports. Falls back to
+    the plain import when the file cannot be located.
+    """
+    if "bm25s" not in sys.modules:
+        spec = importlib.util.find_spec("bm25s")  # locates the package without importing it
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        path = Path(locations[0]) / "stopwords.py" if locations else None
+        if path is not None and path.is_file():
+            data = importlib.util.spec_from_file_location("_context_engine_bm25s_stopwords", path)
+            if data is not None and data.loader is not None:
+                module = importlib.util.module_from_spec(data)
+                data.loader.exec_module(module)
+                return tuple(module.STOPWORDS_EN)
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return tuple(STOPWORDS_EN)
+
+
 class KeywordTokenizer:
     """Text to BM25 tokens, the same function for documents and queries.
 
@@ -151,9 +176,7 @@ class KeywordTokenizer:
         self._stemmer: Any = None
         self._cache: dict[str, str] = {}
         if stopwords:
-            from bm25s.stopwords import STOPWORDS_EN
-
-            self._en_stop = frozenset(STOPWORDS_EN)
+            self._en_stop = frozenset(bm25s_stopwords_en())
         else:
             self._en_stop = frozenset()
 

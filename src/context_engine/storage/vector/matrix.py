@@ -18,9 +18,11 @@ Scores are cosine similarity (the dot product of unit float32 vectors) clipped t
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +31,16 @@ import numpy as np
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.protocols import MetadataStore
 
 __all__ = ["MatrixSegment", "MatrixVectorIndex", "MatrixView"]
 
+_LOG = logging.getLogger(__name__)
+
 _COMPACT_MIN_DEAD = 256
+_RESAVE_MIN_ROWS = 1024  # a derived file is rewritten once max(this, a tenth of the rows) were applied since it
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +162,37 @@ class MatrixSegment(RowTable):
             self.breadcrumbs[row],
         )
 
+    def snapshot(self, prefix: str, n: int, alive: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The rows below ``n`` as ``(meta, arrays)`` for a derived file; ``n`` and ``alive`` (a copy) were taken
+        under the account's lock, the rest is read without it (rows below ``n`` never change otherwise)."""
+        from context_engine.storage.derived_files import pack_strings
+
+        meta, rows = self.snapshot_rows(n, alive)
+        arrays = {prefix + k: v for k, v in rows.items()}
+        arrays[prefix + "vectors"] = self.vectors[:n]
+        for name, values in (("texts", self.texts[:n]), ("breadcrumbs", self.breadcrumbs[:n])):
+            arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.offsets"] = pack_strings(values)
+        return meta, arrays
+
+    @classmethod
+    def restored(
+        cls, account_id: str, dim: int, projection: np.ndarray | None, meta: dict[str, Any], arrays: dict, prefix: str
+    ) -> MatrixSegment:
+        """A segment read back from :meth:`snapshot` output."""
+        from context_engine.storage.derived_files import unpack_strings
+
+        seg = cls(account_id, dim, 0, projection)
+        seg.restore_rows(meta, arrays, prefix)
+        vectors = arrays[prefix + "vectors"]
+        if vectors.shape != (seg.n, dim if projection is None else int(projection.shape[1])):
+            raise ValueError("segment vectors do not match its rows")
+        seg.vectors = vectors
+        seg.texts = unpack_strings(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.offsets"])
+        seg.breadcrumbs = unpack_strings(arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.offsets"])
+        if len(seg.texts) != seg.n or len(seg.breadcrumbs) != seg.n:
+            raise ValueError("segment texts do not match its rows")
+        return seg
+
     def compacted(self, projection: np.ndarray | None = None) -> MatrixSegment:
         """A new segment holding the live rows only (same order); with ``projection``, an uncompressed segment
         comes back compressed."""
@@ -190,6 +227,7 @@ class _Account:
         self.dim: int | None = None
         self.projection: np.ndarray | None = None
         self.lock = threading.Lock()  # serialises catch-up of this account
+        self.unsaved = 0  # rows applied from the change log since the state its derived file holds
 
     @property
     def rows(self) -> int:
@@ -233,6 +271,27 @@ class _Account:
 
     def _should_compress(self, rows: int) -> bool:
         return self.compress_rows is not None and rows >= self.compress_rows and self.compress_dims < (self.dim or 0)
+
+    def capture(self) -> tuple[int, list[tuple[str, MatrixSegment, int, np.ndarray]], int]:
+        """What a derived file of this account needs, taken under :attr:`lock`: the generation, each segment with
+        its row count and a copy of its tombstones, and the rows applied since the last file (see ``snapshot``)."""
+        segs = [(space, seg, seg.n, seg.alive[: seg.n].copy()) for space, seg in sorted(self.segments.items())]
+        return self.generation, segs, self.unsaved
+
+    @classmethod
+    def restored(cls, account_id: str, snap: Snapshot, compress_rows: int | None, compress_dims: int) -> _Account:
+        """An account read back from a derived file (its generation is the file's)."""
+        account = cls(account_id, snap.generation, compress_rows, compress_dims)
+        meta = snap.meta
+        account.dim = None if meta["dim"] is None else int(meta["dim"])
+        account.projection = snap.arrays.get("projection")
+        for i, (space, seg_meta) in enumerate(zip(meta["spaces"], meta["segments"], strict=True)):
+            assert account.dim is not None
+            seg = MatrixSegment.restored(account_id, account.dim, account.projection, seg_meta, snap.arrays, f"s{i}.")
+            account.segments[space] = seg
+            for rid in seg.row_of:
+                account.space_of[rid] = space
+        return account
 
     def compact(self) -> None:
         for space, seg in list(self.segments.items()):
@@ -369,9 +428,14 @@ class MatrixVectorIndex:
         compress_dims: the projection's dimensions.
         rescore_cache_rows: exact vectors read for rescoring kept in memory (least recently used first out); an
             entry is dropped when the change log names its id or the account is reloaded, so it is never stale.
+        files: where accounts are kept as files (``<home>/derived``; :mod:`context_engine.storage.derived_files`):
+            an account not held is opened from its file and caught up from the change log; a wholesale load, or
+            ``max(1024, rows / 10)`` rows applied since the file, writes the file again on a background thread.
+            ``None``: no files.
 
     Attributes:
         loads: accounts loaded wholesale (first use, or a change log that did not reach back).
+        file_loads: accounts opened from their derived file (then caught up like a held account).
         rows_loaded: rows read by those loads.
         rows_applied: rows applied from the change log (upserted + removed): the O(changes) work of catch-up.
         rows_rescored: exact vectors read from the store to rescore candidates of compressed segments.
@@ -390,6 +454,7 @@ class MatrixVectorIndex:
         compress_rows: int | None = None,
         compress_dims: int = 128,
         rescore_cache_rows: int = 20_000,
+        files: DerivedFiles | None = None,
     ) -> None:
         if max_cached_accounts < 1:
             raise ValueError("max_cached_accounts must be at least 1")
@@ -403,7 +468,12 @@ class MatrixVectorIndex:
         self._too_large: dict[str, int] = {}  # account -> generation at which it was found too large
         self._lock = threading.Lock()
         self._load_locks: dict[str, threading.Lock] = {}
+        self._files = files
+        self._kind = "l0" if self.levels == (0,) else "matrix" if self.levels is None else f"levels-{self.levels}"
+        self._saver: ThreadPoolExecutor | None = None
+        self._saving: set[str] = set()
         self.loads = 0
+        self.file_loads = 0
         self.rows_loaded = 0
         self.rows_applied = 0
         self.rows_rescored = 0
@@ -513,7 +583,7 @@ class MatrixVectorIndex:
                 with self._lock:
                     account = self._accounts.get(account_id)
                 if account is None:
-                    return self._load(account_id)
+                    return self._open(account_id, generation)
         with account.lock:
             if account.generation < generation:
                 delta = self._metadata.changes_since(
@@ -525,6 +595,117 @@ class MatrixVectorIndex:
             return MatrixView(account, self.exact_vectors)
 
     # ---- catch-up -----------------------------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        """What shapes a derived file besides the rows: a file written with other values is not used."""
+        levels = None if self.levels is None else list(self.levels)
+        return {"levels": levels, "compress_rows": self._compress_rows, "compress_dims": self._compress_dims}
+
+    def has_file(self, account_id: str) -> bool:
+        """Whether the account has a derived file this index would open from (judged from its header: format,
+        parameters, database; how far behind the change log it is is known only once opened)."""
+        return self._files is not None and self._files.usable(self._kind, account_id, self._params())
+
+    def _open(self, account_id: str, generation: int) -> MatrixView | None:
+        """First use of an account in this process: from its derived file caught up from the change log, else a
+        wholesale load (the file is then written)."""
+        account = self._restore(account_id)
+        if account is None or account.generation > generation:
+            return self._load(account_id)  # no usable file, or the database is behind it (replaced)
+        if self._max_rows is not None and account.rows > self._max_rows:
+            with self._lock:
+                self._too_large[account_id] = generation
+            return None
+        if account.generation < generation:
+            delta = self._metadata.changes_since(
+                account_id, account.generation, levels=self.levels, max_changes=max(50_000, account.rows // 2)
+            )
+            if delta.reload:
+                return self._load(account_id)
+            self._apply(account, delta)
+        self._invalidate(account_id, None)
+        with self._lock:
+            self.file_loads += 1
+        self._install(account)
+        return MatrixView(account, self.exact_vectors)
+
+    def _restore(self, account_id: str) -> _Account | None:
+        if self._files is None:
+            return None
+        snap = self._files.load(self._kind, account_id, self._params())
+        if snap is None:
+            return None
+        try:
+            return _Account.restored(account_id, snap, self._compress_rows, self._compress_dims)
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            self._files._reject(snap.path, f"does not hold a level-0 matrix ({type(err).__name__}: {err})"[:200])
+            return None
+
+    def _install(self, account: _Account) -> None:
+        with self._lock:
+            self._too_large.pop(account.account_id, None)
+            self._accounts[account.account_id] = account
+            self._accounts.move_to_end(account.account_id)
+            while len(self._accounts) > self._max_cached:
+                self._accounts.popitem(last=False)
+
+    def _schedule_save(self, account: _Account) -> None:
+        """Write the account's derived file on the background saver (once at a time per account)."""
+        if self._files is None:
+            return
+        with self._lock:
+            if account.account_id in self._saving:
+                return
+            self._saving.add(account.account_id)
+            if self._saver is None:
+                self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-derived-l0")
+            saver = self._saver
+        saver.submit(self._save_quietly, account)
+
+    def _save_quietly(self, account: _Account) -> None:
+        try:
+            self.save(account)
+        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later, never a failed search
+            _LOG.exception("writing the level-0 matrix file of an account failed")
+        finally:
+            with self._lock:
+                self._saving.discard(account.account_id)
+
+    def save(self, account: _Account | str) -> bool:
+        """Write the derived file of a held account now (``account``: the account or its id); ``False`` when there
+        are no files, the account is not held, or writing failed (logged)."""
+        if self._files is None:
+            return False
+        if isinstance(account, str):
+            with self._lock:
+                found = self._accounts.get(account)
+            if found is None:
+                return False
+            account = found
+        with account.lock:
+            generation, segs, unsaved = account.capture()
+            dim, projection = account.dim, account.projection
+        metas: list[dict[str, Any]] = []
+        arrays: dict[str, np.ndarray] = {}
+        for i, (_, seg, n, alive) in enumerate(segs):
+            seg_meta, seg_arrays = seg.snapshot(f"s{i}.", n, alive)
+            metas.append(seg_meta)
+            arrays.update(seg_arrays)
+        if projection is not None:
+            arrays["projection"] = projection
+        meta = {"dim": dim, "spaces": [space for space, *_ in segs], "segments": metas}
+        if self._files.save(self._kind, account.account_id, generation, self._params(), meta, arrays) is None:
+            return False
+        with account.lock:
+            account.unsaved -= unsaved
+        return True
+
+    def close(self) -> None:
+        """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
+        with self._lock:
+            saver, self._saver = self._saver, None
+        if saver is not None:
+            saver.shutdown(wait=True)
+
     def _load(self, account_id: str) -> MatrixView | None:
         counter: Any = getattr(self._metadata, "count_vectors", None)
         if self._max_rows is not None and callable(counter) and counter(account_id) > 4 * max(self._max_rows, 1):
@@ -542,14 +723,13 @@ class MatrixVectorIndex:
         account = _Account(account_id, m.generation, self._compress_rows, self._compress_dims)
         if m.n:
             account.add(_rows_of_matrix(m, range(m.n)), m.vectors)
+        account.unsaved = m.n
         with self._lock:
             self.loads += 1
             self.rows_loaded += m.n
-            self._too_large.pop(account_id, None)
-            self._accounts[account_id] = account
-            self._accounts.move_to_end(account_id)
-            while len(self._accounts) > self._max_cached:
-                self._accounts.popitem(last=False)
+        self._install(account)
+        if m.n:  # an empty account costs one query to load: no file
+            self._schedule_save(account)
         return MatrixView(account, self.exact_vectors)
 
     def exact_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -604,8 +784,12 @@ class MatrixVectorIndex:
             account.add([_row_of_record(r) for r in delta.upserted], vectors)
         account.compact()
         account.generation = delta.generation
+        applied = len(delta.removed) + len(delta.upserted)
+        account.unsaved += applied
         with self._lock:
-            self.rows_applied += len(delta.removed) + len(delta.upserted)
+            self.rows_applied += applied
+        if account.unsaved > max(_RESAVE_MIN_ROWS, account.rows // 10):
+            self._schedule_save(account)
 
 
 def _search_failed(err: Exception) -> ContextEngineError:

@@ -1,0 +1,329 @@
+"""Derived indexes kept as files under ``<home>/derived`` (docs/derived_indexes.md, "Files").
+
+The level-0 matrix and the BM25 partitions of an account are caches of the metadata store. A process that holds one
+in memory writes it here, stamped with the account generation it is exactly at, so that the next process opens it in
+milliseconds and catches up from the change log like an in-memory copy would, instead of reloading and re-tokenising
+the account. The one invalidation rule stays the only rule: a file is used only when its format version, its
+parameters and the database it was built from match, and only as the state at its generation; a file whose
+generation the change log no longer reaches back to is replaced by a wholesale reload (and a new file).
+
+One file per (structure, account): ``<root>/<kind>/<sha256(account)[:32]>.safetensors`` in the safetensors layout
+(an 8-byte little-endian header length, a JSON header naming each array's dtype, shape and byte range, then the
+arrays), written by the ``safetensors`` library and read here zero-copy through a private (copy-on-write) memory
+map: arrays are paged in when used, and writes to them (a tombstone) never reach the file. The engine's own header
+(``__metadata__["context-engine"]``, JSON) holds the format version, the kind, the account, its generation, the
+database's identity and the structure's parameters.
+
+Writes are atomic: the bytes go to a temporary file in the same folder, which is fsync'd and renamed over the
+target, and the folder is fsync'd; a process killed at any point leaves the previous file (or none) and maybe a
+temporary file, removed by the next save of that file. A file of another format version, other parameters, another
+database, or one that does not parse is ignored (logged) and replaced at the next save: it is a cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import mmap
+import os
+import struct
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from context_engine.errors import ContextEngineError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "STORE_ID_KEY",
+    "DerivedFiles",
+    "Snapshot",
+    "pack_strings",
+    "unpack_strings",
+]
+
+_LOG = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+"""Version of the derived-file layout (the arrays each kind writes and what they mean). A file of another version is
+ignored and rebuilt (docs/derived_indexes.md)."""
+
+STORE_ID_KEY = "derived_store_id"
+"""``meta`` key of the metadata database's identity: files built from another database are ignored."""
+
+_FORMAT = "context-engine-derived"
+_META_KEY = "context-engine"
+_SUFFIX = ".safetensors"
+_DTYPES = {
+    "BOOL": np.dtype(np.bool_),
+    "U8": np.dtype(np.uint8),
+    "I8": np.dtype(np.int8),
+    "U16": np.dtype("<u2"),
+    "I16": np.dtype("<i2"),
+    "U32": np.dtype("<u4"),
+    "I32": np.dtype("<i4"),
+    "U64": np.dtype("<u8"),
+    "I64": np.dtype("<i8"),
+    "F32": np.dtype("<f4"),
+    "F64": np.dtype("<f8"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One derived file as read: the state of one account's structure at ``generation``.
+
+    Attributes:
+        generation: the account generation the state is exactly at.
+        meta: the structure's own JSON-able description (row counts, vocabularies, ...).
+        arrays: name -> array, zero-copy views of a private memory map (writable; writes stay in memory).
+        path: the file.
+    """
+
+    generation: int
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    path: Path
+
+
+def pack_strings(values: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as two arrays: their UTF-8 concatenation (uint8) and character offsets (int64, ``len + 1``); a
+    ``None`` is stored as an empty string with offset ``-1`` at its end (see :func:`unpack_strings`)."""
+    text = "".join(v or "" for v in values)
+    ends = np.fromiter((len(v) if v is not None else 0 for v in values), dtype=np.int64, count=len(values))
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(ends, out=offsets[1:])
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    if nulls.any():
+        offsets[1:][nulls] = -offsets[1:][nulls] - 1  # -(end) - 1: negative marks a None, the end stays recoverable
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8), offsets
+
+
+def unpack_strings(blob: np.ndarray, offsets: np.ndarray) -> list[Any]:
+    """The list :func:`pack_strings` packed (``None`` where it was ``None``)."""
+    text = blob.tobytes().decode("utf-8")
+    marks = offsets[1:]
+    nulls = marks < 0
+    ends = (np.where(nulls, -marks - 1, marks) if nulls.any() else marks).tolist()
+    starts = [0, *ends][: len(ends)]
+    if nulls.any():
+        return [None if null else text[a:b] for a, b, null in zip(starts, ends, nulls.tolist(), strict=True)]
+    return [text[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory; the rename is still atomic
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+class DerivedFiles:
+    """The ``<home>/derived`` folder: atomic saves and validated zero-copy loads of account snapshots.
+
+    Args:
+        root: the folder (created on the first save).
+        metadata: the metadata store whose ``meta`` holds the database identity (:data:`STORE_ID_KEY`).
+
+    Attributes:
+        saves: files written; ``save_failures``: saves that failed (logged; the search that triggered them goes on).
+        rejected: files found but not used (other version, parameters or database, or unreadable).
+    """
+
+    def __init__(self, root: Path, metadata: Any) -> None:
+        self.root = root
+        self._metadata = metadata
+        self._store_id: str | None = None
+        self._lock = threading.Lock()
+        self.saves = 0
+        self.save_failures = 0
+        self.rejected = 0
+
+    def path(self, kind: str, account_id: str) -> Path:
+        """The file of ``kind`` (``l0``, ``bm25``) for ``account_id``."""
+        digest = hashlib.sha256(account_id.encode("utf-8")).hexdigest()[:32]
+        return self.root / kind / f"{digest}{_SUFFIX}"
+
+    def store_id(self, *, create: bool) -> str | None:
+        """The metadata database's identity (a random hex string in its ``meta``), set when ``create`` and absent.
+
+        Two processes creating it at once both write; the last one wins and files stamped with the other value are
+        rebuilt once, which costs a reload and never a wrong answer."""
+        with self._lock:
+            if self._store_id is not None:
+                return self._store_id
+        found = self._metadata.get_meta(STORE_ID_KEY)
+        if found is None and create:
+            found = uuid.uuid4().hex
+            self._metadata.set_meta(STORE_ID_KEY, found)
+            found = self._metadata.get_meta(STORE_ID_KEY) or found
+        with self._lock:
+            if found is not None:
+                self._store_id = found
+        return found
+
+    # ---- write ------------------------------------------------------------------------------------------------------
+    def save(
+        self,
+        kind: str,
+        account_id: str,
+        generation: int,
+        params: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        arrays: Mapping[str, np.ndarray],
+    ) -> Path | None:
+        """Write one snapshot atomically (temporary file, fsync, rename, fsync of the folder); returns its path, or
+        ``None`` when writing failed (logged and counted in :attr:`save_failures`: a cache that cannot be written is
+        not an error of the search that triggered it)."""
+        import safetensors.numpy
+
+        target = self.path(kind, account_id)
+        try:
+            header = {
+                "format": _FORMAT,
+                "version": FORMAT_VERSION,
+                "kind": kind,
+                "account_id": account_id,
+                "generation": int(generation),
+                "store_id": self.store_id(create=True),
+                "params": dict(params),
+                "meta": dict(meta),
+            }
+            data = safetensors.numpy.save(
+                {name: np.ascontiguousarray(arr) for name, arr in arrays.items()},
+                metadata={_META_KEY: json.dumps(header, ensure_ascii=False)},
+            )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._sweep(target)
+            tmp = target.with_name(f"{target.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise
+            _fsync_dir(target.parent)
+        except (OSError, ValueError, TypeError, ContextEngineError) as err:
+            with self._lock:
+                self.save_failures += 1
+            _LOG.warning("could not write the derived file %s (%s); it will be rebuilt", target, err)
+            return None
+        with self._lock:
+            self.saves += 1
+        return target
+
+    @staticmethod
+    def _sweep(target: Path) -> None:
+        """Remove temporary files of ``target`` left by processes that died mid-save."""
+        for tmp in target.parent.glob(f"{target.name}.tmp.*"):
+            try:
+                pid = int(tmp.name.split(".tmp.", 1)[1].split(".", 1)[0])
+            except ValueError:
+                continue
+            if pid != os.getpid() and not _alive(pid):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+    # ---- read -------------------------------------------------------------------------------------------------------
+    def load(self, kind: str, account_id: str, params: Mapping[str, Any]) -> Snapshot | None:
+        """The account's snapshot of ``kind``, or ``None`` when there is none or it cannot be used (another format
+        version, other ``params``, another database, or a file that does not parse: logged and counted in
+        :attr:`rejected`). Never raises for a bad file."""
+        return self._read(kind, account_id, params, arrays=True)
+
+    def usable(self, kind: str, account_id: str, params: Mapping[str, Any]) -> bool:
+        """Whether the account has a file of ``kind`` that :meth:`load` would use, judged from its header alone (the
+        arrays are not mapped); nothing is logged or counted."""
+        return self._read(kind, account_id, params, arrays=False, quiet=True) is not None
+
+    def _read(
+        self, kind: str, account_id: str, params: Mapping[str, Any], *, arrays: bool, quiet: bool = False
+    ) -> Snapshot | None:
+        path = self.path(kind, account_id)
+        reject = _quiet if quiet else self._reject
+        try:
+            with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size < 8:
+                    return reject(path, "truncated")
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)  # the map outlives the file object
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            return reject(path, f"unreadable ({err.strerror})")
+        try:
+            header, base = _header(mm)
+            own = json.loads(header.get("__metadata__", {}).get(_META_KEY, "{}"))
+            if own.get("format") != _FORMAT or own.get("version") != FORMAT_VERSION:
+                return reject(path, f"format version {own.get('version')!r}, this engine reads {FORMAT_VERSION}")
+            if own.get("kind") != kind or own.get("account_id") != account_id:
+                return reject(path, "written for another account or structure")
+            if own.get("params") != json.loads(json.dumps(dict(params))):
+                return reject(path, "built with other settings")
+            if own.get("store_id") != self.store_id(create=False):
+                return reject(path, "built from another metadata database")
+            found = _arrays(mm, header, base) if arrays else {}
+            return Snapshot(int(own["generation"]), own.get("meta", {}), found, path)
+        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as err:
+            return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
+
+    def _reject(self, path: Path, why: str) -> None:
+        with self._lock:
+            self.rejected += 1
+        _LOG.info("derived file %s not used: %s; rebuilding it from the metadata store", path, why)
+
+
+def _quiet(_path: Path, _why: str) -> None:
+    """A rejection that is neither logged nor counted (:meth:`DerivedFiles.usable`)."""
+
+
+def _header(mm: mmap.mmap) -> tuple[dict[str, Any], int]:
+    (length,) = struct.unpack("<Q", mm[:8])
+    if length > len(mm) - 8:
+        raise ValueError("header longer than the file")
+    header = json.loads(mm[8 : 8 + length].decode("utf-8"))
+    if not isinstance(header, dict):
+        raise TypeError("header is not an object")
+    return header, 8 + length
+
+
+def _arrays(mm: mmap.mmap, header: dict[str, Any], base: int) -> dict[str, np.ndarray]:
+    """Zero-copy views of the safetensors arrays in ``mm`` (each range checked against the file)."""
+    out: dict[str, np.ndarray] = {}
+    room = len(mm) - base
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES[spec["dtype"]]
+        shape = tuple(int(d) for d in spec["shape"])
+        begin, end = (int(x) for x in spec["data_offsets"])
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not 0 <= begin <= end <= room or end - begin != count * dtype.itemsize:
+            raise ValueError(f"array {name} does not fit the file")
+        if count == 0:
+            out[name] = np.zeros(shape, dtype=dtype)
+            continue
+        out[name] = np.frombuffer(mm, dtype=dtype, count=count, offset=base + begin).reshape(shape)
+    return out

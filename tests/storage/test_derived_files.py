@@ -1,0 +1,307 @@
+"""Derived indexes kept as files (issue 12, docs/derived_indexes.md "Files"): the file layout, its validation, and the
+level-0 matrix opened from its file — identical results, catch-up of foreign writes from the change log, no full
+reload while the file is current, a rebuild when the file cannot be used."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from context_engine.schema.nodes import VectorFilter, VectorRecord
+from context_engine.storage import derived_files
+from context_engine.storage.derived_files import DerivedFiles, pack_strings, unpack_strings
+from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+from context_engine.storage.vector.matrix import MatrixVectorIndex
+
+DIM = 16
+ACC = "acc-a"
+
+
+def unit(seed: int, n: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def records(n: int, seed: int = 0, prefix: str = "r", account_id: str = ACC) -> list[VectorRecord]:
+    """``n`` level-0 rows over two owner spaces and three directories (one a scope root: parent ``None``)."""
+    vectors = unit(seed, n)
+    out = []
+    for i in range(n):
+        space = "shared" if i % 3 else "user:alice"
+        folder = ("a", "b", None)[i % 3]
+        uri = f"ctx://resources/{folder}/{prefix}{i}.md" if folder else f"ctx://user/alice/memories/{prefix}{i}.md"
+        parent = f"ctx://resources/{folder}/" if folder else None
+        out.append(
+            VectorRecord(
+                id=f"{prefix}{i:05d}",
+                vector=vectors[i],
+                uri=uri,
+                parent_uri=parent,
+                account_id=account_id,
+                owner_space=space,
+                context_type="resource" if folder else "memory",
+                category="ops" if i % 2 else "",
+                level=0,
+                doc_id=uri,
+                text=f"abstract {i} ünïcødé 中文 {prefix}",
+                breadcrumb=f"Title {i}",
+            )
+        )
+    return out
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlMetadataStore]:
+    s = SqlMetadataStore.sqlite(tmp_path / "metadata.db")
+    yield s
+    s.close()
+
+
+def l0(store: SqlMetadataStore, root: Path | None, **kw: object) -> MatrixVectorIndex:
+    files = DerivedFiles(root, store) if root is not None else None
+    return MatrixVectorIndex(store, levels=(0,), files=files, **kw)  # type: ignore[arg-type]
+
+
+FILTERS = [
+    VectorFilter(account_id=ACC),
+    VectorFilter(account_id=ACC, owner_spaces=["shared"]),
+    VectorFilter(account_id=ACC, owner_spaces=["user:alice"], context_types=["memory"]),
+    VectorFilter(account_id=ACC, parent_uris=["ctx://resources/a/"]),
+    VectorFilter(account_id=ACC, uri_prefix="ctx://resources/b/", categories=["ops"]),
+    VectorFilter(account_id=ACC, doc_ids=["ctx://resources/a/r1.md", "ctx://resources/b/r2.md"]),
+]
+
+
+def results(index: MatrixVectorIndex, seed: int = 99) -> list[list[tuple[str, float, str, str]]]:
+    out = []
+    for q in unit(seed, 4):
+        for flt in FILTERS:
+            out.append([(h.id, round(h.score, 6), h.text, h.breadcrumb) for h in index.search(q, 7, flt)])
+    return out
+
+
+# ---- the layout -----------------------------------------------------------------------------------------------------
+@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=30))
+def test_strings_round_trip(values):
+    blob, offsets = pack_strings(values)
+    assert unpack_strings(blob, offsets) == values
+
+
+def test_a_file_is_safetensors_and_reads_back_zero_copy(store, tmp_path):
+    files = DerivedFiles(tmp_path / "derived", store)
+    arrays = {
+        "f": unit(1, 5),
+        "b": np.array([True, False, True]),
+        "u16": np.arange(7, dtype=np.uint16),
+        "empty": np.zeros(0, dtype=np.int64),
+    }
+    path = files.save("l0", "acc", 42, {"p": 1}, {"note": "x"}, arrays)
+    assert path is not None and path.parent == tmp_path / "derived" / "l0"
+    by_library = safetensors.numpy.load_file(str(path))  # the library reads what we wrote
+    snap = files.load("l0", "acc", {"p": 1})
+    assert snap is not None and snap.generation == 42 and snap.meta == {"note": "x"}
+    for name, arr in arrays.items():
+        np.testing.assert_array_equal(snap.arrays[name], arr)
+        np.testing.assert_array_equal(by_library[name], arr)
+    snap.arrays["b"][0] = False  # private mapping: writable, never written back
+    assert files.load("l0", "acc", {"p": 1}).arrays["b"][0]
+    assert files.store_id(create=False) == store.get_meta(derived_files.STORE_ID_KEY)
+
+
+def _rewrite_header(path: Path, change) -> None:
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    own = json.loads(header["__metadata__"]["context-engine"])
+    change(own)
+    header["__metadata__"]["context-engine"] = json.dumps(own)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + n :])
+
+
+@pytest.mark.parametrize(
+    "change, params",
+    [
+        (lambda own: own.update(version=derived_files.FORMAT_VERSION + 1), {"p": 1}),
+        (lambda own: own.update(store_id="another-database"), {"p": 1}),
+        (lambda own: own.update(account_id="other"), {"p": 1}),
+        (lambda own: None, {"p": 2}),  # built with other settings
+    ],
+    ids=["format-version", "database", "account", "params"],
+)
+def test_a_file_that_does_not_match_is_not_used(store, tmp_path, change, params):
+    files = DerivedFiles(tmp_path / "derived", store)
+    path = files.save("l0", "acc", 3, {"p": 1}, {}, {"x": np.arange(3)})
+    assert path is not None
+    _rewrite_header(path, change)
+    assert files.load("l0", "acc", params) is None
+    assert files.rejected == 1
+
+
+@pytest.mark.parametrize("cut", [0, 5, 30, -7])
+def test_a_truncated_or_garbled_file_is_not_used(store, tmp_path, cut):
+    files = DerivedFiles(tmp_path / "derived", store)
+    path = files.save("l0", "acc", 3, {}, {}, {"x": np.arange(100)})
+    assert path is not None
+    data = path.read_bytes()
+    path.write_bytes(data[:cut] if cut >= 0 else data[:cut] + b"\xff" * 3)
+    assert files.load("l0", "acc", {}) is None
+    assert files.rejected == 1
+
+
+def test_a_save_removes_temporary_files_of_dead_writers_only(store, tmp_path):
+    files = DerivedFiles(tmp_path / "derived", store)
+    target = files.save("l0", "acc", 1, {}, {}, {"x": np.arange(3)})
+    assert target is not None
+    dead = target.with_name(f"{target.name}.tmp.{2**22 + 12345}.abcd")  # above pid_max: never a live process
+    live = target.with_name(f"{target.name}.tmp.{os.getppid()}.abcd")
+    dead.write_bytes(b"half")
+    live.write_bytes(b"half")
+    files.save("l0", "acc", 2, {}, {}, {"x": np.arange(3)})
+    assert not dead.exists() and live.exists()
+    assert files.load("l0", "acc", {}).generation == 2
+
+
+def test_a_folder_that_cannot_be_written_fails_the_save_not_the_caller(store, tmp_path):
+    (tmp_path / "derived").write_text("a file where the folder should be")
+    files = DerivedFiles(tmp_path / "derived", store)
+    assert files.save("l0", "acc", 1, {}, {}, {"x": np.arange(3)}) is None
+    assert files.save_failures == 1
+
+
+# ---- the level-0 matrix from its file --------------------------------------------------------------------------------
+@pytest.mark.parametrize("compress", [False, True], ids=["float32", "compressed"])
+def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_path, compress):
+    kw = {"compress_rows": 50, "compress_dims": 8} if compress else {}
+    store.put_vectors(records(300))
+    store.delete_vectors([f"r{i:05d}" for i in range(0, 300, 7)])  # tombstones in the file
+    first = l0(store, tmp_path / "derived", **kw)
+    expected = results(first)
+    first.close()  # waits for the file written after the wholesale load
+    assert first.loads == 1 and (tmp_path / "derived" / "l0").is_dir()
+
+    second = l0(store, tmp_path / "derived", **kw)
+    assert results(second) == expected
+    assert (second.loads, second.file_loads, second.rows_loaded, second.rows_applied) == (0, 1, 0, 0)
+    assert results(l0(store, None, **kw)) == expected  # and a load from the store without files agrees
+
+
+def test_foreign_writes_after_the_save_are_caught_up_from_the_change_log(store, tmp_path):
+    store.put_vectors(records(200))
+    first = l0(store, tmp_path / "derived")
+    first.view(ACC)
+    first.close()
+
+    other = SqlMetadataStore.sqlite(tmp_path / "metadata.db")  # another process writes after the file was saved
+    try:
+        other.put_vectors(records(5, seed=7, prefix="new"))
+        other.delete_vectors(["r00001", "r00002", "r00150"])
+        other.put_vectors([records(200, seed=8)[10]])  # a row replaced by a new vector
+    finally:
+        other.close()
+
+    second = l0(store, tmp_path / "derived")
+    got = results(second)
+    assert (second.loads, second.file_loads, second.rows_applied) == (0, 1, 9)
+    assert got == results(l0(store, None))
+    ids = {h.id for h in second.search(unit(5, 1)[0], 1000, VectorFilter(account_id=ACC))}
+    assert "new00003" in ids and "r00001" not in ids and len(ids) == 200 + 5 - 3
+
+
+def test_a_file_behind_a_pruned_log_or_a_newer_than_the_database_is_replaced_by_a_reload(store, tmp_path):
+    store.put_vectors(records(100))
+    first = l0(store, tmp_path / "derived")
+    first.view(ACC)
+    first.close()
+    store.put_vectors(records(100, seed=3), bulk=True)  # a bulk load logs no ids: readers behind it must reload
+    second = l0(store, tmp_path / "derived")
+    assert results(second) == results(l0(store, None))
+    second.close()
+    assert (second.loads, second.file_loads) == (1, 0)
+    # the reload wrote the file again at the new generation: the next process opens it
+    third = l0(store, tmp_path / "derived")
+    third.view(ACC)
+    assert (third.loads, third.file_loads) == (0, 1)
+
+
+def test_a_file_from_another_database_is_not_used(store, tmp_path):
+    store.put_vectors(records(50))
+    first = l0(store, tmp_path / "derived")
+    first.view(ACC)
+    first.close()
+    replaced = SqlMetadataStore.sqlite(tmp_path / "other.db")  # the home's database replaced, generations reused
+    try:
+        replaced.put_vectors(records(50, seed=11, prefix="x"))
+        replaced.put_vectors(records(3, seed=12, prefix="y"))
+        index = l0(replaced, tmp_path / "derived")
+        assert {h.id[0] for h in index.search(unit(1, 1)[0], 100, VectorFilter(account_id=ACC))} == {"x", "y"}
+        assert (index.loads, index.file_loads) == (1, 0)
+    finally:
+        replaced.close()
+
+
+def test_a_file_of_another_format_version_is_rebuilt_silently(store, tmp_path):
+    store.put_vectors(records(60))
+    first = l0(store, tmp_path / "derived")
+    expected = results(first)
+    first.close()
+    path = next((tmp_path / "derived" / "l0").iterdir())
+    _rewrite_header(path, lambda own: own.update(version=derived_files.FORMAT_VERSION + 1))
+
+    second = l0(store, tmp_path / "derived")
+    assert results(second) == expected
+    second.close()
+    assert (second.loads, second.file_loads) == (1, 0)
+    assert DerivedFiles(tmp_path / "derived", store).load("l0", ACC, second._params()) is not None  # rewritten
+
+
+def test_many_applied_rows_write_the_file_again(store, tmp_path):
+    store.put_vectors(records(100))
+    index = l0(store, tmp_path / "derived")
+    index.view(ACC)
+    files = index._files
+    assert files is not None
+    index.close()
+    saves = files.saves
+    store.put_vectors(records(1100, seed=4, prefix="more"))  # past max(1024, rows / 10)
+    index.view(ACC)
+    index.close()
+    assert files.saves == saves + 1
+    assert files.load("l0", ACC, index._params()).generation == store.account_generation(ACC)
+
+
+def test_an_account_opened_from_a_file_keeps_taking_writes(store, tmp_path):
+    store.put_vectors(records(40))
+    first = l0(store, tmp_path / "derived")
+    first.view(ACC)
+    first.close()
+    second = l0(store, tmp_path / "derived")
+    second.view(ACC)
+    for round_ in range(3):  # appends grow the arrays read from the file; deletes write tombstones into them
+        second.upsert(records(30, seed=20 + round_, prefix=f"g{round_}-"))
+        second.delete([f"r{i:05d}" for i in range(round_, 40, 5)])
+        assert results(second) == results(l0(store, None))
+    assert second.loads == 0
+
+
+def test_has_file_judges_the_header(store, tmp_path):
+    store.put_vectors(records(20))
+    index = l0(store, tmp_path / "derived")
+    assert not index.has_file(ACC)
+    index.view(ACC)
+    index.close()
+    assert index.has_file(ACC) and not index.has_file("another-account")
+    path = next((tmp_path / "derived" / "l0").iterdir())
+    _rewrite_header(path, lambda own: own.update(version=derived_files.FORMAT_VERSION + 1))
+    assert not index.has_file(ACC)  # auto mode then treats the account like one without a file
+    assert index._files is not None and index._files.rejected == 0  # a header check logs and counts nothing
