@@ -505,6 +505,7 @@ class RetrievalSettings(_Section):
     )
     derived_files: bool = Field(
         True,
+        exclude=True,  # a cache switch: never part of a dumped configuration (eval config hashes: it ranks nothing)
         description="Keep the level-0 matrix and the BM25 postings of each account as files under <home>/derived, "
         "stamped with the account generation: a new process opens them in milliseconds and catches up from the "
         "change log instead of reloading and re-tokenising the account (docs/derived_indexes.md). They are caches: "
