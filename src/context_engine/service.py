@@ -112,7 +112,9 @@ class ContextEngineService:
         )
         self.metrics = Metrics()  # before the stores: their failure and retry hooks count into it
         # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
-        self.metadata = metadata or open_metadata(settings)
+        self.metadata = metadata or open_metadata(
+            settings, on_failure=lambda operation: self.metrics.storage_failures.labels("metadata", operation).inc()
+        )
         try:
             self.content = content or open_content(
                 settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()

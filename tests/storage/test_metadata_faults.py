@@ -211,3 +211,22 @@ def test_the_password_appears_in_no_log_line_error_body_repr_or_readyz(tmp_path:
     assert '"ready"' in surfaces["readyz"] or "embedding_model" in surfaces["readyz"]
     assert "SELECT" in surfaces["logs"]  # the log did capture the database's traffic
     assert {name: password in text_ for name, text_ in surfaces.items()} == {name: False for name in surfaces}
+
+
+def test_a_database_failing_mid_request_is_counted_per_operation(tmp_path: Path) -> None:
+    """Each mid-request failure reaches ``on_failure`` with its operation (the service counts it in
+    ``ce_storage_failures_total{store="metadata",operation}``), and the caller gets the retryable ``WRT-5001``."""
+    failures: list[str] = []
+    path = tmp_path / "metadata.db"
+    store = SqlMetadataStore.sqlite(path)
+    store.close()
+    store = SqlMetadataStore(f"sqlite:///{path}", on_failure=failures.append)
+    try:
+        with create_engine(f"sqlite:///{path}", poolclass=pool.NullPool).begin() as conn:
+            conn.execute(text("DROP TABLE nodes"))  # the database now fails every node read
+        with pytest.raises(ContextEngineError) as err:
+            store.get_node("acme", "ctx://resources/a.md")
+        assert err.value.code == ErrorCode.STORAGE_FAILED and err.value.retryable
+        assert failures == ["read"]
+    finally:
+        store.close()

@@ -35,10 +35,13 @@ def metadata_url(settings: Settings) -> str:
     return URL.create("sqlite", database=str(settings.home_path / "metadata.db")).render_as_string()
 
 
-def open_metadata(settings: Settings, *, upgrade: bool = True) -> SqlMetadataStore:
+def open_metadata(
+    settings: Settings, *, upgrade: bool = True, on_failure: Callable[[str], None] | None = None
+) -> SqlMetadataStore:
     """The metadata store of ``metadata.url`` (SQLite by default, PostgreSQL with ``postgresql+psycopg://``), with
     the pool and timeout of the ``metadata`` section; its schema is created or upgraded (``upgrade=False``: left as
-    found, for ``context-engine migrate --check``).
+    found, for ``context-engine migrate --check``). ``on_failure`` is called with the operation name each time the
+    database fails mid-request (metrics).
 
     Raises:
         ContextEngineError: ``CFG-4001`` for a URL of an unsupported dialect, a database that cannot be reached or
@@ -55,6 +58,7 @@ def open_metadata(settings: Settings, *, upgrade: bool = True) -> SqlMetadataSto
         max_overflow=section.max_overflow,
         connect_timeout_s=section.connect_timeout_s,
         upgrade=upgrade,
+        on_failure=on_failure,
     )
 
 

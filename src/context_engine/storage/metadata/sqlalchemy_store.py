@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -280,6 +280,8 @@ class SqlMetadataStore:
         upgrade: bring the schema to the newest revision (:mod:`.migrate`; a new database is created). ``False``
             opens the database as it is (``context-engine migrate --check``): a database behind this release is
             then not usable until :meth:`upgrade_schema`.
+        on_failure: called with the operation name each time the database fails mid-request (metrics:
+            ``ce_storage_failures_total{store="metadata"}``).
 
     Raises:
         ContextEngineError: ``CFG-4001`` for an unusable URL, a database that cannot be reached (naming
@@ -295,6 +297,7 @@ class SqlMetadataStore:
         max_overflow: int = 10,
         connect_timeout_s: float = 5.0,
         upgrade: bool = True,
+        on_failure: Callable[[str], None] | None = None,
     ) -> None:
         parsed: URL | None = None
         try:
@@ -330,6 +333,7 @@ class SqlMetadataStore:
         self._writers: Any = None  # the writer-liveness locks (writer_locks.py), made on first use
         self._writers_guard = threading.Lock()
         try:
+            self._on_failure = on_failure
             self._status = self._open_schema(upgrade)
         except BaseException:
             engine.dispose()
@@ -423,7 +427,9 @@ class SqlMetadataStore:
 
     def _storage_error(self, err: SQLAlchemyError, operation: str) -> ContextEngineError:
         """``WRT-5001`` (retryable) naming the driver's message (password scrubbed), never the statement's
-        parameters."""
+        parameters. Counted through ``on_failure`` (metrics)."""
+        if getattr(self, "_on_failure", None) is not None:
+            self._on_failure(operation)
         reason = self._scrub(str(getattr(err, "orig", None) or type(err).__name__)[:200])
         return ContextEngineError(
             ErrorCode.STORAGE_FAILED,
