@@ -55,7 +55,8 @@ def scale_out_settings(name: str) -> dict:
     return {
         "metadata": {"url": pg.set(database=name).render_as_string(hide_password=False)},
         "content": content,
-        "vector": {"backend": "milvus", "milvus": {"uri": milvus, "collection_prefix": name}},
+        # Milvus Lite is one Python process serving every test: give it time when the suite loads the machine
+        "vector": {"backend": "milvus", "milvus": {"uri": milvus, "collection_prefix": name, "timeout_s": 60}},
     }
 
 
