@@ -11,7 +11,8 @@ Search: the filter becomes a Milvus boolean expression (:mod:`.milvus_filter`); 
 from ``vector.milvus`` (``FLAT`` + ``COSINE`` by default: exact; Milvus Lite's HNSW recall was poor under narrow
 filters). Hits come back with their stored vectors and are re-scored here as exact cosine similarities (float64 dot
 products of the unit vectors), whatever the metric or index, then ordered by score descending and id ascending; a tie
-reaching the last fetched row fetches more (Milvus orders equal distances arbitrarily).
+reaching the last fetched row fetches more (Milvus orders equal distances arbitrarily). :meth:`optimize` flushes,
+so that rows are searched through the index (Milvus Lite scans unflushed rows slowly).
 
 Consistency: every read is issued at ``vector.milvus.consistency_level`` (``Strong`` by default: a search sees every
 write acknowledged before it, by any process or replica).
