@@ -89,7 +89,7 @@ def test_unreachable_milvus_at_start_is_cfg_4001_without_the_token(tmp_path, mon
 
 def test_open_creates_a_loaded_collection_and_reopens_it(shared_uri) -> None:
     uri, prefix = shared_uri
-    settings = MilvusSettings(uri=uri, collection_prefix=prefix)
+    settings = MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60)
     index = MilvusVectorIndex(settings, DIM, "model-a")
     described = index._client.describe_collection(index.collection)
     fields = {f["name"]: f for f in described["fields"]}
@@ -111,7 +111,7 @@ def test_open_creates_a_loaded_collection_and_reopens_it(shared_uri) -> None:
 
 def test_a_collection_of_another_dimension_is_a_model_mismatch(shared_uri) -> None:
     uri, prefix = shared_uri
-    settings = MilvusSettings(uri=uri, collection_prefix=prefix)
+    settings = MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60)
     client = pymilvus.MilvusClient(uri=uri)
     name = collection_name(settings, "m", DIM)
     client.create_collection(name, dimension=DIM + 1, id_type="string", max_length=64)  # someone else's schema
@@ -127,7 +127,7 @@ def test_a_collection_of_another_dimension_is_a_model_mismatch(shared_uri) -> No
 
 def test_batches_flushes_long_texts_and_oversized_keys(shared_uri, monkeypatch) -> None:
     uri, prefix = shared_uri
-    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix), DIM, "m")
+    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60), DIM, "m")
     flushes: list[str] = []
     real_flush = index._client.flush
     monkeypatch.setattr(index._client, "flush", lambda name, **kw: flushes.append(name) or real_flush(name, **kw))
@@ -158,7 +158,9 @@ def test_batches_flushes_long_texts_and_oversized_keys(shared_uri, monkeypatch) 
 def test_transient_errors_are_retried_and_counted(shared_uri, monkeypatch) -> None:
     uri, prefix = shared_uri
     seen: list[str] = []
-    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix), DIM, "m", on_retry=seen.append)
+    index = MilvusVectorIndex(
+        MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60), DIM, "m", on_retry=seen.append
+    )
     v = unit(np.random.default_rng(3), 1, DIM)[0]
     index.upsert([rec("a", v)])
     real = index._client.search
