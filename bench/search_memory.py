@@ -4,6 +4,7 @@ Usage::
 
     python bench/search_memory.py [--sizes 10000 100000 1000000] [--queries 500] [--hybrid on off]
                                   [--sources memory index] [--no-vector-index] [--build-only]
+                                  [--backend lancedb milvus] [--milvus-uri http://127.0.0.1:PORT]
                                   [--workdir bench/.cache/search_memory]
 
 What it builds, per size (cached under ``--workdir``, which is gitignored, and reused by the next run):
@@ -20,6 +21,11 @@ What it builds, per size (cached under ``--workdir``, which is gitignored, and r
   log: readers reload) and, unless ``--no-vector-index``, ``VectorIndex.upsert`` + ``optimize()`` (LanceDB, ANN index
   from 100k rows). One level-0 row per node and one level-2 chunk row per file. Content files only for a 500-file
   sample (read_memory figures).
+* ``--backend milvus`` (issue 13): the home's vector rows are also bulk-upserted into a Milvus collection
+  (``vector.milvus``, prefix ``bench<size>``) on the server at ``--milvus-uri`` (default: ``CE_TEST_MILVUS_URI``, or
+  ``.services/milvus.env`` from ``bash scripts/services.sh up milvus``), kept in step with the metadata store on reuse
+  (rows the measurements wrote are added, the load time is printed). Each backend is measured in its own child
+  process, one after the other, on the same home (the metadata store, BM25 and level-0 matrix are the same).
 
 What it measures, per size, in a fresh child process (so its RSS is a serving process's, not the builder's): time to
 open the home and answer the first search_memory (model load, level-0 matrix and BM25 loads included); ``--queries``
@@ -632,6 +638,56 @@ def default_embedder():
     return build_embedder(EmbeddingSettings(num_threads=1))
 
 
+def vector_backend(backend: str, home: Path, milvus_uri: str | None) -> dict:
+    """The ``vector`` settings of a measured backend (``exact`` for a home built without a vector index); Milvus
+    collections are named after the home (``bench_store_<size>_...``)."""
+    if backend != "milvus":
+        return {"backend": backend}
+    prefix = "bench_" + home.name.replace("-", "_")
+    return {"backend": "milvus", "milvus": {"uri": milvus_uri, "collection_prefix": prefix, "timeout_s": 60}}
+
+
+def default_milvus_uri() -> str | None:
+    """``CE_TEST_MILVUS_URI`` from the environment, else from ``.services/milvus.env`` (scripts/services.sh)."""
+    if os.environ.get("CE_TEST_MILVUS_URI"):
+        return os.environ["CE_TEST_MILVUS_URI"]
+    env = ROOT / ".services" / "milvus.env"
+    for line in env.read_text().splitlines() if env.exists() else []:
+        if line.startswith("export CE_TEST_MILVUS_URI="):
+            return line.split("=", 1)[1].strip().strip("'\"")
+    return None
+
+
+def sync_milvus(home: Path, milvus_uri: str, embedder) -> None:
+    """Make the home's Milvus collection hold exactly its metadata store's vector rows (bulk upsert of what is
+    missing, delete of what is extra), and say how long it took."""
+    engine = ContextEngineService(
+        load_settings(home, vector=vector_backend("milvus", home, milvus_uri)), embedder=embedder, recover_writes=False
+    )
+    t = time.perf_counter()
+    added = removed = 0
+    for account, _ in ACCOUNTS:
+        have = set(engine.index.ids(account))
+        keep: set[str] = set()
+        for batch in engine.metadata.iter_vectors(account, batch_size=20_000):
+            keep.update(v.id for v in batch)
+            missing = [v for v in batch if v.id not in have]
+            if missing:
+                engine.index.upsert(missing)
+                added += len(missing)
+        extra = sorted(have - keep)
+        if extra:
+            engine.index.delete(extra)
+            removed += len(extra)
+    engine.index.optimize()  # flush: Milvus Lite searches unflushed rows without the index
+    print(
+        f"  milvus collection {engine.index.collection}: {added} rows upserted, {removed} deleted and flushed in "
+        f"{time.perf_counter() - t:.0f} s ({engine.index.count()} rows)",
+        flush=True,
+    )
+    engine.close()
+
+
 def measure_home(args: argparse.Namespace) -> None:
     """The measurements of one built home, in this (fresh) process."""
     home = args.measure_home
@@ -643,7 +699,8 @@ def measure_home(args: argparse.Namespace) -> None:
     ]
     random.Random(1).shuffle(contexts)
     queries = make_queries(args.queries)
-    backend = {"backend": "lancedb" if vector_index else "exact"}
+    backend = vector_backend(args.backend[0] if vector_index else "exact", home, args.milvus_uri)
+    print(f"\n  -- vector backend: {backend['backend']} --")
     for source, hybrid in [(s, h) for s in args.sources for h in args.hybrid]:
         retrieval = {"l0_source": source, "seed": {"hybrid": hybrid == "on"}}
         t0 = time.perf_counter()
@@ -747,13 +804,26 @@ def main() -> None:
     parser.add_argument("--no-vector-index", action="store_true", help="build no LanceDB index (no lookup figures)")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".cache" / "search_memory")
     parser.add_argument("--build-only", action="store_true", help="build (or reuse) the stores, measure nothing")
+    parser.add_argument(
+        "--backend",
+        nargs="+",
+        default=["lancedb"],
+        choices=["lancedb", "milvus"],
+        help="vector backends to measure, each in its own child process (milvus: see --milvus-uri)",
+    )
+    parser.add_argument("--milvus-uri", default=None, help="Milvus address (default: CE_TEST_MILVUS_URI)")
     parser.add_argument("--measure-home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.milvus_uri = args.milvus_uri or default_milvus_uri()
+    if "milvus" in args.backend and (args.no_vector_index or not args.milvus_uri):
+        parser.error("--backend milvus needs a vector index and a Milvus: --milvus-uri or `scripts/services.sh up`")
     if args.measure_home is not None:
         measure_home(args)
         return
 
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (1 min)")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)"
+    )
     embedder = default_embedder()
     for size in args.sizes:
         home = args.workdir / f"store-{size}"
@@ -763,9 +833,14 @@ def main() -> None:
         print(f"  store ready in {time.perf_counter() - t0:.0f} s", flush=True)
         if args.build_only:
             continue
-        child = [sys.executable, __file__, "--measure-home", str(home), "--queries", str(args.queries)]
-        child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
-        subprocess.run(child, check=True)
+        for backend in args.backend:
+            if backend == "milvus":
+                sync_milvus(home, args.milvus_uri, embedder)
+            child = [sys.executable, __file__, "--measure-home", str(home), "--queries", str(args.queries)]
+            child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
+            child += ["--backend", backend] + (["--milvus-uri", args.milvus_uri] if args.milvus_uri else [])
+            subprocess.run(child, check=True)
+            print(f"  load average after the {backend} run: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
         backend = "exact" if args.no_vector_index else "lancedb"
         engine = ContextEngineService(load_settings(home, vector={"backend": backend}), embedder=embedder)
         sample = json.loads((home / "sample.json").read_text())

@@ -12,12 +12,14 @@ ENV_FILE=.services/milvus.env
 PID_FILE=$STATE/pid
 START_TIMEOUT_S=${CE_MILVUS_START_TIMEOUT_S:-120}
 
-# The server's pid, when the pid file names a live milvus_lite process (a recycled pid is never ours to kill).
+# The server's pid, when the pid file names a live milvus_lite server started from this checkout (a recycled pid, or
+# another checkout's server, is never ours to kill).
 server_pid() {
   [ -f "$PID_FILE" ] || return 1
   local pid; pid=$(cat "$PID_FILE")
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "milvus_lite server" || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "milvus_lite server --data-dir $STATE/data" || return 1
+  [ "$(readlink "/proc/$pid/cwd")" = "$(pwd -P)" ] || return 1
   echo "$pid"
 }
 

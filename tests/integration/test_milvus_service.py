@@ -109,7 +109,7 @@ def twin_engines(tmp_path_factory, embedder):
     for backend in ("exact", "milvus"):
         settings = load_settings(
             tmp_path_factory.mktemp(backend),
-            vector={"backend": backend, "milvus": {"uri": uri, "collection_prefix": prefix}},
+            vector={"backend": backend, "milvus": {"uri": uri, "collection_prefix": prefix, "timeout_s": 60}},
             retrieval={"l0_source": "index"},  # search_memory's level-0 similarities from the vector index too
         )
         engine = engines[backend] = ContextEngineService(settings, embedder=embedder)

@@ -146,7 +146,8 @@ class VectorIndexFactory:
             prefix = self._milvus_prefix = f"t{uuid.uuid4().hex[:16]}"
             self._cleanups.append(lambda: drop_milvus_collections(uri, f"{prefix}_"))
         base = (settings or VectorSettings()).milvus
-        return base.model_copy(update={"uri": uri, "collection_prefix": self._milvus_prefix})
+        # Milvus Lite is one Python process serving every test: give it time when the suite loads the machine
+        return base.model_copy(update={"uri": uri, "collection_prefix": self._milvus_prefix, "timeout_s": 60})
 
     def close(self, index: VectorIndex) -> None:
         """Release what ``open`` acquired for ``index``; idempotent."""

@@ -113,7 +113,7 @@ def milvus_index():
 
     uri = require_service("CE_TEST_MILVUS_URI", "milvus")
     prefix = f"filters{uuid.uuid4().hex[:12]}"
-    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix), DIM, "filters")
+    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60), DIM, "filters")
     try:
         index.upsert(RECORDS)
         yield index

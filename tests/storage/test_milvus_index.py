@@ -89,7 +89,7 @@ def test_unreachable_milvus_at_start_is_cfg_4001_without_the_token(tmp_path, mon
 
 def test_open_creates_a_loaded_collection_and_reopens_it(shared_uri) -> None:
     uri, prefix = shared_uri
-    settings = MilvusSettings(uri=uri, collection_prefix=prefix)
+    settings = MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60)
     index = MilvusVectorIndex(settings, DIM, "model-a")
     described = index._client.describe_collection(index.collection)
     fields = {f["name"]: f for f in described["fields"]}
@@ -111,7 +111,7 @@ def test_open_creates_a_loaded_collection_and_reopens_it(shared_uri) -> None:
 
 def test_a_collection_of_another_dimension_is_a_model_mismatch(shared_uri) -> None:
     uri, prefix = shared_uri
-    settings = MilvusSettings(uri=uri, collection_prefix=prefix)
+    settings = MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60)
     client = pymilvus.MilvusClient(uri=uri)
     name = collection_name(settings, "m", DIM)
     client.create_collection(name, dimension=DIM + 1, id_type="string", max_length=64)  # someone else's schema
@@ -125,14 +125,17 @@ def test_a_collection_of_another_dimension_is_a_model_mismatch(shared_uri) -> No
 # ---------------------------------------------------------------------------------------------------- limits
 
 
-def test_batches_long_texts_and_oversized_keys(shared_uri) -> None:
+def test_batches_flushes_long_texts_and_oversized_keys(shared_uri, monkeypatch) -> None:
     uri, prefix = shared_uri
-    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix), DIM, "m")
-    vectors = unit(np.random.default_rng(2), 4_500, DIM)
+    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60), DIM, "m")
+    flushes: list[str] = []
+    real_flush = index._client.flush
+    monkeypatch.setattr(index._client, "flush", lambda name, **kw: flushes.append(name) or real_flush(name, **kw))
+    vectors = unit(np.random.default_rng(2), 10_500, DIM)
     long_text = "日本語" * 30_000  # 270,000 bytes: cut to Milvus's 65,535 at a character boundary
     records = [rec(f"b{i:05d}", v, text=long_text if i == 7 else f"t{i}") for i, v in enumerate(vectors)]
-    index.upsert(records)  # three batches
-    assert index.count() == 4_500
+    index.upsert(records)  # six batches, and one flush after the first 10,000 rows
+    assert index.count() == 10_500 and flushes == [index.collection]
     (hit,) = index.search(vectors[7], 1, VectorFilter(account_id="acc-a"))
     assert hit.id == "b00007" and long_text.startswith(hit.text) and 65_533 <= len(hit.text.encode()) <= 65_535
     with pytest.raises(ContextEngineError) as info:
@@ -144,7 +147,7 @@ def test_batches_long_texts_and_oversized_keys(shared_uri) -> None:
     with pytest.raises(ContextEngineError) as info:
         index.upsert([rec("short", np.ones(DIM - 1, np.float32))])
     assert info.value.code is ErrorCode.INDEX_MODEL_MISMATCH
-    assert index.count() == 4_500
+    assert index.count() == 10_500
     assert index.ids("acc-a") == sorted(r.id for r in records) and index.ids("acc-b") == []
     index.close()
 
@@ -155,7 +158,9 @@ def test_batches_long_texts_and_oversized_keys(shared_uri) -> None:
 def test_transient_errors_are_retried_and_counted(shared_uri, monkeypatch) -> None:
     uri, prefix = shared_uri
     seen: list[str] = []
-    index = MilvusVectorIndex(MilvusSettings(uri=uri, collection_prefix=prefix), DIM, "m", on_retry=seen.append)
+    index = MilvusVectorIndex(
+        MilvusSettings(uri=uri, collection_prefix=prefix, timeout_s=60), DIM, "m", on_retry=seen.append
+    )
     v = unit(np.random.default_rng(3), 1, DIM)[0]
     index.upsert([rec("a", v)])
     real = index._client.search

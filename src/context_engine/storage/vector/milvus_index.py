@@ -11,7 +11,8 @@ Search: the filter becomes a Milvus boolean expression (:mod:`.milvus_filter`); 
 from ``vector.milvus`` (``FLAT`` + ``COSINE`` by default: exact; Milvus Lite's HNSW recall was poor under narrow
 filters). Hits come back with their stored vectors and are re-scored here as exact cosine similarities (float64 dot
 products of the unit vectors), whatever the metric or index, then ordered by score descending and id ascending; a tie
-reaching the last fetched row fetches more (Milvus orders equal distances arbitrarily).
+reaching the last fetched row fetches more (Milvus orders equal distances arbitrarily). :meth:`optimize` flushes,
+so that rows are searched through the index (Milvus Lite scans unflushed rows slowly).
 
 Consistency: every read is issued at ``vector.milvus.consistency_level`` (``Strong`` by default: a search sees every
 write acknowledged before it, by any process or replica).
@@ -77,6 +78,7 @@ _TIE_SLACK = 8  # rows fetched beyond top_k so that equal scores at the cut are 
 _ROWS_PER_UPSERT = 2_000
 _BYTES_PER_UPSERT = 16 * 1024 * 1024  # well under the 64 MB insert limit of a Milvus proxy
 _IDS_PER_DELETE = 1_000  # ids per `id in [...]` expression
+_FLUSH_EVERY_ROWS = 10_000  # rows upserted by this process between two flushes (optimize())
 _ATTEMPTS = 3
 _TRANSIENT_GRPC = {
     grpc.StatusCode.UNAVAILABLE,
@@ -156,6 +158,9 @@ class MilvusVectorIndex:
         self._lock = threading.Lock()
         #: Calls retried after a transient Milvus error.
         self.retries = 0
+        self._rows_since_flush = 0
+        #: Flushes after writes that failed (logged, not raised: the rows they followed were written).
+        self.maintenance_failures = 0
         self._client = self._connect()
         try:
             with self._write_errors("open the collection"):
@@ -207,7 +212,20 @@ class MilvusVectorIndex:
                 self._call("delete", self._client.delete, self.collection, filter=expr)
 
     def optimize(self) -> None:
-        """Nothing to do: Milvus seals, indexes and compacts segments itself (kept for the protocol)."""
+        """Seal the rows written since the last flush into indexed segments (a Milvus ``flush``).
+
+        A Milvus server seals and indexes segments by itself; this only hastens it. Milvus Lite keeps unflushed rows
+        in a memtable, searched without the index, until 128 MB accumulate: at 20k rows of 512 dimensions a search took
+        about 1 s before a flush and 20 ms after. Writes therefore also flush once 10,000 rows accumulated in
+        this process (a failure of that flush is logged and counted in :attr:`maintenance_failures`).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when Milvus fails.
+        """
+        with self._lock:
+            self._rows_since_flush = 0
+        with self._write_errors("flush the collection"):
+            self._call("flush", self._client.flush, self.collection)
 
     # ------------------------------------------------------------------ reads
 
@@ -432,9 +450,19 @@ class MilvusVectorIndex:
         return out
 
     def _upsert_batch(self, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            with self._write_errors("upsert vectors"):
-                self._call("upsert", self._client.upsert, self.collection, rows)
+        if not rows:
+            return
+        with self._write_errors("upsert vectors"):
+            self._call("upsert", self._client.upsert, self.collection, rows)
+        with self._lock:
+            self._rows_since_flush += len(rows)
+            due = self._rows_since_flush >= _FLUSH_EVERY_ROWS
+        if due:
+            try:
+                self.optimize()
+            except ContextEngineError as err:  # the rows are written; the next write or optimize() flushes
+                self.maintenance_failures += 1
+                _LOG.warning("Milvus flush after writes failed: %s", err.message)
 
     def _search(self, query: np.ndarray, expr: str, limit: int) -> list[VectorHit]:
         result = self._call(
