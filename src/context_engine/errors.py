@@ -91,10 +91,12 @@ class ContextEngineError(Exception):
         self.retryable = retryable
 
     def envelope(self, request_id: str | None = None) -> dict[str, Any]:
-        """The error envelope of DESIGN §8: ``{code, message, details, request_id}``."""
+        """The error envelope of DESIGN §8: ``{code, message, details, request_id}``; a retryable error (a store that
+        failed mid-request, a server not ready yet) says so in ``details.retryable``."""
+        details = {**self.details, "retryable": True} if self.retryable else self.details
         return {
             "code": self.code.value,
             "message": self.message,
-            "details": self.details,
+            "details": details,
             "request_id": request_id,
         }

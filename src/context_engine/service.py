@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
@@ -66,6 +67,7 @@ from context_engine.storage.protocols import ContentStore, Embedder, MetadataSto
 
 _LOG = logging.getLogger("context_engine.service")
 _STAMP_MODEL = "embedding_model"
+_STORE_ID = "store_id"  # the deployment's identity, shared by its metadata database and its content store
 _STAMP_DIM = "embedding_dim"
 
 
@@ -120,6 +122,7 @@ class ContextEngineService:
                 settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
             )
             self._check_stamp()
+            self._check_owner()
             self.index = index or self._build_index(home)
         except BaseException:  # e.g. S3 or Milvus unreachable (CFG-4001): release what was opened, then report it
             if metadata is None:
@@ -157,6 +160,7 @@ class ContextEngineService:
             self.embedder.dim,
             on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
             model_name=self.embedder.model_name,
+            on_failure=lambda operation: self.metrics.storage_failures.labels("vector", operation).inc(),
         )
 
     def _recover_writes(self) -> None:
@@ -192,6 +196,22 @@ class ContextEngineService:
                 f"this data directory was indexed with {model} ({dim} dimensions) but the engine is configured with "
                 f"{self.embedder.model_name} ({self.embedder.dim}); use the same model or another --home",
                 {"index_model": model, "index_dim": dim, "configured_model": self.embedder.model_name},
+            )
+
+    def _check_owner(self) -> None:
+        """The content store belongs to this metadata database (docs/deployment.md, "Scale-out"): both carry one
+        deployment identity, stamped on first use. A content store stamped by another database (a wrong or missing
+        ``metadata.url`` beside a shared bucket) is refused before anything is written to it, or deleted from it."""
+        store_id = self.metadata.ensure_meta(_STORE_ID, uuid.uuid4().hex)
+        stamp = self.content.read_stamp()
+        if stamp is None:
+            self.content.write_stamp(store_id)
+        elif stamp != store_id:
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                "content.url holds the content of another metadata database (check metadata.url and content.url: "
+                "they must name the stores of one deployment)",
+                {"setting": "content.url", "content_store_id": stamp, "metadata_store_id": store_id},
             )
 
     def _init_knowledge(self) -> None:

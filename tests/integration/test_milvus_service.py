@@ -74,6 +74,9 @@ def test_a_write_while_milvus_is_down_stays_pending_until_reindex(tmp_path, milv
             ("exact", None),
         ]
         assert "ctx://resources/ops/quagga.md" not in [b.doc_id for b in lookup.evidence_blocks]
+        # every Milvus call that failed after its retries is counted: ce_storage_failures_total{store="vector"}
+        samples = [s for m in engine.metrics.registry.collect() if m.name == "ce_storage_failures" for s in m.samples]
+        assert any(s.labels.get("store") == "vector" and s.value >= 1 for s in samples), samples
 
         milvus_lite_server.start()  # same data, same port
         assert sorted(_milvus_ids(engine)) == sorted(before)  # the failed write left nothing in Milvus

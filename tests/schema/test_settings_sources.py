@@ -39,3 +39,14 @@ def test_the_storage_settings_reject_unknown_backends(tmp_path):
     with pytest.raises(ContextEngineError) as err:
         load_settings(tmp_path, vector={"backend": "faiss"})
     assert err.value.code == "CFG-4001" and "vector.backend" in err.value.message
+
+
+@pytest.mark.parametrize("url", ["file://relative/path", "file:relative", "file://host.example/abs"])
+def test_a_file_content_url_must_name_an_absolute_path(tmp_path, url):
+    from context_engine.settings import Settings
+    from context_engine.storage.factory import open_content
+
+    with pytest.raises(ContextEngineError) as err:
+        open_content(Settings(home=tmp_path, content={"url": url}))
+    assert err.value.code == "CFG-4001" and "content.url" in err.value.message
+    assert not (tmp_path / "path").exists()

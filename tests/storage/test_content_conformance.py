@@ -105,3 +105,14 @@ def test_a_second_store_on_the_same_root_sees_the_writes(content_backend):
     assert second.read_level("a", "ctx://resources/x.md", Level.L2) == "v1"  # read-after-write, across clients
     second.write_levels("a", "ctx://resources/x.md", {Level.L2: "v2"})
     assert first.read_level("a", "ctx://resources/x.md", Level.L2) == "v2"
+
+
+def test_the_owner_stamp_round_trips_and_is_no_account(content_store):
+    assert content_store.read_stamp() is None
+    content_store.write_levels("acme", "ctx://resources/a.md", {Level.L0: "a", Level.L2: "body"})
+    content_store.write_stamp("0123abcd")
+    assert content_store.read_stamp() == "0123abcd"
+    content_store.write_stamp("feedbeef")  # replaced whole
+    assert content_store.read_stamp() == "feedbeef"
+    assert content_store.account_ids() == ["acme"]
+    assert content_store.node_uris("acme") == ["ctx://resources/a.md"]

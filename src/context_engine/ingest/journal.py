@@ -139,7 +139,15 @@ class WriteJournal:
                 _LOG.exception("could not release journal row %s", journal_id)
             return len(uris)
         self.crash_point("index_synced")
-        self._content.discard(str(journal_id))
+        try:
+            self._content.discard(str(journal_id))
+        except ContextEngineError as err:  # committed and indexed: the next write anywhere finishes it (released)
+            _LOG.warning("could not drop the undo records of write %s; it stays pending: %s", journal_id, err.message)
+            try:
+                self._metadata.journal_release(journal_id)
+            except ContextEngineError:
+                _LOG.exception("could not release journal row %s", journal_id)
+            return len(uris)
         self.crash_point("records_discarded")
         try:
             with self._metadata.transaction():

@@ -621,6 +621,15 @@ class WritePipeline:
         else:
             lister = getattr(self._content, "account_ids", None)
             accounts = sorted(set(self._metadata.accounts()) | set(lister() if lister else ()))
+        if accounts and not self._metadata.accounts():
+            # every node would look orphaned: the metadata database is empty or not this deployment's (a wrong or
+            # missing metadata.url beside shared content and vector stores); refuse rather than delete it all
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                "reindex --gc: the metadata database holds no nodes but the content store holds accounts "
+                f"{', '.join(accounts[:5])}: check metadata.url (nothing was removed)",
+                {"accounts": accounts[:20]},
+            )
         report = GarbageReport()
         for acc in accounts:
             self._sweep(acc, report)

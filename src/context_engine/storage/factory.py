@@ -121,7 +121,15 @@ def open_content(settings: Settings, on_failure: Callable[[str], None] | None = 
     if scheme == "file":
         from context_engine.storage.content.local import LocalContentStore
 
-        return LocalContentStore(Path(urlsplit(url).path))
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            # file://relative/path would silently become /path (the first segment is read as a host)
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                f"content.url: a file URL needs an absolute path, file:///abs/path (got {url!r})",
+                {"setting": "content.url"},
+            )
+        return LocalContentStore(Path(parts.path))
     if scheme == "s3":
         store = _open_s3(settings, on_failure)
         store.probe()
@@ -217,6 +225,7 @@ def open_vector_index(
     on_retry: Callable[[str], None] | None = None,
     *,
     model_name: str = "",
+    on_failure: Callable[[str], None] | None = None,
 ) -> VectorIndex:
     """The primary vector index of ``vector.backend``: ``lancedb`` (opened on first use), ``exact`` or ``milvus``
     (connected now, so that an unreachable server fails the start).
@@ -228,6 +237,7 @@ def open_vector_index(
         on_retry: called with an operation name each time a commit conflict (LanceDB) or a transient error
             (Milvus) is retried (metrics).
         model_name: the embedder's model: Milvus keeps one collection per model and dimension.
+        on_failure: called with the action of each Milvus call that failed after its retries (metrics).
 
     Raises:
         ContextEngineError: ``CFG-4001`` naming ``vector.milvus.uri`` and the address (never the token) when Milvus
@@ -259,7 +269,7 @@ def open_vector_index(
                 f"vector.backend 'milvus' needs pymilvus: install context-engine[scale-out] ({err})",
                 {"setting": "vector.backend"},
             ) from err
-        return MilvusVectorIndex(settings.vector.milvus, dim, model_name, on_retry=on_retry)
+        return MilvusVectorIndex(settings.vector.milvus, dim, model_name, on_retry=on_retry, on_failure=on_failure)
     raise ContextEngineError(
         ErrorCode.CONFIG_INVALID, f"vector.backend {backend!r} is not available", {"setting": "vector.backend"}
     )

@@ -69,6 +69,15 @@ class ContentStore(Protocol):
         """The accounts that have content (may include an account whose content was all removed), sorted."""
         ...
 
+    # the deployment's identity: which metadata database this content belongs to (docs/deployment.md)
+    def read_stamp(self) -> str | None:
+        """The identity of the metadata database this content store was first opened with, or ``None``."""
+        ...
+
+    def write_stamp(self, store_id: str) -> None:
+        """Record ``store_id`` (the metadata database's identity) as this content store's owner."""
+        ...
+
 
 @runtime_checkable
 class MetadataStore(Protocol):

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.cells import cell_len
+from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperGroup

@@ -313,6 +313,8 @@ def migrate_home(
     on it first); the target stores must be empty. Content is copied first, then the metadata in one transaction:
     after a failure, run it again (`reindex --gc` removes content objects a failed run left). docs/deployment.md.
     """
+    import uuid
+
     from context_engine.providers.embedder import build_embedder
     from context_engine.schema.context import RequestContext
     from context_engine.service import ContextEngineService
@@ -361,8 +363,16 @@ def migrate_home(
                     tick("metadata rows", done[1], done[1])
 
             report = transfer.TransferReport(accounts=accounts)
-            report.content_nodes = transfer.copy_content(src_content, open_content(settings), accounts, content_step)
+            dst_content = open_content(settings)
+            if dst_content.account_ids():
+                raise ContextEngineError(
+                    ErrorCode.CONFIG_INVALID,
+                    "the target content store (content.url) is not empty; migrate-home copies into empty stores only",
+                )
+            report.content_nodes = transfer.copy_content(src_content, dst_content, accounts, content_step)
             report.rows = transfer.copy_metadata(src_meta, dst_meta, metadata_step)
+            # the copied database's identity now owns the target content (docs/deployment.md, "Scale-out")
+            dst_content.write_stamp(dst_meta.ensure_meta("store_id", uuid.uuid4().hex))
             dst_meta.close()
             dst_meta = None
             vectors = 0

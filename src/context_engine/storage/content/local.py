@@ -34,6 +34,7 @@ from context_engine.schema.uri import ContextURI
 
 LEVEL_FILES: dict[Level, str] = {Level.L0: ".abstract.md", Level.L1: ".overview.md", Level.L2: ".content.md"}
 JOURNAL_DIR = "@journal"
+STAMP_FILE = "@store-id"  # the metadata database this content belongs to (``@`` cannot start an account id)
 
 
 class LocalContentStore:
@@ -192,9 +193,7 @@ class LocalContentStore:
         if not folder.is_dir():
             return
         with self._journal_errors(journal_id):
-            manifests = sorted(
-                (int(p.stem), p) for p in folder.glob("*.json") if p.stem.isdigit()
-            )
+            manifests = sorted((int(p.stem), p) for p in folder.glob("*.json") if p.stem.isdigit())
             for seq, path in reversed(manifests):
                 touched: list[Path] = []
                 record = json.loads(path.read_text(encoding="utf-8"))
@@ -275,6 +274,29 @@ class LocalContentStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name[0] not in "@.")
+
+    def read_stamp(self) -> str | None:
+        """The owner stamp (``<root>/@store-id``), or ``None``."""
+        try:
+            return (self.root / STAMP_FILE).read_text(encoding="utf-8").strip() or None
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise ContextEngineError(
+                ErrorCode.STORAGE_FAILED, f"content store: {err.strerror}", retryable=True
+            ) from err
+
+    def write_stamp(self, store_id: str) -> None:
+        """Write the owner stamp atomically (a temporary file, then a rename)."""
+        tmp = self.root / f".{STAMP_FILE}.{uuid.uuid4().hex}.tmp"
+        try:
+            tmp.write_text(store_id, encoding="utf-8")
+            os.replace(tmp, self.root / STAMP_FILE)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise ContextEngineError(
+                ErrorCode.STORAGE_FAILED, f"content store: {err.strerror}", retryable=True
+            ) from err
 
     def _next_record(self, journal_id: str) -> tuple[int, Path]:
         folder = self._journal_root / journal_id

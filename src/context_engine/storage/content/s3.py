@@ -49,7 +49,7 @@ from obstore.exceptions import BaseError as ObstoreError
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import Level
 from context_engine.schema.uri import ContextURI
-from context_engine.storage.content.local import JOURNAL_DIR, LEVEL_FILES
+from context_engine.storage.content.local import JOURNAL_DIR, LEVEL_FILES, STAMP_FILE
 
 __all__ = ["S3ContentStore"]
 
@@ -385,6 +385,15 @@ class S3ContentStore:
             raise self._failed("list", self._base or "/", err) from err
         names = (p.rstrip("/")[len(self._base) :] for p in found["common_prefixes"])
         return sorted(n for n in names if n and n != JOURNAL_DIR)
+
+    def read_stamp(self) -> str | None:
+        """The owner stamp (the object ``<prefix>/@store-id``), or ``None``."""
+        data = self._get(self._base + STAMP_FILE)
+        return data.decode("utf-8").strip() or None if data is not None else None
+
+    def write_stamp(self, store_id: str) -> None:
+        """Write the owner stamp (one PUT: atomic per object)."""
+        self._put(self._base + STAMP_FILE, store_id.encode("utf-8"))
 
     # ---- journal helpers ----------------------------------------------------------------------------------------
     def _next_record(self, journal_id: str) -> tuple[int, str]:

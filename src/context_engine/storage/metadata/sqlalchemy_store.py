@@ -1326,6 +1326,14 @@ class SqlMetadataStore:
         with self._use(write=False) as s:
             return s.execute(select(_META.c.value).where(_META.c.key == key)).scalar()
 
+    def ensure_meta(self, key: str, value: str) -> str:
+        """The value under ``key``, storing ``value`` first when there is none: whoever writes first wins, also
+        between processes starting together, and every caller gets that value."""
+        with self._use(write=True) as s:
+            s.execute(self._insert_ignore(_META).values(key=key, value=value))
+        found = self.get_meta(key)
+        return value if found is None else found
+
     def set_meta(self, key: str, value: str) -> None:
         """Store ``value`` under ``key`` (insert or replace, atomic also against a concurrent first write)."""
         with self._use(write=True) as s:

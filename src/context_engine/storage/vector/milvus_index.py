@@ -145,6 +145,7 @@ class MilvusVectorIndex:
         model_name: str = "",
         *,
         on_retry: Callable[[str], None] | None = None,
+        on_failure: Callable[[str], None] | None = None,
     ) -> None:
         if dim < 1:
             raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"Vector dimension must be positive, got {dim}.")
@@ -155,6 +156,7 @@ class MilvusVectorIndex:
         self._address = milvus_address(settings.uri)
         self.collection = collection_name(settings, model_name, dim)
         self._on_retry = on_retry
+        self._on_failure = on_failure  # called with the action of each call that failed after its retries (metrics)
         self._lock = threading.Lock()
         #: Calls retried after a transient Milvus error.
         self.retries = 0
@@ -555,6 +557,8 @@ class MilvusVectorIndex:
         except ContextEngineError:
             raise
         except Exception as err:  # every vendor error (pymilvus, gRPC) is translated, never swallowed
+            if self._on_failure is not None:
+                self._on_failure(action)
             raise ContextEngineError(
                 ErrorCode.STORAGE_FAILED,
                 f"Could not {action} in Milvus at {self._address}: {self._describe(err)}",
@@ -569,6 +573,8 @@ class MilvusVectorIndex:
         except ContextEngineError:
             raise
         except Exception as err:  # every vendor error (pymilvus, gRPC) is translated, never swallowed
+            if self._on_failure is not None:
+                self._on_failure(action)
             raise ContextEngineError(
                 ErrorCode.VECTOR_SEARCH_FAILED,
                 f"Could not {action} in Milvus at {self._address}: {self._describe(err)}",
