@@ -55,6 +55,15 @@ __all__ = ["MilvusVectorIndex", "collection_name", "milvus_address"]
 
 _LOG = logging.getLogger(__name__)
 
+# pymilvus installs plain-text stderr handlers on its loggers at import; route its records through the engine's
+# structured logging instead (one JSON line each, redacted like every log line) and keep its per-call tracebacks out:
+# the adapter reports each failure itself, as a ContextEngineError naming the action.
+for _name in ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer"):
+    _vendor = logging.getLogger(_name)
+    _vendor.handlers.clear()
+    _vendor.propagate = True
+    _vendor.setLevel(logging.CRITICAL if _name == "pymilvus.milvus_client" else logging.WARNING)
+
 _VARCHAR_MAX = 65_535  # Milvus's largest VARCHAR (bytes)
 # Filterable string fields: a value longer than a VARCHAR is refused (truncating it would change what filters see).
 _KEY_FIELDS = ("id", "uri", "parent_uri", "account_id", "owner_space", "context_type", "category", "doc_id")
