@@ -33,3 +33,7 @@ def main() -> None:
         # (~0.2 s after a `search`, issue 12). Frozen objects are not traversed; atexit handlers, the flushing of
         # stdio and logging, and the engine's own close (already done) are unaffected.
         gc.freeze()
+
+
+if __name__ == "__main__":  # python -m context_engine.interfaces.cli.app ... (same as the context-engine script)
+    main()
