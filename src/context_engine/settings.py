@@ -121,6 +121,13 @@ class MetadataSettings(_Section):
     connect_timeout_s: float = Field(
         5.0, gt=0, le=600, description="Timeout of one connection attempt (s; PostgreSQL counts whole seconds, >= 2)."
     )
+    statement_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="PostgreSQL: the longest one SQL statement may run, and a transaction may sit idle, before the "
+        "server cancels it (s; 0: no limit): a replica that hangs holding the write lock cannot stall the others.",
+    )
 
 
 class ContentSettings(_Section):

@@ -230,3 +230,19 @@ def test_a_database_failing_mid_request_is_counted_per_operation(tmp_path: Path)
         assert failures == ["read"]
     finally:
         store.close()
+
+
+def test_postgresql_sessions_carry_the_statement_and_idle_transaction_timeouts(tmp_path: Path) -> None:
+    """A replica that hangs in a transaction holding the write lock is cut off by the server after
+    ``metadata.statement_timeout_s``, so it cannot stall the other replicas for ever (attack pass, issue 13)."""
+    with fresh_postgres_database() as url:
+        settings = load_settings(tmp_path, metadata={"url": url, "statement_timeout_s": 1.5})
+        store = open_metadata(settings)
+        try:
+            with store.engine.connect() as conn:
+                assert conn.execute(text("SHOW statement_timeout")).scalar() == "1500ms"
+                assert conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar() == "1500ms"
+                with pytest.raises(Exception, match="statement timeout"):
+                    conn.execute(text("SELECT pg_sleep(5)"))
+        finally:
+            store.close()

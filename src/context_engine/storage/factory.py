@@ -57,6 +57,7 @@ def open_metadata(
         pool_size=section.pool_size,
         max_overflow=section.max_overflow,
         connect_timeout_s=section.connect_timeout_s,
+        statement_timeout_s=section.statement_timeout_s,
         upgrade=upgrade,
         on_failure=on_failure,
     )

@@ -35,7 +35,9 @@ WRITE_OPTION = "context_engine_write"
 SQLITE_BUSY_TIMEOUT_S = 30.0  # SQLite writers wait this long for the database's write lock
 
 
-def engine_options(url: URL, *, pool_size: int, max_overflow: int, connect_timeout_s: float) -> dict[str, Any]:
+def engine_options(
+    url: URL, *, pool_size: int, max_overflow: int, connect_timeout_s: float, statement_timeout_s: float = 0.0
+) -> dict[str, Any]:
     """Keyword arguments of ``create_engine`` for ``url``'s dialect.
 
     Args:
@@ -44,6 +46,8 @@ def engine_options(url: URL, *, pool_size: int, max_overflow: int, connect_timeo
         max_overflow: extra connections opened under load (PostgreSQL).
         connect_timeout_s: the timeout of one connection attempt (PostgreSQL, whole seconds, at least 2 as libpq
             counts them; SQLite opens a local file).
+        statement_timeout_s: PostgreSQL's ``statement_timeout`` and ``idle_in_transaction_session_timeout`` of
+            every session (0: none).
     """
     if url.get_backend_name() == SQLITE:
         # one connection may serve several threads over its life (pool); writers wait on the busy timeout
@@ -56,6 +60,11 @@ def engine_options(url: URL, *, pool_size: int, max_overflow: int, connect_timeo
             "connect_args": {
                 "connect_timeout": max(2, math.ceil(connect_timeout_s)),
                 "application_name": "context-engine",
+                **(
+                    {"options": f"-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}"}
+                    if (ms := round(statement_timeout_s * 1000)) > 0
+                    else {}
+                ),
                 # a peer that vanished (host down, network cut) is noticed within about a minute, and with it the
                 # session's advisory locks (writer liveness, storage/metadata/writer_locks.py) are released
                 "keepalives": 1,

@@ -277,6 +277,8 @@ class SqlMetadataStore:
         pool_size: connections kept open (PostgreSQL; ``metadata.pool_size``).
         max_overflow: extra connections opened under load (PostgreSQL; ``metadata.max_overflow``).
         connect_timeout_s: timeout of one connection attempt (PostgreSQL; ``metadata.connect_timeout_s``).
+        statement_timeout_s: PostgreSQL's statement and idle-in-transaction timeouts (``metadata.statement_timeout_s``;
+            0: none).
         upgrade: bring the schema to the newest revision (:mod:`.migrate`; a new database is created). ``False``
             opens the database as it is (``context-engine migrate --check``): a database behind this release is
             then not usable until :meth:`upgrade_schema`.
@@ -296,6 +298,7 @@ class SqlMetadataStore:
         pool_size: int = 5,
         max_overflow: int = 10,
         connect_timeout_s: float = 5.0,
+        statement_timeout_s: float = 0.0,
         upgrade: bool = True,
         on_failure: Callable[[str], None] | None = None,
     ) -> None:
@@ -304,7 +307,11 @@ class SqlMetadataStore:
             parsed = make_url(url)
             backend = parsed.get_backend_name()
             options = dialects.engine_options(
-                parsed, pool_size=pool_size, max_overflow=max_overflow, connect_timeout_s=connect_timeout_s
+                parsed,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                connect_timeout_s=connect_timeout_s,
+                statement_timeout_s=statement_timeout_s,
             )
             engine = create_engine(parsed, **options)
         except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as err:
