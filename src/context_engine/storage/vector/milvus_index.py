@@ -351,26 +351,38 @@ class MilvusVectorIndex:
     # ------------------------------------------------------------------ internals
 
     def _connect(self) -> MilvusClient:
-        """The client, after one round trip (so that start-up fails here, not at the first request)."""
-        client: MilvusClient | None = None
-        try:
-            client = MilvusClient(
-                uri=self._settings.uri, token=self._token, db_name=self._settings.db_name, timeout=self._timeout
-            )
-            client.list_collections(timeout=self._timeout)
-        except Exception as err:  # noqa: BLE001 - every way of not reaching it: refused, timeout, bad token, no database
-            if client is not None:
-                try:
-                    client.close()
-                except Exception:  # noqa: BLE001, S110 - the connection error below is what matters
-                    pass
-            raise ContextEngineError(
-                ErrorCode.CONFIG_INVALID,
-                f"vector.milvus.uri: cannot use Milvus at {self._address} (database {self._settings.db_name!r}): "
-                f"{self._describe(err)}",
-                {"setting": "vector.milvus.uri", "address": self._address, "db_name": self._settings.db_name},
-            ) from None  # the vendor exception is not chained: its text is already scrubbed into the message
-        return client
+        """The client, after one round trip (so that start-up fails here, not at the first request).
+
+        pymilvus shares one gRPC channel per address in a process and keeps it after its clients close; a channel
+        the server has since closed (a GOAWAY, e.g. "too_many_pings" from Milvus Lite) can fail the next connect.
+        Then one more attempt is made on a channel of this index's own before the start is refused.
+        """
+        failure: BaseException | None = None
+        for dedicated in (False, True):
+            client: MilvusClient | None = None
+            try:
+                client = MilvusClient(
+                    uri=self._settings.uri,
+                    token=self._token,
+                    db_name=self._settings.db_name,
+                    timeout=self._timeout,
+                    dedicated=dedicated,
+                )
+                client.list_collections(timeout=self._timeout)
+                return client
+            except Exception as err:  # noqa: BLE001 - every way of not reaching it: refused, timeout, bad token, no db
+                failure = err
+                if client is not None:
+                    try:
+                        client.close()
+                    except Exception:  # noqa: BLE001, S110 - the connection error below is what matters
+                        pass
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            f"vector.milvus.uri: cannot use Milvus at {self._address} (database {self._settings.db_name!r}): "
+            f"{self._describe(failure) if failure else 'no answer'}",
+            {"setting": "vector.milvus.uri", "address": self._address, "db_name": self._settings.db_name},
+        ) from None  # the vendor exception is not chained: its text is already scrubbed into the message
 
     def _open_collection(self) -> None:
         name = self.collection
