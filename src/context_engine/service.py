@@ -122,8 +122,8 @@ class ContextEngineService:
                 settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
             )
             self._check_stamp()
-            self._check_owner()
             self.index = index or self._build_index(home)
+            self._check_owner()
         except BaseException:  # e.g. S3 or Milvus unreachable (CFG-4001): release what was opened, then report it
             if metadata is None:
                 self.metadata.close()
@@ -199,20 +199,25 @@ class ContextEngineService:
             )
 
     def _check_owner(self) -> None:
-        """The content store belongs to this metadata database (docs/deployment.md, "Scale-out"): both carry one
-        deployment identity, stamped on first use. A content store stamped by another database (a wrong or missing
-        ``metadata.url`` beside a shared bucket) is refused before anything is written to it, or deleted from it."""
+        """The content store (and a shared vector index: Milvus) belong to this metadata database (docs/deployment.md,
+        "Scale-out"): each carries the deployment's identity, stamped on first use. A store stamped by another
+        database (a wrong or missing ``metadata.url`` beside a shared bucket or collection) is refused before
+        anything is written to it, or deleted from it."""
         store_id = self.metadata.ensure_meta(_STORE_ID, uuid.uuid4().hex)
-        stamp = self.content.read_stamp()
-        if stamp is None:
-            self.content.write_stamp(store_id)
-        elif stamp != store_id:
-            raise ContextEngineError(
-                ErrorCode.CONFIG_INVALID,
-                "content.url holds the content of another metadata database (check metadata.url and content.url: "
-                "they must name the stores of one deployment)",
-                {"setting": "content.url", "content_store_id": stamp, "metadata_store_id": store_id},
-            )
+        shared: list[tuple[str, Any]] = [("content.url", self.content)]
+        if callable(getattr(type(self.index), "read_stamp", None)):  # the class: a lazy index is not opened for it
+            shared.append(("vector.milvus.collection_prefix", self.index))
+        for setting, store in shared:
+            stamp = store.read_stamp()
+            if stamp is None:
+                store.write_stamp(store_id)
+            elif stamp != store_id:
+                raise ContextEngineError(
+                    ErrorCode.CONFIG_INVALID,
+                    f"{setting} names a store of another deployment (another metadata database): check metadata.url "
+                    f"and {setting}, they must name the stores of one deployment",
+                    {"setting": setting, "store_stamp": stamp, "metadata_store_id": store_id},
+                )
 
     def _init_knowledge(self) -> None:
         """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction), the semantic

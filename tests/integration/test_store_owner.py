@@ -21,7 +21,7 @@ def test_content_of_another_metadata_database_is_refused(make_engine, tmp_path):
     with pytest.raises(ContextEngineError) as err:  # a fresh metadata database (e.g. metadata.url left unset)
         make_engine(tmp_path / "b", content={"url": shared})
     assert err.value.code == "CFG-4001" and "content.url" in err.value.message
-    assert err.value.details["content_store_id"] == store_id
+    assert err.value.details["store_stamp"] == store_id
 
     again = make_engine(tmp_path / "a", content={"url": shared})  # its own database: accepted, content intact
     assert "times out" in again.read("ctx://resources/ops/gateway.md", "L2")
@@ -40,3 +40,25 @@ def test_gc_refuses_an_empty_metadata_database_beside_content(make_engine, tmp_p
         other.collect_garbage(RequestContext(account_id="default", role="admin"))
     assert err.value.code == "CFG-4001" and "metadata.url" in err.value.message
     assert (tmp_path / "a" / "content" / "default").is_dir()  # nothing removed
+
+
+def test_a_milvus_collection_of_another_deployment_is_refused(make_engine, tmp_path):
+    import uuid
+
+    from tests.services import require_service
+
+    vector = {
+        "backend": "milvus",
+        "milvus": {
+            "uri": require_service("CE_TEST_MILVUS_URI", "milvus"),
+            "collection_prefix": f"own{uuid.uuid4().hex[:8]}",
+        },
+    }
+    first = make_engine(tmp_path / "a", vector=vector)
+    assert first.index.read_stamp() == first.metadata.get_meta("store_id")
+    first.close()
+    with pytest.raises(ContextEngineError) as err:  # another metadata database, the same collection
+        make_engine(tmp_path / "b", vector=vector)
+    assert err.value.code == "CFG-4001" and err.value.details["setting"] == "vector.milvus.collection_prefix"
+    reopened = make_engine(tmp_path / "a", vector=vector)
+    reopened.index.drop()

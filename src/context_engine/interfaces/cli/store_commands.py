@@ -321,7 +321,7 @@ def migrate_home(
     from context_engine.settings import load_settings
     from context_engine.storage import transfer
     from context_engine.storage.content.local import LocalContentStore
-    from context_engine.storage.factory import open_content, open_metadata
+    from context_engine.storage.factory import open_content, open_metadata, open_vector_index
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
     home = source.expanduser().resolve()
@@ -346,6 +346,16 @@ def migrate_home(
                 ErrorCode.INDEX_MODEL_MISMATCH,
                 f"the source was indexed with {stamp} but the target is configured with {embedder.model_name}",
             )
+        index = open_vector_index(settings, dst_meta, embedder.dim, model_name=embedder.model_name)
+        try:  # a shared vector store (Milvus) already stamped by a deployment is not empty
+            if callable(getattr(type(index), "read_stamp", None)) and index.read_stamp() is not None:
+                raise ContextEngineError(
+                    ErrorCode.CONFIG_INVALID,
+                    "the target vector collection (vector.milvus.collection_prefix) belongs to a deployment already; "
+                    "migrate-home copies into empty stores only",
+                )
+        finally:
+            getattr(index, "close", lambda: None)()
         src_content = LocalContentStore(home / "content")
         accounts = sorted(set(src_meta.accounts()) | set(src_content.account_ids()))
         nodes = sum(src_meta.count_nodes(a)["nodes"] for a in accounts)

@@ -54,6 +54,7 @@ from context_engine.storage.vector.milvus_filter import milvus_expression, milvu
 __all__ = ["MilvusVectorIndex", "collection_name", "milvus_address"]
 
 _LOG = logging.getLogger(__name__)
+_STAMP_PROPERTY = "context_engine.store_id"  # the collection property naming its deployment (service._check_owner)
 
 # pymilvus installs plain-text stderr handlers on its loggers at import; route its records through the engine's
 # structured logging instead (one JSON line each, redacted like every log line) and keep its per-call tracebacks out:
@@ -326,6 +327,30 @@ class MilvusVectorIndex:
         with self._search_errors("list vector ids"):
             found = self._call("ids", scan)
         return sorted(found)
+
+    def read_stamp(self) -> str | None:
+        """The identity of the deployment (metadata database) this collection belongs to, from its properties.
+
+        Raises:
+            ContextEngineError: ``RET-5001`` (retryable) when Milvus fails.
+        """
+        with self._search_errors("read the collection's owner"):
+            info = self._call("describe", self._client.describe_collection, self.collection)
+        return (info.get("properties") or {}).get(_STAMP_PROPERTY) or None
+
+    def write_stamp(self, store_id: str) -> None:
+        """Record ``store_id`` as the collection's owner (a collection property).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when Milvus fails.
+        """
+        with self._write_errors("stamp the collection's owner"):
+            self._call(
+                "alter",
+                self._client.alter_collection_properties,
+                self.collection,
+                properties={_STAMP_PROPERTY: store_id},
+            )
 
     def drop(self) -> None:
         """Drop the collection (tests, and moving a deployment off a model). Missing collections are ignored.
