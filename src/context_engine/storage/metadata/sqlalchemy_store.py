@@ -1335,7 +1335,10 @@ class SqlMetadataStore:
 
     def ensure_meta(self, key: str, value: str) -> str:
         """The value under ``key``, storing ``value`` first when there is none: whoever writes first wins, also
-        between processes starting together, and every caller gets that value."""
+        between processes starting together, and every caller gets that value (a read only, once it exists)."""
+        found = self.get_meta(key)
+        if found is not None:
+            return found
         with self._use(write=True) as s:
             s.execute(self._insert_ignore(_META).values(key=key, value=value))
         found = self.get_meta(key)
