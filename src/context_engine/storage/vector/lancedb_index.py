@@ -44,6 +44,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.settings import VectorSettings
+from context_engine.storage.vector.query import query_vector
 
 __all__ = ["LanceDBVectorIndex", "build_predicate", "sql_string", "vector_schema"]
 
@@ -338,15 +339,7 @@ class LanceDBVectorIndex:
         """
         if top_k < 1:
             return []
-        query = np.asarray(vector, dtype=np.float32)
-        if query.shape != (self._dim,):
-            raise ContextEngineError(
-                ErrorCode.INDEX_MODEL_MISMATCH,
-                f"Query vector has shape {query.shape}, the index holds {self._dim}-dimensional vectors.",
-                {"expected_dim": self._dim, "got_shape": list(query.shape)},
-            )
-        if not np.isfinite(query).all():
-            raise ContextEngineError(ErrorCode.VECTOR_SEARCH_FAILED, "The query vector must be finite (no NaN or inf).")
+        query = query_vector(vector, self._dim)
         predicate = build_predicate(flt)
         if predicate is None:
             return []

@@ -30,7 +30,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,6 +50,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.settings import MilvusSettings
 from context_engine.storage.vector.milvus_filter import milvus_expression, milvus_string
+from context_engine.storage.vector.query import query_vector
 
 __all__ = ["MilvusVectorIndex", "collection_name", "milvus_address"]
 
@@ -260,15 +261,7 @@ class MilvusVectorIndex:
         """
         if top_k < 1:
             return []
-        query = np.asarray(vector, dtype=np.float32)
-        if query.shape != (self._dim,):
-            raise ContextEngineError(
-                ErrorCode.INDEX_MODEL_MISMATCH,
-                f"Query vector has shape {query.shape}, the index holds {self._dim}-dimensional vectors.",
-                {"expected_dim": self._dim, "got_shape": list(query.shape)},
-            )
-        if not np.isfinite(query).all():
-            raise ContextEngineError(ErrorCode.VECTOR_SEARCH_FAILED, "The query vector must be finite (no NaN or inf).")
+        query = query_vector(vector, self._dim)
         expr = milvus_expression(flt)
         if expr is None:
             return []
@@ -596,24 +589,16 @@ class MilvusVectorIndex:
             text = text.replace(self._token, "***")
         return text if len(text) <= 300 else text[:297] + "..."
 
-    @contextmanager
-    def _write_errors(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except ContextEngineError:
-            raise
-        except Exception as err:  # every vendor error (pymilvus, gRPC) is translated, never swallowed
-            if self._on_failure is not None:
-                self._on_failure(action)
-            raise ContextEngineError(
-                ErrorCode.STORAGE_FAILED,
-                f"Could not {action} in Milvus at {self._address}: {self._describe(err)}",
-                {"backend": self.name, "collection": self.collection},
-                retryable=True,
-            ) from err
+    def _write_errors(self, action: str) -> AbstractContextManager[None]:
+        """Vendor errors of a write as ``WRT-5001`` (retryable), counted through ``on_failure``."""
+        return self._errors(action, ErrorCode.STORAGE_FAILED)
+
+    def _search_errors(self, action: str) -> AbstractContextManager[None]:
+        """Vendor errors of a read as ``RET-5001`` (retryable), counted through ``on_failure``."""
+        return self._errors(action, ErrorCode.VECTOR_SEARCH_FAILED)
 
     @contextmanager
-    def _search_errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str, code: ErrorCode) -> Iterator[None]:
         try:
             yield
         except ContextEngineError:
@@ -622,7 +607,7 @@ class MilvusVectorIndex:
             if self._on_failure is not None:
                 self._on_failure(action)
             raise ContextEngineError(
-                ErrorCode.VECTOR_SEARCH_FAILED,
+                code,
                 f"Could not {action} in Milvus at {self._address}: {self._describe(err)}",
                 {"backend": self.name, "collection": self.collection},
                 retryable=True,
