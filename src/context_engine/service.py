@@ -272,7 +272,6 @@ class ContextEngineService:
             max_rows=rs.memory_max_rows,
             compress_rows=rs.memory_compress_rows,
             compress_dims=rs.memory_compress_dims,
-            rescore_cache_rows=rs.memory_rescore_cache_rows,
             files=self.derived_files,
         )
         self.l0_source = L0Source(self.index, self.l0_matrix, self.metadata, rs)

@@ -507,8 +507,9 @@ class RetrievalSettings(_Section):
     memory_rescore_cache_rows: int = Field(
         20_000,
         ge=0,
-        description="Exact vectors of compressed accounts kept in memory for rescoring (least recently used, 2 kB a "
-        "row at 512 dimensions; invalidated by the change log): a cached candidate is not read from the store again.",
+        description="Deprecated and ignored: a compressed account now rescores its candidates from float16 vectors "
+        "held in memory, not from the store (docs/derived_indexes.md). Still accepted so settings files that set it "
+        "load unchanged.",
     )
     derived_files: bool = Field(
         True,

@@ -220,7 +220,7 @@ def clustered(seed: int, n: int, dim: int, clusters: int = 40) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def test_a_compressed_segment_returns_the_exact_top_k_with_exact_scores(store: SqlMetadataStore) -> None:
+def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store: SqlMetadataStore) -> None:
     dim = 64
     vectors = clustered(14, 3_000, dim)
     store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(3_000)])
@@ -228,6 +228,7 @@ def test_a_compressed_segment_returns_the_exact_top_k_with_exact_scores(store: S
     small = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=24)
     seg = small.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
     assert seg.compressed and seg.vectors.shape[1] == 24
+    assert seg.full is not None and seg.full.dtype == np.float16 and seg.full.shape[1] == dim
     queries = clustered(15, 50, dim)
     recall = []
     for q in queries:
@@ -235,9 +236,8 @@ def test_a_compressed_segment_returns_the_exact_top_k_with_exact_scores(store: S
         got = small.search(q, 10, ALL)
         recall.append(len({h.id for h in got} & {h.id for h in want}) / 10)
         by_id = {h.id: h.score for h in want}
-        assert all(abs(h.score - by_id[h.id]) < 1e-5 for h in got if h.id in by_id)  # exact scores
+        assert all(abs(h.score - by_id[h.id]) < 5e-4 for h in got if h.id in by_id)  # float16 rounding: <= 2**-11
     assert np.mean(recall) >= 0.99
-    assert small.rows_rescored > 0
 
 
 def test_a_segment_that_grows_past_the_limit_is_compressed_at_catch_up(store: SqlMetadataStore) -> None:
@@ -280,30 +280,25 @@ def test_an_account_of_many_small_segments_is_compressed_with_one_projection(sto
         want = exact.search(vectors[i], 5, flt)
         got = index.search(vectors[i], 5, flt)
         assert [h.id for h in got] == [h.id for h in want]
-        assert all(abs(a.score - b.score) < 1e-5 for a, b in zip(got, want, strict=True))
+        assert all(abs(a.score - b.score) < 5e-4 for a, b in zip(got, want, strict=True))
     # an account below the limit stays exact
     store.put_vectors([rec("b0", vectors[0], account_id="acc-b")])
     small = index.view("acc-b")
     assert small is not None and not any(seg.compressed for seg, _ in small.segments.values())
 
 
-def test_rescored_vectors_are_cached_and_invalidated_by_the_change_log(store: SqlMetadataStore) -> None:
+def test_a_compressed_segment_rescores_a_row_another_writer_changed_from_its_new_vector(
+    store: SqlMetadataStore,
+) -> None:
     dim = 64
     vectors = clustered(18, 1_500, dim)
     store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(1_500)])
-    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, rescore_cache_rows=10_000)
-    first = index.search(vectors[7], 5, ALL)
-    read = index.rows_rescored
-    assert read > 0 and index.rescore_cache_hits == 0
-    assert index.search(vectors[7], 5, ALL) == first
-    assert index.rows_rescored == read and index.rescore_cache_hits >= read  # nothing read again
-    # another writer moves r0007 away from its own vector: the cached copy must not survive the catch-up
-    store.put_vectors([rec("r0007", -vectors[7])])
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16)
+    assert index.search(vectors[7], 1, ALL)[0].id == "r0007"
+    store.put_vectors([rec("r0007", -vectors[7])])  # another writer moves r0007 to the opposite direction
     hits = {h.id: h.score for h in index.search(vectors[7], 1_500, ALL)}
-    assert hits["r0007"] == pytest.approx(-1.0, abs=1e-5)
-    # a cache of zero rows reads every time
-    uncached = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, rescore_cache_rows=0)
-    uncached.search(vectors[9], 5, ALL)
-    once = uncached.rows_rescored
-    uncached.search(vectors[9], 5, ALL)
-    assert uncached.rows_rescored == 2 * once and uncached.rescore_cache_hits == 0
+    assert hits["r0007"] == pytest.approx(-1.0, abs=5e-4)
+    assert index.search(vectors[7], 1, ALL)[0].id != "r0007"
+    seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
+    row = seg.row_of["r0007"]
+    assert np.allclose(seg.full[row].astype(np.float32), -vectors[7], atol=1e-3)  # type: ignore[index]

@@ -422,8 +422,6 @@ def test_load_vector_matrix_is_at_the_account_generation(metadata_store: Metadat
     assert metadata_store.get_vector_rows("acc-b", ["z"]) == {}
     assert metadata_store.get_vector_texts(A, ["z", "a", "missing"]) == {"z": ("", "", ""), "a": ("", "", "")}
     assert metadata_store.get_vector_texts("acc-b", ["z"]) == {}
-    assert sorted(metadata_store.load_vectors(A, ["a", "missing"])) == ["a"]
-    assert metadata_store.load_vectors("acc-b", ["a"]) == {}
 
 
 def test_meta_set_get_replace(metadata_store: MetadataStore) -> None:

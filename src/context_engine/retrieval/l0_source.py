@@ -190,7 +190,7 @@ class MemoryL0Scorer:
         self._view = view
         self._query = np.asarray(query_vector, dtype=np.float32)
         self._scores: dict[str, np.ndarray] = {}
-        self._exact: dict[str, dict[int, float]] = {}  # compressed segments: rows rescored exactly so far
+        self._exact: dict[str, dict[int, float]] = {}  # compressed segments: rows rescored so far
         self._masks: dict[tuple, np.ndarray] = {}  # (space, filter key) -> mask: a request asks with few filters
         self._lock = threading.Lock()
 
@@ -224,8 +224,8 @@ class MemoryL0Scorer:
         return found
 
     def _similarity(self, space: str, rows: Sequence[int]) -> dict[int, float]:
-        """Exact similarities of ``rows``: the matrix's scores, or for a compressed segment the exact vectors read
-        from the metadata store (once per row and request; a row whose vector is gone is absent)."""
+        """Similarities of ``rows``: the matrix's scores, or for a compressed segment the scores of its float16
+        vectors (:meth:`MatrixSegment.exact`; once per row and request)."""
         seg, _ = self._view.segments[space]
         scores = self.scores(space)
         if not seg.compressed:
@@ -234,15 +234,10 @@ class MemoryL0Scorer:
             known = self._exact.setdefault(space, {})
             missing = [r for r in rows if r not in known]
         if missing:
-            vectors = self._view.fetch(self._view.account_id, [seg.ids[r] for r in missing])
-            fresh = {
-                r: float(np.clip(vectors[seg.ids[r]] @ self._query, -1.0, 1.0))
-                for r in missing
-                if seg.ids[r] in vectors
-            }
+            fresh = dict(zip(missing, seg.exact(np.asarray(missing, dtype=np.int64), self._query).tolist(), strict=True))
             with self._lock:
                 known.update(fresh)
-        return {r: known[r] for r in rows if r in known}
+        return {r: known[r] for r in rows}
 
     def _mask(self, space: str, flt: VectorFilter) -> np.ndarray:
         """The segment's filter mask (:meth:`RowTable.mask`), computed once per request and filter."""
@@ -275,7 +270,7 @@ class MemoryL0Scorer:
         )
 
     def _candidates(self, space: str, rows: np.ndarray, k: int) -> np.ndarray:
-        """The rows :meth:`_best` scores exactly for ``k`` wanted: the ``k`` best (a compressed segment: the
+        """The rows :meth:`_best` scores fully for ``k`` wanted: the ``k`` best (a compressed segment: the
         :func:`rescore_depth` best by its approximate scores), with every row tied with the last."""
         seg, _ = self._view.segments[space]
         depth = rescore_depth(k) if seg.compressed else k
@@ -287,7 +282,7 @@ class MemoryL0Scorer:
 
     def _best(self, space: str, rows: np.ndarray, k: int) -> list[L0Match]:
         """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
-        :func:`rescore_depth` best by its approximate scores, rescored exactly)."""
+        :func:`rescore_depth` best by its approximate scores, rescored from its float16 vectors)."""
         seg, _ = self._view.segments[space]
         rows = self._candidates(space, rows, k)
         exact = self._similarity(space, rows.tolist())

@@ -51,8 +51,9 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-"""Version of the derived-file layout (the arrays each kind writes and what they mean). A file of another version is
+FORMAT_VERSION = 2
+"""Version of the derived-file layout (the arrays each kind writes and what they mean; 2: a compressed level-0
+segment holds float16 vectors). A file of another version is
 ignored and rebuilt (docs/derived_indexes.md)."""
 
 STORE_ID_KEY = "derived_store_id"
@@ -71,6 +72,7 @@ _DTYPES = {
     "I32": np.dtype("<i4"),
     "U64": np.dtype("<u8"),
     "I64": np.dtype("<i8"),
+    "F16": np.dtype("<f2"),
     "F32": np.dtype("<f4"),
     "F64": np.dtype("<f8"),
 }

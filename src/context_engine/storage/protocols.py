@@ -220,10 +220,6 @@ class MetadataStore(Protocol):
         """``(text, breadcrumb, context)`` of the account's rows with these ids; missing ids are absent."""
         ...
 
-    def load_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The vectors of the account's rows with these ids (float32, shape ``(dim,)``); missing ids are absent."""
-        ...
-
     def get_vector_rows(self, account_id: str, ids: Sequence[str]) -> dict[str, VectorRecord]:
         """The account's rows with these ids; missing ids are absent."""
         ...

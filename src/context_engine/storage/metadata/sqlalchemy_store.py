@@ -256,9 +256,6 @@ _GET_GENERATION = select(_GENERATIONS.c.generation).where(_GENERATIONS.c.account
 _GET_VECTOR_TEXTS = select(
     _VECTORS.c.id, _VECTORS.c.account_id, _VECTORS.c.text, _VECTORS.c.breadcrumb, _VECTORS.c.context
 ).where(_VECTORS.c.id.in_(bindparam("ids", expanding=True)))
-_GET_VECTORS = select(_VECTORS.c.id, _VECTORS.c.account_id, _VECTORS.c.vector).where(
-    _VECTORS.c.id.in_(bindparam("ids", expanding=True))
-)
 
 
 # ---- the store ----------------------------------------------------------------------------------------------------
@@ -1195,27 +1192,6 @@ class SqlMetadataStore:
                     if acc == account_id:
                         out[rid] = (text, breadcrumb, context or "")
         return out
-
-    def load_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The vectors (float32, shape ``(dim,)``) of the account's rows with these ids; missing ids are absent.
-
-        Reads two columns only, one primary-key read per 500 ids: what exact rescoring needs.
-        """
-        found: list[str] = []
-        blobs: list[bytes] = []
-        with self._read() as s:
-            for chunk in _chunks(sorted(set(ids))):  # by primary key alone (see changes_since)
-                for rid, acc, blob in s.execute(_GET_VECTORS, {"ids": list(chunk)}):
-                    if acc == account_id:
-                        found.append(rid)
-                        blobs.append(blob)
-        if not found:
-            return {}
-        sizes = {len(b) for b in blobs}
-        if len(sizes) == 1:  # one decode for all rows (the usual case: one model per account)
-            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").astype(np.float32).reshape(len(found), -1)
-            return dict(zip(found, matrix, strict=True))
-        return {rid: np.frombuffer(b, dtype="<f4").astype(np.float32) for rid, b in zip(found, blobs, strict=True)}
 
     def load_vector_matrix(
         self, account_id: str, *, levels: Sequence[int] | None = None, with_vectors: bool = True

@@ -10,10 +10,12 @@ when the log does not reach back. Writes of any process are therefore seen by th
 
 Rows are kept per account in one segment per owner space (a user's memory query scores that user's segment and the
 shared resources, not every user's), each a :class:`~context_engine.storage.filters.RowTable` plus a float32
-matrix. A segment whose tombstones pass a third of its rows is compacted: a new segment is built beside it and
+matrix (a large account: float32 projections to pick candidates and float16 vectors to rescore them, see
+:class:`MatrixSegment`). A segment whose tombstones pass a third of its rows is compacted: a new segment is built beside it and
 swapped in; readers holding the old one finish on it.
 
-Scores are cosine similarity (the dot product of unit float32 vectors) clipped to [-1, 1]; ties by id ascending.
+Scores are cosine similarity (the dot product of unit float32 vectors; of the float16 copies in a compressed segment,
+within 4.9e-4 of it) clipped to [-1, 1]; ties by id ascending.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +102,13 @@ class MatrixSegment(RowTable):
     """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs.
 
     Uncompressed, ``vectors`` holds the unit vectors (float32, ``(capacity, dim)``) and a score is exact. Compressed
-    (a ``projection`` of shape ``(dim, r)``), it holds their projections (``(capacity, r)``, 4 * r bytes a row
-    instead of 4 * dim): a score is an approximation used to pick candidates, which the caller rescores exactly
-    from the metadata store (:meth:`MatrixView.search`, ``retrieval/l0_source.py``).
+    (a ``projection`` of shape ``(dim, r)``), ``vectors`` holds their projections (``(capacity, r)`` float32) and
+    ``full`` the unit vectors as float16 (``(capacity, dim)``): 4 * r + 2 * dim bytes a row instead of 4 * dim
+    (1,536 instead of 2,048 at 512 -> 128). A projected score is an approximation used to pick candidates
+    (:func:`rescore_depth` of them), which :meth:`exact` rescores from ``full`` in memory: float16 rounding moves a
+    cosine of unit vectors by at most 2**-11 ~ 4.9e-4 (a relative error of 2**-11 per component, Cauchy-Schwarz;
+    measured at most 5.9e-5 on 489k vectors of the default model), where a read of the float32 vectors
+    from the metadata store cost ~30 us a row (it was 70% of a search at 1M nodes).
     """
 
     def __init__(self, account_id: str, dim: int, capacity: int = 256, projection: np.ndarray | None = None) -> None:
@@ -110,6 +116,7 @@ class MatrixSegment(RowTable):
         self.projection = projection
         width = dim if projection is None else int(projection.shape[1])
         self.vectors = np.zeros((capacity, width), dtype=np.float32)
+        self.full: np.ndarray | None = None if projection is None else np.zeros((capacity, dim), dtype=np.float16)
         self.texts: list[str] = []
         self.breadcrumbs: list[str] = []
         super().__init__(account_id, capacity)
@@ -121,11 +128,21 @@ class MatrixSegment(RowTable):
     def on_grow(self, capacity: int) -> None:
         grown = np.zeros((capacity, self.vectors.shape[1]), dtype=np.float32)
         grown[: self.n] = self.vectors[: self.n]
+        if self.full is not None:
+            full = np.zeros((capacity, self.dim), dtype=np.float16)
+            full[: self.n] = self.full[: self.n]
+            self.full = full
         self.vectors = grown
 
     def project(self, query: np.ndarray) -> np.ndarray:
         """The query in the stored space (itself when uncompressed)."""
         return query if self.projection is None else np.ascontiguousarray(query @ self.projection)
+
+    def exact(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of ``query`` (unit, ``(dim,)``) to ``rows`` (row numbers), float32 clipped to
+        [-1, 1]: from the float32 vectors, or a compressed segment's float16 copies (within 4.9e-4)."""
+        stored = self.vectors if self.full is None else self.full
+        return np.clip(stored[rows].astype(np.float32, copy=False) @ query, -1.0, 1.0)
 
     def add(self, rows: Sequence[_Row], vectors: np.ndarray) -> None:
         """Append rows with their unit vectors (shape ``(len(rows), dim)``) and publish them."""
@@ -138,11 +155,16 @@ class MatrixSegment(RowTable):
                 "run `context-engine reindex`",
                 {"index_dim": self.dim},
             )
-        self._add_stored(rows, vectors if self.projection is None else vectors @ self.projection)
+        if self.projection is None:
+            self._add_stored(rows, vectors)
+        else:
+            self._add_stored(rows, vectors @ self.projection, vectors.astype(np.float16))
 
-    def _add_stored(self, rows: Sequence[_Row], stored: np.ndarray) -> None:
+    def _add_stored(self, rows: Sequence[_Row], stored: np.ndarray, full: np.ndarray | None = None) -> None:
         new = self.append(rows)
         self.vectors[new.start : new.stop] = stored
+        if self.full is not None:
+            self.full[new.start : new.stop] = full
         self.texts.extend(r.text for r in rows)
         self.breadcrumbs.extend(r.breadcrumb for r in rows)
         self.publish(new)
@@ -170,6 +192,8 @@ class MatrixSegment(RowTable):
         meta, rows = self.snapshot_rows(n, alive)
         arrays = {prefix + k: v for k, v in rows.items()}
         arrays[prefix + "vectors"] = self.vectors[:n]
+        if self.full is not None:
+            arrays[prefix + "full"] = self.full[:n]
         for name, values in (("texts", self.texts[:n]), ("breadcrumbs", self.breadcrumbs[:n])):
             arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.offsets"] = pack_strings(values)
         return meta, arrays
@@ -187,6 +211,11 @@ class MatrixSegment(RowTable):
         if vectors.shape != (seg.n, dim if projection is None else int(projection.shape[1])):
             raise ValueError("segment vectors do not match its rows")
         seg.vectors = vectors
+        if projection is not None:
+            full = arrays[prefix + "full"]
+            if full.shape != (seg.n, dim) or full.dtype != np.float16:
+                raise ValueError("segment float16 vectors do not match its rows")
+            seg.full = full
         seg.texts = unpack_strings(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.offsets"])
         seg.breadcrumbs = unpack_strings(arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.offsets"])
         if len(seg.texts) != seg.n or len(seg.breadcrumbs) != seg.n:
@@ -200,10 +229,10 @@ class MatrixSegment(RowTable):
         rows = [self.row(int(r)) for r in live]
         if projection is not None and self.projection is None:
             out = MatrixSegment(self.account_id, self.dim, max(256, len(live)), projection)
-            out._add_stored(rows, self.vectors[live] @ projection)
+            out._add_stored(rows, self.vectors[live] @ projection, self.vectors[live].astype(np.float16))
             return out
         out = MatrixSegment(self.account_id, self.dim, max(256, len(live)), self.projection)
-        out._add_stored(rows, self.vectors[live])
+        out._add_stored(rows, self.vectors[live], None if self.full is None else self.full[live])
         return out
 
 
@@ -301,21 +330,12 @@ class _Account:
                 self.segments[space] = seg.compacted()
 
 
-ExactFetch = Callable[[str, Sequence[str]], dict[str, np.ndarray]]
-"""``(account_id, ids) -> {id: unit vector}``: the exact vectors of rows, for rescoring compressed candidates."""
-
-
 class MatrixView:
-    """A consistent read view of one account at one generation: each segment with its published row count.
+    """A consistent read view of one account at one generation: each segment with its published row count."""
 
-    Attributes:
-        fetch: reads exact vectors for compressed segments (:data:`ExactFetch`).
-    """
+    __slots__ = ("account_id", "generation", "segments")
 
-    __slots__ = ("account_id", "fetch", "generation", "segments")
-
-    def __init__(self, account: _Account, fetch: ExactFetch) -> None:
-        self.fetch = fetch
+    def __init__(self, account: _Account) -> None:
         self.account_id = account.account_id
         self.generation = account.generation
         self.segments: dict[str, tuple[MatrixSegment, int]] = {
@@ -371,24 +391,20 @@ class MatrixView:
     def rescore(
         self, seg: MatrixSegment, rows: np.ndarray, approx: np.ndarray, query: np.ndarray, depth: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``depth`` best ``rows`` by ``approx`` with their exact scores (rows whose vector is gone dropped)."""
+        """The ``depth`` best ``rows`` by ``approx`` with their scores from the full vectors (:meth:`MatrixSegment.exact`)."""
         if rows.size > depth:
             keep = np.argpartition(-approx, depth - 1)[:depth]
             rows = rows[keep]
-        ids = [seg.ids[int(r)] for r in rows]
-        vectors = self.fetch(self.account_id, ids)
-        present = [i for i, rid in enumerate(ids) if rid in vectors]
-        if not present:
-            return rows[:0], np.zeros(0, dtype=np.float32)
-        exact = np.stack([vectors[ids[i]] for i in present]) @ query
-        return rows[present], np.clip(exact, -1.0, 1.0).astype(np.float32)
+        return rows, seg.exact(rows, query)
 
 
 def rescore_depth(k: int) -> int:
-    """Candidates rescored exactly for ``k`` wanted from a compressed segment. Measured on 20k level-0 vectors of
-    the default model (use-multilingual, 512 dimensions, projected to 128): recall@10 against the float32 matrix
-    0.977 at 40 candidates, 0.996 at 80, 0.9995 at 160 (bench/search_memory.py reports it at each size)."""
-    return max(8 * k, 80)
+    """Candidates rescored from the full vectors for ``k`` wanted from a compressed segment. Measured on the 243k
+    shared rows of the 1M bench home's largest account (default model, 512 dimensions projected to 128; its texts
+    come in near-identical copies, the hard case), recall@10 against float32 with no filter: 0.946 at 80
+    candidates, 0.998 at 200, 0.999 at 400; float16 rescoring loses 0.001 at most (bench/search_memory.py
+    reports recall as served at each size). Rescoring is in memory: 200 rows cost ~0.2 ms."""
+    return max(20 * k, 200)
 
 
 def _hit(r: _Row, score: float) -> VectorHit:
@@ -421,13 +437,11 @@ class MatrixVectorIndex:
         max_rows: an account with more rows (at ``levels``) is not held; :meth:`view` returns ``None`` for it.
         max_cached_accounts: accounts held at once (least recently used are dropped).
         compress_rows: every segment of an account of at least this many rows holds ``compress_dims``-dimensional
-            projections of its vectors (one projection per account ; uncentred PCA, :func:`fit_projection`) instead of the vectors: a quarter of
-            the memory at 128 of 512 dimensions, and a quarter of the work per score. Searches pick
-            :func:`rescore_depth` candidates from the projections and rescore them with the exact vectors read from
-            the metadata store, so returned scores are exact. ``None``: never compress.
+            float32 projections of its vectors (one projection per account; uncentred PCA, :func:`fit_projection`)
+            plus float16 copies of the vectors (:class:`MatrixSegment`): three quarters of the memory at 128 of 512
+            dimensions, and a quarter of the work per score. Searches pick :func:`rescore_depth` candidates from
+            the projections and rescore them from the float16 vectors, in memory. ``None``: never compress.
         compress_dims: the projection's dimensions.
-        rescore_cache_rows: exact vectors read for rescoring kept in memory (least recently used first out); an
-            entry is dropped when the change log names its id or the account is reloaded, so it is never stale.
         files: where accounts are kept as files (``<home>/derived``; :mod:`context_engine.storage.derived_files`):
             an account not held is opened from its file and caught up from the change log; a wholesale load, or
             ``max(1024, rows / 10)`` rows applied since the file, writes the file again on a background thread.
@@ -438,8 +452,6 @@ class MatrixVectorIndex:
         file_loads: accounts opened from their derived file (then caught up like a held account).
         rows_loaded: rows read by those loads.
         rows_applied: rows applied from the change log (upserted + removed): the O(changes) work of catch-up.
-        rows_rescored: exact vectors read from the store to rescore candidates of compressed segments.
-        rescore_cache_hits: exact vectors of candidates found in the rescore cache instead.
     """
 
     name = "matrix"
@@ -453,7 +465,6 @@ class MatrixVectorIndex:
         max_cached_accounts: int = 64,
         compress_rows: int | None = None,
         compress_dims: int = 128,
-        rescore_cache_rows: int = 20_000,
         files: DerivedFiles | None = None,
     ) -> None:
         if max_cached_accounts < 1:
@@ -476,11 +487,6 @@ class MatrixVectorIndex:
         self.file_loads = 0
         self.rows_loaded = 0
         self.rows_applied = 0
-        self.rows_rescored = 0
-        self.rescore_cache_hits = 0
-        self._rescore_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._rescore_cache_rows = rescore_cache_rows
-        self._rescore_epoch: dict[str, int] = {}  # account -> invalidations so far (a fetch racing one is not cached)
 
     # ---- VectorIndex writes -------------------------------------------------------------------------------------
     def upsert(self, records: Sequence[VectorRecord]) -> None:
@@ -574,7 +580,7 @@ class MatrixVectorIndex:
             if account is not None:
                 self._accounts.move_to_end(account_id)
                 if account.generation == generation:
-                    return MatrixView(account, self.exact_vectors)
+                    return MatrixView(account)
             elif self._too_large.get(account_id) == generation:
                 return None
             lock = self._load_locks.setdefault(account_id, threading.Lock())
@@ -592,7 +598,7 @@ class MatrixVectorIndex:
                 if delta.reload:
                     return self._load(account_id)
                 self._apply(account, delta)
-            return MatrixView(account, self.exact_vectors)
+            return MatrixView(account)
 
     # ---- catch-up -----------------------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -622,11 +628,10 @@ class MatrixVectorIndex:
             if delta.reload:
                 return self._load(account_id)
             self._apply(account, delta)
-        self._invalidate(account_id, None)
         with self._lock:
             self.file_loads += 1
         self._install(account)
-        return MatrixView(account, self.exact_vectors)
+        return MatrixView(account)
 
     def _restore(self, account_id: str) -> _Account | None:
         if self._files is None:
@@ -713,7 +718,6 @@ class MatrixVectorIndex:
                 self._too_large[account_id] = self._metadata.account_generation(account_id)
                 self._accounts.pop(account_id, None)
             return None
-        self._invalidate(account_id, None)
         m = self._metadata.load_vector_matrix(account_id, levels=self.levels)
         if self._max_rows is not None and m.n > self._max_rows:
             with self._lock:
@@ -730,53 +734,9 @@ class MatrixVectorIndex:
         self._install(account)
         if m.n:  # an empty account costs one query to load: no file
             self._schedule_save(account)
-        return MatrixView(account, self.exact_vectors)
-
-    def exact_vectors(self, account_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The exact unit vectors of rows: from the rescore cache, else read from the metadata store (one
-        primary-key read per 500 ids) and cached."""
-        out: dict[str, np.ndarray] = {}
-        missing: list[str] = []
-        cache = self._rescore_cache
-        with self._lock:
-            for rid in ids:
-                found = cache.get((account_id, rid))
-                if found is None:
-                    missing.append(rid)
-                else:
-                    cache.move_to_end((account_id, rid))
-                    out[rid] = found
-            self.rows_rescored += len(missing)
-            self.rescore_cache_hits += len(ids) - len(missing)
-            epoch = self._rescore_epoch.get(account_id, 0)
-        if not missing:
-            return out
-        fresh = self._metadata.load_vectors(account_id, missing)
-        out.update(fresh)
-        if self._rescore_cache_rows:
-            with self._lock:
-                if self._rescore_epoch.get(account_id, 0) == epoch:  # no invalidation raced the read
-                    for rid, vector in fresh.items():
-                        cache[(account_id, rid)] = vector
-                    while len(cache) > self._rescore_cache_rows:
-                        cache.popitem(last=False)
-        return out
-
-    def _invalidate(self, account_id: str, ids: Iterable[str] | None) -> None:
-        """Drop cached exact vectors of ``ids`` (every one of the account when ``None``)."""
-        with self._lock:
-            self._rescore_epoch[account_id] = self._rescore_epoch.get(account_id, 0) + 1
-            if not self._rescore_cache:
-                return
-            if ids is None:
-                for key in [k for k in self._rescore_cache if k[0] == account_id]:
-                    del self._rescore_cache[key]
-            else:
-                for rid in ids:
-                    self._rescore_cache.pop((account_id, rid), None)
+        return MatrixView(account)
 
     def _apply(self, account: _Account, delta: IndexDelta) -> None:
-        self._invalidate(account.account_id, [*delta.removed, *(r.id for r in delta.upserted)])
         for rid in delta.removed:
             account.remove(rid)
         if delta.upserted:
