@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -286,7 +286,12 @@ class MemoryL0Scorer:
         seg, _ = self._view.segments[space]
         rows = self._candidates(space, rows, k)
         exact = self._similarity(space, rows.tolist())
-        best = sorted(exact, key=lambda r: (-exact[r], seg.uris[r]))[:k]
+        picked: Iterable[int] = exact
+        if len(exact) > k:  # sort only the k best and the rows tied with the k-th (ties resolve by URI)
+            values = np.fromiter(exact.values(), dtype=np.float64, count=len(exact))
+            kth = np.partition(values, len(values) - k)[len(values) - k]
+            picked = [r for r, v in exact.items() if v >= kth]
+        best = sorted(picked, key=lambda r: (-exact[r], seg.uris[r]))[:k]
         return [self._match(space, r, exact[r]) for r in best]
 
     def top(self, flt: VectorFilter, k: int) -> list[L0Match]:

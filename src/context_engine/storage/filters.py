@@ -242,7 +242,13 @@ class RowTable:
                 continue
             if not wanted:
                 return np.zeros(n, dtype=bool)
-            mask &= self.codes[column].lut(wanted)[self.columns[column][:n]]
+            codes = self.codes[column]
+            lut = codes.lut(wanted)
+            if lut[: len(codes.values)].all():
+                continue  # every value of the column passes (e.g. owner_space in a segment of one space)
+            if not lut.any():
+                return np.zeros(n, dtype=bool)
+            mask &= lut[self.columns[column][:n]]
         if flt.levels is not None:
             levels = self.level[:n]
             picked = np.zeros(n, dtype=bool)
