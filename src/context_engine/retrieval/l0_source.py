@@ -234,7 +234,9 @@ class MemoryL0Scorer:
             known = self._exact.setdefault(space, {})
             missing = [r for r in rows if r not in known]
         if missing:
-            fresh = dict(zip(missing, seg.exact(np.asarray(missing, dtype=np.int64), self._query).tolist(), strict=True))
+            fresh = dict(
+                zip(missing, seg.exact(np.asarray(missing, dtype=np.int64), self._query).tolist(), strict=True)
+            )
             with self._lock:
                 known.update(fresh)
         return {r: known[r] for r in rows}
@@ -297,9 +299,20 @@ class MemoryL0Scorer:
     def top(self, flt: VectorFilter, k: int) -> list[L0Match]:
         if k <= 0:
             return []
+        picked = [(space, rows) for space in self._spaces(flt) if (rows := np.flatnonzero(self._mask(space, flt))).size]
+        if len(picked) > 1:
+            # One candidate threshold across the segments (a caller whose scope spans many owner spaces, e.g. an
+            # admin's): a row below the depth-th best score of all segments cannot be among the k best, so each
+            # segment keeps only the rows at or above it, as if the segments were one (ties kept: >=).
+            depth = max(rescore_depth(k) if self._view.segments[space][0].compressed else k for space, _ in picked)
+            approx = [self.scores(space)[rows] for space, rows in picked]
+            total = sum(a.size for a in approx)
+            if total > depth:
+                every = np.concatenate(approx)
+                kth = every[np.argpartition(-every, depth - 1)[:depth]].min()
+                picked = [(space, rows[a >= kth]) for (space, rows), a in zip(picked, approx, strict=True)]
         matches: list[L0Match] = []
-        for space in self._spaces(flt):
-            rows = np.flatnonzero(self._mask(space, flt))
+        for space, rows in picked:
             if rows.size:
                 matches.extend(self._best(space, rows, k))
         return _ordered(matches)[:k]
