@@ -233,30 +233,40 @@ class RowTable:
     def mask(self, flt: VectorFilter, n: int | None = None) -> np.ndarray:
         """Boolean mask of shape ``(n,)``: live rows below ``n`` (default: all published) passing ``flt``."""
         n = self.n if n is None else n
+        return self._mask(flt, n, None, self.alive[:n].copy())
+
+    def mask_rows(self, flt: VectorFilter, n: int, rows: np.ndarray, alive: np.ndarray) -> np.ndarray:
+        """``mask(flt, n)[rows]`` computed on ``rows`` only (row numbers below ``n``), with ``alive`` a copy of the
+        tombstones below ``n`` taken with ``n``: a search that scored few rows of a large table filters those."""
+        return self._mask(flt, n, rows, alive[rows])
+
+    def _mask(self, flt: VectorFilter, n: int, rows: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
+        """``mask`` (the live flags of every row below ``n``, or of ``rows``) narrowed by ``flt``, in place."""
         if flt.account_id != self.account_id:
-            return np.zeros(n, dtype=bool)
-        mask = self.alive[:n].copy()
+            return np.zeros(mask.shape[0], dtype=bool)
         for column, field in _FILTER_FIELDS:
             wanted = getattr(flt, field)
             if wanted is None:
                 continue
             if not wanted:
-                return np.zeros(n, dtype=bool)
+                return np.zeros(mask.shape[0], dtype=bool)
             codes = self.codes[column]
             lut = codes.lut(wanted)
             if lut[: len(codes.values)].all():
                 continue  # every value of the column passes (e.g. owner_space in a segment of one space)
             if not lut.any():
-                return np.zeros(n, dtype=bool)
-            mask &= lut[self.columns[column][:n]]
+                return np.zeros(mask.shape[0], dtype=bool)
+            col = self.columns[column]
+            mask &= lut[col[:n] if rows is None else col[rows]]
         if flt.levels is not None:
-            levels = self.level[:n]
-            picked = np.zeros(n, dtype=bool)
+            levels = self.level[:n] if rows is None else self.level[rows]
+            picked = np.zeros(mask.shape[0], dtype=bool)
             for level in set(flt.levels):  # one to three levels: cheaper than np.isin, which sorts
                 picked |= levels == level
             mask &= picked
         if flt.uri_prefix is not None:
-            mask &= self.prefix_mask(flt.uri_prefix, n)
+            prefix = self.prefix_mask(flt.uri_prefix, n)
+            mask &= prefix if rows is None else prefix[rows]
         return mask
 
     def prefix_mask(self, prefix: str, n: int) -> np.ndarray:

@@ -430,8 +430,9 @@ class _Partition(RowTable):
 
     # ---- reads ---------------------------------------------------------------------------------------------------
     def capture(self, q_tokens: Sequence[str], flts: Sequence[VectorFilter | None]) -> _View | None:
-        """What a search reads of this partition, copied out (under the account's view lock): the query's postings
-        and one filter mask per filter of ``flts`` (``None``: a filter that excludes this partition's level)."""
+        """What a search reads of this partition, copied out (under the account's view lock): the query's postings,
+        the tombstones below ``n`` and ``flts`` (``None``: a filter that excludes this partition's level), applied to
+        the scored rows by :meth:`_View.top` (rows below ``n`` never change but for their tombstone)."""
         n, live = self.n, self.live
         if not live:
             return None
@@ -452,13 +453,13 @@ class _Partition(RowTable):
                 tails.append((_NO_ROWS, _NO_TFS))
             else:
                 tails.append((np.array(found[0], dtype=np.int32), np.array(found[1], dtype=np.uint16)))
-        masks = [np.zeros(n, dtype=bool) if flt is None else self.mask(flt, n) for flt in flts]
-        return _View(self, n, live, self.total_len, terms, self.main, tails, masks, self.doc_len, bound)
+        alive = self.alive[:n].copy()  # the filters are applied to the scored rows only (_View.top)
+        return _View(self, n, live, self.total_len, terms, self.main, tails, list(flts), alive, self.doc_len, bound)
 
 
 @dataclass(frozen=True, slots=True)
 class _View:
-    """One partition as a search sees it: the query terms' postings and statistics and the filter masks."""
+    """One partition as a search sees it: the query terms' postings and statistics, the tombstones and the filters."""
 
     part: _Partition
     n: int
@@ -467,7 +468,8 @@ class _View:
     terms: list[tuple[int, int, int]]  # (term id, times in the query, df)
     main: _Main
     tails: list[tuple[np.ndarray, np.ndarray]]
-    masks: list[np.ndarray]  # one per filter of the search
+    flts: list[VectorFilter | None]  # the search's filters (None: excludes this partition)
+    alive: np.ndarray  # a copy of the tombstones below n, taken with n
     doc_len: np.ndarray  # rows below n never change
     bound: float
 
@@ -477,12 +479,12 @@ class _View:
         scored = self._scored(settings)
         out: list[list[tuple[float, str, int]]] = []
         ids = self.part.ids
-        for mask in self.masks:
-            if scored is None:
+        for flt in self.flts:
+            if scored is None or flt is None:
                 out.append([])
                 continue
             cand, scores = scored
-            keep = mask[cand]
+            keep = self.part.mask_rows(flt, self.n, cand, self.alive)
             cand, scores = cand[keep], scores[keep]
             if cand.size > top_k:
                 kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
@@ -492,7 +494,7 @@ class _View:
         return out
 
     def _scored(self, settings: KeywordSettings) -> tuple[np.ndarray, np.ndarray] | None:
-        """Rows with a score > 0 (live or not: the masks hold ``alive``) and their BM25 scores."""
+        """Rows with a score > 0 (live or not: :meth:`top` filters them) and their BM25 scores."""
         method, k1, b = settings.method, settings.k1, settings.b
         dfs = np.asarray([df for _, _, df in self.terms], dtype=np.float64)
         weights = np.asarray([c for _, c, _ in self.terms], dtype=np.float64) * _idf(method, dfs, self.live)
