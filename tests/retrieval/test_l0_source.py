@@ -152,14 +152,19 @@ def test_a_write_to_another_account_keeps_loaded_accounts_current(hash_engine):
     assert (engine.l0_matrix.loads, engine.l0_matrix.rows_applied) == (loads, applied)  # 'default' untouched
 
 
-def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine):
+@pytest.mark.parametrize("layout", ["projected", "half"])
+def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine, monkeypatch, layout):
+    from context_engine.storage.vector import matrix
+
+    if layout == "projected":  # every segment of this small store gets projections
+        monkeypatch.setattr(matrix, "_PROJECT_MIN_ROWS", 1)
     exact = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(exact)
     small = hash_engine(
         home=exact.settings.home,
         retrieval={"l0_source": "memory", "memory_compress_rows": 1, "memory_compress_dims": 8},
     )
-    assert all(seg.compressed for seg, _ in small.l0_matrix.view("default").segments.values())
+    assert {seg.layout for seg, _ in small.l0_matrix.view("default").segments.values()} == {layout}
     for ctx in (ADMIN, ALICE, BOB):
         for text in QUERIES:
             tq = TypedQuery(text=text, context_type="resource")

@@ -180,9 +180,11 @@ def test_a_folder_that_cannot_be_written_fails_the_save_not_the_caller(store, tm
 
 
 # ---- the level-0 matrix from its file --------------------------------------------------------------------------------
-@pytest.mark.parametrize("compress", [False, True], ids=["float32", "compressed"])
-def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_path, compress):
-    kw = {"compress_rows": 50, "compress_dims": 8} if compress else {}
+@pytest.mark.parametrize("layout", ["float32", "half", "projected"])
+def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_path, layout):
+    kw: dict = {} if layout == "float32" else {"compress_rows": 50, "compress_dims": 8}
+    if layout == "projected":
+        kw["project_rows"] = 50
     store.put_vectors(records(300))
     store.delete_vectors([f"r{i:05d}" for i in range(0, 300, 7)])  # tombstones in the file
     first = l0(store, tmp_path / "derived", **kw)
@@ -193,6 +195,7 @@ def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_pa
     second = l0(store, tmp_path / "derived", **kw)
     assert results(second) == expected
     assert (second.loads, second.file_loads, second.rows_loaded, second.rows_applied) == (0, 1, 0, 0)
+    assert {seg.layout for seg, _ in second.view(ACC).segments.values()} == {layout}  # type: ignore[union-attr]
     assert results(l0(store, None, **kw)) == expected  # and a load from the store without files agrees
 
 

@@ -220,15 +220,18 @@ def clustered(seed: int, n: int, dim: int, clusters: int = 40) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store: SqlMetadataStore) -> None:
+@pytest.mark.parametrize("layout", ["projected", "half"])
+def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store: SqlMetadataStore, layout) -> None:
     dim = 64
     vectors = clustered(14, 3_000, dim)
     store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(3_000)])
     exact = MatrixVectorIndex(store)
-    small = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=24)
+    project_rows = 1_000 if layout == "projected" else 10_000  # 3,000 rows: projections only in the first
+    small = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=24, project_rows=project_rows)
     seg = small.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
-    assert seg.compressed and seg.vectors.shape[1] == 24
-    assert seg.full is not None and seg.full.dtype == np.float16 and seg.full.shape[1] == dim
+    assert seg.layout == layout and seg.compressed == (layout == "projected")
+    assert seg.vectors is None if layout == "half" else seg.vectors.shape == (3_000, 24)
+    assert seg.full is not None and seg.full.dtype == np.float16 and seg.full.shape == (3_000, dim)
     queries = clustered(15, 50, dim)
     recall = []
     for q in queries:
@@ -240,15 +243,22 @@ def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store:
     assert np.mean(recall) >= 0.99
 
 
-def test_a_segment_that_grows_past_the_limit_is_compressed_at_catch_up(store: SqlMetadataStore) -> None:
-    vectors = clustered(16, 1_200, DIM * 4)
+@pytest.mark.parametrize(("project_rows", "layout"), [(1_100, "projected"), (None, "half")])
+def test_a_segment_that_grows_past_the_limit_is_compressed_at_catch_up(
+    store: SqlMetadataStore, project_rows, layout
+) -> None:
+    vectors = clustered(16, 1_300, DIM * 4)
     store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(900)])
-    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=8)
-    assert not index.view("acc-a").segments["shared"][0].compressed  # type: ignore[union-attr]
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=8, project_rows=project_rows)
+    assert index.view("acc-a").segments["shared"][0].layout == "float32"  # type: ignore[union-attr]
     store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(900, 1_200)])
     seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
-    assert seg.compressed and seg.live == 1_200
+    assert seg.layout == layout and seg.live == 1_200
     assert index.search(vectors[1_100], 1, ALL)[0].id == "r1100"
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(1_200, 1_300)])  # appended in that layout
+    seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
+    assert seg.layout == layout and seg.live == 1_300
+    assert index.search(vectors[1_250], 1, ALL)[0].id == "r1250"
 
 
 def test_an_account_of_many_small_segments_is_compressed_with_one_projection(store: SqlMetadataStore) -> None:
@@ -269,11 +279,14 @@ def test_an_account_of_many_small_segments_is_compressed_with_one_projection(sto
             )
         )
     store.put_vectors(records)
-    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16)
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, project_rows=20)
     view = index.view("acc-a")
     assert view is not None and len(view.segments) == 40
     projections = {id(seg.projection) for seg, _ in view.segments.values()}
     assert len(projections) == 1 and all(seg.vectors.shape[1] == 16 for seg, _ in view.segments.values())
+    # with the default threshold such small segments keep float16 vectors only
+    halves = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16).view("acc-a")
+    assert halves is not None and {seg.layout for seg, _ in halves.segments.values()} == {"half"}
     exact = MatrixVectorIndex(store)
     for i in (3, 517, 1_111):
         flt = VectorFilter(account_id="acc-a", owner_spaces=[f"user:u{i % 40:02d}"])

@@ -217,9 +217,7 @@ class MemoryL0Scorer:
                         {"expected_dim": seg.dim},
                     )
                 else:
-                    # einsum runs in this thread; a BLAS matrix-vector product would wake OpenBLAS's thread pool,
-                    # which contends with the embedder's on a small machine (measured: same median, 2x better p95).
-                    found = np.clip(np.einsum("ij,j->i", seg.vectors[:n], seg.project(self._query)), -1.0, 1.0)
+                    found = seg.scan(self._query, n)
                 self._scores[space] = found
         return found
 

@@ -98,50 +98,99 @@ def fit_projection(vectors: np.ndarray, dims: int, sample: int = 20_000) -> np.n
     return np.ascontiguousarray(eigvecs[:, ::-1][:, :dims], dtype=np.float32)
 
 
+_PROJECT_MIN_ROWS = 4096
+"""A segment of a compressed account with at least this many rows holds projections to scan; a smaller one is
+scanned from its float16 vectors (converting 2k rows x 512 costs ~1.2 ms a request, where projections would cost
+512 bytes a row: 250 MB at 1M nodes, most of which sit in segments of a few thousand rows)."""
+
+
 class MatrixSegment(RowTable):
     """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs.
 
-    Uncompressed, ``vectors`` holds the unit vectors (float32, ``(capacity, dim)``) and a score is exact. Compressed
-    (a ``projection`` of shape ``(dim, r)``), ``vectors`` holds their projections (``(capacity, r)`` float32) and
-    ``full`` the unit vectors as float16 (``(capacity, dim)``): 4 * r + 2 * dim bytes a row instead of 4 * dim
-    (1,536 instead of 2,048 at 512 -> 128). A projected score is an approximation used to pick candidates
-    (:func:`rescore_depth` of them), which :meth:`exact` rescores from ``full`` in memory: float16 rounding moves a
-    cosine of unit vectors by at most 2**-11 ~ 4.9e-4 (a relative error of 2**-11 per component, Cauchy-Schwarz;
-    measured at most 5.9e-5 on 489k vectors of the default model), where a read of the float32 vectors
-    from the metadata store cost ~30 us a row (it was 70% of a search at 1M nodes).
+    Three layouts (``dim``: the model's dimension, ``r``: the projection's):
+
+    * float32 (an account below ``compress_rows``): ``vectors`` holds the unit vectors, ``(capacity, dim)`` float32;
+      a score is exact.
+    * half (a small segment of a compressed account): ``full`` holds them as float16, ``(capacity, dim)``, and
+      ``vectors`` is ``None``; a scan converts them (2 * dim bytes a row).
+    * projected (a segment of at least ``_PROJECT_MIN_ROWS`` rows of a compressed account, ``projection`` of shape
+      ``(dim, r)``): ``vectors`` holds the projections, ``(capacity, r)`` float32, and ``full`` the float16 vectors:
+      4 * r + 2 * dim bytes a row (1,536 instead of 2,048 at 512 -> 128). A projected score is an approximation used
+      to pick :func:`rescore_depth` candidates, which :meth:`exact` rescores from ``full`` in memory.
+
+    Float16 rounding moves a cosine of unit vectors by at most 2**-11 ~ 4.9e-4 (a relative error of 2**-11 per
+    component, Cauchy-Schwarz; measured at most 5.9e-5 on 489k vectors of the default model). Rescoring read the
+    float32 vectors from the metadata store until format 2 of the derived files: ~30 us a row, 70% of a search at 1M
+    nodes.
     """
 
-    def __init__(self, account_id: str, dim: int, capacity: int = 256, projection: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        account_id: str,
+        dim: int,
+        capacity: int = 256,
+        projection: np.ndarray | None = None,
+        *,
+        half: bool = False,
+    ) -> None:
         self.dim = dim
         self.projection = projection
-        width = dim if projection is None else int(projection.shape[1])
-        self.vectors = np.zeros((capacity, width), dtype=np.float32)
-        self.full: np.ndarray | None = None if projection is None else np.zeros((capacity, dim), dtype=np.float16)
+        self.vectors: np.ndarray | None = None
+        self.full: np.ndarray | None = None
+        if projection is not None or not half:
+            width = dim if projection is None else int(projection.shape[1])
+            self.vectors = np.zeros((capacity, width), dtype=np.float32)
+        if projection is not None or half:
+            self.full = np.zeros((capacity, dim), dtype=np.float16)
         self.texts: list[str] = []
         self.breadcrumbs: list[str] = []
         super().__init__(account_id, capacity)
 
     @property
     def compressed(self) -> bool:
+        """Whether scan scores are approximations that :meth:`exact` rescores (the projected layout)."""
         return self.projection is not None
 
-    def on_grow(self, capacity: int) -> None:
-        grown = np.zeros((capacity, self.vectors.shape[1]), dtype=np.float32)
-        grown[: self.n] = self.vectors[: self.n]
-        if self.full is not None:
-            full = np.zeros((capacity, self.dim), dtype=np.float16)
-            full[: self.n] = self.full[: self.n]
-            self.full = full
-        self.vectors = grown
+    @property
+    def layout(self) -> str:
+        """``float32``, ``half`` or ``projected`` (class docstring)."""
+        return "projected" if self.projection is not None else "half" if self.vectors is None else "float32"
 
-    def project(self, query: np.ndarray) -> np.ndarray:
-        """The query in the stored space (itself when uncompressed)."""
-        return query if self.projection is None else np.ascontiguousarray(query @ self.projection)
+    def on_grow(self, capacity: int) -> None:
+        def grown(old: np.ndarray | None) -> np.ndarray | None:
+            if old is None:
+                return None
+            new = np.zeros((capacity, old.shape[1]), dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            return new
+
+        self.vectors, self.full = grown(self.vectors), grown(self.full)
+
+    def scan(self, query: np.ndarray, n: int) -> np.ndarray:
+        """Scores of ``query`` (unit, ``(dim,)`` float32) against every row below ``n``, float32 ``(n,)`` clipped to
+        [-1, 1]: cosine similarities (float32, half), or approximations to rescore (projected)."""
+        if self.vectors is None:
+            assert self.full is not None
+            stored, q = self.full[:n].astype(np.float32), query
+        else:
+            stored = self.vectors[:n]
+            q = query if self.projection is None else np.ascontiguousarray(query @ self.projection)
+        # einsum runs in this thread; a BLAS matrix-vector product would wake OpenBLAS's thread pool, which contends
+        # with the embedder's on a small machine (measured: same median, 2x better p95).
+        return np.clip(np.einsum("ij,j->i", stored, q), -1.0, 1.0)
+
+    def score_rows(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """:meth:`scan`'s scores of ``rows`` only (row numbers)."""
+        if self.projection is None:
+            return self.exact(rows, query)
+        assert self.vectors is not None
+        return np.clip(self.vectors[rows] @ np.ascontiguousarray(query @ self.projection), -1.0, 1.0)
 
     def exact(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of ``query`` (unit, ``(dim,)``) to ``rows`` (row numbers), float32 clipped to
-        [-1, 1]: from the float32 vectors, or a compressed segment's float16 copies (within 4.9e-4)."""
+        [-1, 1]: from the float32 vectors, or the float16 ones (within 4.9e-4)."""
         stored = self.vectors if self.full is None else self.full
+        assert stored is not None
         return np.clip(stored[rows].astype(np.float32, copy=False) @ query, -1.0, 1.0)
 
     def add(self, rows: Sequence[_Row], vectors: np.ndarray) -> None:
@@ -155,14 +204,15 @@ class MatrixSegment(RowTable):
                 "run `context-engine reindex`",
                 {"index_dim": self.dim},
             )
-        if self.projection is None:
-            self._add_stored(rows, vectors)
-        else:
-            self._add_stored(rows, vectors @ self.projection, vectors.astype(np.float16))
+        stored = vectors if self.projection is None else vectors @ self.projection
+        self._add_stored(rows, stored, vectors.astype(np.float16) if self.full is not None else None)
 
-    def _add_stored(self, rows: Sequence[_Row], stored: np.ndarray, full: np.ndarray | None = None) -> None:
+    def _add_stored(self, rows: Sequence[_Row], stored: np.ndarray | None, full: np.ndarray | None) -> None:
+        """Append rows with what each layout stores: ``stored`` for ``vectors`` (unit vectors or projections),
+        ``full`` (float16) for ``full``; the one a layout does not hold is ignored."""
         new = self.append(rows)
-        self.vectors[new.start : new.stop] = stored
+        if self.vectors is not None:
+            self.vectors[new.start : new.stop] = stored
         if self.full is not None:
             self.full[new.start : new.stop] = full
         self.texts.extend(r.text for r in rows)
@@ -190,8 +240,10 @@ class MatrixSegment(RowTable):
         from context_engine.storage.derived_files import pack_strings
 
         meta, rows = self.snapshot_rows(n, alive)
+        meta["layout"] = self.layout
         arrays = {prefix + k: v for k, v in rows.items()}
-        arrays[prefix + "vectors"] = self.vectors[:n]
+        if self.vectors is not None:
+            arrays[prefix + "vectors"] = self.vectors[:n]
         if self.full is not None:
             arrays[prefix + "full"] = self.full[:n]
         for name, values in (("texts", self.texts[:n]), ("breadcrumbs", self.breadcrumbs[:n])):
@@ -205,14 +257,19 @@ class MatrixSegment(RowTable):
         """A segment read back from :meth:`snapshot` output."""
         from context_engine.storage.derived_files import unpack_strings
 
-        seg = cls(account_id, dim, 0, projection)
+        vectors, full = arrays.get(prefix + "vectors"), arrays.get(prefix + "full")
+        layout = meta["layout"]
+        if layout not in ("float32", "half", "projected") or (layout == "projected" and projection is None):
+            raise ValueError(f"segment layout {layout!r} unknown or without its projection")
+        seg = cls(account_id, dim, 0, projection if layout == "projected" else None, half=layout == "half")
         seg.restore_rows(meta, arrays, prefix)
-        vectors = arrays[prefix + "vectors"]
-        if vectors.shape != (seg.n, dim if projection is None else int(projection.shape[1])):
-            raise ValueError("segment vectors do not match its rows")
-        seg.vectors = vectors
-        if projection is not None:
-            full = arrays[prefix + "full"]
+        if (seg.vectors is None) != (vectors is None) or (seg.full is None) != (full is None):
+            raise ValueError("segment vectors do not match its layout")
+        if vectors is not None:
+            if vectors.shape != (seg.n, dim if projection is None else int(projection.shape[1])):
+                raise ValueError("segment vectors do not match its rows")
+            seg.vectors = vectors
+        if full is not None:
             if full.shape != (seg.n, dim) or full.dtype != np.float16:
                 raise ValueError("segment float16 vectors do not match its rows")
             seg.full = full
@@ -222,17 +279,29 @@ class MatrixSegment(RowTable):
             raise ValueError("segment texts do not match its rows")
         return seg
 
-    def compacted(self, projection: np.ndarray | None = None) -> MatrixSegment:
-        """A new segment holding the live rows only (same order); with ``projection``, an uncompressed segment
-        comes back compressed."""
+    def compacted(self, projection: np.ndarray | None = None, *, half: bool = False) -> MatrixSegment:
+        """A new segment holding the live rows only (same order), in the layout of ``(projection, half)`` (see
+        :meth:`__init__`). The float32 layout can only come from itself (float16 vectors are never widened back)."""
         live = np.flatnonzero(self.alive[: self.n])
         rows = [self.row(int(r)) for r in live]
-        if projection is not None and self.projection is None:
-            out = MatrixSegment(self.account_id, self.dim, max(256, len(live)), projection)
-            out._add_stored(rows, self.vectors[live] @ projection, self.vectors[live].astype(np.float16))
-            return out
-        out = MatrixSegment(self.account_id, self.dim, max(256, len(live)), self.projection)
-        out._add_stored(rows, self.vectors[live], None if self.full is None else self.full[live])
+        if self.full is not None:
+            full = self.full[live]
+            if projection is None and not half:
+                raise ValueError("a float16 segment cannot be compacted into float32")
+        else:
+            assert self.vectors is not None
+            full = self.vectors[live].astype(np.float16)
+        out = MatrixSegment(self.account_id, self.dim, max(256, len(live)), projection, half=half)
+        if out.projection is None and out.full is None:  # float32 -> float32
+            assert self.vectors is not None
+            out._add_stored(rows, self.vectors[live], None)
+        elif out.projection is None:  # -> half
+            out._add_stored(rows, None, full)
+        elif self.projection is projection and self.vectors is not None:  # projected -> projected: keep them
+            out._add_stored(rows, self.vectors[live], full)
+        else:  # projections of the float32 vectors when there are, else of the float16 ones
+            exact = self.vectors[live] if self.full is None else full.astype(np.float32)
+            out._add_stored(rows, exact @ projection, full)
         return out
 
 
@@ -240,13 +309,20 @@ class _Account:
     """One account's segments (by owner space), the generation they hold, and id -> space.
 
     An account with at least ``compress_rows`` rows is compressed: one projection to ``compress_dims`` dimensions is
-    fitted on its vectors (when it is loaded, or when it grows past the limit) and every segment holds projections
-    (built so, or rebuilt at the next compaction check). One projection per account, not per segment: a large
-    account of many users is mostly small segments, which are the memory."""
+    fitted on its vectors (when it is loaded, or when it grows past the limit) and every segment holds float16
+    vectors, plus projections when it has at least ``project_rows`` rows (:class:`MatrixSegment` layouts; built
+    so, or rebuilt at the next compaction check). One projection per account, not per segment: a large account of
+    many users is mostly small segments, which are the memory."""
 
     def __init__(
-        self, account_id: str, generation: int, compress_rows: int | None = None, compress_dims: int = 128
+        self,
+        account_id: str,
+        generation: int,
+        compress_rows: int | None = None,
+        compress_dims: int = 128,
+        project_rows: int = _PROJECT_MIN_ROWS,
     ) -> None:
+        self.project_rows = project_rows
         self.compress_rows = compress_rows
         self.compress_dims = compress_dims
         self.account_id = account_id
@@ -274,9 +350,7 @@ class _Account:
             assert self.dim is not None
             seg = self.segments.get(space)
             if seg is None:
-                seg = self.segments[space] = MatrixSegment(
-                    self.account_id, self.dim, max(256, len(idx)), self.projection
-                )
+                seg = self.segments[space] = self._segment(max(256, len(idx)), len(idx))
             picked = [rows[i] for i in idx]
             for r in picked:
                 self.remove(r.id)
@@ -286,7 +360,11 @@ class _Account:
 
     def _sample(self, vectors: np.ndarray, sample: int = 20_000) -> np.ndarray:
         """Unit vectors to fit the projection on: the new ones plus those of the (uncompressed) segments held."""
-        held = [seg.vectors[np.flatnonzero(seg.alive[: seg.n])] for seg in self.segments.values() if not seg.compressed]
+        held = [
+            seg.vectors[np.flatnonzero(seg.alive[: seg.n])]
+            for seg in self.segments.values()
+            if seg.vectors is not None and seg.layout == "float32"
+        ]
         total = len(vectors) + sum(len(h) for h in held)
         step = max(1, total // sample)
         return np.concatenate([vectors[::step], *(h[::step] for h in held)])
@@ -308,9 +386,11 @@ class _Account:
         return self.generation, segs, self.unsaved
 
     @classmethod
-    def restored(cls, account_id: str, snap: Snapshot, compress_rows: int | None, compress_dims: int) -> _Account:
+    def restored(
+        cls, account_id: str, snap: Snapshot, compress_rows: int | None, compress_dims: int, project_rows: int
+    ) -> _Account:
         """An account read back from a derived file (its generation is the file's)."""
-        account = cls(account_id, snap.generation, compress_rows, compress_dims)
+        account = cls(account_id, snap.generation, compress_rows, compress_dims, project_rows)
         meta = snap.meta
         account.dim = None if meta["dim"] is None else int(meta["dim"])
         account.projection = snap.arrays.get("projection")
@@ -322,12 +402,32 @@ class _Account:
                 account.space_of[rid] = space
         return account
 
+    def _segment(self, capacity: int, rows: int) -> MatrixSegment:
+        """An empty segment in the layout an account like this one gives ``rows`` rows."""
+        assert self.dim is not None
+        if self.projection is None:
+            return MatrixSegment(self.account_id, self.dim, capacity)
+        if rows >= self.project_rows:
+            return MatrixSegment(self.account_id, self.dim, capacity, self.projection)
+        return MatrixSegment(self.account_id, self.dim, capacity, half=True)
+
+    def _layout_of(self, seg: MatrixSegment) -> tuple[np.ndarray | None, bool]:
+        """``(projection, half)`` a segment of this account should have now (a projected segment stays so)."""
+        if self.projection is None:
+            return None, False
+        if seg.compressed or seg.live >= self.project_rows:
+            return self.projection, False
+        return None, True
+
     def compact(self) -> None:
+        """Rebuild a segment whose layout the account's size changed (float32 -> half or projected, half ->
+        projected), or a third of whose rows are tombstones."""
         for space, seg in list(self.segments.items()):
-            if not seg.compressed and self.projection is not None:
-                self.segments[space] = seg.compacted(self.projection)
+            projection, half = self._layout_of(seg)
+            if (projection is not seg.projection) or (half != (seg.layout == "half")):
+                self.segments[space] = seg.compacted(projection, half=half)
             elif seg.dead > _COMPACT_MIN_DEAD and seg.dead * 3 > seg.n:
-                self.segments[space] = seg.compacted()
+                self.segments[space] = seg.compacted(seg.projection, half=half)
 
 
 class MatrixView:
@@ -376,7 +476,7 @@ class MatrixView:
                 rows = np.flatnonzero(seg.mask(flt, n))
             if rows.size == 0:
                 continue
-            scores = np.clip(seg.vectors[rows] @ seg.project(query), -1.0, 1.0)
+            scores = seg.score_rows(rows, query)
             if seg.compressed:
                 rows, scores = self.rescore(seg, rows, scores, query, rescore_depth(top_k))
             k = min(top_k, rows.size)
@@ -442,6 +542,8 @@ class MatrixVectorIndex:
             dimensions, and a quarter of the work per score. Searches pick :func:`rescore_depth` candidates from
             the projections and rescore them from the float16 vectors, in memory. ``None``: never compress.
         compress_dims: the projection's dimensions.
+        project_rows: in a compressed account, a segment of fewer rows keeps float16 vectors only and is scanned
+            from them (``None``: :data:`_PROJECT_MIN_ROWS`).
         files: where accounts are kept as files (``<home>/derived``; :mod:`context_engine.storage.derived_files`):
             an account not held is opened from its file and caught up from the change log; a wholesale load, or
             ``max(1024, rows / 10)`` rows applied since the file, writes the file again on a background thread.
@@ -465,6 +567,7 @@ class MatrixVectorIndex:
         max_cached_accounts: int = 64,
         compress_rows: int | None = None,
         compress_dims: int = 128,
+        project_rows: int | None = None,
         files: DerivedFiles | None = None,
     ) -> None:
         if max_cached_accounts < 1:
@@ -473,6 +576,7 @@ class MatrixVectorIndex:
         self.levels = None if levels is None else tuple(sorted(set(levels)))
         self._compress_rows = compress_rows
         self._compress_dims = compress_dims
+        self._project_rows = _PROJECT_MIN_ROWS if project_rows is None else project_rows
         self._max_rows = max_rows
         self._max_cached = max_cached_accounts
         self._accounts: OrderedDict[str, _Account] = OrderedDict()
@@ -550,7 +654,7 @@ class MatrixVectorIndex:
             with account.lock:
                 for space, seg in list(account.segments.items()):
                     if seg.dead:
-                        account.segments[space] = seg.compacted()
+                        account.segments[space] = seg.compacted(seg.projection, half=seg.layout == "half")
 
     def held(self, account_id: str) -> bool:
         """Whether the account is held in memory now (at any generation)."""
@@ -640,7 +744,7 @@ class MatrixVectorIndex:
         if snap is None:
             return None
         try:
-            return _Account.restored(account_id, snap, self._compress_rows, self._compress_dims)
+            return _Account.restored(account_id, snap, self._compress_rows, self._compress_dims, self._project_rows)
         except (KeyError, ValueError, TypeError, IndexError) as err:
             self._files._reject(snap.path, f"does not hold a level-0 matrix ({type(err).__name__}: {err})"[:200])
             return None
@@ -724,7 +828,7 @@ class MatrixVectorIndex:
                 self._too_large[account_id] = m.generation
                 self._accounts.pop(account_id, None)
             return None
-        account = _Account(account_id, m.generation, self._compress_rows, self._compress_dims)
+        account = _Account(account_id, m.generation, self._compress_rows, self._compress_dims, self._project_rows)
         if m.n:
             account.add(_rows_of_matrix(m, range(m.n)), m.vectors)
         account.unsaved = m.n
