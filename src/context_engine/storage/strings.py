@@ -1,0 +1,255 @@
+"""Compact columns of the in-memory derived rows (docs/derived_indexes.md): packed strings and a hashed id map.
+
+A row table of a million rows held as Python objects costs about 90 bytes per id (a 32-character ``str`` plus its
+list slot), 60 per ``id -> row`` dict entry and 36 per row number in a list. These classes hold the same information
+in numpy arrays: a :class:`PackedStrings` column costs the UTF-8 bytes of its strings plus an 8-byte offset, and a
+:class:`HashedIds` map 12 bytes per id (a 64-bit hash and a 32-bit value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
+from typing import overload
+
+import numpy as np
+
+__all__ = ["HashedIds", "PackedStrings"]
+
+_ERRORS = "surrogatepass"  # any Python str round-trips, a lone surrogate included
+_MATCH_CHUNK_BYTES = 1 << 20  # bytes gathered at once when comparing rows to a value
+
+
+class PackedStrings:
+    """An append-only column of ``str``: UTF-8 bytes in one growable ``uint8`` buffer plus ``int64`` byte offsets.
+
+    Row ``i`` is ``data[offsets[i]:offsets[i + 1]]`` decoded (``offsets[0] == 0``; ``len(offsets) > len(self)``).
+    ``col[i]`` decodes one row (negative indexes count from the end), ``col[a:b]`` a list, iteration every row held
+    when it starts. ``None`` is not a value (``TypeError``). Lone surrogates pass through (``surrogatepass``).
+
+    Concurrency: one writer at a time (the owner serialises them) and any number of readers, each reading only rows
+    below a count published after those rows were appended (``RowTable.n``, moved last). Appended bytes and offsets
+    are written before :meth:`extend` returns and never change afterwards; growing allocates new arrays, copies the
+    rows held and swaps one reference, so a reader holding the old arrays still reads every row it may read, and a
+    reader never sees a half-written row.
+
+    Args:
+        values: the initial rows.
+    """
+
+    __slots__ = ("_count", "_state")
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        data = np.zeros(0, dtype=np.uint8)
+        self._state: tuple[memoryview, np.ndarray, np.ndarray] = (memoryview(data), data, np.zeros(1, dtype=np.int64))
+        self._count = 0
+        self.extend(values)
+
+    @classmethod
+    def from_arrays(cls, data: np.ndarray, offsets: np.ndarray) -> PackedStrings:
+        """A column over ``data`` (``uint8``, the UTF-8 bytes) and ``offsets`` (``int64``, ``rows + 1`` byte offsets)
+        as :meth:`arrays` returns them, zero-copy: the arrays stay the buffer until an append grows it (a derived
+        file's memory map is paged in only where read).
+
+        Raises:
+            ValueError: the arrays do not describe a column (dtype, shape, offsets not ascending from 0 to
+                ``len(data)``). The bytes are neither read nor decoded here (that would page the whole file in): a
+                row that is not UTF-8 raises ``UnicodeDecodeError`` (a ``ValueError``) when it is read.
+        """
+        if data.dtype != np.uint8 or data.ndim != 1 or offsets.dtype != np.int64 or offsets.ndim != 1:
+            raise ValueError("a string column is uint8 bytes and int64 offsets")
+        if offsets.shape[0] < 1 or int(offsets[0]) != 0 or int(offsets[-1]) != data.shape[0]:
+            raise ValueError("string offsets do not span the bytes")
+        if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
+            raise ValueError("string offsets are not ascending")
+        out = cls.__new__(cls)
+        out._state = (memoryview(data), data, offsets)
+        out._count = offsets.shape[0] - 1
+        return out
+
+    def arrays(self, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(data, offsets)`` of the first ``n`` rows (default: all), views of the buffer for a derived file:
+        ``data`` holds ``offsets[-1]`` bytes, ``offsets`` ``n + 1`` entries (see :meth:`from_arrays`)."""
+        n = self._count if n is None else n
+        if not 0 <= n <= self._count:
+            raise IndexError(f"{n} rows asked of a column of {self._count}")
+        _, data, offsets = self._state
+        return data[: int(offsets[n])], offsets[: n + 1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated by the buffer and the offsets (capacity included)."""
+        _, data, offsets = self._state
+        return int(data.nbytes + offsets.nbytes)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self._count)
+            if step != 1:
+                return [self[j] for j in range(start, stop, step)]
+            return self._decode(start, stop) if stop > start else []
+        count = self._count
+        if i < 0:
+            i += count
+        if not 0 <= i < count:
+            raise IndexError("string column index out of range")
+        view, _, offsets = self._state
+        return str(view[offsets.item(i) : offsets.item(i + 1)], "utf-8", _ERRORS)
+
+    def __iter__(self) -> Iterator[str]:
+        count, step = self._count, 8192
+        for start in range(0, count, step):
+            yield from self._decode(start, min(count, start + step))
+
+    def _decode(self, start: int, stop: int) -> list[str]:
+        """Rows ``start:stop`` (``start < stop <= len``): one decode of their bytes when they are ASCII."""
+        view, _, offsets = self._state
+        bounds = offsets[start : stop + 1]
+        base = int(bounds[0])
+        raw = bytes(view[base : int(bounds[-1])])
+        rel = (bounds - base).tolist()
+        if raw.isascii():
+            text = raw.decode("ascii")
+            return [text[a:b] for a, b in pairwise(rel)]
+        return [raw[a:b].decode("utf-8", _ERRORS) for a, b in pairwise(rel)]
+
+    def append(self, value: str) -> None:
+        """Append one row (see :meth:`extend`)."""
+        self.extend((value,))
+
+    def extend(self, values: Iterable[str]) -> None:
+        """Append rows: their bytes and offsets are written (into new arrays when the buffer is full, doubling its
+        capacity) before the row count moves.
+
+        Raises:
+            TypeError: a value is not a ``str`` (nothing is appended then).
+        """
+        encoded = [str.encode(v, "utf-8", _ERRORS) for v in values]
+        if not encoded:
+            return
+        _, data, offsets = self._state
+        count, k = self._count, len(encoded)
+        used = int(offsets[count])
+        blob = b"".join(encoded)
+        end = used + len(blob)
+        grown = False
+        if end > data.shape[0]:
+            bigger = np.empty(max(end, 2 * data.shape[0], 64), dtype=np.uint8)
+            bigger[:used] = data[:used]
+            data, grown = bigger, True
+        data[used:end] = np.frombuffer(blob, dtype=np.uint8)
+        if count + k + 1 > offsets.shape[0]:
+            bigger = np.empty(max(count + k + 1, 2 * offsets.shape[0], 16), dtype=np.int64)
+            bigger[: count + 1] = offsets[: count + 1]
+            offsets, grown = bigger, True
+        new = offsets[count + 1 : count + k + 1]
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=k), out=new)
+        new += used
+        if grown:
+            self._state = (memoryview(data), data, offsets)
+        self._count = count + k
+
+    # ---- vectorised comparisons (no row is decoded) ------------------------------------------------------------
+    def equal_rows(self, rows: Sequence[int] | np.ndarray, value: str) -> np.ndarray:
+        """The rows of ``rows`` (each below ``len``) holding exactly ``value``, in the order given (``int64``)."""
+        return self._matching(np.asarray(rows, dtype=np.int64), value, exact=True)
+
+    def prefix_rows(self, prefix: str, start: int, stop: int) -> np.ndarray:
+        """The rows of ``start:stop`` (``stop <= len``) starting with ``prefix``, ascending (``int64``); a plain
+        string prefix, as ``str.startswith``."""
+        return self._matching(np.arange(start, stop, dtype=np.int64), prefix, exact=False)
+
+    def _matching(self, rows: np.ndarray, value: str, *, exact: bool) -> np.ndarray:
+        want = np.frombuffer(str.encode(value, "utf-8", _ERRORS), dtype=np.uint8)
+        width = want.shape[0]
+        _, data, offsets = self._state
+        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= self._count):
+            raise IndexError("string column index out of range")
+        starts = offsets[rows]
+        lengths = offsets[rows + 1] - starts
+        fits = lengths == width if exact else lengths >= width
+        rows, starts = rows[fits], starts[fits]
+        if width == 0 or rows.size == 0:
+            return rows
+        keep = np.zeros(rows.shape[0], dtype=bool)
+        step = max(1, _MATCH_CHUNK_BYTES // width)
+        span = np.arange(width, dtype=np.int64)
+        for lo in range(0, rows.shape[0], step):
+            block = data[starts[lo : lo + step, None] + span]
+            keep[lo : lo + step] = (block == want).all(axis=1)
+        return rows[keep]
+
+
+class HashedIds:
+    """A compact ``id -> int`` map for ids whose strings are held elsewhere: a lookup gives candidates that the owner
+    verifies against its own rows.
+
+    Entries present at the last :meth:`reset` are two sorted arrays (the ids' 64-bit hashes and their values:
+    12 bytes an id); entries set since are a small dict (:attr:`tail`), which the owner folds in with
+    :meth:`reset` once it grows. Hashes are Python's ``hash`` (randomised per process: never persisted), so two ids
+    may share one and a stale entry may remain (:meth:`discard` drops tail entries only): :meth:`candidates` returns
+    every value that may belong to the id, and the owner checks each (``ids[row] == id and alive[row]``).
+
+    Not thread-safe: the owner serialises its writers.
+    """
+
+    __slots__ = ("_keys", "_values", "tail")
+
+    def __init__(self) -> None:
+        self._keys = np.zeros(0, dtype=np.int64)
+        self._values = np.zeros(0, dtype=np.int32)
+        self.tail: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        """Entries held (stale ones included)."""
+        return self._keys.shape[0] + len(self.tail)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the sorted arrays (the tail dict not counted)."""
+        return int(self._keys.nbytes + self._values.nbytes)
+
+    def reset(self, ids: Iterable[str], values: np.ndarray) -> None:
+        """Replace every entry by ``ids[i] -> values[i]`` (``values``: ``int32``-able, one per id); the tail empties."""
+        values = np.asarray(values, dtype=np.int32)
+        keys = np.fromiter(map(_hash, ids), dtype=np.int64, count=values.shape[0])
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._values, self.tail = keys[order], values[order], {}
+
+    def set(self, rid: str, value: int) -> None:
+        """Map ``rid`` to ``value`` (in the tail; it comes first among the candidates)."""
+        self.tail[rid] = value
+
+    def discard(self, rid: str) -> None:
+        """Drop the tail entry of ``rid`` (sorted entries stay: the owner's check rejects them)."""
+        self.tail.pop(rid, None)
+
+    def candidates(self, rid: str) -> list[int]:
+        """Values that may be ``rid``'s: its tail entry first, then every sorted entry of its hash."""
+        out: list[int] = []
+        found = self.tail.get(rid)
+        if found is not None:
+            out.append(found)
+        keys = self._keys
+        if keys.shape[0]:
+            h = _hash(rid)
+            lo = int(np.searchsorted(keys, h, side="left"))
+            hi = lo
+            while hi < keys.shape[0] and keys.item(hi) == h:
+                hi += 1
+            out.extend(self._values[lo:hi].tolist())
+        return out
+
+
+def _hash(value: str) -> int:
+    """The 64-bit key of an id (module level so that tests can force collisions)."""
+    return hash(value)
