@@ -51,9 +51,11 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the derived-file layout (the arrays each kind writes and what they mean). A file of another version is
-ignored and rebuilt (docs/derived_indexes.md)."""
+ignored and rebuilt (docs/derived_indexes.md). 2: row ids, URIs, texts and breadcrumbs are packed string columns
+(UTF-8 bytes and int64 *byte* offsets, ``<name>.utf8`` / ``<name>.byte_offsets``) read back zero-copy; 1 stored
+character offsets."""
 
 STORE_ID_KEY = "derived_store_id"
 """``meta`` key of the metadata database's identity: files built from another database are ignored."""

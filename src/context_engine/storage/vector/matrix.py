@@ -34,6 +34,7 @@ from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.protocols import MetadataStore
+from context_engine.storage.strings import PackedStrings
 
 __all__ = ["MatrixSegment", "MatrixVectorIndex", "MatrixView"]
 
@@ -97,7 +98,8 @@ def fit_projection(vectors: np.ndarray, dims: int, sample: int = 20_000) -> np.n
 
 
 class MatrixSegment(RowTable):
-    """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs.
+    """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs (texts
+    and breadcrumbs: :class:`~context_engine.storage.strings.PackedStrings`, ``texts[row]``).
 
     Uncompressed, ``vectors`` holds the unit vectors (float32, ``(capacity, dim)``) and a score is exact. Compressed
     (a ``projection`` of shape ``(dim, r)``), it holds their projections (``(capacity, r)``, 4 * r bytes a row
@@ -110,8 +112,8 @@ class MatrixSegment(RowTable):
         self.projection = projection
         width = dim if projection is None else int(projection.shape[1])
         self.vectors = np.zeros((capacity, width), dtype=np.float32)
-        self.texts: list[str] = []
-        self.breadcrumbs: list[str] = []
+        self.texts = PackedStrings()
+        self.breadcrumbs = PackedStrings()
         super().__init__(account_id, capacity)
 
     @property
@@ -143,8 +145,8 @@ class MatrixSegment(RowTable):
     def _add_stored(self, rows: Sequence[_Row], stored: np.ndarray) -> None:
         new = self.append(rows)
         self.vectors[new.start : new.stop] = stored
-        self.texts.extend(r.text for r in rows)
-        self.breadcrumbs.extend(r.breadcrumb for r in rows)
+        self.texts.extend([r.text for r in rows])
+        self.breadcrumbs.extend([r.breadcrumb for r in rows])
         self.publish(new)
 
     def row(self, row: int) -> _Row:
@@ -165,30 +167,28 @@ class MatrixSegment(RowTable):
     def snapshot(self, prefix: str, n: int, alive: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The rows below ``n`` as ``(meta, arrays)`` for a derived file; ``n`` and ``alive`` (a copy) were taken
         under the account's lock, the rest is read without it (rows below ``n`` never change otherwise)."""
-        from context_engine.storage.derived_files import pack_strings
-
         meta, rows = self.snapshot_rows(n, alive)
         arrays = {prefix + k: v for k, v in rows.items()}
         arrays[prefix + "vectors"] = self.vectors[:n]
-        for name, values in (("texts", self.texts[:n]), ("breadcrumbs", self.breadcrumbs[:n])):
-            arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.offsets"] = pack_strings(values)
+        for name, column in (("texts", self.texts), ("breadcrumbs", self.breadcrumbs)):
+            arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.byte_offsets"] = column.arrays(n)
         return meta, arrays
 
     @classmethod
     def restored(
         cls, account_id: str, dim: int, projection: np.ndarray | None, meta: dict[str, Any], arrays: dict, prefix: str
     ) -> MatrixSegment:
-        """A segment read back from :meth:`snapshot` output."""
-        from context_engine.storage.derived_files import unpack_strings
-
+        """A segment read back from :meth:`snapshot` output (zero-copy: see :meth:`RowTable.restore_rows`)."""
         seg = cls(account_id, dim, 0, projection)
         seg.restore_rows(meta, arrays, prefix)
         vectors = arrays[prefix + "vectors"]
         if vectors.shape != (seg.n, dim if projection is None else int(projection.shape[1])):
             raise ValueError("segment vectors do not match its rows")
         seg.vectors = vectors
-        seg.texts = unpack_strings(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.offsets"])
-        seg.breadcrumbs = unpack_strings(arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.offsets"])
+        seg.texts = PackedStrings.from_arrays(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.byte_offsets"])
+        seg.breadcrumbs = PackedStrings.from_arrays(
+            arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.byte_offsets"]
+        )
         if len(seg.texts) != seg.n or len(seg.breadcrumbs) != seg.n:
             raise ValueError("segment texts do not match its rows")
         return seg
