@@ -34,7 +34,7 @@ from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.protocols import MetadataStore
-from context_engine.storage.strings import PackedStrings
+from context_engine.storage.strings import HashedIds, PackedStrings
 
 __all__ = ["MatrixSegment", "MatrixVectorIndex", "MatrixView"]
 
@@ -207,6 +207,60 @@ class MatrixSegment(RowTable):
         return out
 
 
+class _SpaceOf:
+    """id -> owner space of one account's live rows: a :class:`~context_engine.storage.strings.HashedIds` of space
+    numbers (12 bytes an id instead of a dict entry's ~31). Built from the segments' live ids on the first lookup
+    (after a restore, or once more than ``max(1024, rows / 8)`` ids were set since the last build); a lookup gives
+    candidate spaces, which the caller checks in their segment (:meth:`_Account.remove`). Serialised by the
+    account's writer."""
+
+    __slots__ = ("_account", "_built", "_map", "_names", "_number")
+
+    def __init__(self, account: _Account, *, built: bool = True) -> None:
+        self._account = account
+        self._map = HashedIds()
+        self._built = built
+        self._names: list[str] = []
+        self._number: dict[str, int] = {}
+
+    def _numbered(self, space: str) -> int:
+        found = self._number.get(space)
+        if found is None:
+            found = self._number[space] = len(self._names)
+            self._names.append(space)
+        return found
+
+    def _build(self) -> None:
+        ids: list[str] = []
+        numbers: list[np.ndarray] = []
+        for space, seg in sorted(self._account.segments.items()):
+            live = np.flatnonzero(seg.alive[: seg.n]).tolist()
+            held = seg.ids[0 : seg.n]
+            ids.extend(held[r] for r in live)
+            numbers.append(np.full(len(live), self._numbered(space), dtype=np.int32))
+        self._map.reset(ids, np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int32))
+        self._built = True
+
+    def candidates(self, rid: str) -> list[str]:
+        """Spaces whose segment may hold ``rid`` live (the last one set first)."""
+        if not self._built:
+            self._build()
+        return [self._names[i] for i in dict.fromkeys(self._map.candidates(rid))]
+
+    def set(self, rid: str, space: str) -> None:
+        if self._built:
+            self._map.set(rid, self._numbered(space))
+
+    def settle(self) -> None:
+        """After a batch of :meth:`set`: past ``max(1024, rows / 8)`` ids set since the last build, drop the map (the
+        next lookup builds it from the segments) instead of holding a large dict."""
+        if self._built and len(self._map.tail) > max(1024, self._account.rows // 8):
+            self._map, self._built = HashedIds(), False
+
+    def discard(self, rid: str) -> None:
+        self._map.discard(rid)
+
+
 class _Account:
     """One account's segments (by owner space), the generation they hold, and id -> space.
 
@@ -223,7 +277,7 @@ class _Account:
         self.account_id = account_id
         self.generation = generation
         self.segments: dict[str, MatrixSegment] = {}
-        self.space_of: dict[str, str] = {}
+        self.space_of = _SpaceOf(self)
         self.dim: int | None = None
         self.projection: np.ndarray | None = None
         self.lock = threading.Lock()  # serialises catch-up of this account
@@ -253,7 +307,8 @@ class _Account:
                 self.remove(r.id)
             seg.add(picked, vectors[idx])
             for r in picked:
-                self.space_of[r.id] = space
+                self.space_of.set(r.id, space)
+        self.space_of.settle()
 
     def _sample(self, vectors: np.ndarray, sample: int = 20_000) -> np.ndarray:
         """Unit vectors to fit the projection on: the new ones plus those of the (uncompressed) segments held."""
@@ -263,11 +318,12 @@ class _Account:
         return np.concatenate([vectors[::step], *(h[::step] for h in held)])
 
     def remove(self, rid: str) -> bool:
-        space = self.space_of.pop(rid, None)
-        if space is None:
-            return False
-        seg = self.segments.get(space)
-        return seg is not None and seg.kill(rid) is not None
+        for space in self.space_of.candidates(rid):
+            seg = self.segments.get(space)
+            if seg is not None and seg.kill(rid) is not None:
+                self.space_of.discard(rid)
+                return True
+        return False
 
     def _should_compress(self, rows: int) -> bool:
         return self.compress_rows is not None and rows >= self.compress_rows and self.compress_dims < (self.dim or 0)
@@ -289,8 +345,7 @@ class _Account:
             assert account.dim is not None
             seg = MatrixSegment.restored(account_id, account.dim, account.projection, seg_meta, snap.arrays, f"s{i}.")
             account.segments[space] = seg
-            for rid in seg.row_of:
-                account.space_of[rid] = space
+        account.space_of = _SpaceOf(account, built=False)  # built from the segments when a write first needs it
         return account
 
     def compact(self) -> None:
