@@ -125,12 +125,18 @@ def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row
 @given(st.lists(st.sampled_from(WORDS + ["ctx://resources/a/", "ctx://resources/ab", "中文"]), max_size=40))
 def test_equal_and_prefix_rows_compare_bytes_like_str(values: list[str]) -> None:
     col = packed(values)
-    for probe in ["", "a", "ctx://resources/a", "ctx://resources/a/b.md", "中", "中文路径/文件.md", "\ud800", "zz"]:
-        assert col.equal_rows(range(len(values)), probe).tolist() == [i for i, v in enumerate(values) if v == probe]
-        expected = [i for i, v in enumerate(values) if v.startswith(probe)]
-        assert col.prefix_rows(probe, 0, len(values)).tolist() == expected
-        assert col.prefix_rows(probe, 2, len(values)).tolist() == [i for i in expected if i >= 2]
-    assert col.equal_rows([], "a").dtype == np.int64
+    default = strings._MATCH_DECODED
+    try:
+        for strings._MATCH_DECODED in (0, 10**6):  # the vectorised comparison, then the one-by-one one
+            for probe in ["", "a", "ctx://resources/a", "ctx://resources/a/b.md", "中", "中文路径/文件.md", "\ud800"]:
+                equal = col.equal_rows(range(len(values)), probe)
+                assert equal.dtype == np.int64 and equal.tolist() == [i for i, v in enumerate(values) if v == probe]
+                expected = [i for i, v in enumerate(values) if v.startswith(probe)]
+                assert col.prefix_rows(probe, 0, len(values)).tolist() == expected
+                assert col.prefix_rows(probe, 2, len(values)).tolist() == [i for i in expected if i >= 2]
+            assert col.equal_rows([], "a").dtype == np.int64
+    finally:
+        strings._MATCH_DECODED = default
 
 
 def test_equal_rows_compares_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:

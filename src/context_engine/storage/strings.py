@@ -18,6 +18,13 @@ __all__ = ["HashedIds", "PackedStrings"]
 
 _ERRORS = "surrogatepass"  # any Python str round-trips, a lone surrogate included
 _MATCH_CHUNK_BYTES = 1 << 20  # bytes gathered at once when comparing rows to a value
+_MATCH_DECODED = 24  # up to this many rows are compared one by one (cheaper than the vectorised comparison)
+
+
+def _state(data: np.ndarray, offsets: np.ndarray) -> tuple[memoryview, np.ndarray, np.ndarray, memoryview]:
+    """What readers take in one attribute read: byte and offset views for single rows (a memoryview indexes in
+    tens of nanoseconds, a numpy array in hundreds) and the arrays themselves."""
+    return memoryview(data), data, offsets, memoryview(offsets).cast("B").cast("q")
 
 
 class PackedStrings:
@@ -40,8 +47,7 @@ class PackedStrings:
     __slots__ = ("_count", "_state")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        data = np.zeros(0, dtype=np.uint8)
-        self._state: tuple[memoryview, np.ndarray, np.ndarray] = (memoryview(data), data, np.zeros(1, dtype=np.int64))
+        self._state = _state(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
         self._count = 0
         self.extend(values)
 
@@ -63,7 +69,7 @@ class PackedStrings:
         if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
             raise ValueError("string offsets are not ascending")
         out = cls.__new__(cls)
-        out._state = (memoryview(data), data, offsets)
+        out._state = _state(data, offsets)
         out._count = offsets.shape[0] - 1
         return out
 
@@ -73,13 +79,13 @@ class PackedStrings:
         n = self._count if n is None else n
         if not 0 <= n <= self._count:
             raise IndexError(f"{n} rows asked of a column of {self._count}")
-        _, data, offsets = self._state
+        _, data, offsets, _ = self._state
         return data[: int(offsets[n])], offsets[: n + 1]
 
     @property
     def nbytes(self) -> int:
         """Bytes allocated by the buffer and the offsets (capacity included)."""
-        _, data, offsets = self._state
+        _, data, offsets, _ = self._state
         return int(data.nbytes + offsets.nbytes)
 
     def __len__(self) -> int:
@@ -92,18 +98,20 @@ class PackedStrings:
     def __getitem__(self, i: slice) -> list[str]: ...
 
     def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
+        view, _, _, at = self._state
+        try:
+            if 0 <= i < self._count:  # type: ignore[operator]  # the hot path: one row by a non-negative index
+                return view[at[i] : at[i + 1]].tobytes().decode("utf-8", _ERRORS)  # type: ignore[operator]
+        except TypeError:  # a slice does not compare with an int
+            if not isinstance(i, slice):
+                raise
             start, stop, step = i.indices(self._count)
             if step != 1:
                 return [self[j] for j in range(start, stop, step)]
             return self._decode(start, stop) if stop > start else []
-        count = self._count
-        if i < 0:
-            i += count
-        if not 0 <= i < count:
-            raise IndexError("string column index out of range")
-        view, _, offsets = self._state
-        return str(view[offsets.item(i) : offsets.item(i + 1)], "utf-8", _ERRORS)
+        if -self._count <= i < 0:  # type: ignore[operator]
+            return self[i + self._count]  # type: ignore[operator]
+        raise IndexError("string column index out of range")
 
     def __iter__(self) -> Iterator[str]:
         count, step = self._count, 8192
@@ -112,7 +120,7 @@ class PackedStrings:
 
     def _decode(self, start: int, stop: int) -> list[str]:
         """Rows ``start:stop`` (``start < stop <= len``): one decode of their bytes when they are ASCII."""
-        view, _, offsets = self._state
+        view, _, offsets, _ = self._state
         bounds = offsets[start : stop + 1]
         base = int(bounds[0])
         raw = bytes(view[base : int(bounds[-1])])
@@ -136,7 +144,7 @@ class PackedStrings:
         encoded = [str.encode(v, "utf-8", _ERRORS) for v in values]
         if not encoded:
             return
-        _, data, offsets = self._state
+        _, data, offsets, _ = self._state
         count, k = self._count, len(encoded)
         used = int(offsets[count])
         blob = b"".join(encoded)
@@ -155,7 +163,7 @@ class PackedStrings:
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=k), out=new)
         new += used
         if grown:
-            self._state = (memoryview(data), data, offsets)
+            self._state = _state(data, offsets)
         self._count = count + k
 
     # ---- vectorised comparisons (no row is decoded) ------------------------------------------------------------
@@ -169,11 +177,14 @@ class PackedStrings:
         return self._matching(np.arange(start, stop, dtype=np.int64), prefix, exact=False)
 
     def _matching(self, rows: np.ndarray, value: str, *, exact: bool) -> np.ndarray:
-        want = np.frombuffer(str.encode(value, "utf-8", _ERRORS), dtype=np.uint8)
-        width = want.shape[0]
-        _, data, offsets = self._state
         if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= self._count):
             raise IndexError("string column index out of range")
+        if rows.size <= _MATCH_DECODED:
+            picked = [r for r in rows.tolist() if (self[r] == value if exact else self[r].startswith(value))]
+            return np.asarray(picked, dtype=np.int64)
+        want = np.frombuffer(str.encode(value, "utf-8", _ERRORS), dtype=np.uint8)
+        width = want.shape[0]
+        _, data, offsets, _ = self._state
         starts = offsets[rows]
         lengths = offsets[rows + 1] - starts
         fits = lengths == width if exact else lengths >= width
