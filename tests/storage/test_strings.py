@@ -15,17 +15,19 @@ from context_engine.storage.strings import HashedIds, PackedStrings
 WORDS = ["", "a", "abc", "ctx://resources/a/b.md", "ünïcødé", "中文路径/文件.md", "emoji 🚀", "\ud800 lone", "x" * 300]
 
 
-def packed(values: list[str], batches: int = 3) -> PackedStrings:
-    col = PackedStrings()
-    step = max(1, len(values) // batches)
-    for i in range(0, len(values), step):
+def packed(values: list[str], batches: int = 3, head: int = 0) -> PackedStrings:
+    """A column of ``values``: the first ``head`` as a head read from arrays (a derived file), the rest appended to
+    its tail in ``batches``."""
+    col = PackedStrings.from_arrays(*PackedStrings(values[:head]).arrays()) if head else PackedStrings()
+    step = max(1, (len(values) - head) // batches)
+    for i in range(head, len(values), step):
         col.extend(values[i : i + step])
     return col
 
 
-@given(st.lists(st.text(), max_size=60), st.integers(1, 7))
-def test_rows_read_back_one_by_one_in_slices_and_in_order(values: list[str], batches: int) -> None:
-    col = packed(values, batches)
+@given(st.lists(st.text(), max_size=60), st.integers(1, 7), st.integers(0, 60))
+def test_rows_read_back_one_by_one_in_slices_and_in_order(values: list[str], batches: int, head: int) -> None:
+    col = packed(values, batches, min(head, len(values)))
     assert len(col) == len(values)
     assert [col[i] for i in range(len(values))] == values
     assert list(col) == values == col[:]
@@ -34,6 +36,8 @@ def test_rows_read_back_one_by_one_in_slices_and_in_order(values: list[str], bat
         assert col[-1] == values[-1]
     with pytest.raises(IndexError):
         col[len(values)]
+    for n in {0, len(values) // 2, min(head, len(values)), len(values)}:  # every split of the head and the tail
+        assert list(PackedStrings.from_arrays(*col.arrays(n))) == values[:n]
 
 
 def test_non_ascii_empty_and_lone_surrogates_round_trip_through_the_arrays() -> None:
@@ -62,9 +66,10 @@ def test_from_arrays_is_zero_copy_until_an_append_grows_it() -> None:
     col = PackedStrings.from_arrays(data, offsets)
     assert np.shares_memory(col.arrays()[0], data) and np.shares_memory(col.arrays()[1], offsets)
     col.extend(["new", "ë"])
-    assert list(col) == [*WORDS, "new", "ë"]
+    assert list(col) == [*WORDS, "new", "ë"] and col[len(WORDS)] == "new" and col[len(WORDS) - 1] == WORDS[-1]
     assert np.array_equal(data, before[0]) and np.array_equal(offsets, before[1])  # the file's arrays are untouched
-    assert not np.shares_memory(col.arrays()[0], data)
+    assert np.shares_memory(col.arrays(len(WORDS))[0], data)  # appends go to the tail: the head is never copied
+    assert not np.shares_memory(col.arrays()[0], data)  # a snapshot of both parts joins them
 
 
 @pytest.mark.parametrize(
@@ -93,9 +98,10 @@ def test_a_reader_holding_a_count_reads_the_same_rows_while_the_writer_grows_the
     assert list(col) == [f"row {i} ü" for i in range(5000)]
 
 
-def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row() -> None:
-    col = PackedStrings()
-    published = [0]  # the owner's ``n``: moved after the rows are appended
+@pytest.mark.parametrize("head", [0, 100])
+def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row(head: int) -> None:
+    col = packed([f"{i}:{'é' * (i % 7)}" for i in range(head)], head=head)
+    published = [head]  # the owner's ``n``: moved after the rows are appended
     stop = threading.Event()
     errors: list[str] = []
 
@@ -113,7 +119,7 @@ def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row
     readers = [threading.Thread(target=read) for _ in range(3)]
     for t in readers:
         t.start()
-    for start in range(0, 20_000, 37):
+    for start in range(head, 20_000, 37):
         col.extend([f"{i}:{'é' * (i % 7)}" for i in range(start, start + 37)])
         published[0] = len(col)
     stop.set()
@@ -122,15 +128,20 @@ def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row
     assert errors == []
 
 
-@given(st.lists(st.sampled_from(WORDS + ["ctx://resources/a/", "ctx://resources/ab", "中文"]), max_size=40))
-def test_equal_and_prefix_rows_compare_bytes_like_str(values: list[str]) -> None:
-    col = packed(values)
+@given(
+    st.lists(st.sampled_from(WORDS + ["ctx://resources/a/", "ctx://resources/ab", "中文"]), max_size=40),
+    st.integers(0, 40),
+)
+def test_equal_and_prefix_rows_compare_bytes_like_str(values: list[str], head: int) -> None:
+    col = packed(values, head=min(head, len(values)))
     default = strings._MATCH_DECODED
     try:
         for strings._MATCH_DECODED in (0, 10**6):  # the vectorised comparison, then the one-by-one one
             for probe in ["", "a", "ctx://resources/a", "ctx://resources/a/b.md", "中", "中文路径/文件.md", "\ud800"]:
                 equal = col.equal_rows(range(len(values)), probe)
                 assert equal.dtype == np.int64 and equal.tolist() == [i for i, v in enumerate(values) if v == probe]
+                backwards = list(range(len(values)))[::-1]  # the order given is kept across the head and the tail
+                assert col.equal_rows(backwards, probe).tolist() == [i for i in backwards if values[i] == probe]
                 expected = [i for i, v in enumerate(values) if v.startswith(probe)]
                 assert col.prefix_rows(probe, 0, len(values)).tolist() == expected
                 assert col.prefix_rows(probe, 2, len(values)).tolist() == [i for i in expected if i >= 2]

@@ -21,41 +21,57 @@ _MATCH_CHUNK_BYTES = 1 << 20  # bytes gathered at once when comparing rows to a 
 _MATCH_DECODED = 24  # up to this many rows are compared one by one (cheaper than the vectorised comparison)
 
 
-def _state(data: np.ndarray, offsets: np.ndarray) -> tuple[memoryview, np.ndarray, np.ndarray, memoryview]:
-    """What readers take in one attribute read: byte and offset views for single rows (a memoryview indexes in
-    tens of nanoseconds, a numpy array in hundreds) and the arrays themselves."""
-    return memoryview(data), data, offsets, memoryview(offsets).cast("B").cast("q")
+def _part(data: np.ndarray, offsets: np.ndarray) -> tuple[memoryview, memoryview, np.ndarray, np.ndarray]:
+    """One part of a column as readers take it in one attribute read: views of the bytes and the offsets for single
+    rows (a memoryview indexes in tens of nanoseconds, a numpy array in hundreds), then the arrays themselves."""
+    return memoryview(data), memoryview(offsets).cast("B").cast("q"), data, offsets
+
+
+def _matches(data: np.ndarray, starts: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Whether ``data[start:start + len(want)] == want`` for each start (every row at least that long)."""
+    width = want.shape[0]
+    keep = np.zeros(starts.shape[0], dtype=bool)
+    step = max(1, _MATCH_CHUNK_BYTES // width)
+    span = np.arange(width, dtype=np.int64)
+    for lo in range(0, starts.shape[0], step):
+        keep[lo : lo + step] = (data[starts[lo : lo + step, None] + span] == want).all(axis=1)
+    return keep
 
 
 class PackedStrings:
-    """An append-only column of ``str``: UTF-8 bytes in one growable ``uint8`` buffer plus ``int64`` byte offsets.
+    """An append-only column of ``str`` kept as UTF-8 bytes in ``uint8`` arrays plus ``int64`` byte offsets.
 
-    Row ``i`` is ``data[offsets[i]:offsets[i + 1]]`` decoded (``offsets[0] == 0``; ``len(offsets) > len(self)``).
-    ``col[i]`` decodes one row (negative indexes count from the end), ``col[a:b]`` a list, iteration every row held
-    when it starts. ``None`` is not a value (``TypeError``). Lone surrogates pass through (``surrogatepass``).
+    Two parts: a **head** that never changes (the arrays of a derived file, zero-copy: :meth:`from_arrays`) and a
+    growable **tail** for the rows appended since (all rows of a column built in memory). Within a part, row ``j`` is
+    ``data[offsets[j]:offsets[j + 1]]`` decoded (``offsets[0] == 0``). Appends never copy the head, so a column
+    opened from a file stays the file's pages (read only where used) after writes. ``col[i]`` decodes one row
+    (negative indexes count from the end), ``col[a:b]`` a list, iteration every row held when it starts. ``None`` is
+    not a value (``TypeError``). Lone surrogates pass through (``surrogatepass``).
 
     Concurrency: one writer at a time (the owner serialises them) and any number of readers, each reading only rows
     below a count published after those rows were appended (``RowTable.n``, moved last). Appended bytes and offsets
-    are written before :meth:`extend` returns and never change afterwards; growing allocates new arrays, copies the
-    rows held and swaps one reference, so a reader holding the old arrays still reads every row it may read, and a
-    reader never sees a half-written row.
+    are written before :meth:`extend` returns and never change afterwards; growing the tail allocates new arrays
+    (doubling), copies its rows and swaps one reference, so a reader holding the old arrays still reads every row it
+    may read, and a reader never sees a half-written row.
 
     Args:
         values: the initial rows.
     """
 
-    __slots__ = ("_count", "_state")
+    __slots__ = ("_count", "_head", "_tail")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        self._state = _state(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+        empty = _part(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+        self._head: tuple[int, memoryview, memoryview, np.ndarray, np.ndarray] = (0, *empty)
+        self._tail = empty
         self._count = 0
         self.extend(values)
 
     @classmethod
     def from_arrays(cls, data: np.ndarray, offsets: np.ndarray) -> PackedStrings:
-        """A column over ``data`` (``uint8``, the UTF-8 bytes) and ``offsets`` (``int64``, ``rows + 1`` byte offsets)
-        as :meth:`arrays` returns them, zero-copy: the arrays stay the buffer until an append grows it (a derived
-        file's memory map is paged in only where read).
+        """A column whose head is ``data`` (``uint8``, the UTF-8 bytes) and ``offsets`` (``int64``, ``rows + 1`` byte
+        offsets) as :meth:`arrays` returns them, zero-copy (a derived file's memory map is paged in only where read,
+        and appends go to the tail).
 
         Raises:
             ValueError: the arrays do not describe a column (dtype, shape, offsets not ascending from 0 to
@@ -68,25 +84,34 @@ class PackedStrings:
             raise ValueError("string offsets do not span the bytes")
         if offsets.shape[0] > 1 and bool((np.diff(offsets) < 0).any()):
             raise ValueError("string offsets are not ascending")
-        out = cls.__new__(cls)
-        out._state = _state(data, offsets)
+        out = cls()
+        out._head = (offsets.shape[0] - 1, *_part(data, offsets))
         out._count = offsets.shape[0] - 1
         return out
 
     def arrays(self, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """``(data, offsets)`` of the first ``n`` rows (default: all), views of the buffer for a derived file:
-        ``data`` holds ``offsets[-1]`` bytes, ``offsets`` ``n + 1`` entries (see :meth:`from_arrays`)."""
+        """``(data, offsets)`` of the first ``n`` rows (default: all) for a derived file, in the layout of
+        :meth:`from_arrays` (``data`` holds ``offsets[-1]`` bytes, ``offsets`` ``n + 1`` entries): views of one part,
+        or a copy joining the head and the tail."""
         n = self._count if n is None else n
         if not 0 <= n <= self._count:
             raise IndexError(f"{n} rows asked of a column of {self._count}")
-        _, data, offsets, _ = self._state
-        return data[: int(offsets[n])], offsets[: n + 1]
+        h, _, _, head_data, head_offsets = self._head
+        _, _, tail_data, tail_offsets = self._tail
+        if n <= h:
+            return head_data[: int(head_offsets[n])], head_offsets[: n + 1]
+        if h == 0:
+            return tail_data[: int(tail_offsets[n])], tail_offsets[: n + 1]
+        split = int(head_offsets[h])
+        data = np.concatenate([head_data[:split], tail_data[: int(tail_offsets[n - h])]])
+        return data, np.concatenate([head_offsets[: h + 1], tail_offsets[1 : n - h + 1] + split])
 
     @property
     def nbytes(self) -> int:
-        """Bytes allocated by the buffer and the offsets (capacity included)."""
-        _, data, offsets, _ = self._state
-        return int(data.nbytes + offsets.nbytes)
+        """Bytes of the arrays, the head (a file's pages, resident once read) and the tail's capacity included."""
+        _, _, _, head_data, head_offsets = self._head
+        _, _, tail_data, tail_offsets = self._tail
+        return int(head_data.nbytes + head_offsets.nbytes + tail_data.nbytes + tail_offsets.nbytes)
 
     def __len__(self) -> int:
         return self._count
@@ -98,9 +123,16 @@ class PackedStrings:
     def __getitem__(self, i: slice) -> list[str]: ...
 
     def __getitem__(self, i: int | slice) -> str | list[str]:
-        view, _, _, at = self._state
         try:
             if 0 <= i < self._count:  # type: ignore[operator]  # the hot path: one row by a non-negative index
+                head = self._head
+                h = head[0]
+                if i < h:  # type: ignore[operator]
+                    view, at = head[1], head[2]
+                else:
+                    tail = self._tail
+                    view, at = tail[0], tail[1]
+                    i -= h  # type: ignore[operator]
                 return view[at[i] : at[i + 1]].tobytes().decode("utf-8", _ERRORS)  # type: ignore[operator]
         except TypeError:  # a slice does not compare with an int
             if not isinstance(i, slice):
@@ -119,24 +151,23 @@ class PackedStrings:
             yield from self._decode(start, min(count, start + step))
 
     def _decode(self, start: int, stop: int) -> list[str]:
-        """Rows ``start:stop`` (``start < stop <= len``): one decode of their bytes when they are ASCII."""
-        view, _, offsets, _ = self._state
-        bounds = offsets[start : stop + 1]
-        base = int(bounds[0])
-        raw = bytes(view[base : int(bounds[-1])])
-        rel = (bounds - base).tolist()
-        if raw.isascii():
-            text = raw.decode("ascii")
-            return [text[a:b] for a, b in pairwise(rel)]
-        return [raw[a:b].decode("utf-8", _ERRORS) for a, b in pairwise(rel)]
+        """Rows ``start:stop`` (``start < stop <= len``): one decode per part when its bytes are ASCII."""
+        h, head_view, _, _, head_offsets = self._head
+        out: list[str] = []
+        if start < h:
+            out += _decode_rows(head_view, head_offsets[start : min(stop, h) + 1])
+        if stop > h:
+            tail_view, _, _, tail_offsets = self._tail
+            out += _decode_rows(tail_view, tail_offsets[max(start, h) - h : stop - h + 1])
+        return out
 
     def append(self, value: str) -> None:
         """Append one row (see :meth:`extend`)."""
         self.extend((value,))
 
     def extend(self, values: Iterable[str]) -> None:
-        """Append rows: their bytes and offsets are written (into new arrays when the buffer is full, doubling its
-        capacity) before the row count moves.
+        """Append rows to the tail: their bytes and offsets are written (into new arrays when the tail is full,
+        doubling its capacity) before the row count moves.
 
         Raises:
             TypeError: a value is not a ``str`` (nothing is appended then).
@@ -144,8 +175,8 @@ class PackedStrings:
         encoded = [str.encode(v, "utf-8", _ERRORS) for v in values]
         if not encoded:
             return
-        _, data, offsets, _ = self._state
-        count, k = self._count, len(encoded)
+        _, _, data, offsets = self._tail
+        count, k = self._count - self._head[0], len(encoded)
         used = int(offsets[count])
         blob = b"".join(encoded)
         end = used + len(blob)
@@ -163,8 +194,8 @@ class PackedStrings:
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=k), out=new)
         new += used
         if grown:
-            self._state = _state(data, offsets)
-        self._count = count + k
+            self._tail = _part(data, offsets)
+        self._count += k
 
     # ---- vectorised comparisons (no row is decoded) ------------------------------------------------------------
     def equal_rows(self, rows: Sequence[int] | np.ndarray, value: str) -> np.ndarray:
@@ -184,20 +215,36 @@ class PackedStrings:
             return np.asarray(picked, dtype=np.int64)
         want = np.frombuffer(str.encode(value, "utf-8", _ERRORS), dtype=np.uint8)
         width = want.shape[0]
-        _, data, offsets, _ = self._state
-        starts = offsets[rows]
-        lengths = offsets[rows + 1] - starts
-        fits = lengths == width if exact else lengths >= width
-        rows, starts = rows[fits], starts[fits]
-        if width == 0 or rows.size == 0:
-            return rows
+        h, _, _, head_data, head_offsets = self._head
+        _, _, tail_data, tail_offsets = self._tail
         keep = np.zeros(rows.shape[0], dtype=bool)
-        step = max(1, _MATCH_CHUNK_BYTES // width)
-        span = np.arange(width, dtype=np.int64)
-        for lo in range(0, rows.shape[0], step):
-            block = data[starts[lo : lo + step, None] + span]
-            keep[lo : lo + step] = (block == want).all(axis=1)
+        in_head = rows < h
+        for where, data, offsets, first in (
+            (np.flatnonzero(in_head), head_data, head_offsets, 0),
+            (np.flatnonzero(~in_head), tail_data, tail_offsets, h),
+        ):
+            if not where.size:
+                continue
+            local = rows[where] - first
+            starts = offsets[local]
+            lengths = offsets[local + 1] - starts
+            fits = np.flatnonzero(lengths == width if exact else lengths >= width)
+            if width == 0:
+                keep[where[fits]] = True
+            elif fits.size:
+                keep[where[fits]] = _matches(data, starts[fits], want)
         return rows[keep]
+
+
+def _decode_rows(view: memoryview, bounds: np.ndarray) -> list[str]:
+    """The rows whose byte bounds are ``bounds`` (``rows + 1`` offsets into ``view``): one decode when ASCII."""
+    base = int(bounds[0])
+    raw = bytes(view[base : int(bounds[-1])])
+    rel = (bounds - base).tolist()
+    if raw.isascii():
+        text = raw.decode("ascii")
+        return [text[a:b] for a, b in pairwise(rel)]
+    return [raw[a:b].decode("utf-8", _ERRORS) for a, b in pairwise(rel)]
 
 
 class HashedIds:
