@@ -313,5 +313,50 @@ def test_a_compressed_segment_rescores_a_row_another_writer_changed_from_its_new
     assert hits["r0007"] == pytest.approx(-1.0, abs=5e-4)
     assert index.search(vectors[7], 1, ALL)[0].id != "r0007"
     seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
-    row = seg.row_of["r0007"]
+    row = seg.row_of.get("r0007")
+    assert row is not None
     assert np.allclose(seg.full[row].astype(np.float32), -vectors[7], atol=1e-3)  # type: ignore[index]
+
+
+@pytest.mark.parametrize("from_file", [False, True])
+def test_rows_moving_between_owner_spaces_stay_in_one_segment(
+    store: SqlMetadataStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_file: bool
+) -> None:
+    """The account's id -> space map (hashed, built lazily, a tail of recent ids) finds the segment of each id even
+    when every hash collides, in an account loaded from the store or opened from its derived file."""
+    from context_engine.storage import strings
+    from context_engine.storage.derived_files import DerivedFiles
+
+    monkeypatch.setattr(strings, "_hash", lambda value: hash(value) % 3)
+    spaces = ["shared", "user:u1", "user:u2", "agent:a1"]
+    v = unit(30, 2_200)
+    rng = np.random.default_rng(30)
+    where = {f"r{i:04d}": spaces[i % 4] for i in range(300)}
+    store.put_vectors([rec(rid, v[i], owner_space=where[rid]) for i, rid in enumerate(where)])
+    if from_file:
+        first = MatrixVectorIndex(store, files=DerivedFiles(tmp_path / "derived", store))
+        first.view("acc-a")
+        first.close()
+    index = MatrixVectorIndex(store, files=DerivedFiles(tmp_path / "derived", store) if from_file else None)
+    index.view("acc-a")
+    assert index.file_loads == int(from_file)
+    for round_ in range(8):  # > 1024 ids set: the map is dropped and rebuilt from the segments
+        moved = rng.choice(sorted(where), size=150, replace=False).tolist()
+        for rid in moved:
+            where[rid] = spaces[int(rng.integers(0, 4))]
+        new = [f"n{round_}-{i}" for i in range(200)]
+        where.update({rid: spaces[i % 4] for i, rid in enumerate(new)})
+        store.put_vectors(
+            [rec(rid, v[300 + round_ * 200 + i], owner_space=where[rid]) for i, rid in enumerate(moved + new)]
+        )
+        gone = rng.choice(sorted(where), size=20, replace=False).tolist()
+        store.delete_vectors(gone)
+        for rid in gone:
+            del where[rid]
+        view = index.view("acc-a")
+        assert view is not None
+        held = {space: sorted(seg.row_of) for space, (seg, _) in view.segments.items()}
+        assert {s: ids for s, ids in held.items() if ids} == {
+            s: sorted(r for r, sp in where.items() if sp == s) for s in spaces if s in where.values()
+        }
+    assert index.loads == int(not from_file)

@@ -356,9 +356,10 @@ class MemoryL0Scorer:
                 continue
             seg, n = self._view.segments[space]
             mask = self._mask(space, plain)
-            for r in seg.children.get(_parent_of(uri), ()):
-                if r < n and mask[r] and seg.uris[r] == uri:
-                    rows_of.setdefault(space, {})[r] = uri
+            rows = seg.children.get(_parent_of(uri), ())
+            rows = rows[rows < n]
+            for r in seg.uris.equal_rows(rows[mask[rows]], uri).tolist():  # compares bytes, decodes no sibling
+                rows_of.setdefault(space, {})[r] = uri
         out: dict[str, L0Match] = {}
         for space, rows in rows_of.items():
             for r, sim in self._similarity(space, list(rows)).items():

@@ -52,9 +52,11 @@ __all__ = [
 _LOG = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2
-"""Version of the derived-file layout (the arrays each kind writes and what they mean; 2: a compressed level-0
-segment holds float16 vectors). A file of another version is
-ignored and rebuilt (docs/derived_indexes.md)."""
+"""Version of the derived-file layout (the arrays each kind writes and what they mean). A file of another version is
+ignored and rebuilt (docs/derived_indexes.md). 2: row ids, URIs, texts and breadcrumbs are packed string columns
+(UTF-8 bytes and int64 *byte* offsets, ``<name>.utf8`` / ``<name>.byte_offsets``) read back zero-copy, and a
+segment of a compressed level-0 account holds float16 vectors (``full``) with its layout in its metadata; 1 stored
+character offsets and projections only."""
 
 STORE_ID_KEY = "derived_store_id"
 """``meta`` key of the metadata database's identity: files built from another database are ignored."""
@@ -168,16 +170,22 @@ class DerivedFiles:
     def store_id(self, *, create: bool) -> str | None:
         """The metadata database's identity (a random hex string in its ``meta``), set when ``create`` and absent.
 
-        Two processes creating it at once both write; the last one wins and files stamped with the other value are
-        rebuilt once, which costs a reload and never a wrong answer."""
+        The first write wins (``ensure_meta``: an insert that does nothing when the key exists), so the savers of
+        two structures, or two processes, creating it at once all stamp their files with the one stored value. A
+        store without ``ensure_meta`` falls back to write-then-read: there the last writer wins and files stamped
+        with the other value are rebuilt once, which costs a reload and never a wrong answer."""
         with self._lock:
             if self._store_id is not None:
                 return self._store_id
         found = self._metadata.get_meta(STORE_ID_KEY)
         if found is None and create:
-            found = uuid.uuid4().hex
-            self._metadata.set_meta(STORE_ID_KEY, found)
-            found = self._metadata.get_meta(STORE_ID_KEY) or found
+            ensure = getattr(self._metadata, "ensure_meta", None)
+            if ensure is not None:
+                found = ensure(STORE_ID_KEY, uuid.uuid4().hex)
+            else:
+                found = uuid.uuid4().hex
+                self._metadata.set_meta(STORE_ID_KEY, found)
+                found = self._metadata.get_meta(STORE_ID_KEY) or found
         with self._lock:
             if found is not None:
                 self._store_id = found

@@ -15,15 +15,16 @@ plain string prefix of ``uri``; ``account_id`` must equal the table's account.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from context_engine.schema.nodes import VectorFilter
+from context_engine.storage.strings import HashedIds, PackedStrings
 
-__all__ = ["ENCODED_COLUMNS", "RowFields", "RowTable"]
+__all__ = ["ENCODED_COLUMNS", "ChildRows", "RowFields", "RowIds", "RowTable"]
 
 ENCODED_COLUMNS = ("owner_space", "context_type", "category", "parent_uri", "doc_id")
 """String columns kept as integer codes (one vocabulary per column and table)."""
@@ -78,6 +79,167 @@ class _Codes:
         return table
 
 
+def _tail_limit(n: int) -> int:
+    """Rows past the mark of a lazily rebuilt index (sorted URIs, children, ids) before it is rebuilt."""
+    return max(1024, n // 8)
+
+
+class RowIds:
+    """``id -> live row`` of a :class:`RowTable` (its ``row_of``), in about 12 bytes an id instead of a dict's 60.
+
+    A :class:`~context_engine.storage.strings.HashedIds` of the rows held at its last build plus the rows appended
+    since; a lookup verifies ``ids[row] == id`` (hash collisions) and ``alive[row]``. It is built on the first lookup
+    (a table restored from a derived file builds it only when a write needs it) and dropped, to be built again by
+    the next lookup, when the rows appended since pass ``max(1024, n / 8)``.
+
+    Mapping-like: :meth:`get`, ``in``, ``len`` (live rows) and iteration over the live ids (row order). Used by the
+    table's writer: not safe concurrently with writers (the owner serialises them), nor needed by readers.
+    """
+
+    __slots__ = ("_built", "_map", "_table")
+
+    def __init__(self, table: RowTable, *, built: bool = True) -> None:
+        self._table = table
+        self._map = HashedIds()
+        self._built = built
+
+    def _build(self) -> None:
+        t = self._table
+        held = len(t.ids)  # rows appended and not yet published are entered too (alive is set when published)
+        rows = np.flatnonzero(t.alive[:held])
+        if held > t.n:
+            rows = np.concatenate([rows[rows < t.n], np.arange(t.n, held)])
+        ids = t.ids[0:held]
+        self._map.reset((ids[r] for r in rows.tolist()), rows)
+        self._built = True
+
+    def get(self, rid: str, default: int | None = None) -> int | None:
+        """The live row of ``rid``, else ``default``."""
+        if not self._built:
+            self._build()
+        t = self._table
+        for row in self._map.candidates(rid):
+            if t.alive[row] and t.ids[row] == rid:
+                return row
+        return default
+
+    def __contains__(self, rid: object) -> bool:
+        return isinstance(rid, str) and self.get(rid) is not None
+
+    def __len__(self) -> int:
+        return self._table.live
+
+    def __iter__(self) -> Iterator[str]:
+        t = self._table
+        n = t.n
+        ids = t.ids
+        for start in range(0, n, 65_536):
+            stop = min(n, start + 65_536)
+            chunk = ids[start:stop]
+            for r in np.flatnonzero(t.alive[start:stop]).tolist():
+                yield chunk[r]
+
+    def add(self, rid: str, row: int) -> None:
+        """Enter an appended row (the table's writer, once per appended row; then :meth:`settle`)."""
+        if self._built:
+            self._map.set(rid, row)
+
+    def settle(self) -> None:
+        """After an append: past ``max(1024, n / 8)`` rows entered since the last build, drop the index (the next
+        lookup builds it from the rows) instead of holding a large dict."""
+        if self._built and len(self._map.tail) > _tail_limit(len(self._table.ids)):
+            self._map, self._built = HashedIds(), False
+
+    def discard(self, rid: str) -> None:
+        """Forget the newest entry of ``rid`` (it was killed)."""
+        self._map.discard(rid)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the sorted arrays (the dict of recent rows not counted)."""
+        return self._map.nbytes
+
+
+class ChildRows:
+    """``parent_uri -> rows`` of a :class:`RowTable` (its ``children``), about 4 bytes a row instead of a list's 36.
+
+    The rows below a mark grouped by their ``parent_uri`` code (one stable argsort: ``int32`` row numbers, ascending
+    within a group, and the group starts), plus the rows appended since grouped the same way for the row count last
+    asked (rebuilt when a lookup asks for more rows: once per write, not per lookup). Built on the first lookup (a
+    BM25 partition never asks) and again when the rows past the mark pass ``max(1024, n / 8)``. The state is one
+    tuple swapped whole, so readers may look up (and rebuild) concurrently with the writer. Rows are live or dead:
+    callers check ``alive``.
+    """
+
+    __slots__ = ("_state", "_table")
+
+    def __init__(self, table: RowTable) -> None:
+        self._table = table
+        # (rows covered, their rows by parent, group starts, rows grouped in the tail, the tail's rows, their codes)
+        self._state: tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray] | None = None
+
+    @staticmethod
+    def _grouped(codes: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(codes, kind="stable")
+        return (order + first).astype(np.int32), codes[order]
+
+    def _current(self, n: int) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+        state = self._state
+        if state is not None and state[3] >= n:
+            return state
+        t = self._table
+        column = t.columns["parent_uri"]
+        if state is None or n - state[0] > _tail_limit(n):
+            vocab = len(t.codes["parent_uri"].values)  # values are coded before the rows using them are published
+            order, _ = self._grouped(column[:n], 0)
+            starts = np.zeros(vocab + 1, dtype=np.int64)
+            np.cumsum(np.bincount(column[:n], minlength=vocab), out=starts[1:])
+            state = (n, order, starts, n, order[:0], column[:0].copy())
+        else:
+            covered, order, starts = state[:3]
+            tail_rows, tail_codes = self._grouped(column[covered:n], covered)
+            state = (covered, order, starts, n, tail_rows, tail_codes)
+        self._state = state
+        return state
+
+    @staticmethod
+    def _group(state: tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray], code: int) -> np.ndarray:
+        """The rows of one parent code (``int32``, ascending; rows past a reader's count included)."""
+        _, order, starts, _, tail_rows, tail_codes = state
+        rows = order[starts.item(code) : starts.item(code + 1)] if code + 1 < starts.shape[0] else order[:0]
+        if tail_rows.shape[0]:
+            lo, hi = int(tail_codes.searchsorted(code, "left")), int(tail_codes.searchsorted(code, "right"))
+            if hi > lo:
+                rows = np.concatenate([rows, tail_rows[lo:hi]])  # the tail's rows come after the covered ones
+        return rows
+
+    def rows(self, parents: Sequence[str | None], n: int) -> np.ndarray:
+        """Rows below ``n`` (a published count) whose ``parent_uri`` is one of ``parents``, ascending (``int64``)."""
+        code_of = self._table.codes["parent_uri"].code_of
+        codes = {c for c in (code_of.get(p) for p in parents) if c is not None}
+        if not codes or n <= 0:
+            return np.zeros(0, dtype=np.int64)
+        state = self._current(n)
+        if len(codes) == 1:
+            rows = self._group(state, codes.pop()).astype(np.int64)
+        else:
+            rows = np.sort(np.concatenate([self._group(state, c) for c in codes])).astype(np.int64)
+        if rows.shape[0] and rows[-1] >= n:  # the state covers more rows than this reader's count
+            rows = rows[rows < n]
+        return rows
+
+    def get(self, parent: str | None, default: Sequence[int] = ()) -> np.ndarray:
+        """The rows (published now) whose ``parent_uri`` is ``parent``, ascending (``int64``); ``default`` as an
+        array when there are none."""
+        rows = self.rows((parent,), self._table.n)
+        return rows if rows.size else np.asarray(default, dtype=np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        state = self._state
+        return 0 if state is None else sum(int(a.nbytes) for a in (state[1], state[2], state[4], state[5]))
+
+
 class RowTable:
     """Append-only rows of one account with tombstones: ids, URIs, encoded filter columns, levels.
 
@@ -85,6 +247,11 @@ class RowTable:
     compacts (builds a new table from the live rows). Readers take ``n`` first and look only at rows below it, so a
     concurrent append is never seen half-written (``n`` is published last). Not thread-safe for writers: the owner
     serialises them.
+
+    Attributes:
+        ids, uris: the rows' ids and URIs (:class:`~context_engine.storage.strings.PackedStrings`: ``ids[row]``).
+        row_of: id -> live row (:class:`RowIds`; the writer's).
+        children: parent_uri -> rows (:class:`ChildRows`).
 
     Args:
         account_id: the account every row belongs to (a filter for another account matches nothing).
@@ -95,16 +262,16 @@ class RowTable:
         self.account_id = account_id
         self.n = 0
         self.dead = 0
-        self.ids: list[str] = []
-        self.uris: list[str] = []
-        self.row_of: dict[str, int] = {}  # id -> live row
-        self.children: dict[str | None, list[int]] = {}  # parent_uri -> rows (live or dead; callers check alive)
+        self.ids = PackedStrings()
+        self.uris = PackedStrings()
+        self.row_of = RowIds(self)
+        self.children = ChildRows(self)
         self.alive = np.zeros(capacity, dtype=bool)
         self.level = np.zeros(capacity, dtype=np.int16)
         self.chunk_index = np.zeros(capacity, dtype=np.int32)
         self.codes = {name: _Codes() for name in ENCODED_COLUMNS}
         self.columns = {name: np.zeros(capacity, dtype=np.int32) for name in ENCODED_COLUMNS}
-        self._sorted: tuple[int, list[str], np.ndarray] | None = None  # (rows covered, sorted uris, their rows)
+        self._sorted: tuple[int, np.ndarray] | None = None  # (rows covered, those rows ordered by URI)
 
     @property
     def live(self) -> int:
@@ -148,12 +315,11 @@ class RowTable:
             self.columns[name][start:end] = [codes.code(getattr(r, name)) for r in rows]
         self.level[start:end] = [r.level for r in rows]
         self.chunk_index[start:end] = [r.chunk_index for r in rows]
+        self.ids.extend([r.id for r in rows])
+        self.uris.extend([r.uri for r in rows])
         for offset, r in enumerate(rows):
-            row = start + offset
-            self.ids.append(r.id)
-            self.uris.append(r.uri)
-            self.row_of[r.id] = row
-            self.children.setdefault(r.parent_uri, []).append(row)  # None: the scope and space roots
+            self.row_of.add(r.id, start + offset)
+        self.row_of.settle()
         return range(start, end)
 
     def publish(self, rows: range) -> None:
@@ -163,17 +329,19 @@ class RowTable:
 
     def kill(self, rid: str) -> int | None:
         """Tombstone the live row of ``rid``; returns its row number, or ``None`` when it was not live."""
-        row = self.row_of.pop(rid, None)
-        if row is not None and self.alive[row]:
-            self.alive[row] = False
-            self.dead += 1
-            return row
-        return None
+        row = self.row_of.get(rid)
+        if row is None:
+            return None
+        self.alive[row] = False
+        self.dead += 1
+        self.row_of.discard(rid)
+        return row
 
     # ---- files (storage/derived_files.py) --------------------------------------------------------------------------
     def snapshot_rows(self, n: int, alive: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The rows below ``n`` as ``(meta, arrays)`` for a derived file; ``alive`` is a copy taken with ``n`` under
-        the owner's lock (rows below ``n`` never change otherwise, so the rest is read without it)."""
+        the owner's lock (rows below ``n`` never change otherwise, so the rest is read without it). Ids and URIs are
+        their packed columns (``<name>.utf8`` bytes, ``<name>.byte_offsets``)."""
         from context_engine.storage.derived_files import pack_strings
 
         arrays: dict[str, np.ndarray] = {
@@ -181,8 +349,8 @@ class RowTable:
             "level": self.level[:n],
             "chunk_index": self.chunk_index[:n],
         }
-        for name, (blob, offsets) in (("ids", pack_strings(self.ids[:n])), ("uris", pack_strings(self.uris[:n]))):
-            arrays[f"{name}.utf8"], arrays[f"{name}.offsets"] = blob, offsets
+        for name, column in (("ids", self.ids), ("uris", self.uris)):
+            arrays[f"{name}.utf8"], arrays[f"{name}.byte_offsets"] = column.arrays(n)
         for name in ENCODED_COLUMNS:
             codes = self.columns[name][:n]
             used = int(codes.max()) + 1 if n else 0  # values coded after ``n`` was taken are not needed
@@ -192,7 +360,8 @@ class RowTable:
 
     def restore_rows(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], prefix: str = "") -> None:
         """Fill an empty table from :meth:`snapshot_rows` output (arrays under ``prefix``), zero-copy where it can:
-        the arrays stay views of the file until a write grows them."""
+        the arrays (the packed ids and URIs included) stay views of the file until a write grows them. The id index
+        and the children are built when first used."""
         from context_engine.storage.derived_files import unpack_strings
 
         def get(name: str) -> np.ndarray:
@@ -201,8 +370,8 @@ class RowTable:
         n = int(meta["n"])
         self.n, self.dead = n, int(meta["dead"])
         self.alive, self.level, self.chunk_index = get("alive"), get("level"), get("chunk_index")
-        self.ids = unpack_strings(get("ids.utf8"), get("ids.offsets"))
-        self.uris = unpack_strings(get("uris.utf8"), get("uris.offsets"))
+        self.ids = PackedStrings.from_arrays(get("ids.utf8"), get("ids.byte_offsets"))
+        self.uris = PackedStrings.from_arrays(get("uris.utf8"), get("uris.byte_offsets"))
         if not (len(self.ids) == len(self.uris) == self.alive.shape[0] == self.level.shape[0] == n):
             raise ValueError("row arrays of different lengths")
         for name in ENCODED_COLUMNS:
@@ -214,19 +383,8 @@ class RowTable:
             codes = self.codes[name]
             codes.values = values
             codes.code_of = {v: i for i, v in enumerate(values)}
-        live = np.flatnonzero(self.alive[:n]).tolist()
-        ids = self.ids
-        self.row_of = {ids[r]: r for r in live}
-        # parent_uri -> rows (ascending), grouped by code with one stable sort
-        parents = self.codes["parent_uri"].values
-        codes = self.columns["parent_uri"][:n]
-        order = np.argsort(codes, kind="stable")
-        cuts = (np.flatnonzero(np.diff(codes[order])) + 1).tolist()
-        self.children = {
-            parents[int(codes[order[start]])]: order[start:stop].tolist()
-            for start, stop in zip([0, *cuts], [*cuts, n], strict=True)
-            if stop > start
-        }
+        self.row_of = RowIds(self, built=False)
+        self.children = ChildRows(self)
         self._sorted = None
 
     # ---- the filter ------------------------------------------------------------------------------------------------
@@ -270,24 +428,30 @@ class RowTable:
         return mask
 
     def prefix_mask(self, prefix: str, n: int) -> np.ndarray:
-        """Rows below ``n`` whose URI starts with ``prefix``: two bisections over the sorted URIs of the rows
-        covered by the last sort, plus a scan of the rows appended since (re-sorted when that tail grows large)."""
+        """Rows below ``n`` whose URI starts with ``prefix``: two bisections over the rows covered by the last sort
+        (their row numbers ordered by URI), plus a byte comparison of the rows appended since (re-sorted when that
+        tail grows large)."""
         found = self._sorted
-        if found is None or found[0] > n or n - found[0] > max(1024, n // 8):
-            order = np.array(sorted(range(n), key=self.uris.__getitem__), dtype=np.int64)
-            found = self._sorted = (n, [self.uris[i] for i in order], order)
-        covered, uris, order = found
+        if found is None or found[0] > n or n - found[0] > _tail_limit(n):
+            uris = self.uris[0:n]
+            order = np.array(sorted(range(n), key=uris.__getitem__), dtype=np.int32)
+            found = self._sorted = (n, order)
+        covered, order = found
         out = np.zeros(n, dtype=bool)
         width = len(prefix)
-        lo = bisect.bisect_left(uris, prefix, key=lambda u: u[:width])
-        hi = bisect.bisect_right(uris, prefix, key=lambda u: u[:width])
+        column = self.uris
+
+        def key(k: int) -> str:
+            return column[order.item(k)][:width]
+
+        lo = bisect.bisect_left(range(covered), prefix, key=key)
+        hi = bisect.bisect_right(range(covered), prefix, key=key)
         out[order[lo:hi]] = True
-        for row in range(covered, n):
-            if self.uris[row].startswith(prefix):
-                out[row] = True
+        if n > covered:
+            out[column.prefix_rows(prefix, covered, n)] = True
         return out
 
     def rows_of_parents(self, parents: Sequence[str], n: int) -> np.ndarray:
-        """Live rows below ``n`` whose ``parent_uri`` is one of ``parents`` (sorted row numbers)."""
-        rows = sorted({r for p in parents for r in self.children.get(p, ()) if r < n and self.alive[r]})
-        return np.asarray(rows, dtype=np.int64)
+        """Live rows below ``n`` whose ``parent_uri`` is one of ``parents`` (sorted row numbers, ``int64``)."""
+        rows = self.children.rows(parents, n)
+        return rows[self.alive[rows]]

@@ -36,6 +36,7 @@ from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.protocols import MetadataStore
+from context_engine.storage.strings import HashedIds, PackedStrings
 
 __all__ = ["MatrixSegment", "MatrixVectorIndex", "MatrixView"]
 
@@ -105,7 +106,8 @@ scanned from its float16 vectors (converting 2k rows x 512 costs ~1.2 ms a reque
 
 
 class MatrixSegment(RowTable):
-    """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs.
+    """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs (texts
+    and breadcrumbs: :class:`~context_engine.storage.strings.PackedStrings`, ``texts[row]``).
 
     Three layouts (``dim``: the model's dimension, ``r``: the projection's):
 
@@ -142,8 +144,8 @@ class MatrixSegment(RowTable):
             self.vectors = np.zeros((capacity, width), dtype=np.float32)
         if projection is not None or half:
             self.full = np.zeros((capacity, dim), dtype=np.float16)
-        self.texts: list[str] = []
-        self.breadcrumbs: list[str] = []
+        self.texts = PackedStrings()
+        self.breadcrumbs = PackedStrings()
         super().__init__(account_id, capacity)
 
     @property
@@ -215,8 +217,8 @@ class MatrixSegment(RowTable):
             self.vectors[new.start : new.stop] = stored
         if self.full is not None:
             self.full[new.start : new.stop] = full
-        self.texts.extend(r.text for r in rows)
-        self.breadcrumbs.extend(r.breadcrumb for r in rows)
+        self.texts.extend([r.text for r in rows])
+        self.breadcrumbs.extend([r.breadcrumb for r in rows])
         self.publish(new)
 
     def row(self, row: int) -> _Row:
@@ -237,8 +239,6 @@ class MatrixSegment(RowTable):
     def snapshot(self, prefix: str, n: int, alive: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The rows below ``n`` as ``(meta, arrays)`` for a derived file; ``n`` and ``alive`` (a copy) were taken
         under the account's lock, the rest is read without it (rows below ``n`` never change otherwise)."""
-        from context_engine.storage.derived_files import pack_strings
-
         meta, rows = self.snapshot_rows(n, alive)
         meta["layout"] = self.layout
         arrays = {prefix + k: v for k, v in rows.items()}
@@ -246,17 +246,15 @@ class MatrixSegment(RowTable):
             arrays[prefix + "vectors"] = self.vectors[:n]
         if self.full is not None:
             arrays[prefix + "full"] = self.full[:n]
-        for name, values in (("texts", self.texts[:n]), ("breadcrumbs", self.breadcrumbs[:n])):
-            arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.offsets"] = pack_strings(values)
+        for name, column in (("texts", self.texts), ("breadcrumbs", self.breadcrumbs)):
+            arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.byte_offsets"] = column.arrays(n)
         return meta, arrays
 
     @classmethod
     def restored(
         cls, account_id: str, dim: int, projection: np.ndarray | None, meta: dict[str, Any], arrays: dict, prefix: str
     ) -> MatrixSegment:
-        """A segment read back from :meth:`snapshot` output."""
-        from context_engine.storage.derived_files import unpack_strings
-
+        """A segment read back from :meth:`snapshot` output (zero-copy: see :meth:`RowTable.restore_rows`)."""
         vectors, full = arrays.get(prefix + "vectors"), arrays.get(prefix + "full")
         layout = meta["layout"]
         if layout not in ("float32", "half", "projected") or (layout == "projected" and projection is None):
@@ -273,8 +271,10 @@ class MatrixSegment(RowTable):
             if full.shape != (seg.n, dim) or full.dtype != np.float16:
                 raise ValueError("segment float16 vectors do not match its rows")
             seg.full = full
-        seg.texts = unpack_strings(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.offsets"])
-        seg.breadcrumbs = unpack_strings(arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.offsets"])
+        seg.texts = PackedStrings.from_arrays(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.byte_offsets"])
+        seg.breadcrumbs = PackedStrings.from_arrays(
+            arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.byte_offsets"]
+        )
         if len(seg.texts) != seg.n or len(seg.breadcrumbs) != seg.n:
             raise ValueError("segment texts do not match its rows")
         return seg
@@ -305,6 +305,60 @@ class MatrixSegment(RowTable):
         return out
 
 
+class _SpaceOf:
+    """id -> owner space of one account's live rows: a :class:`~context_engine.storage.strings.HashedIds` of space
+    numbers (12 bytes an id instead of a dict entry's ~31). Built from the segments' live ids on the first lookup
+    (after a restore, or once more than ``max(1024, rows / 8)`` ids were set since the last build); a lookup gives
+    candidate spaces, which the caller checks in their segment (:meth:`_Account.remove`). Serialised by the
+    account's writer."""
+
+    __slots__ = ("_account", "_built", "_map", "_names", "_number")
+
+    def __init__(self, account: _Account, *, built: bool = True) -> None:
+        self._account = account
+        self._map = HashedIds()
+        self._built = built
+        self._names: list[str] = []
+        self._number: dict[str, int] = {}
+
+    def _numbered(self, space: str) -> int:
+        found = self._number.get(space)
+        if found is None:
+            found = self._number[space] = len(self._names)
+            self._names.append(space)
+        return found
+
+    def _build(self) -> None:
+        ids: list[str] = []
+        numbers: list[np.ndarray] = []
+        for space, seg in sorted(self._account.segments.items()):
+            live = np.flatnonzero(seg.alive[: seg.n]).tolist()
+            held = seg.ids[0 : seg.n]
+            ids.extend(held[r] for r in live)
+            numbers.append(np.full(len(live), self._numbered(space), dtype=np.int32))
+        self._map.reset(ids, np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int32))
+        self._built = True
+
+    def candidates(self, rid: str) -> list[str]:
+        """Spaces whose segment may hold ``rid`` live (the last one set first)."""
+        if not self._built:
+            self._build()
+        return [self._names[i] for i in dict.fromkeys(self._map.candidates(rid))]
+
+    def set(self, rid: str, space: str) -> None:
+        if self._built:
+            self._map.set(rid, self._numbered(space))
+
+    def settle(self) -> None:
+        """After a batch of :meth:`set`: past ``max(1024, rows / 8)`` ids set since the last build, drop the map (the
+        next lookup builds it from the segments) instead of holding a large dict."""
+        if self._built and len(self._map.tail) > max(1024, self._account.rows // 8):
+            self._map, self._built = HashedIds(), False
+
+    def discard(self, rid: str) -> None:
+        self._map.discard(rid)
+
+
 class _Account:
     """One account's segments (by owner space), the generation they hold, and id -> space.
 
@@ -328,7 +382,7 @@ class _Account:
         self.account_id = account_id
         self.generation = generation
         self.segments: dict[str, MatrixSegment] = {}
-        self.space_of: dict[str, str] = {}
+        self.space_of = _SpaceOf(self)
         self.dim: int | None = None
         self.projection: np.ndarray | None = None
         self.lock = threading.Lock()  # serialises catch-up of this account
@@ -356,7 +410,8 @@ class _Account:
                 self.remove(r.id)
             seg.add(picked, vectors[idx])
             for r in picked:
-                self.space_of[r.id] = space
+                self.space_of.set(r.id, space)
+        self.space_of.settle()
 
     def _sample(self, vectors: np.ndarray, sample: int = 20_000) -> np.ndarray:
         """Unit vectors to fit the projection on: the new ones plus those of the (uncompressed) segments held."""
@@ -370,11 +425,12 @@ class _Account:
         return np.concatenate([vectors[::step], *(h[::step] for h in held)])
 
     def remove(self, rid: str) -> bool:
-        space = self.space_of.pop(rid, None)
-        if space is None:
-            return False
-        seg = self.segments.get(space)
-        return seg is not None and seg.kill(rid) is not None
+        for space in self.space_of.candidates(rid):
+            seg = self.segments.get(space)
+            if seg is not None and seg.kill(rid) is not None:
+                self.space_of.discard(rid)
+                return True
+        return False
 
     def _should_compress(self, rows: int) -> bool:
         return self.compress_rows is not None and rows >= self.compress_rows and self.compress_dims < (self.dim or 0)
@@ -398,8 +454,7 @@ class _Account:
             assert account.dim is not None
             seg = MatrixSegment.restored(account_id, account.dim, account.projection, seg_meta, snap.arrays, f"s{i}.")
             account.segments[space] = seg
-            for rid in seg.row_of:
-                account.space_of[rid] = space
+        account.space_of = _SpaceOf(account, built=False)  # built from the segments when a write first needs it
         return account
 
     def _segment(self, capacity: int, rows: int) -> MatrixSegment:
