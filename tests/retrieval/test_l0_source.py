@@ -156,8 +156,8 @@ def test_a_write_to_another_account_keeps_loaded_accounts_current(hash_engine):
 def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine, monkeypatch, layout):
     from context_engine.storage.vector import matrix
 
-    if layout == "projected":  # every segment of this small store gets projections
-        monkeypatch.setattr(matrix, "_PROJECT_MIN_ROWS", 1)
+    if layout == "half":  # no segment of this small store gets projections
+        monkeypatch.setattr(matrix, "_PROJECT_MIN_ROWS", 10**9)
     exact = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(exact)
     small = hash_engine(

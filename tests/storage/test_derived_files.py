@@ -183,8 +183,8 @@ def test_a_folder_that_cannot_be_written_fails_the_save_not_the_caller(store, tm
 @pytest.mark.parametrize("layout", ["float32", "half", "projected"])
 def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_path, layout):
     kw: dict = {} if layout == "float32" else {"compress_rows": 50, "compress_dims": 8}
-    if layout == "projected":
-        kw["project_rows"] = 50
+    if layout == "half":
+        kw["project_rows"] = 10**6
     store.put_vectors(records(300))
     store.delete_vectors([f"r{i:05d}" for i in range(0, 300, 7)])  # tombstones in the file
     first = l0(store, tmp_path / "derived", **kw)

@@ -243,7 +243,7 @@ def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store:
     assert np.mean(recall) >= 0.99
 
 
-@pytest.mark.parametrize(("project_rows", "layout"), [(1_100, "projected"), (None, "half")])
+@pytest.mark.parametrize(("project_rows", "layout"), [(None, "projected"), (10_000, "half")])
 def test_a_segment_that_grows_past_the_limit_is_compressed_at_catch_up(
     store: SqlMetadataStore, project_rows, layout
 ) -> None:
@@ -284,8 +284,8 @@ def test_an_account_of_many_small_segments_is_compressed_with_one_projection(sto
     assert view is not None and len(view.segments) == 40
     projections = {id(seg.projection) for seg, _ in view.segments.values()}
     assert len(projections) == 1 and all(seg.vectors.shape[1] == 16 for seg, _ in view.segments.values())
-    # with the default threshold such small segments keep float16 vectors only
-    halves = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16).view("acc-a")
+    # below project_rows, such small segments keep float16 vectors only
+    halves = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, project_rows=1_000).view("acc-a")
     assert halves is not None and {seg.layout for seg, _ in halves.segments.values()} == {"half"}
     exact = MatrixVectorIndex(store)
     for i in (3, 517, 1_111):

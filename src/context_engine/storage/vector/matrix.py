@@ -99,10 +99,12 @@ def fit_projection(vectors: np.ndarray, dims: int, sample: int = 20_000) -> np.n
     return np.ascontiguousarray(eigvecs[:, ::-1][:, :dims], dtype=np.float32)
 
 
-_PROJECT_MIN_ROWS = 4096
-"""A segment of a compressed account with at least this many rows holds projections to scan; a smaller one is
-scanned from its float16 vectors (converting 2k rows x 512 costs ~1.2 ms a request, where projections would cost
-512 bytes a row: 250 MB at 1M nodes, most of which sit in segments of a few thousand rows)."""
+_PROJECT_MIN_ROWS = 0
+"""Default ``project_rows``: every segment of a compressed account holds projections. A segment below
+``project_rows`` keeps float16 vectors only and is scanned from them: 1,024 instead of 1,536 bytes a row, but a
+scan converts them (~1.2 ms for 2k rows x 512). Measured on the 1M bench home (``bench/search_memory.py``):
+``project_rows=4096`` gives RSS 2,564 MB instead of 2,787, but a search whose scope spans every owner space (an
+admin's) 230 ms instead of 80, as it converts every small segment; so the default projects every segment."""
 
 
 class MatrixSegment(RowTable):
@@ -113,10 +115,10 @@ class MatrixSegment(RowTable):
 
     * float32 (an account below ``compress_rows``): ``vectors`` holds the unit vectors, ``(capacity, dim)`` float32;
       a score is exact.
-    * half (a small segment of a compressed account): ``full`` holds them as float16, ``(capacity, dim)``, and
-      ``vectors`` is ``None``; a scan converts them (2 * dim bytes a row).
-    * projected (a segment of at least ``_PROJECT_MIN_ROWS`` rows of a compressed account, ``projection`` of shape
-      ``(dim, r)``): ``vectors`` holds the projections, ``(capacity, r)`` float32, and ``full`` the float16 vectors:
+    * half (a segment below ``project_rows`` of a compressed account; none by default, :data:`_PROJECT_MIN_ROWS`):
+      ``full`` holds them as float16, ``(capacity, dim)``, and ``vectors`` is ``None``; a scan converts them (2 * dim
+      bytes a row).
+    * projected (any other segment of a compressed account, ``projection`` of shape ``(dim, r)``): ``vectors`` holds the projections, ``(capacity, r)`` float32, and ``full`` the float16 vectors:
       4 * r + 2 * dim bytes a row (1,536 instead of 2,048 at 512 -> 128). A projected score is an approximation used
       to pick :func:`rescore_depth` candidates, which :meth:`exact` rescores from ``full`` in memory.
 
