@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from context_engine.storage import strings
-from context_engine.storage.strings import HashedIds, PackedStrings
+from context_engine.storage.strings import HashedIds, PackedStrings, best_by_score
 
 WORDS = ["", "a", "abc", "ctx://resources/a/b.md", "ünïcødé", "中文路径/文件.md", "emoji 🚀", "\ud800 lone", "x" * 300]
 
@@ -142,10 +142,13 @@ def test_equal_and_prefix_rows_compare_bytes_like_str(values: list[str], head: i
                 assert equal.dtype == np.int64 and equal.tolist() == [i for i, v in enumerate(values) if v == probe]
                 backwards = list(range(len(values)))[::-1]  # the order given is kept across the head and the tail
                 assert col.equal_rows(backwards, probe).tolist() == [i for i in backwards if values[i] == probe]
+                assert col.find(backwards, probe) == [i for i in backwards if values[i] == probe]
                 expected = [i for i, v in enumerate(values) if v.startswith(probe)]
                 assert col.prefix_rows(probe, 0, len(values)).tolist() == expected
                 assert col.prefix_rows(probe, 2, len(values)).tolist() == [i for i in expected if i >= 2]
             assert col.equal_rows([], "a").dtype == np.int64
+            with pytest.raises(IndexError):
+                col.find([len(values)], "a")
     finally:
         strings._MATCH_DECODED = default
 
@@ -177,3 +180,13 @@ def test_hashed_ids_without_collisions() -> None:
     m.reset(ids, np.arange(1000) * 2)
     assert all(m.candidates(rid) == [2 * i] for i, rid in enumerate(ids))
     assert m.candidates("absent") == []
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from([0.5, 0.25, -0.0, 0.0, 1.0]), st.text(max_size=3)), max_size=30),
+    st.integers(0, 35),
+)
+def test_best_by_score_orders_like_a_sort_by_score_then_value(pairs: list[tuple[float, str]], k: int) -> None:
+    col = PackedStrings([v for _, v in pairs])
+    scores = {row: s for row, (s, _) in enumerate(pairs)}
+    assert best_by_score(scores, col, k) == sorted(scores, key=lambda r: (-scores[r], col[r]))[:k]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,6 +36,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit
 from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import MetadataStore, VectorIndex
+from context_engine.storage.strings import best_by_score
 from context_engine.storage.vector.matrix import MatrixVectorIndex, MatrixView, rescore_depth
 
 __all__ = ["IndexL0Scorer", "L0Match", "L0Scorer", "L0Source", "MemoryL0Scorer", "space_of"]
@@ -286,12 +287,7 @@ class MemoryL0Scorer:
         seg, _ = self._view.segments[space]
         rows = self._candidates(space, rows, k)
         exact = self._similarity(space, rows.tolist())
-        picked: Iterable[int] = exact
-        if len(exact) > k:  # sort only the k best and the rows tied with the k-th (ties resolve by URI)
-            values = np.fromiter(exact.values(), dtype=np.float64, count=len(exact))
-            kth = np.partition(values, len(values) - k)[len(values) - k]
-            picked = [r for r, v in exact.items() if v >= kth]
-        best = sorted(picked, key=lambda r: (-exact[r], seg.uris[r]))[:k]
+        best = best_by_score(exact, seg.uris, k)  # similarity descending, then URI ascending
         return [self._match(space, r, exact[r]) for r in best]
 
     def top(self, flt: VectorFilter, k: int) -> list[L0Match]:
@@ -356,9 +352,8 @@ class MemoryL0Scorer:
                 continue
             seg, n = self._view.segments[space]
             mask = self._mask(space, plain)
-            rows = seg.children.get(_parent_of(uri), ())
-            rows = rows[rows < n]
-            for r in seg.uris.equal_rows(rows[mask[rows]], uri).tolist():  # compares bytes, decodes no sibling
+            siblings = [r for r in seg.children.get(_parent_of(uri), ()).tolist() if r < n and mask[r]]
+            for r in seg.uris.find(siblings, uri):  # compares bytes, decodes no sibling
                 rows_of.setdefault(space, {})[r] = uri
         out: dict[str, L0Match] = {}
         for space, rows in rows_of.items():

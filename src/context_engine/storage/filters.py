@@ -231,8 +231,15 @@ class ChildRows:
     def get(self, parent: str | None, default: Sequence[int] = ()) -> np.ndarray:
         """The rows (published now) whose ``parent_uri`` is ``parent``, ascending (``int64``); ``default`` as an
         array when there are none."""
-        rows = self.rows((parent,), self._table.n)
-        return rows if rows.size else np.asarray(default, dtype=np.int64)
+        t = self._table
+        code, n = t.codes["parent_uri"].code_of.get(parent), t.n
+        if code is not None and n > 0:
+            rows = self._group(self._current(n), code)
+            if rows.shape[0] and rows[-1] >= n:  # a state built for a later count
+                rows = rows[rows < n]
+            if rows.shape[0]:
+                return rows.astype(np.int64)
+        return np.asarray(default, dtype=np.int64)
 
     @property
     def nbytes(self) -> int:

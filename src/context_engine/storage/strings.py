@@ -8,13 +8,13 @@ in numpy arrays: a :class:`PackedStrings` column costs the UTF-8 bytes of its st
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import pairwise
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import groupby, pairwise
 from typing import overload
 
 import numpy as np
 
-__all__ = ["HashedIds", "PackedStrings"]
+__all__ = ["HashedIds", "PackedStrings", "best_by_score"]
 
 _ERRORS = "surrogatepass"  # any Python str round-trips, a lone surrogate included
 _MATCH_CHUNK_BYTES = 1 << 20  # bytes gathered at once when comparing rows to a value
@@ -202,21 +202,43 @@ class PackedStrings:
         """The rows of ``rows`` (each below ``len``) holding exactly ``value``, in the order given (``int64``)."""
         return self._matching(np.asarray(rows, dtype=np.int64), value, exact=True)
 
+    def find(self, rows: Iterable[int], value: str) -> list[int]:
+        """:meth:`equal_rows` for a few rows given as Python ints (no array is built): the rows holding ``value``,
+        in the order given."""
+        return self._compare(rows if isinstance(rows, list) else list(rows), value, exact=True)
+
     def prefix_rows(self, prefix: str, start: int, stop: int) -> np.ndarray:
         """The rows of ``start:stop`` (``stop <= len``) starting with ``prefix``, ascending (``int64``); a plain
         string prefix, as ``str.startswith``."""
         return self._matching(np.arange(start, stop, dtype=np.int64), prefix, exact=False)
 
+    def _compare(self, rows: list[int], value: str, *, exact: bool) -> list[int]:
+        """Rows compared one by one on their bytes (a memoryview slice against ``bytes``), none decoded."""
+        encoded = str.encode(value, "utf-8", _ERRORS)
+        width = len(encoded)
+        count = self._count
+        h, head_view, head_at, _, _ = self._head
+        tail_view, tail_at, _, _ = self._tail
+        picked = []
+        for r in rows:
+            if not 0 <= r < count:
+                raise IndexError("string column index out of range")
+            view, at, j = (head_view, head_at, r) if r < h else (tail_view, tail_at, r - h)
+            a, b = at[j], at[j + 1]
+            if ((b - a == width) if exact else (b - a >= width)) and view[a : a + width] == encoded:
+                picked.append(r)
+        return picked
+
     def _matching(self, rows: np.ndarray, value: str, *, exact: bool) -> np.ndarray:
         if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= self._count):
             raise IndexError("string column index out of range")
         if rows.size <= _MATCH_DECODED:
-            picked = [r for r in rows.tolist() if (self[r] == value if exact else self[r].startswith(value))]
-            return np.asarray(picked, dtype=np.int64)
-        want = np.frombuffer(str.encode(value, "utf-8", _ERRORS), dtype=np.uint8)
-        width = want.shape[0]
+            return np.asarray(self._compare(rows.tolist(), value, exact=exact), dtype=np.int64)
+        encoded = str.encode(value, "utf-8", _ERRORS)
+        width = len(encoded)
         h, _, _, head_data, head_offsets = self._head
         _, _, tail_data, tail_offsets = self._tail
+        want = np.frombuffer(encoded, dtype=np.uint8)
         keep = np.zeros(rows.shape[0], dtype=bool)
         in_head = rows < h
         for where, data, offsets, first in (
@@ -234,6 +256,21 @@ class PackedStrings:
             elif fits.size:
                 keep[where[fits]] = _matches(data, starts[fits], want)
         return rows[keep]
+
+
+def best_by_score(scores: Mapping[int, float], column: PackedStrings, k: int) -> list[int]:
+    """The ``k`` rows of ``scores`` (row -> score) with the highest scores, ties by ``column[row]`` ascending: the
+    order of ``sorted(scores, key=lambda r: (-scores[r], column[r]))[:k]``, decoding only the rows that tie."""
+    ranked = sorted(scores, key=scores.__getitem__, reverse=True)  # stable: ties keep their order for groupby
+    if len(set(scores.values())) == len(ranked):
+        return ranked[:k]  # no ties: nothing to decode
+    out: list[int] = []
+    for _, group in groupby(ranked, key=scores.__getitem__):
+        tied = list(group)
+        out += sorted(tied, key=column.__getitem__) if len(tied) > 1 else tied
+        if len(out) >= k:
+            break
+    return out[:k]
 
 
 def _decode_rows(view: memoryview, bounds: np.ndarray) -> list[str]:
