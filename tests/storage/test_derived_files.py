@@ -179,6 +179,43 @@ def test_a_folder_that_cannot_be_written_fails_the_save_not_the_caller(store, tm
     assert files.save_failures == 1
 
 
+def _flip_byte_in(path: Path, array: str, at: int = 0, value: int = 0xFF) -> None:
+    """Overwrite one byte of ``array``'s data in a saved file, leaving the header (and its checksums) as written."""
+    data = bytearray(path.read_bytes())
+    (n,) = struct.unpack("<Q", data[:8])
+    begin, _ = json.loads(data[8 : 8 + n])[array]["data_offsets"]
+    data[8 + n + begin + at] = value
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(("array", "value"), [("s0.alive", 0), ("s0.uris.utf8", 0xFF), ("s0.ids.utf8", 0xFF)])
+def test_a_file_with_a_flipped_byte_is_rebuilt_not_served(store, tmp_path, array, value):
+    # a tombstone set on a live row would silently hide it; a byte that is not UTF-8 in a string column would fail
+    # every search or catch-up of the account until the file is rewritten: the CRC-32 of each array rejects both
+    store.put_vectors(records(300))
+    first = l0(store, tmp_path / "derived")
+    expected = results(first)
+    first.close()
+    path = next((tmp_path / "derived" / "l0").glob("*.safetensors"))
+    _flip_byte_in(path, array, at=5, value=value)
+    second = l0(store, tmp_path / "derived")
+    assert results(second) == expected
+    assert (second.loads, second.file_loads) == (1, 0)
+    assert second._files is not None and second._files.rejected == 1
+    store.put_vectors(records(3, seed=5, prefix="new"))  # and the account catches up afterwards
+    assert {h.id for h in second.search(records(3, seed=5, prefix="new")[0].vector, 1, FILTERS[0])} == {"new00000"}
+
+
+def test_a_file_without_checksums_is_not_used(store, tmp_path):
+    files = DerivedFiles(tmp_path / "derived", store)
+    path = files.save("l0", "acc", 3, {}, {}, {"x": np.arange(100)})
+    assert path is not None
+    _rewrite_header(path, lambda own: own.pop("crc32"))
+    assert files.load("l0", "acc", {}) is None
+    assert files.rejected == 1
+    assert files.usable("l0", "acc", {})  # the header check alone does not read the arrays
+
+
 # ---- the level-0 matrix from its file --------------------------------------------------------------------------------
 @pytest.mark.parametrize("layout", ["float32", "half", "projected"])
 def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_path, layout):

@@ -31,6 +31,7 @@ import os
 import struct
 import threading
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +209,7 @@ class DerivedFiles:
 
         target = self.path(kind, account_id)
         try:
+            contiguous = {name: np.ascontiguousarray(arr) for name, arr in arrays.items()}
             header = {
                 "format": _FORMAT,
                 "version": FORMAT_VERSION,
@@ -217,11 +219,9 @@ class DerivedFiles:
                 "store_id": self.store_id(create=True),
                 "params": dict(params),
                 "meta": dict(meta),
+                "crc32": {name: zlib.crc32(memoryview(arr).cast("B")) for name, arr in contiguous.items() if arr.size},
             }
-            data = safetensors.numpy.save(
-                {name: np.ascontiguousarray(arr) for name, arr in arrays.items()},
-                metadata={_META_KEY: json.dumps(header, ensure_ascii=False)},
-            )
+            data = safetensors.numpy.save(contiguous, metadata={_META_KEY: json.dumps(header, ensure_ascii=False)})
             target.parent.mkdir(parents=True, exist_ok=True)
             self._sweep(target)
             tmp = target.with_name(f"{target.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
@@ -295,8 +295,12 @@ class DerivedFiles:
             if own.get("store_id") != self.store_id(create=False):
                 return reject(path, "built from another metadata database")
             found = _arrays(mm, header, base) if arrays else {}
+            if arrays:
+                bad = _checksum_mismatch(path, header, base, own.get("crc32"))
+                if bad is not None:
+                    return reject(path, bad)
             return Snapshot(int(own["generation"]), own.get("meta", {}), found, path)
-        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as err:
+        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError, OSError) as err:
             return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
 
     def _reject(self, path: Path, why: str) -> None:
@@ -317,6 +321,36 @@ def _header(mm: mmap.mmap) -> tuple[dict[str, Any], int]:
     if not isinstance(header, dict):
         raise TypeError("header is not an object")
     return header, 8 + length
+
+
+def _checksum_mismatch(path: Path, header: dict[str, Any], base: int, crcs: Any) -> str | None:
+    """Why the arrays of the file at ``path`` do not match the CRC-32 of each written in its stamp (``crcs``: name ->
+    checksum), or ``None`` when they all do. Read with ordinary reads in 8 MB chunks, not through the memory map, so
+    checking pages nothing into the process (the pages stay in the OS cache for the map): ~1.8 GB/s, 1 s for the 2 GB
+    of a 1M-node home. A flipped byte in a tombstone or a string column would otherwise be served or break catch-up
+    until the file is rewritten."""
+    if not isinstance(crcs, dict):
+        return "no checksums"
+    buf = bytearray(8 << 20)
+    view = memoryview(buf)
+    with open(path, "rb") as fh:
+        for name, spec in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = (int(x) for x in spec["data_offsets"])
+            if end == begin:
+                continue
+            fh.seek(base + begin)
+            crc, left = 0, end - begin
+            while left:
+                got = fh.readinto(view[: min(left, len(buf))])
+                if not got:
+                    return f"array {name} truncated"
+                crc = zlib.crc32(view[:got], crc)
+                left -= got
+            if crcs.get(name) != crc:
+                return f"checksum mismatch in array {name}"
+    return None
 
 
 def _arrays(mm: mmap.mmap, header: dict[str, Any], base: int) -> dict[str, np.ndarray]:
