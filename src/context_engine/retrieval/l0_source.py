@@ -294,11 +294,12 @@ class MemoryL0Scorer:
         if k <= 0:
             return []
         picked = [(space, rows) for space in self._spaces(flt) if (rows := np.flatnonzero(self._mask(space, flt))).size]
-        if len(picked) > 1:
+        layouts = {self._view.segments[space][0].compressed for space, _ in picked}
+        if len(picked) > 1 and len(layouts) == 1:  # approximations are compared with approximations only
             # One candidate threshold across the segments (a caller whose scope spans many owner spaces, e.g. an
             # admin's): a row below the depth-th best score of all segments cannot be among the k best, so each
             # segment keeps only the rows at or above it, as if the segments were one (ties kept: >=).
-            depth = max(rescore_depth(k) if self._view.segments[space][0].compressed else k for space, _ in picked)
+            depth = rescore_depth(k) if layouts == {True} else k
             approx = [self.scores(space)[rows] for space, rows in picked]
             total = sum(a.size for a in approx)
             if total > depth:

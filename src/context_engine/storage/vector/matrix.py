@@ -496,7 +496,10 @@ class MatrixView:
         self.account_id = account.account_id
         self.generation = account.generation
         self.segments: dict[str, tuple[MatrixSegment, int]] = {
-            space: (seg, seg.n) for space, seg in account.segments.items()
+            # dict(): one C-level copy, safe while a catch-up in another thread adds a segment (iterating the
+            # account's dict itself could raise "dictionary changed size during iteration")
+            space: (seg, seg.n)
+            for space, seg in dict(account.segments).items()
         }
 
     @property
