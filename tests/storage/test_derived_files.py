@@ -345,3 +345,30 @@ def test_has_file_judges_the_header(store, tmp_path):
     _rewrite_header(path, lambda own: own.update(version=derived_files.FORMAT_VERSION + 1))
     assert not index.has_file(ACC)  # auto mode then treats the account like one without a file
     assert index._files is not None and index._files.rejected == 0  # a header check logs and counts nothing
+
+
+def test_background_saves_run_one_save_per_account_at_a_time_and_survive_a_failing_one(caplog):
+    import threading
+
+    from context_engine.storage.derived_files import BackgroundSaves
+
+    saves = BackgroundSaves("ce-test-saves", "test")
+    release, started, done = threading.Event(), threading.Event(), []
+
+    def slow() -> None:
+        started.set()
+        release.wait(5)
+        done.append("a")
+
+    saves.submit("a", slow)
+    assert started.wait(5)
+    saves.submit("a", lambda: done.append("a-again"))  # one of "a" is running: dropped
+    saves.submit("b", lambda: 1 / 0)  # fails: logged, not raised, and does not stop the worker
+    saves.submit("c", lambda: done.append("c"))
+    release.set()
+    saves.close()  # waits for everything submitted
+    assert done == ["a", "c"]
+    assert "writing the test file of an account failed" in caplog.text
+    saves.submit("a", lambda: done.append("a-later"))  # after the first finished, "a" may be saved again
+    saves.close()
+    assert done == ["a", "c", "a-later"]

@@ -32,7 +32,7 @@ import struct
 import threading
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from context_engine.errors import ContextEngineError
 __all__ = [
     "FORMAT_VERSION",
     "STORE_ID_KEY",
+    "BackgroundSaves",
     "DerivedFiles",
     "Snapshot",
     "pack_strings",
@@ -307,6 +308,53 @@ class DerivedFiles:
         with self._lock:
             self.rejected += 1
         _LOG.info("derived file %s not used: %s; rebuilding it from the metadata store", path, why)
+
+
+class BackgroundSaves:
+    """Derived files written off the search path: one worker thread per index, at most one save per account pending
+    or running at once (a save asked for meanwhile is dropped: the running one, or the next trigger, covers it). A save
+    that raises is logged, never re-raised: a cache that is not written is rebuilt later, never a failed search.
+
+    Args:
+        name: the worker thread's name prefix (``ce-derived-l0``, ``ce-derived-bm25``).
+        what: what the files hold, for the log line of a failed save.
+    """
+
+    def __init__(self, name: str, what: str) -> None:
+        self._name = name
+        self._what = what
+        self._lock = threading.Lock()
+        self._pool: Any = None  # a ThreadPoolExecutor, made at the first save
+        self._pending: set[str] = set()
+
+    def submit(self, account_id: str, save: Callable[[], object]) -> None:
+        """Run ``save`` for ``account_id`` on the worker, unless a save of that account is pending or running."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            if account_id in self._pending:
+                return
+            self._pending.add(account_id)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
+            pool = self._pool
+        pool.submit(self._run, account_id, save)
+
+    def _run(self, account_id: str, save: Callable[[], object]) -> None:
+        try:
+            save()
+        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later
+            _LOG.exception("writing the %s file of an account failed", self._what)
+        finally:
+            with self._lock:
+                self._pending.discard(account_id)
+
+    def close(self) -> None:
+        """Wait for the saves submitted (a process that exits right after still leaves whole files)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 def _quiet(_path: Path, _why: str) -> None:

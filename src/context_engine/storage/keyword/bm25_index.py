@@ -69,7 +69,6 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -81,7 +80,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
-from context_engine.storage.derived_files import DerivedFiles
+from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
@@ -719,8 +718,7 @@ class BM25Index:
     ) -> None:
         self._source = source
         self._files = files if source is not None else None
-        self._saver: ThreadPoolExecutor | None = None
-        self._saving: set[str] = set()
+        self._saves = BackgroundSaves("ce-derived-bm25", "BM25")
         self.settings = settings or KeywordSettings()
         self.tokenizer = tokenizer or KeywordTokenizer(
             stem=self.settings.stem,
@@ -919,23 +917,8 @@ class BM25Index:
 
     def _schedule_save(self, account: _Account) -> None:
         """Write the account's derived file on the background saver (once at a time per account)."""
-        with self._lock:
-            if account.account_id in self._saving:
-                return
-            self._saving.add(account.account_id)
-            if self._saver is None:
-                self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-derived-bm25")
-            saver = self._saver
-        saver.submit(self._save_quietly, account)
-
-    def _save_quietly(self, account: _Account) -> None:
-        try:
-            self._save_account(account)
-        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later, never a failed search
-            _LOG.exception("writing the BM25 file of an account failed")
-        finally:
-            with self._lock:
-                self._saving.discard(account.account_id)
+        if self._files is not None:
+            self._saves.submit(account.account_id, lambda: self._save_account(account))
 
     def save_files(self, account_id: str | None = None) -> int:
         """Write the derived files of the held accounts (or of one) now; returns the files written (none without
@@ -968,10 +951,7 @@ class BM25Index:
 
     def close(self) -> None:
         """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
-        with self._lock:
-            saver, self._saver = self._saver, None
-        if saver is not None:
-            saver.shutdown(wait=True)
+        self._saves.close()
 
     def _current(self, account_id: str, generation: int | None = None) -> _Account | None:
         """The account, caught up to (at least) its committed generation when the index has a source

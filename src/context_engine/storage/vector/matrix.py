@@ -24,7 +24,6 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,7 @@ import numpy as np
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta, VectorMatrix
-from context_engine.storage.derived_files import DerivedFiles, Snapshot
+from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields, RowTable
 from context_engine.storage.protocols import MetadataStore
 from context_engine.storage.strings import HashedIds, PackedStrings
@@ -645,8 +644,7 @@ class MatrixVectorIndex:
         self._load_locks: dict[str, threading.Lock] = {}
         self._files = files
         self._kind = "l0" if self.levels == (0,) else "matrix" if self.levels is None else f"levels-{self.levels}"
-        self._saver: ThreadPoolExecutor | None = None
-        self._saving: set[str] = set()
+        self._saves = BackgroundSaves("ce-derived-l0", "level-0 matrix")
         self.loads = 0
         self.file_loads = 0
         self.rows_loaded = 0
@@ -819,25 +817,8 @@ class MatrixVectorIndex:
 
     def _schedule_save(self, account: _Account) -> None:
         """Write the account's derived file on the background saver (once at a time per account)."""
-        if self._files is None:
-            return
-        with self._lock:
-            if account.account_id in self._saving:
-                return
-            self._saving.add(account.account_id)
-            if self._saver is None:
-                self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-derived-l0")
-            saver = self._saver
-        saver.submit(self._save_quietly, account)
-
-    def _save_quietly(self, account: _Account) -> None:
-        try:
-            self.save(account)
-        except Exception:  # noqa: BLE001 - logged; a cache that is not written is rebuilt later, never a failed search
-            _LOG.exception("writing the level-0 matrix file of an account failed")
-        finally:
-            with self._lock:
-                self._saving.discard(account.account_id)
+        if self._files is not None:
+            self._saves.submit(account.account_id, lambda: self.save(account))
 
     def save(self, account: _Account | str) -> bool:
         """Write the derived file of a held account now (``account``: the account or its id); ``False`` when there
@@ -870,10 +851,7 @@ class MatrixVectorIndex:
 
     def close(self) -> None:
         """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
-        with self._lock:
-            saver, self._saver = self._saver, None
-        if saver is not None:
-            saver.shutdown(wait=True)
+        self._saves.close()
 
     def _load(self, account_id: str) -> MatrixView | None:
         counter: Any = getattr(self._metadata, "count_vectors", None)
