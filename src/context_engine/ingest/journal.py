@@ -133,20 +133,13 @@ class WriteJournal:
                 self._index.delete(sorted(set(sync_ids)))
             except ContextEngineError:
                 pass  # the nodes stay pending, and searches skip pending nodes, so a leftover is never served
-            try:
-                self._metadata.journal_release(journal_id)
-            except ContextEngineError:
-                _LOG.exception("could not release journal row %s", journal_id)
+            self._release(journal_id)
             return len(uris)
         self.crash_point("index_synced")
         try:
             self._content.discard(str(journal_id))
         except ContextEngineError as err:  # committed and indexed: the next write anywhere finishes it (released)
-            _LOG.warning("could not drop the undo records of write %s; it stays pending: %s", journal_id, err.message)
-            try:
-                self._metadata.journal_release(journal_id)
-            except ContextEngineError:
-                _LOG.exception("could not release journal row %s", journal_id)
+            self._leave_pending(journal_id, "drop the undo records of", err)
             return len(uris)
         self.crash_point("records_discarded")
         try:
@@ -154,14 +147,22 @@ class WriteJournal:
                 self._metadata.set_index_status(account_id, _live(self._metadata, account_id, uris), "indexed")
                 self._metadata.journal_delete(journal_id)
         except ContextEngineError as err:  # the write is committed: leave the rest to the next recovery
-            _LOG.warning("could not mark write %s indexed; it stays pending: %s", journal_id, err.message)
-            try:
-                self._metadata.journal_release(journal_id)
-            except ContextEngineError:
-                _LOG.exception("could not release journal row %s", journal_id)
+            self._leave_pending(journal_id, "mark indexed", err)
             return len(uris)
         self._finish_released()
         return 0
+
+    def _leave_pending(self, journal_id: int, step: str, err: ContextEngineError) -> None:
+        """A committed write whose ``step`` failed stays pending: logged, and its row released to the next write."""
+        _LOG.warning("could not %s write %s; it stays pending: %s", step, journal_id, err.message)
+        self._release(journal_id)
+
+    def _release(self, journal_id: int) -> None:
+        """Release the journal row to whichever write or recovery comes next (a failure to do so is logged)."""
+        try:
+            self._metadata.journal_release(journal_id)
+        except ContextEngineError:
+            _LOG.exception("could not release journal row %s", journal_id)
 
     def _finish_released(self) -> None:
         """After a write that reached the index: finish the committed writes that were released after an index

@@ -24,7 +24,7 @@ import numpy as np
 from context_engine.schema.nodes import VectorFilter
 from context_engine.storage.strings import HashedIds, PackedStrings
 
-__all__ = ["ENCODED_COLUMNS", "ChildRows", "RowFields", "RowIds", "RowTable"]
+__all__ = ["ENCODED_COLUMNS", "ChildRows", "RowFields", "RowIds", "RowTable", "ValueCodes"]
 
 ENCODED_COLUMNS = ("owner_space", "context_type", "category", "parent_uri", "doc_id")
 """String columns kept as integer codes (one vocabulary per column and table)."""
@@ -54,7 +54,7 @@ _FILTER_FIELDS = (
 )
 
 
-class _Codes:
+class ValueCodes:
     """Dictionary encoding of one column: value -> code, append-only."""
 
     __slots__ = ("code_of", "values")
@@ -276,7 +276,7 @@ class RowTable:
         self.alive = np.zeros(capacity, dtype=bool)
         self.level = np.zeros(capacity, dtype=np.int16)
         self.chunk_index = np.zeros(capacity, dtype=np.int32)
-        self.codes = {name: _Codes() for name in ENCODED_COLUMNS}
+        self.codes = {name: ValueCodes() for name in ENCODED_COLUMNS}
         self.columns = {name: np.zeros(capacity, dtype=np.int32) for name in ENCODED_COLUMNS}
         self._sorted: tuple[int, np.ndarray] | None = None  # (rows covered, those rows ordered by URI)
 

@@ -33,7 +33,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles, Snapshot
-from context_engine.storage.filters import RowFields, RowTable
+from context_engine.storage.filters import RowFields, RowTable, ValueCodes
 from context_engine.storage.protocols import MetadataStore
 from context_engine.storage.strings import HashedIds, PackedStrings
 
@@ -313,21 +313,13 @@ class _SpaceOf:
     candidate spaces, which the caller checks in their segment (:meth:`_Account.remove`). Serialised by the
     account's writer."""
 
-    __slots__ = ("_account", "_built", "_map", "_names", "_number")
+    __slots__ = ("_account", "_built", "_map", "_spaces")
 
     def __init__(self, account: _Account, *, built: bool = True) -> None:
         self._account = account
         self._map = HashedIds()
         self._built = built
-        self._names: list[str] = []
-        self._number: dict[str, int] = {}
-
-    def _numbered(self, space: str) -> int:
-        found = self._number.get(space)
-        if found is None:
-            found = self._number[space] = len(self._names)
-            self._names.append(space)
-        return found
+        self._spaces = ValueCodes()  # owner space <-> the number the map stores
 
     def _build(self) -> None:
         ids: list[str] = []
@@ -336,7 +328,7 @@ class _SpaceOf:
             live = np.flatnonzero(seg.alive[: seg.n]).tolist()
             held = seg.ids[0 : seg.n]
             ids.extend(held[r] for r in live)
-            numbers.append(np.full(len(live), self._numbered(space), dtype=np.int32))
+            numbers.append(np.full(len(live), self._spaces.code(space), dtype=np.int32))
         self._map.reset(ids, np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int32))
         self._built = True
 
@@ -344,11 +336,11 @@ class _SpaceOf:
         """Spaces whose segment may hold ``rid`` live (the last one set first)."""
         if not self._built:
             self._build()
-        return [self._names[i] for i in dict.fromkeys(self._map.candidates(rid))]
+        return [self._spaces.values[i] for i in dict.fromkeys(self._map.candidates(rid))]
 
     def set(self, rid: str, space: str) -> None:
         if self._built:
-            self._map.set(rid, self._numbered(space))
+            self._map.set(rid, self._spaces.code(space))
 
     def settle(self) -> None:
         """After a batch of :meth:`set`: past ``max(1024, rows / 8)`` ids set since the last build, drop the map (the
