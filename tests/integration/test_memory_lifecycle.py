@@ -126,15 +126,17 @@ def test_a_message_keeps_speaker_role_session_and_time(engine):
     assert engine.get_memory(no_speaker, ALICE).occurred_at is None
 
 
-def test_the_previous_turn_is_indexed_as_context_not_shown(engine):
+def test_context_is_role_aware_and_never_shown(engine):
     uris = engine.add_messages(messages(0, 3), "s1", ALICE).uris
-    assert level0(engine, uris[0]).context == ""  # the first turn of a session has none
+    # a user turn is indexed with the assistant's reply after it (issue 25); the first turn has nothing before it
+    assert level0(engine, uris[0]).context == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
     vec = level0(engine, uris[1])
     assert vec.text == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
-    assert vec.context == "Caroline: Turn 0: I bought 2 tickets for the concert in hall 0."
-    assert engine.read(uris[1], "L0", ALICE) == vec.text  # the L0 shown holds the message alone
+    assert vec.context == ""  # an assistant turn never borrows the user's words
+    assert level0(engine, uris[2]).context == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
+    assert engine.read(uris[0], "L0", ALICE) == "Caroline: Turn 0: I bought 2 tickets for the concert in hall 0."
     # a second batch takes its first message's context from the stored tail of the session
-    later = engine.add_messages(messages(3, 4), "s1", ALICE).uris[0]
+    later = engine.add_messages(messages(4, 5), "s1", ALICE).uris[0]
     assert level0(engine, later).context == "Caroline: Turn 2: I bought 4 tickets for the concert in hall 14."
     assert "Turn 2" not in engine.read(later, "L0", ALICE)
 
@@ -301,12 +303,12 @@ def test_two_updates_keep_both_earlier_versions_oldest_first(engine):
 
 
 def test_updating_a_message_keeps_its_speaker_and_context(engine):
-    uri = engine.add_messages(messages(0, 2), "s1", ALICE).uris[1]
+    uri = engine.add_messages(messages(0, 3), "s1", ALICE).uris[2]
     engine.update_memory(uri, "Actually I bought 9 tickets.", ALICE)
     vec = level0(engine, uri)
-    assert vec.text == "Melanie: Actually I bought 9 tickets."
-    assert vec.context == "Caroline: Turn 0: I bought 2 tickets for the concert in hall 0."
-    assert engine.get_memory(uri, ALICE).metadata["speaker"] == "Melanie"
+    assert vec.text == "Caroline: Actually I bought 9 tickets."
+    assert vec.context == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
+    assert engine.get_memory(uri, ALICE).metadata["speaker"] == "Caroline"
 
 
 # ---------------------------------------------------------------------------------------------------- list, delete

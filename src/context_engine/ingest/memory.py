@@ -8,16 +8,21 @@ metadata transaction, with one directory-summary refresh per batch.
 * ``add_messages(messages, session_id)``: message ``i`` becomes ``.../memories/sessions/<session_id>/<seq>.md``,
   ``seq`` a zero-padded counter continuing the session. Its L0 is ``"<speaker>: <content>"`` (whole up to
   ``memory.l0_max_chars``, else :func:`~context_engine.ingest.memory_abstract.memory_abstract`); role, speaker,
-  session and timestamp go into its metadata and the timestamp into ``occurred_at``. The previous
-  ``memory.context_messages`` messages of the session are indexed with it (embedding input and BM25 text, never
-  shown): what a reply answers is usually in the turn before it. Messages are events, so they are never deduplicated.
+  session and timestamp go into its metadata and the timestamp into ``occurred_at``. What a message is indexed with
+  (embedding input and BM25 text, never shown) is role-aware (:mod:`context_engine.ingest.conversation`): a user
+  turn with the ``memory.context_messages`` messages before it and the assistant's reply after it; an assistant
+  turn, an acknowledgement or a question back alone. Messages are events, so they are never deduplicated.
   Cost per message is constant: the session's tail is read with one indexed query, and directory summaries read a
   bounded window of children.
 * ``add_memories(items)``: each item is stored like ``add_memory``. The same normalised text (NFKC, case-folded,
-  punctuation removed, whitespace-collapsed) under the same user's memories is the same memory (``unchanged``); a near-duplicate (raw
-  cosine of the abstracts >= ``memory.near_duplicate_similarity``, against stored memories and earlier items of the
-  batch) is handled by the policy (``skip``: reported with the existing URI; ``keep``; ``replace``: the existing
-  memory is updated to the new text).
+  punctuation removed, whitespace-collapsed) under the same user's memories is the same memory (``unchanged``); a
+  near-duplicate (raw cosine of the abstracts >= ``memory.near_duplicate_similarity``, against stored memories and
+  earlier items of the batch, *and* the same specifics: numbers, identifiers, dates, amounts, versions, addresses,
+  names; :func:`~context_engine.ingest.dedup.same_specifics`) is handled by the policy (``skip``, the default:
+  reported with the existing URI, nothing written; ``keep``; ``replace``: the existing memory is updated to the new
+  text). A candidate that passes the cosine but differs in a specific ("... XJ-4477 ..." / "... XJ-4488 ...") is not
+  a duplicate, the next candidate is tried, and when none is left the item is stored (``added``) under every policy:
+  dedup never drops or overwrites a different fact.
 * ``update_memory(uri, text)``: re-embeds the memory; the previous text is kept as a version (``node_versions``),
   in the same transaction.
 """
@@ -28,15 +33,18 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any, get_args
 
 import numpy as np
 from pydantic import ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.conversation import Line, index_contexts
+from context_engine.ingest.dedup import Specifics, specifics
 from context_engine.ingest.loader import SourceDoc, content_hash, decode_text
 from context_engine.ingest.memory_abstract import memory_abstract
 from context_engine.ingest.parse import collapse_whitespace
@@ -63,6 +71,7 @@ _SEQ_DIGITS = 6
 _SPEAKER_MAX_CHARS = 128
 _METADATA_KEY_MAX_CHARS = 64
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
+_DUPLICATE_CANDIDATES = 8  # stored memories tried as near-duplicates of one item (siblings that differ in specifics)
 
 
 def normalise_memory_text(text: str) -> str:
@@ -189,11 +198,11 @@ class MemoryWriter:
         # Numbers are reserved atomically (a counter in the metadata database), so concurrent writers to one session
         # never take the same URI; each message's context is the session's tail as this writer saw it.
         start = self._metadata.reserve_sequence(account_id, str(session_dir), len(parsed), floor)
+        lines = [Line(str((p.metadata or {}).get("role", "user")), p.speaker, collapse_whitespace(p.text)) for p in parsed]
+        contexts = index_contexts(tail, lines, self._settings.context_messages, self._settings.context_max_chars)
         docs: list[SourceDoc] = []
-        history = list(tail)
-        for offset, p in enumerate(parsed):
+        for offset, (p, context) in enumerate(zip(parsed, contexts, strict=True)):
             uri = session_dir.child(f"{start + offset:0{_SEQ_DIGITS}d}.md")
-            context = self._context(history)
             digest = content_hash(p.text, "message", p.speaker, json.dumps(p.metadata, sort_keys=True, default=str))
             docs.append(
                 SourceDoc(
@@ -211,7 +220,6 @@ class MemoryWriter:
                     whole_text_l0=collapse_whitespace(p.text) in p.abstract,
                 )
             )
-            history.append(f"{p.speaker}: {collapse_whitespace(p.text)}")
         try:
             report = self._pipeline.write_documents(account_id, docs)
         except BaseException:
@@ -258,9 +266,9 @@ class MemoryWriter:
         abstract = f"{speaker}: {memory_abstract(text, budget)}"
         return _Prepared(text, abstract, occurred_at, metadata, speaker)
 
-    def _session_tail(self, account_id: str, session_dir: ContextURI) -> tuple[int, list[str]]:
+    def _session_tail(self, account_id: str, session_dir: ContextURI) -> tuple[int, list[Line]]:
         """The highest sequence number the session's stored messages use and its last ``context_messages`` messages
-        as context lines."""
+        (oldest first)."""
         last = self._metadata.last_child_uri(account_id, str(session_dir))
         if last is None:
             return 0, []
@@ -273,15 +281,9 @@ class MemoryWriter:
         lines = []
         for node in [n for n in sample if not n.is_dir][-k:]:
             body = self._content.read_level(account_id, node.uri, Level.L2) or ""
-            speaker = (node.metadata or {}).get("speaker") or node.title
-            lines.append(f"{speaker}: {collapse_whitespace(body)}")
+            md = node.metadata or {}
+            lines.append(Line(str(md.get("role", "user")), md.get("speaker") or node.title, collapse_whitespace(body)))
         return start, lines
-
-    def _context(self, history: Sequence[str]) -> str:
-        k, cap = self._settings.context_messages, self._settings.context_max_chars
-        if k == 0 or cap == 0 or not history:
-            return ""
-        return "\n".join(line[:cap] for line in history[-k:])
 
     # ------------------------------------------------------------------------------------------------ memories
     def add_memories(
@@ -463,28 +465,44 @@ class MemoryWriter:
     def _near_duplicates(
         self, account_id: str, space: str, parsed: Sequence[tuple[_Prepared, ContextURI, str]], todo: Sequence[int]
     ) -> dict[int, tuple[str, float]]:
-        """Items of ``todo`` that nearly repeat a stored memory of the user or an earlier item: index -> (URI, cosine)."""
+        """Items of ``todo`` that nearly repeat a stored memory of the user or an earlier item: index -> (URI, cosine).
+
+        A candidate (cosine >= ``memory.near_duplicate_similarity``) is a near-duplicate only with the same
+        specifics as the item, compared on the full texts (:mod:`context_engine.ingest.dedup`). Candidates are tried
+        best cosine first (a stored memory before an earlier item on a tie): the ``_DUPLICATE_CANDIDATES`` nearest
+        stored memories and every earlier item of the batch that is not itself a duplicate.
+        """
         threshold = self._settings.near_duplicate_similarity
         vectors = self._embedder.embed_documents([parsed[i][0].abstract for i in todo])
+        own = _LazySpecifics([parsed[i][0].text for i in todo])  # computed only for items with a candidate
         flt = VectorFilter(account_id=account_id, owner_spaces=[f"user:{space}"], levels=[0], context_types=["memory"])
         found: dict[int, tuple[str, float]] = {}
         kept: list[int] = []  # positions in `todo` of items that are not duplicates
         for pos, i in enumerate(todo):
-            best: tuple[str, float] | None = None
-            for hit in self._index.search(vectors[pos], 3, flt):
-                if not hit.uri.endswith("/") and hit.score >= threshold:
-                    best = (hit.uri, float(hit.score))
-                    break
+            candidates: list[tuple[float, int, str, Callable[[], Specifics]]] = [
+                (float(hit.score), 0, hit.uri, partial(self._stored_specifics, account_id, hit.uri, hit.text))
+                for hit in self._index.search(vectors[pos], _DUPLICATE_CANDIDATES, flt)
+                if not hit.uri.endswith("/") and hit.score >= threshold
+            ]
             if kept:
                 sims = np.asarray([vectors[k] for k in kept]) @ vectors[pos]
-                j = int(np.argmax(sims))
-                if sims[j] >= threshold and (best is None or sims[j] > best[1]):
-                    best = (str(parsed[todo[kept[j]]][1]), float(sims[j]))
+                candidates += [
+                    (float(sim), 1, str(parsed[todo[k]][1]), partial(own.of, k))
+                    for k, sim in zip(kept, sims, strict=True)
+                    if sim >= threshold
+                ]
+            candidates.sort(key=lambda c: (-c[0], c[1]))
+            best = next(((uri, sim) for sim, _, uri, theirs in candidates if own.of(pos).same_as(theirs())), None)
             if best is None:
                 kept.append(pos)
             else:
                 found[i] = (best[0], round(best[1], 6))
         return found
+
+    def _stored_specifics(self, account_id: str, uri: str, l0_text: str) -> Specifics:
+        """The specifics of a stored memory's full text (its L2: the L0 may be an extract of a long memory); its L0
+        text if the content is missing."""
+        return specifics(self._content.read_level(account_id, uri, Level.L2) or l0_text)
 
     # ------------------------------------------------------------------------------------------------ validation
     def _check_batch(self, items: Any, what: str) -> None:
@@ -578,6 +596,20 @@ class MemoryWriter:
                 size_bytes=size,
                 limit_bytes=limit,
             )
+
+
+class _LazySpecifics:
+    """The :func:`~context_engine.ingest.dedup.specifics` of a batch's texts, each computed on first use (a long
+    memory costs a scan, and most items have no near-duplicate candidate)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._texts = texts
+        self._done: dict[int, Specifics] = {}
+
+    def of(self, pos: int) -> Specifics:
+        if pos not in self._done:
+            self._done[pos] = specifics(self._texts[pos])
+        return self._done[pos]
 
 
 def _title(abstract: str, max_chars: int = 80) -> str:

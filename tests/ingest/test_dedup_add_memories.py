@@ -1,0 +1,133 @@
+"""Dedup never loses a fact, through the service on the default model (use-multilingual) and the real stores:
+``add_memories`` with the default policy ``skip`` stores a memory that differs from a stored one (or an earlier item
+of the batch) in an identifier, number, date, amount, version, address or name, however close the cosine, and still
+reports a true rewording as ``duplicate``.
+
+Every pair is checked to pass ``memory.near_duplicate_similarity`` with the default model first, so each test
+exercises the specifics check and not the threshold. Cosines measured with use-multilingual are quoted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from context_engine.schema.context import RequestContext
+from context_engine.settings import load_settings
+
+pytestmark = pytest.mark.slow
+
+ALICE = RequestContext(account_id="default", role="user", user_space="alice", agent_space="helper")
+
+XJ_4477 = "The parts were bundled under XJ-4477 last week"
+XJ_4488 = "The parts were bundled under XJ-4488 last week"  # 0.944 to XJ_4477: the issue's lost fact
+XJ_4477_REWORDED = "Last week the parts were bundled under XJ-4477"  # 0.977 to XJ_4477
+
+DIFFERENT = [
+    pytest.param(XJ_4477, XJ_4488, id="identifier-0.944"),
+    pytest.param(
+        "Carol booked a table for 4 people at 7pm", "Carol booked a table for 6 people at 7pm", id="number-0.962"
+    ),
+    pytest.param(
+        "Carol booked a table for 4 people at 7pm", "Carol booked a table for 4 people at 8pm", id="time-0.991"
+    ),
+    pytest.param(
+        "The dentist appointment is on 12 May", "The dentist appointment is on 13 May", id="date-0.943"
+    ),
+    pytest.param("The repair cost $120", "The repair cost $150", id="amount-0.933"),
+    pytest.param("The server runs version 2.3.1", "The server runs version 2.3.2", id="version-0.927"),
+    pytest.param(
+        "The contract was signed by John Smith", "The contract was signed by John Smyth", id="name-0.934"
+    ),
+    pytest.param(
+        "Send the invoice to billing@acme.com", "Send the invoice to accounts@acme.com", id="email-0.946"
+    ),
+    pytest.param("The database lives at 10.0.0.12", "The database lives at 10.0.0.13", id="ip-0.992"),
+    pytest.param("我下周三去北京出差", "我下周四去北京出差", id="zh-weekday-0.957"),
+]
+
+REWORDED = [
+    pytest.param("Bob likes green tea", "Bob really likes green tea", id="adverb-0.951"),
+    pytest.param("I moved to Lisbon in March", "In March I moved to Lisbon", id="word-order-0.977"),
+    pytest.param(XJ_4477, XJ_4477_REWORDED, id="identifier-kept-0.977"),
+    pytest.param(
+        "The dentist appointment is on 12 May", "The dentist appointment is on May 12th", id="date-kept-0.973"
+    ),
+    pytest.param(
+        "Carol booked a table for 4 people at 7pm",
+        "Carol booked a table for four people at 7pm",
+        id="number-word-0.981",
+    ),
+    pytest.param("我下周三去北京出差", "下周三我去北京出差", id="zh-word-order-0.979"),
+]
+
+
+@pytest.fixture
+def engine(tmp_path: Path, default_embedder) -> Iterator[Any]:
+    from context_engine.service import ContextEngineService
+
+    settings = load_settings(tmp_path / "home", embedding={"backend": "use-multilingual"})
+    service = ContextEngineService(settings, embedder=default_embedder)
+    yield service
+    service.close()
+
+
+def cosine(engine: Any, a: str, b: str) -> float:
+    """The raw cosine of two short memories (their own abstracts) with the engine's model."""
+    va, vb = engine.embedder.embed_documents([a, b])
+    return float(va @ vb)
+
+
+def above_threshold(engine: Any, a: str, b: str) -> None:
+    threshold = engine.settings.memory.near_duplicate_similarity
+    assert cosine(engine, a, b) >= threshold, f"{a!r} / {b!r} must pass the cosine for this test to mean anything"
+
+
+@pytest.mark.parametrize(("stored", "new"), DIFFERENT)
+def test_a_memory_that_differs_in_a_specific_is_stored_under_skip(engine, stored: str, new: str) -> None:
+    above_threshold(engine, stored, new)
+    first = engine.add_memories([{"text": stored}], ALICE).items[0]
+    [outcome] = engine.add_memories([{"text": new}], ALICE).items
+    assert outcome.status == "added" and outcome.duplicate_of is None and outcome.uri != first.uri
+    assert {m.abstract for m in engine.list_memories(ALICE).items} == {stored, new}
+
+
+@pytest.mark.parametrize(("stored", "new"), REWORDED)
+def test_a_rewording_is_still_a_duplicate(engine, stored: str, new: str) -> None:
+    above_threshold(engine, stored, new)
+    first = engine.add_memories([{"text": stored}], ALICE).items[0]
+    result = engine.add_memories([{"text": new}], ALICE)
+    [outcome] = result.items
+    assert outcome.status == "duplicate" and outcome.duplicate_of == first.uri
+    assert result.duplicates == 1 and engine.list_memories(ALICE).total == 1
+
+
+def test_within_one_batch_both_facts_are_stored_and_the_rewording_is_caught(engine) -> None:
+    result = engine.add_memories([{"text": XJ_4477}, {"text": XJ_4488}, {"text": XJ_4477_REWORDED}], ALICE)
+    assert [o.status for o in result.items] == ["added", "added", "duplicate"]
+    assert result.items[2].duplicate_of == result.items[0].uri
+    assert engine.list_memories(ALICE).total == 2
+
+
+def test_a_closer_candidate_with_other_specifics_is_passed_over(engine) -> None:
+    # The new memory is nearer the 8pm booking (0.988) than to its own rewording (0.981): the 8pm one is tried
+    # first, differs in the time, and the next candidate is the duplicate.
+    own = "Carol booked a table for 4 people at 7pm"
+    other = "Carol booked a table for four people at 8pm"
+    new = "Carol booked a table for four people at 7pm"
+    assert cosine(engine, new, other) > cosine(engine, new, own) >= engine.settings.memory.near_duplicate_similarity
+    [kept_own, kept_other] = engine.add_memories([{"text": own}, {"text": other}], ALICE).items
+    assert kept_own.status == kept_other.status == "added"
+    [outcome] = engine.add_memories([{"text": new}], ALICE).items
+    assert outcome.status == "duplicate" and outcome.duplicate_of == kept_own.uri
+
+
+def test_replace_never_overwrites_a_different_fact(engine) -> None:
+    first = engine.add_memories([{"text": XJ_4477}], ALICE).items[0]
+    [outcome] = engine.add_memories([{"text": XJ_4488}], ALICE, policy="replace").items
+    assert outcome.status == "added" and outcome.uri != first.uri
+    detail = engine.get_memory(first.uri, ALICE)
+    assert detail.text == XJ_4477 and detail.version == 1
