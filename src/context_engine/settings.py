@@ -201,15 +201,19 @@ class MemorySettings(_Section):
     )
     dedup_policy: Literal["skip", "keep", "replace"] = Field(
         "skip",
-        description="What add_memory does with a near-duplicate of a stored memory: skip (report the existing URI), "
-        "keep (store it anyway) or replace (update the existing memory to the new text, keeping the old version).",
+        description="What add_memory does with a near-duplicate of a stored memory (near_duplicate_similarity): skip "
+        "(report the existing URI, write nothing), keep (store it anyway) or replace (update the existing memory to the "
+        "new text, keeping the old version). A memory that differs in a specific is never a near-duplicate: it is "
+        "stored under every policy.",
     )
     near_duplicate_similarity: float = Field(
         0.92,
         ge=0.0,
         le=1.0,
         description="Cosine similarity of two memories' abstracts (raw model cosine) from which the new one is a "
-        "near-duplicate. The same normalised text is always the same memory.",
+        "near-duplicate, provided both carry the same specifics (numbers, identifiers, dates, amounts, versions, "
+        "e-mail and IP addresses, URLs, names: context_engine.ingest.dedup); 'XJ-4477' / 'XJ-4488' are two memories "
+        "whatever the cosine. The same normalised text is always the same memory.",
     )
     recency_half_life_days: float | None = Field(
         None,
@@ -353,6 +357,16 @@ class PlannerSettings(_Section):
     )
 
 
+class QueryTransformSettings(_Section):
+    """Rule-based query transformations of search_memory (retrieval/query_transform.py; seed 001 §10)."""
+
+    first_person: bool = Field(
+        False,
+        description="Fuse the query's vector with that of its first-person rewrite ('What does the user drink' -> "
+        "'What does I drink'); off by default: no gain on the dev sets (eval/README.md, 'Query transformation').",
+    )
+
+
 class SeedSettings(_Section):
     """``L0Retriever``."""
 
@@ -363,6 +377,13 @@ class SeedSettings(_Section):
         description="Index rows fetched per wanted seed, so dropped pending/invisible rows are replaced.",
     )
     extra_rows: int = Field(5, ge=0, le=200, description="Index rows fetched on top of overfetch * top_k.")
+    speaker_boost: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="Added to the fused first-round score of a conversation message whose speaker the query names "
+        "('When did Caroline ...', 'the user'); 0 switches speaker resolution off (retrieval/speakers.py).",
+    )
     hybrid: bool = Field(
         True,
         description="First round: fuse the level-0 dense list with BM25 over the same abstracts (keyword.fusion) to "
@@ -410,6 +431,14 @@ class ScoringSettings(_Section):
         description="Threshold on the final score when the request gives none; None: no threshold, so a request "
         "returns min(top_k, candidates) hits (chosen per model on the dev sets, docs/search_memory.md).",
     )
+    current_state_boost: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="A question asking for the present state ('now', 'these days', 'still', '现在') adds up to this "
+        "to the final score of the candidate memories, in proportion to how late they occurred among them "
+        "(retrieval/current_state.py); 0 switches it off.",
+    )
     intent_boost: float = Field(
         0.05,
         ge=0.0,
@@ -448,6 +477,37 @@ class AssemblySettings(_Section):
     )
     read_l2_min_score: float = Field(
         0.45, ge=0.0, le=1.0, description="A file hit with content and at least this score gets read_l2."
+    )
+
+
+class MatchQualitySettings(_Section):
+    """``search_memory``'s ``match_quality`` label (``retrieval/match_quality.py``; docs/search_memory.md, "How
+    confident the answer is"). Similarities are calibrated cosines (the model's scale, ``schema/similarity.py``),
+    0..1; calibrated by ``bench/match_quality.py`` on the conversation dev sets."""
+
+    none_below_evidence: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="'none' when the evidence (the best calibrated cosine of the returned hits, less "
+        "missing_name_penalty times the share of the query's names that no candidate mentions) is below this.",
+    )
+    missing_name_penalty: float = Field(
+        0.4,
+        ge=0.0,
+        le=1.0,
+        description="Taken from the evidence, times the share of the names the query mentions (capitalised words "
+        "inside a sentence, e.g. 'Nate', 'LGBTQ') that no candidate's L0 text mentions; 0 turns the check off.",
+    )
+    strong_min_evidence: float = Field(
+        0.5, ge=0.0, le=1.0, description="'strong' needs at least this evidence (and strong_min_vector_score)."
+    )
+    strong_min_vector_score: float = Field(
+        0.4,
+        ge=0.0,
+        le=1.0,
+        description="'strong' needs the first file hit's own vector score (the fused meaning + words score of the "
+        "hybrid first round, else its calibrated cosine) to be at least this.",
     )
 
 
@@ -531,6 +591,8 @@ class RetrievalSettings(_Section):
     hierarchy: HierarchySettings = HierarchySettings()
     scoring: ScoringSettings = ScoringSettings()
     assembly: AssemblySettings = AssemblySettings()
+    match_quality: MatchQualitySettings = MatchQualitySettings()
+    query_transform: QueryTransformSettings = QueryTransformSettings()
     read: ReadSettings = ReadSettings()
     redaction: RedactionSettings = RedactionSettings()
 

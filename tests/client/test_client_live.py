@@ -61,6 +61,9 @@ def test_compact_answers(alice: Client) -> None:
     assert isinstance(compact, SearchMemoryCompact) and compact.debug is None
     assert [h.uri for h in compact.hits] == [h.uri for h in full.hits] and compact.hits[0].uri == DISK_URI
     assert compact.hits[0].score == round(full.hits[0].score, 3)
+    assert compact.match_quality == full.match_quality in ("strong", "weak")  # the label, on both forms
+    off_topic = alice.search_memory_compact("What is the capital of France?", top_k=2)
+    assert off_topic.match_quality == "none" and len(off_topic.hits) == 2
     assert full.hits[0].abstract.startswith(compact.hits[0].abstract.removesuffix("…"))  # cut for agents
     debug = alice.search_memory_compact(DISK_QUERY, top_k=3, include_debug=True).debug
     assert debug is not None and debug.next_actions == full.next_actions
@@ -152,7 +155,7 @@ def test_async_client(world) -> None:
                 client.lookup_knowledge(CERT_QUERY, top_k=1),
                 client.lookup_knowledge_compact(CERT_QUERY, top_k=1),
             )
-            assert res.hits[0].uri == DISK_URI
+            assert res.hits[0].uri == DISK_URI and res.match_quality in ("strong", "weak")
             assert lookup.evidence_blocks[0].doc_id == CERT_URI
             assert compact.evidence[0].uri == CERT_URI
             row = await client.get_tool_invocation(compact.invocation_id)

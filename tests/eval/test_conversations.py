@@ -39,8 +39,10 @@ def test_loader_counts_turns_sessions_questions_and_maps_evidence_to_turn_ids(co
     assert c.conversations == ["alpha", "beta"]
     assert [len(c.turns["alpha"]), len(c.turns["beta"])] == [30, 6]
     assert [(s, len(t)) for s, t in c.sessions("alpha")] == [("session_1", 11), ("session_2", 10), ("session_3", 9)]
-    # 10 questions: one without evidence is left out, one unknown evidence id (D9:99) is dropped
-    assert len(c.questions) == 9 and c.unjudged_questions == 1 and c.unknown_evidence == 1
+    # 10 questions: one without evidence is a no-answer question (not judged), one unknown evidence id (D9:99) is
+    # dropped
+    assert len(c.questions) == 9 and c.unjudged_questions == 0 and c.unknown_evidence == 1
+    assert [q.qa_id for q in c.no_answer] == ["alpha#8"] and c.conversation_of("alpha#8") == "alpha"
     ds = c.dataset
     assert (ds.name, ds.split, ds.key, ds.slug) == ("tiny_conv", "turns", "tiny_conv/turns", "tiny_conv-turns")
     assert len(ds.corpus) == 36 and "alpha#8" not in ds.queries
@@ -234,7 +236,7 @@ def test_cli_detects_a_conversation_folder_and_writes_the_report(convs: Path, tm
     assert res.exit_code == 0, res.output
     assert "R@10" in res.output and "| single-hop | 5 | bm25 |" in res.output
     js = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert js["measures"] == ["R@5", "R@10", "RR@10", "nDCG@10"] and js["dataset"]["queries"] == 9
+    assert js["measures"] == ["P@1", "R@3", "R@5", "R@10", "RR@10", "nDCG@10"] and js["dataset"]["queries"] == 9
     assert "alpha#1 Q0 alpha/D2:1 1 " in (tmp_path / "out" / "runs" / "bm25.trec").read_text()
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0 and "| OK |" in res.output

@@ -46,6 +46,22 @@ def test_compact_answers_on_request(client, tenants, service):
     assert bad.status_code == 400 and bad.json()["code"] == "RET-4001"
 
 
+def test_search_memory_says_how_confident_its_best_hit_is(client, tenants):
+    """``match_quality`` in the full and the compact answer, and in the OpenAPI schema of both (always present)."""
+    off_topic = {"query": "What is the capital of France?", "top_k": 3}
+    for fmt in ("full", "compact"):
+        r = client.post("/api/v1/search_memory", json={**off_topic, "response_format": fmt}, headers=tenants.alice)
+        assert r.status_code == 200, r.text
+        assert r.json()["match_quality"] == "none" and r.json()["hits"]  # labelled, not emptied
+    found = {"query": "Which language do I prefer for answers?", "top_k": 3}
+    r = client.post("/api/v1/search_memory", json=found, headers=tenants.alice)
+    assert r.json()["match_quality"] in ("strong", "weak") and "concise" in r.json()["hits"][0]["abstract"]
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("SearchMemoryResponse", "SearchMemoryCompact"):
+        field = schemas[name]["properties"]["match_quality"]
+        assert field.get("enum") == ["strong", "weak", "none"] or field.get("$ref"), field
+
+
 def test_read_memory_l1_then_l2(client, tenants, service):
     uri = "ctx://resources/kubernetes/NodeNotReady.md"
     for level in ("L1", "L2"):

@@ -71,6 +71,7 @@ def test_search_table_fits_100_columns_with_whole_uris_elsewhere(home):
     row = next(line for line in lines if "storage-nodes.md" in line)
     assert "…" in row and uri not in row  # shortened in the middle
     assert f"next: context-engine read {uri} --level" in r.output  # whole, unwrapped
+    assert any(line in ("match: strong", "match: weak") for line in r.output.splitlines()), r.output
     hits = json.loads(cli(home, "--json", "search", "journal flushing procedure fsync", "-k", "5").output)
     assert uri in [h["uri"] for h in hits]
 
@@ -99,10 +100,22 @@ def test_json_compact_is_the_agents_answer(home):
     r = cli(home, "--json", "search", "journal flushing procedure", "-k", "3", "--compact")
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
-    assert set(got) <= {"request_id", "hits", "warnings", "retryable"}
+    assert {"request_id", "match_quality", "hits"} <= set(got) <= {
+        "request_id",
+        "match_quality",
+        "hits",
+        "warnings",
+        "retryable",
+    }
     assert set(got["hits"][0]) == {"uri", "level", "score", "abstract", "read_recommendation"}
     r = cli(home, "--json", "lookup", "journal flushing procedure", "-k", "1", "--compact")
     assert r.exit_code == 0 and json.loads(r.output)["evidence"][0]["excerpt"], r.output
+
+
+def test_search_says_none_when_nothing_is_about_the_query(home):
+    r = cli(home, "--as", BOB, "search", "What is the capital of France?", "-k", "3")
+    assert r.exit_code == 0 and "match: none" in r.output.splitlines(), r.output
+    assert table_lines(r.output)  # the hits are still listed
 
 
 def test_ls_and_tree_on_the_user_and_agent_roots(home):

@@ -166,3 +166,48 @@ def test_an_admin_without_a_user_space_filters_every_users_memories(make):
         engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"speaker": "Ann"}), admin)
     )
     assert only_ann == [ann_uri]
+
+
+# An agent's conversation (issue 25): each user turn followed by the assistant's reply, questions in the third person.
+AGENT_SESSION = [
+    {"role": "user", "speaker": "Sam", "content": "I just started a new job at Northwind as a data engineer."},
+    {"role": "assistant", "content": "Got it, thanks for sharing."},
+    {"role": "user", "speaker": "Sam", "content": "I switched to rooibos because coffee was wrecking my sleep."},
+    {"role": "assistant", "content": "Rooibos is a nice caffeine-free alternative to coffee."},
+    {"role": "user", "speaker": "Sam", "content": "My daughter Ana starts school in Porto next September."},
+    {"role": "assistant", "content": "Noted!"},
+    {"role": "user", "speaker": "Sam", "content": "I ride my bike to the office on Tuesdays and Thursdays."},
+    {"role": "assistant", "content": "Good to know!"},
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "turn"),
+    [
+        ("What company does Sam work for?", 0),
+        ("What does Sam drink instead of coffee?", 2),
+        ("Where will Sam's daughter go to school?", 4),
+        ("How does Sam get to the office?", 6),
+    ],
+)
+def test_the_users_turn_not_the_assistants_acknowledgement_comes_first(make, question, turn):
+    engine = make()
+    uris = engine.add_messages(AGENT_SESSION, "s1", ANN).uris
+    hits = _uris(engine.search_memory(question, ANN, top_k=5))
+    assert hits[0] == uris[turn]
+    acks = [uris[i] for i in (1, 5, 7)]
+    assert all(hits.index(a) > hits.index(uris[turn]) for a in acks if a in hits)
+
+
+def test_a_question_naming_a_speaker_prefers_that_speakers_turns(make):
+    engine = make()
+    uris = engine.add_messages(
+        [
+            {"speaker": "Caroline", "content": "I went to a LGBTQ support group yesterday and it was so powerful."},
+            {"speaker": "Melanie", "content": "Wow, the support group sounds powerful! I went to a pottery class."},
+        ],
+        "d1",
+        ANN,
+    ).uris
+    hits = _uris(engine.search_memory("When did Caroline go to the support group?", ANN, top_k=2))
+    assert hits[0] == uris[0]

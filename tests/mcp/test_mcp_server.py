@@ -88,8 +88,15 @@ def test_search_memory_is_compact_by_default(service):
     assert not res.is_error
     got = res.structured_content
     direct = service.search_memory(SearchMemoryRequest(query="documentation: certificate expiry", top_k=3), ADMIN)
-    # empty warnings, retryable false and debug null are left out of the JSON
-    assert {"request_id", "hits"} <= set(got) <= {"request_id", "hits", "warnings", "retryable"}
+    # empty warnings, retryable false and debug null are left out of the JSON; match_quality never is
+    assert {"request_id", "match_quality", "hits"} <= set(got) <= {
+        "request_id",
+        "match_quality",
+        "hits",
+        "warnings",
+        "retryable",
+    }
+    assert got["match_quality"] == direct.match_quality
     assert [(h["uri"], h["score"]) for h in got["hits"]] == [(h.uri, round(h.score, 3)) for h in direct.hits]
     for compact, full in zip(got["hits"], direct.hits, strict=True):
         assert full.abstract.startswith(compact["abstract"].removesuffix("…"))
@@ -97,6 +104,17 @@ def test_search_memory_is_compact_by_default(service):
     assert set(got["hits"][0]) == {"uri", "level", "score", "abstract", "read_recommendation"}
     debug = call(service, ADMIN, "search_memory", {"query": "certificate expiry", "include_debug": True})
     assert {"typed_queries", "seed_hits", "next_actions", "trace"} <= set(debug.structured_content["debug"])
+
+
+def test_compact_search_memory_says_none_for_an_off_topic_question(service):
+    """The agent learns that the store most likely lacks the answer; the hits still come back."""
+    res = call(service, ADMIN, "search_memory", {"query": "What is the capital of France?", "top_k": 3})
+    assert not res.is_error
+    got = res.structured_content
+    assert got["match_quality"] == "none" and len(got["hits"]) == 3
+    assert json.loads(res.content[0].text)["match_quality"] == "none"
+    found = call(service, ADMIN, "search_memory", {"query": "DNS name resolution fails in the cluster", "top_k": 3})
+    assert found.structured_content["match_quality"] in ("strong", "weak")
 
 
 def test_lookup_knowledge_is_compact_by_default(service):

@@ -1,4 +1,5 @@
-"""The compact search_memory answer (issue 15): same hits and order, L0 cut at a word, notes only in debug."""
+"""The compact search_memory answer (issue 15): same hits and order, L0 cut at a word, notes only in debug, and
+the match_quality label always shown."""
 
 from __future__ import annotations
 
@@ -38,12 +39,24 @@ def test_compact_search_keeps_order_and_moves_notes_to_debug():
         hits=hits,
         next_actions=NextActions(recommended_read_l1_uris=[hits[0].uri]),
         trace=SearchTrace(warnings=warnings),
+        match_quality="weak",
     )
     compact = compact_search(full, abstract_max_chars=40)
     assert [(h.uri, h.score) for h in compact.hits] == [(hits[0].uri, 0.512), (hits[1].uri, 0.2)]
     assert all(len(h.abstract) <= 40 and h.abstract.endswith("…") for h in compact.hits)
     assert compact.warnings == ["RET-5002: recheck degraded"] and compact.debug is None
     assert is_informational(warnings[0]) and not is_informational(warnings[1])
-    assert set(compact.model_dump()) == {"request_id", "hits", "warnings"}
+    assert set(compact.model_dump()) == {"request_id", "match_quality", "hits", "warnings"}
+    assert compact.match_quality == "weak"
     debug = compact_search(full, include_debug=True).debug
     assert debug is not None and debug.trace.warnings == warnings and debug.next_actions == full.next_actions
+
+
+def test_compact_search_always_shows_match_quality():
+    """``none`` is what tells an agent the store most likely lacks the answer: never left out of the JSON."""
+    empty = SearchMemoryResponse(
+        request_id="r", typed_queries=[], seed_hits=[], hits=[], next_actions=NextActions(), trace=SearchTrace()
+    )
+    assert empty.match_quality == "none"
+    dumped = compact_search(empty).model_dump(mode="json")
+    assert dumped == {"request_id": "r", "match_quality": "none", "hits": []}

@@ -1,5 +1,6 @@
 """Scoring (seed 000 §6): normalised components, weights, dedup tie-breaks, thresholds > and >=, and the merge:
-intent boost, no threshold at the defaults, protected hits, expansion hits that must earn their place."""
+intent boost, no threshold at the defaults, protected hits, expansion hits that must earn their place, and directories
+ranked after memories for a memory-intent query."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from hypothesis import strategies as st
 
 from context_engine.retrieval.scoring import (
     Scorer,
+    below_memory_files,
     dedupe_by_uri,
+    is_memory_intent,
     names_node,
     passes_threshold,
     select_top,
@@ -218,3 +221,70 @@ def test_an_expansion_hit_never_pushes_out_a_direct_hit_with_a_better_own_match(
     assert select_top(ranked, 10) == ranked  # room for all: nothing is swapped
     only_expansion = [scored("ctx://r/x/a.md", 0.3, 0.3, source="expansion")]
     assert select_top(only_expansion, 3) == only_expansion
+
+
+def _memory(uri: str, score: float, **kw) -> NodeHit:
+    return scored(uri, score, context_type="memory", owner_space="user:u", is_dir=uri.endswith("/"), **kw)
+
+
+def test_memory_intent_ranks_directories_below_memory_files():
+    """A directory ("Directory 2024-06-health: 10 items: ...") never takes a top_k slot from a memory."""
+    s = Scorer(ScoringSettings())
+    directory = _memory("ctx://user/u/memories/2024-06-health/", 0.60)
+    root = _memory("ctx://user/u/memories/", 0.55)
+    files = [_memory(f"ctx://user/u/memories/2024-06-health/m{i}.md", 0.50 - 0.1 * i) for i in range(3)]
+    pool = [directory, root, *files]
+    for preferred in ({"memory"}, set()):  # the planner's memory intent, or every candidate is a memory
+        result = s.merge(pool, query="q", top_k=3, threshold=None, preferred=preferred)
+        assert [h.uri for h in result.final] == [h.uri for h in files] and result.memory_intent
+    # with room to spare, the directories follow the memories instead of disappearing
+    roomy = s.merge(pool, query="q", top_k=10, threshold=None).final
+    assert [h.uri for h in roomy] == [*(h.uri for h in files), directory.uri, root.uri]
+    # no memory matches: the directories come back in their own order
+    assert [h.uri for h in s.merge([directory, root], query="q", top_k=3, threshold=None).final] == [
+        directory.uri,
+        root.uri,
+    ]
+
+
+def test_below_memory_files_keeps_files_in_order_and_directories_by_score_after_the_last_memory():
+    directory = scored("ctx://user/u/memories/health/", 0.60, is_dir=True, context_type="memory")
+    resource = scored("ctx://resources/r/a.md", 0.50)
+    m1 = _memory("ctx://user/u/memories/m1.md", 0.40)
+    resource2 = scored("ctx://resources/r/b.md", 0.30)
+    m2 = _memory("ctx://user/u/memories/m2.md", 0.20)
+    low = scored("ctx://resources/r/c.md", 0.10)
+    ranked = [directory, resource, m1, resource2, m2, low]
+    assert below_memory_files(ranked) == [resource, m1, resource2, m2, directory, low]
+    no_memory = [directory, resource, low]
+    assert below_memory_files(no_memory) == no_memory
+
+
+def test_a_memory_query_does_not_rank_an_unrelated_file_above_a_matching_directory_for_nothing():
+    """Only memories outrank directories: a skill with score 0 stays below the memory directory it scored under."""
+    s = Scorer(ScoringSettings())
+    memory = _memory("ctx://user/u/memories/preference/p.md", 0.36)
+    directory = _memory("ctx://user/u/memories/preference/", 0.31)
+    skill = scored("ctx://agent/a/skills/x.md", 0.0, context_type="skill")
+    final = s.merge([memory, directory, skill], query="q", top_k=3, threshold=None, preferred={"memory"}).final
+    assert [h.uri for h in final] == [memory.uri, directory.uri, skill.uri]
+
+
+def test_other_queries_rank_directories_among_files():
+    s = Scorer(ScoringSettings())
+    directory = scored("ctx://resources/ops/kubernetes/", 0.60, is_dir=True)
+    memory_dir = _memory("ctx://user/u/memories/health/", 0.58)
+    doc = scored("ctx://resources/ops/kubernetes/pod.md", 0.50)
+    result = s.merge([directory, memory_dir, doc], query="q", top_k=2, threshold=None, preferred={"resource"})
+    assert [h.uri for h in result.final] == [directory.uri, memory_dir.uri] and not result.memory_intent
+    assert not is_memory_intent(set(), [directory, doc]) and is_memory_intent({"memory", "skill"}, [directory])
+
+
+def test_a_directory_never_swaps_in_for_a_memory_under_memory_intent():
+    direct = [_memory(f"ctx://user/u/memories/d{i}.md", 0.40 - 0.01 * i, vector=0.55 - 0.01 * i) for i in range(2)]
+    sibling = _memory("ctx://user/u/memories/s.md", 0.45, vector=0.30, source="expansion")
+    directory = _memory("ctx://user/u/memories/", 0.20, vector=0.90)  # a seed whose own match beats the sibling's
+    ranked = sorted([*direct, sibling, directory], key=lambda h: (-h.score, h.uri))
+    top = select_top(ranked, 3, memory_intent=True)
+    assert [h.uri for h in top] == [sibling.uri, direct[0].uri, direct[1].uri]
+    assert directory.uri in [h.uri for h in select_top(ranked, 3)]  # the plain rule would have swapped it in

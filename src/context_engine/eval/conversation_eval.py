@@ -6,7 +6,8 @@ Methods (one ranked list of turn ids per question, each question searching only 
 * ``search_memory``: the engine. Each conversation is written into its own user space
   (``RequestContext(account_id="eval", role="user", user_space=<conversation>)``, :func:`user_space_of`) with
   ``add_messages``, one call per session (split at :data:`MAX_BATCH` messages, or ``memory.max_batch_items`` when
-  smaller): ``role="user"``, ``speaker``, the
+  smaller): the turn's ``role`` (``user`` unless the file says otherwise), its ``speaker`` when it has one (an
+  empty speaker is not sent: the engine then shows the role), the
   session time as ``timestamp`` and ``metadata={"turn_id": dia_id}``. ``report.uris`` (in the order given) map each
   message URI back to its turn. Each question goes through ``search_memory`` at the request defaults (``top_k`` 10,
   the configured score threshold) under its conversation's context, so tenancy does the scoping. Hits that are not
@@ -16,9 +17,17 @@ Methods (one ranked list of turn ids per question, each question searching only 
 * ``dense``: :class:`~context_engine.eval.retrievers.DenseRetriever` (the engine's embedder and LanceDB) over the same
   ``speaker: text``, one index per conversation.
 
-Measures (ir-measures, :func:`~context_engine.eval.metrics.evaluate`): ``R@5``, ``R@10``, ``RR@10`` (MRR@10),
-``nDCG@10`` over the evidence turns (grade 1), the mean over every judged question, overall and per question category
-(``<measure>[<category>]`` in :attr:`MethodResult.metrics`, so the baseline file checks categories too).
+Measures (ir-measures, :func:`~context_engine.eval.metrics.evaluate`): ``P@1`` (the first returned turn is an
+evidence turn), ``R@3``, ``R@5``, ``R@10``, ``RR@10`` (MRR@10), ``nDCG@10`` over the evidence turns (grade 1), the
+mean over every judged question, overall and per question category (``<measure>[<category>]`` in
+:attr:`MethodResult.metrics`, so the baseline file checks categories too).
+
+No-answer questions (:attr:`~context_engine.eval.conversations.ConversationDataset.no_answer`: category
+``unanswerable`` or no evidence) are not judged; they go through ``search_memory`` only, and the report gives the
+share of them whose response says ``match_quality == "none"`` beside the same share over the answerable questions
+(``"n/a"`` when the response has no ``match_quality``). Where the dataset holds assistant turns (its own, or the
+``acks`` perturbation's), each method's notes give the share of questions whose first turn is an assistant turn and
+the share of assistant turns among all turns returned.
 
 The engine's ingest is cached: ``<cache>/conversations/<dataset>-<turns sha256[:12]>-<key>/`` where ``key`` hashes the
 model, every settings section that shapes what is written (all but ``retrieval``, ``keyword``, ``eval``, ``http``,
@@ -64,6 +73,10 @@ __all__ = [
     "ConversationReport",
     "EngineConversationRetriever",
     "ScopedRetriever",
+    "ask_no_answer",
+    "assistant_turn_share",
+    "no_answer_summary",
+    "none_share",
     "run_conversation_eval",
     "score_conversation_run",
     "user_space_of",
@@ -71,13 +84,20 @@ __all__ = [
 
 CONVERSATION_METHODS = ("search_memory", "bm25", "dense")
 """The methods of the conversational evaluation (``--method all``)."""
-CONVERSATION_MEASURES: tuple[str, ...] = ("R@5", "R@10", "RR@10", "nDCG@10")
+CONVERSATION_MEASURES: tuple[str, ...] = ("P@1", "R@3", "R@5", "R@10", "RR@10", "nDCG@10")
 ACCOUNT_ID = "eval"
 MAX_BATCH = 500
 """The most messages one ``add_messages`` call takes; longer sessions are split."""
 
 TURN_INPUT = "speaker + ': ' + text (the turn alone)"
+TURN_INPUT_ROLES = "(speaker or role) + ': ' + text (the turn alone)"
 ENGINE_INPUT = "add_messages per session (role user, speaker, session time, metadata.turn_id); search_memory defaults"
+ENGINE_INPUT_ROLES = (
+    "add_messages per session (role from the file, speaker when given, session time, metadata.turn_id); "
+    "search_memory defaults"
+)
+NA = "n/a"
+"""What a share reads when the engine's responses carry no ``match_quality``."""
 _NOT_INGEST = ("home", "retrieval", "keyword", "eval", "http", "logging")
 _SRC = Path(__file__).resolve().parents[1]
 
@@ -112,6 +132,8 @@ class ScopedRetriever:
         self._factory = factory
         self._probe: Retriever | None = factory()
         self.method = self._probe.method
+        if doc_input == TURN_INPUT and conversations.has_anonymous_turns():
+            doc_input = TURN_INPUT_ROLES
         self._config = {**self._probe.config, "doc_input": doc_input, "scope": "one index per conversation"}
         self._by_conv: dict[str, Retriever] = {}
 
@@ -166,7 +188,8 @@ class EngineConversationRetriever:
     Attributes (after :meth:`prepare`):
         home: the engine home used; ``cached``: whether its ingest was reused; ``ingest_s``: seconds spent writing
         (0 when cached); ``collapsed``: turns that share a URI with an earlier turn (a hit on it counts for all);
-        ``warnings``: ``search_memory`` trace warnings by code, over every query.
+        ``warnings``: ``search_memory`` trace warnings by code, over every query; ``match_quality``: per question
+        asked, the response's ``match_quality`` (``None`` when the response has none).
     """
 
     method = "search_memory"
@@ -196,6 +219,7 @@ class EngineConversationRetriever:
         self.ingest_s = 0.0
         self.collapsed = 0
         self.warnings: dict[str, int] = {}
+        self.match_quality: dict[str, str | None] = {}
 
     @property
     def config(self) -> dict[str, Any]:
@@ -207,9 +231,13 @@ class EngineConversationRetriever:
             "retrieval": s.retrieval.model_dump(mode="json"),
             "keyword": s.keyword.model_dump(mode="json"),
             "ingest": s.ingest.model_dump(mode="json"),
-            "doc_input": ENGINE_INPUT,
+            "doc_input": ENGINE_INPUT_ROLES if self._plain_roles_differ() else ENGINE_INPUT,
             "scope": "one user space per conversation",
         }
+
+    def _plain_roles_differ(self) -> bool:
+        """Whether some turn is not a plain named user turn (another role, or no speaker)."""
+        return self._conv.has_assistant_turns() or self._conv.has_anonymous_turns()
 
     def ingest_key(self) -> str:
         """10 hex digits keying the cached home: model, the ingest-shaping settings and the write path's source."""
@@ -292,6 +320,8 @@ class EngineConversationRetriever:
             raise RuntimeError("prepare() first")
         ctx = context_of(self._conv.conversation_of(query_id), self.account_id)
         response = self._engine.search_memory(query, ctx, top_k=max(1, min(top_k, TOP_K_MAX)))
+        quality = getattr(response, "match_quality", None)
+        self.match_quality[query_id] = None if quality is None else str(getattr(quality, "value", quality))
         for w in getattr(getattr(response, "trace", None), "warnings", None) or []:
             code = str(w).split(":", 1)[0]
             self.warnings[code] = self.warnings.get(code, 0) + 1
@@ -309,13 +339,78 @@ class EngineConversationRetriever:
 
 
 def _message(turn: Turn) -> dict[str, Any]:
-    """A turn as an ``add_messages`` message (``schema.memory.Message`` fields)."""
+    """A turn as an ``add_messages`` message (``schema.memory.Message`` fields): ``{role, content, [speaker],
+    timestamp, metadata: {turn_id}}``; an empty speaker is left out (the engine then uses the role)."""
+    message: dict[str, Any] = {"role": turn.role, "content": turn.text}
+    if turn.speaker:
+        message["speaker"] = turn.speaker
+    message["timestamp"] = turn.timestamp.isoformat() if turn.timestamp else None
+    message["metadata"] = {"turn_id": turn.dia_id}
+    return message
+
+
+def ask_no_answer(
+    conversations: ConversationDataset, engine: EngineConversationRetriever, *, top_k: int
+) -> dict[str, dict[str, Any]]:
+    """Each no-answer question through the (prepared) engine: ``{qa_id: {"match_quality": str | None, "turns": number
+    of turns returned, "top": the first turn's doc id or None}}``, in file order."""
+    out: dict[str, dict[str, Any]] = {}
+    for q in conversations.no_answer:
+        hits = engine.search(q.qa_id, q.question, top_k)
+        out[q.qa_id] = {
+            "match_quality": engine.match_quality.get(q.qa_id),
+            "turns": len(hits),
+            "top": hits[0][0] if hits else None,
+        }
+    return out
+
+
+def none_share(qualities: Sequence[str | None]) -> float | str | None:
+    """The share of ``"none"`` among ``match_quality`` values: :data:`NA` when none of them is set (the engine's
+    response has no such field), ``None`` when there are no questions."""
+    if not qualities:
+        return None
+    if all(q is None for q in qualities):
+        return NA
+    return sum(1 for q in qualities if q == "none") / len(qualities)
+
+
+def no_answer_summary(
+    conversations: ConversationDataset, engine: EngineConversationRetriever, detail: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The engine's answer to "did it say it found nothing?": ``{no_answer_questions, no_answer_match_none,
+    answerable_questions, answerable_match_none, no_answer_with_turns, match_quality: {value: count}}``; shares are
+    floats, :data:`NA` or ``None`` (:func:`none_share`); the answerable ones are the judged questions asked."""
+    asked = [q for q in conversations.dataset.queries if q in engine.match_quality]
+    counts: dict[str, int] = {}
+    for d in detail.values():
+        key = str(d["match_quality"]) if d["match_quality"] is not None else NA
+        counts[key] = counts.get(key, 0) + 1
     return {
-        "role": "user",
-        "content": turn.text,
-        "speaker": turn.speaker,
-        "timestamp": turn.timestamp.isoformat() if turn.timestamp else None,
-        "metadata": {"turn_id": turn.dia_id},
+        "no_answer_questions": len(detail),
+        "no_answer_match_none": none_share([d["match_quality"] for d in detail.values()]),
+        "answerable_questions": len(asked),
+        "answerable_match_none": none_share([engine.match_quality[q] for q in asked]),
+        "no_answer_with_turns": (sum(1 for d in detail.values() if d["turns"]) / len(detail)) if detail else None,
+        "match_quality": dict(sorted(counts.items())),
+    }
+
+
+def assistant_turn_share(conversations: ConversationDataset, run: Run) -> dict[str, float]:
+    """How much of a run is non-user turns (assistant replies, inserted acknowledgements): ``{"assistant_at_1": share
+    of the judged questions whose first turn is one, "assistant_returned": share of them among all turns
+    returned}``."""
+    queries = list(conversations.dataset.queries)
+    first = returned = other = 0
+    for q in queries:
+        docs = [d for d, _ in run.get(q, [])]
+        roles = [t.role if (t := conversations.turn(d)) else "user" for d in docs]
+        first += bool(roles) and roles[0] != "user"
+        returned += len(roles)
+        other += sum(1 for r in roles if r != "user")
+    return {
+        "assistant_at_1": round(first / len(queries), 4) if queries else 0.0,
+        "assistant_returned": round(other / returned, 4) if returned else 0.0,
     }
 
 
@@ -438,10 +533,14 @@ class ConversationReport(EvalReport):
     Attributes:
         conversations: the dataset.
         notes: per result label, facts about the run (``cached``, ``ingest_s``, ``warnings``, ...).
+        no_answer: per engine result label, :func:`no_answer_summary`.
+        no_answer_detail: per engine result label, :func:`ask_no_answer` (``{qa_id: {...}}``).
     """
 
     conversations: ConversationDataset | None = None
     notes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    no_answer: dict[str, dict[str, Any]] = field(default_factory=dict)
+    no_answer_detail: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @staticmethod
     def table_header() -> list[str]:
@@ -470,7 +569,7 @@ class ConversationReport(EvalReport):
         }
 
     def category_table(self) -> list[str]:
-        """Markdown lines: one row per (category, method), the four measures."""
+        """Markdown lines: one row per (category, method), the :data:`CONVERSATION_MEASURES`."""
         lines = [
             "| category | questions | method | model | " + " | ".join(CONVERSATION_MEASURES) + " |",
             "|" + "---|" * (4 + len(CONVERSATION_MEASURES)),
@@ -480,6 +579,26 @@ class ConversationReport(EvalReport):
                 vals = [f"{r.metrics.get(f'{m}[{cat}]', 0.0):.4f}" for m in CONVERSATION_MEASURES]
                 label = r.method + (f" ({r.variant})" if r.variant else "")
                 lines.append(f"| {cat} | {n} | {label} | {r.model or '—'} | " + " | ".join(vals) + " |")
+        return lines
+
+    def no_answer_table(self) -> list[str]:
+        """Markdown lines: per engine result, the share of no-answer and of answerable questions whose response says
+        ``match_quality == "none"`` (``n/a`` when the responses carry none); empty when nothing was asked."""
+        if not self.no_answer:
+            return []
+        header = (
+            "| method | model | no-answer questions | match_quality none (no-answer) | answerable questions "
+            "| match_quality none (answerable) | no-answer with turns returned |"
+        )
+        lines = [header, "|---|---|---|---|---|---|---|"]
+        by_label = {r.label: r for r in self.results}
+        for label, s in self.no_answer.items():
+            r = by_label.get(label)
+            name = (r.method + (f" ({r.variant})" if r.variant else "")) if r else label
+            cells = [_share(s["no_answer_match_none"]), str(s["answerable_questions"])]
+            cells += [_share(s["answerable_match_none"]), _share(s["no_answer_with_turns"])]
+            model = (r.model if r else None) or "—"
+            lines.append(f"| {name} | {model} | {s['no_answer_questions']} | " + " | ".join(cells) + " |")
         return lines
 
     def dataset_info(self) -> dict[str, Any]:
@@ -494,6 +613,8 @@ class ConversationReport(EvalReport):
                     "categories": c.categories(),
                     "unknown_evidence": c.unknown_evidence,
                     "unjudged_questions": c.unjudged_questions,
+                    "no_answer_questions": len(c.no_answer),
+                    "perturbation": c.perturbation,
                 }
             )
         return info
@@ -504,6 +625,9 @@ class ConversationReport(EvalReport):
         out["per_category"] = self.per_category()
         out["index_text"] = {r.label: r.config.get("doc_input") for r in self.results}
         out["notes"] = self.notes
+        out["no_answer"] = self.no_answer
+        if per_query:
+            out["no_answer_per_query"] = self.no_answer_detail
         return out
 
     def to_markdown(self) -> str:
@@ -512,20 +636,35 @@ class ConversationReport(EvalReport):
         head = [
             (
                 f"- conversations: {info.get('conversations')}, sessions {info.get('sessions')}, turns "
-                f"{info.get('turns')}; judged questions {info['queries']} (left out without evidence: "
-                f"{info.get('unjudged_questions')}; unknown evidence ids dropped: {info.get('unknown_evidence')})"
+                f"{info.get('turns')}; judged questions {info['queries']} (no-answer questions, not judged: "
+                f"{info.get('no_answer_questions')}; left out, no known evidence: {info.get('unjudged_questions')}; "
+                f"unknown evidence ids dropped: {info.get('unknown_evidence')})"
             ),
             "- each question searches only its own conversation; turn-level qrels = the evidence turns",
         ]
+        if info.get("perturbation") == "acks":
+            head.append(
+                "- perturbation `acks`: an assistant acknowledgement inserted after every turn (never evidence)"
+            )
         idx = [f"- `{r.label}` indexes: {r.config.get('doc_input')}" for r in self.results]
         notes = [f"- `{label}`: {json.dumps(n, sort_keys=True)}" for label, n in self.notes.items()]
         table_at = next(i for i, line in enumerate(base) if line.startswith("| method |"))
         body = base[: table_at - 1] + head + base[table_at - 1 :]
         cut = next((i for i, line in enumerate(body) if line == "Configs:"), len(body))
-        extra = ["## Per category", "", *self.category_table(), "", "What each method indexes:", "", *idx]
+        extra = ["## Per category", "", *self.category_table(), ""]
+        if self.no_answer:
+            extra += ["## No-answer questions", "", *self.no_answer_table(), ""]
+        extra += ["What each method indexes:", "", *idx]
         if notes:
             extra += ["", "Run notes:", "", *notes]
         return "\n".join(body[:cut] + extra + [""] + body[cut:]) + "\n"
+
+
+def _share(value: float | str | None) -> str:
+    """A share as a table cell: ``0.1234``, ``n/a`` or ``—`` (no questions)."""
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else f"{value:.4f}"
 
 
 def run_conversation_eval(
@@ -574,6 +713,7 @@ def run_conversation_eval(
     wanted = set(options.methods)
     results: list[MethodResult] = []
     run_notes: dict[int, dict[str, Any]] = {}
+    no_answer: dict[int, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {}
 
     def tick(stage: str, total: int) -> Callable[[int], None]:
         done = 0
@@ -631,6 +771,7 @@ def run_conversation_eval(
                         context_k=context_k,
                         progress=tick(f"search_memory {backend}", n_q),
                     )
+                    detail = ask_no_answer(conversations, engine, top_k=top_k)
                 finally:
                     engine.close()
                 results.append(res)
@@ -641,12 +782,25 @@ def run_conversation_eval(
                     "turns_sharing_a_uri": engine.collapsed,
                     "trace_warnings": dict(sorted(engine.warnings.items())),
                 }
+                no_answer[id(res)] = (no_answer_summary(conversations, engine, detail), detail)
     for r in results:
         r.variant = options.variant
     order = {m: i for i, m in enumerate(CONVERSATION_METHODS)}
     results.sort(key=lambda r: (r.model or "", order.get(r.method, 99)))
+    if conversations.has_assistant_turns():
+        for r in results:
+            run_notes.setdefault(id(r), {})["assistant_turns"] = assistant_turn_share(conversations, r.run)
     notes = {r.label: run_notes[id(r)] for r in results if id(r) in run_notes}
-    report = ConversationReport(ds, results, "offline", command=command, conversations=conversations, notes=notes)
+    report = ConversationReport(
+        ds,
+        results,
+        "offline",
+        command=command,
+        conversations=conversations,
+        notes=notes,
+        no_answer={r.label: no_answer[id(r)][0] for r in results if id(r) in no_answer},
+        no_answer_detail={r.label: no_answer[id(r)][1] for r in results if id(r) in no_answer},
+    )
     if baselines_dir is not None:
         path = find_baseline(baselines_dir, ds.slug)
         if update_baselines:

@@ -12,7 +12,8 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   what they say. They are stored and readable like every message.
   A message that answers a question ("Yes!") is read with that question and keeps its context.
 * **An assistant message never borrows the user's words.** It is indexed with no context: what it adds is its own.
-* **Every other message** is indexed with the ``memory.context_messages`` messages before it (what a reply answers
+* **Every other message** is indexed with the ``memory.context_messages`` messages before it that carry content
+  (an acknowledgement in between is skipped) (what a reply answers
   is usually in the turn before it, the finding of issue 11) **and** with the assistant's reply that follows it in
   the same batch when that reply carries content: "I switched to rooibos" is found by "caffeine-free alternative to
   coffee" in the reply, and the user's turn, not the reply, owns the match.
@@ -53,6 +54,11 @@ FUNCTION_WORDS: frozenset[str] = frozenset(
     have has had having do does did doing can could would should shall may might must will wo ca n't not
     so too very just also then now all any some more most about
     """.split()
+)
+
+#: Words that answer a question on their own ("Yes.", "Never.").
+ANSWER_WORDS: frozenset[str] = frozenset(
+    "yes no yeah yep nope nah never always sometimes often maybe definitely certainly absolutely sure".split()
 )
 
 #: A question back ("What happened then?") counts as carrying no new content up to this many new content words.
@@ -119,11 +125,21 @@ def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) 
     return not (_is_question(text) and len(new) <= QUESTION_BACK_MAX_NEW)
 
 
+def _informative(text: str, previous: str | None, names: Iterable[str]) -> bool:
+    """:func:`carries_content`, or an answer to a question ("Yes.", "Twice, in May"), read with that question
+    however short it is; a bare acknowledgement after a question ("Got it.") stays content-free."""
+    if carries_content(text, previous, names):
+        return True
+    words = set(re.findall(r"\w+", text.casefold()))
+    return _is_question(previous) and bool(words & ANSWER_WORDS or _NUMBER.search(text))
+
+
 def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages: int, max_chars: int) -> list[str]:
     """The context each message of ``batch`` is indexed with (module docstring).
 
     Args:
-        tail: the session's last stored messages, oldest first (at least ``context_messages`` of them when stored).
+        tail: the session's last stored messages, oldest first (a few more than ``context_messages``, so that an
+            acknowledgement among them can be skipped).
         batch: the messages being added, in conversation order.
         context_messages: preceding messages taken as context (``memory.context_messages``; 0 switches context off).
         max_chars: characters of each context message (``memory.context_max_chars``; 0 switches context off).
@@ -135,21 +151,23 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
         return [""] * len(batch)
     names = {line.speaker for line in (*tail, *batch)} | {line.role for line in (*tail, *batch)}
     history = list(tail)
-    informative: list[bool] = []
-    for line in batch:
-        previous = history[-1].text if history else None
-        # An answer to a question ("Yes, twice") is read with the question, however short it is.
-        informative.append(_is_question(previous) or carries_content(line.text, previous, names))
-        history.append(line)
+    history.extend(batch)
+    informative = [
+        _informative(line.text, history[i - 1].text if i else None, names) for i, line in enumerate(history)
+    ]
     out: list[str] = []
     offset = len(tail)
     for j, line in enumerate(batch):
-        if line.role == "assistant" or not informative[j]:
+        at = offset + j
+        if line.role == "assistant" or not informative[at]:
             out.append("")
             continue
-        before = history[max(0, offset + j - context_messages) : offset + j]
+        # The previous messages that say or ask something: an acknowledgement in between ("Noted!") is no context.
+        before = [
+            m for m, keep in zip(history[:at], informative[:at], strict=True) if keep or _is_question(m.text)
+        ][-context_messages:]
         lines = [m.as_context(max_chars) for m in before]
-        if j + 1 < len(batch) and batch[j + 1].role == "assistant" and informative[j + 1]:
+        if j + 1 < len(batch) and batch[j + 1].role == "assistant" and informative[at + 1]:
             lines.append(batch[j + 1].as_context(max_chars))
         out.append("\n".join(lines))
     return out

@@ -68,6 +68,7 @@ __all__ = ["MemoryWriter", "memory_abstract_of", "normalise_memory_text"]
 
 _ROLES = frozenset(get_args(MessageRole))
 _SEQ_DIGITS = 6
+_TAIL_EXTRA = 2
 _SPEAKER_MAX_CHARS = 128
 _METADATA_KEY_MAX_CHARS = 64
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
@@ -277,9 +278,11 @@ class MemoryWriter:
         k = self._settings.context_messages
         if k == 0:
             return start, []
-        sample, _total = self._metadata.children_window(account_id, str(session_dir), k)
+        # a few more than k, so an acknowledgement among the last messages can be skipped (ingest/conversation.py)
+        window = k + _TAIL_EXTRA
+        sample, _total = self._metadata.children_window(account_id, str(session_dir), window)
         lines = []
-        for node in [n for n in sample if not n.is_dir][-k:]:
+        for node in [n for n in sample if not n.is_dir][-window:]:
             body = self._content.read_level(account_id, node.uri, Level.L2) or ""
             md = node.metadata or {}
             lines.append(Line(str(md.get("role", "user")), md.get("speaker") or node.title, collapse_whitespace(body)))

@@ -14,7 +14,9 @@ Mapping from seed 000 §8 names to Prometheus names (all prefixed ``ce_``):
 | ``retrieval.read.l1.count`` / ``retrieval.read.l2.count`` | ``ce_retrieval_read_total{level="L1"|"L2"}`` |
 | ``retrieval.fallback.count`` | ``ce_retrieval_fallback_total{code}`` (every degradation, by error code) |
 
-Also: ``ce_retrieval_stage_duration_seconds{stage}``; lookup_knowledge: ``ce_lookup_knowledge_requests_total``,
+Also: ``ce_retrieval_stage_duration_seconds{stage}``; ``ce_retrieval_search_memory_match_quality_total{quality}``
+(search_memory answers by ``match_quality``: ``strong``, ``weak``, ``none``); lookup_knowledge:
+``ce_lookup_knowledge_requests_total``,
 ``ce_lookup_knowledge_duration_seconds``, ``ce_lookup_knowledge_relevance_total{level}``,
 ``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``; writes:
 ``ce_vector_commit_retries_total{operation}`` (vector-index calls retried: LanceDB commits after a conflict with another
@@ -55,6 +57,12 @@ class Metrics:
         self.threshold_filtered = Counter(
             "ce_retrieval_search_memory_threshold_filtered",
             "Candidates removed by the score threshold (seed: retrieval.search_memory.threshold_filtered.count)",
+            registry=r,
+        )
+        self.match_quality = Counter(
+            "ce_retrieval_search_memory_match_quality",
+            "search_memory answers by match_quality (strong, weak, none: how confident the best hit is)",
+            ["quality"],
             registry=r,
         )
         self.seed_hits = Counter("ce_retrieval_seed_hits", "L0 seed hits (seed: retrieval.seed.hit_count)", registry=r)

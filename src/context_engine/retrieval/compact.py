@@ -38,7 +38,8 @@ def compact_search(
         abstract_max_chars: cut each hit's L0 text to this many characters (:func:`shorten`); ``None`` keeps it.
 
     Returns:
-        A :class:`SearchMemoryCompact`; its ``warnings`` are the trace warnings less the informational notes.
+        A :class:`SearchMemoryCompact` with the response's ``match_quality``; its ``warnings`` are the trace
+        warnings less the informational notes.
     """
     hits = [
         CompactHit(
@@ -63,6 +64,7 @@ def compact_search(
     )
     return SearchMemoryCompact(
         request_id=response.request_id,
+        match_quality=response.match_quality,
         hits=hits,
         warnings=[w for w in response.trace.warnings if not is_informational(w)],
         retryable=response.retryable,

@@ -24,6 +24,7 @@ from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
 from context_engine.retrieval.l0_source import L0Match, L0Source
 from context_engine.retrieval.run import RequestNodes, SearchRun, unusable_reason
 from context_engine.retrieval.scope import base_filter
+from context_engine.retrieval.speakers import message_speaker, named_speakers
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import VectorFilter
@@ -203,6 +204,7 @@ class L0Retriever:
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
             fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
+            fused = self._prefer_named_speakers(tq.text, fused, by_uri, run)
             # absolute, so usable as a relevance score downstream (HierarchicalSearcher lifts vector scores to it)
             run.lexical.update({u: v for u, v in fused if u in by_uri})
             run.dense_weight = _weight(ks)
@@ -215,6 +217,22 @@ class L0Retriever:
             self._resolve(flt, [u for u, _ in fused if u in only_bm25], by_uri, run)
         run.trace.event("seed", "fused", context_type=tq.context_type, bm25_hits=len(keyword), fusion=ks.fusion)
         return [by_uri[u] for u, _ in fused if u in by_uri]
+
+    def _prefer_named_speakers(
+        self, query: str, fused: list[tuple[str, float]], by_uri: dict[str, L0Match], run: SearchRun
+    ) -> list[tuple[str, float]]:
+        """Add ``speaker_boost`` to the fused score of the turns of the speakers the query names
+        (:mod:`context_engine.retrieval.speakers`) and re-rank; unchanged when it names none."""
+        boost = self._settings.speaker_boost
+        if boost <= 0.0:
+            return fused
+        speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
+        named = named_speakers(query, {s for s in speaker_of.values() if s})
+        if not named:
+            return fused
+        run.trace.event("seed", "speakers", named=sorted(named))
+        lifted = [(u, v + boost if speaker_of.get(u) in named else v) for u, v in fused]
+        return sorted(lifted, key=lambda p: (-p[1], p[0]))
 
     @staticmethod
     def _resolve(flt: VectorFilter, uris: list[str], by_uri: dict[str, L0Match], run: SearchRun) -> None:

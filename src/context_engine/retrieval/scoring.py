@@ -45,6 +45,13 @@ Merging the typed queries of a request (:meth:`Scorer.merge`), in this order:
    expansion hit's vector score is lower than the direct hit's (:func:`select_top`). An expansion hit so keeps its
    place only when its own match earns it: path consistency or a category may order it among direct hits, never
    push out a direct hit that matches the query better on its own.
+5. **Directories below memories for a memory-intent query** (:func:`is_memory_intent`): when the planner preferred
+   the ``memory`` type, or every candidate is a memory, the answer is a memory, and a directory ("Directory
+   2024-06-health: 10 items: Sam, assistant, ...") is only a way to one. Every directory then ranks below the last
+   memory file hit, and keeps its score order among what follows (:func:`below_memory_files`); steps 3 and 4 run on
+   that order (a directory never takes a memory's place by the expansion swap either). So directories never crowd
+   memories out of the ``top_k`` slots, still fill slots the memories leave, and come back as they were when no
+   memory matches. The order of the file hits is unchanged, and other queries rank directories among files.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from context_engine.retrieval.current_state import prefer_latest
 from context_engine.retrieval.scope import within_target
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
@@ -64,7 +72,9 @@ from context_engine.settings import ScoringSettings
 __all__ = [
     "MergeResult",
     "Scorer",
+    "below_memory_files",
     "dedupe_by_uri",
+    "is_memory_intent",
     "names_node",
     "passes_threshold",
     "rank_key",
@@ -101,22 +111,47 @@ def passes_threshold(score: float, threshold: float, gte: bool) -> bool:
     return score >= threshold if gte else score > threshold
 
 
-def select_top(hits: Sequence[NodeHit], top_k: int) -> list[NodeHit]:
+def select_top(hits: Sequence[NodeHit], top_k: int, *, memory_intent: bool = False) -> list[NodeHit]:
     """The ``top_k`` results of ranked ``hits`` (best first by :func:`rank_key`) where expansion hits earn their place.
 
     Start from the first ``top_k``; while a direct hit (``source='seed'``) outside them has a higher own vector score
     than an expansion hit inside, the expansion hit with the lowest vector score leaves and the direct hit enters
-    (module docstring, step 4). Returns at most ``top_k`` hits in :func:`rank_key` order; deterministic.
+    (module docstring, step 4). With ``memory_intent`` (step 5) the order is :func:`below_memory_files` of the rank
+    order, and a directory never enters by the swap. Returns at most ``top_k`` hits in that order; deterministic.
     """
+    if memory_intent:
+        hits = below_memory_files(hits)
     top = list(hits[:top_k])
-    waiting = sorted((h for h in hits[top_k:] if h.source == "seed"), key=lambda h: (-h.vector_score, rank_key(h)))
+    waiting = sorted(
+        (h for h in hits[top_k:] if h.source == "seed" and not (memory_intent and h.is_dir)),
+        key=lambda h: (-h.vector_score, rank_key(h)),
+    )
     for direct in waiting:
         weaker = [h for h in top if h.source != "seed" and h.vector_score < direct.vector_score]
         if not weaker:
             break  # the waiting hits come by decreasing vector score: none of the later ones can enter either
         top.remove(max(weaker, key=lambda h: (-h.vector_score, rank_key(h))))  # weakest match; on ties the lowest rank
         top.append(direct)
-    return sorted(top, key=rank_key)
+    top.sort(key=rank_key)
+    return below_memory_files(top) if memory_intent else top
+
+
+def is_memory_intent(preferred: Collection[str], candidates: Sequence[NodeHit]) -> bool:
+    """Whether a request asks for memories (module docstring, step 5): the planner preferred the ``memory`` type, or
+    every candidate is a memory (the caller searched memories only, or the store holds nothing else)."""
+    if "memory" in preferred:
+        return True
+    return bool(candidates) and all(h.context_type == "memory" for h in candidates)
+
+
+def below_memory_files(ranked: Sequence[NodeHit]) -> list[NodeHit]:
+    """``ranked`` (best first by :func:`rank_key`) with every directory moved below the last memory file hit, where
+    it takes its :func:`rank_key` place among the hits that follow (module docstring, step 5). The file hits keep
+    their order; without a memory file hit the order is unchanged."""
+    last = max((i for i, h in enumerate(ranked) if not h.is_dir and h.context_type == "memory"), default=-1)
+    head = [h for h in ranked[: last + 1] if not h.is_dir]
+    held = [h for h in ranked[: last + 1] if h.is_dir]
+    return head + sorted([*held, *ranked[last + 1 :]], key=rank_key)
 
 
 def names_node(query: str, uri: str) -> bool:
@@ -141,6 +176,7 @@ class MergeResult:
         below_threshold: candidates the threshold dropped.
         protected: URIs a threshold could not drop (named by the query, or BM25's clear first), sorted.
         swapped_in: direct hits that took the place of an expansion hit with a weaker own match.
+        memory_intent: whether directories were ranked below the memory file hits (step 5).
     """
 
     final: list[NodeHit]
@@ -148,6 +184,7 @@ class MergeResult:
     below_threshold: int = 0
     protected: list[str] = field(default_factory=list)
     swapped_in: int = 0
+    memory_intent: bool = False
 
 
 def _normalise(text: str) -> str:
@@ -252,7 +289,7 @@ class Scorer:
         preferred: Collection[str] = (),
         keyword_top: Mapping[str, Sequence[tuple[str, float]]] | None = None,
     ) -> MergeResult:
-        """Merge the scored, rechecked hits of a request's typed queries (module docstring, steps 1-4).
+        """Merge the scored, rechecked hits of a request's typed queries (module docstring, steps 1-5).
 
         Args:
             pool: every typed query's hits (scores set by :meth:`score`); mutated: preferred hits get the boost.
@@ -264,7 +301,8 @@ class Scorer:
             keyword_top: per context type, the first two BM25 hits ``(uri, bm25 score)`` of the first round.
 
         Returns:
-            A :class:`MergeResult`; ``final`` holds ``min(top_k, candidates)`` hits when ``threshold`` is ``None``.
+            A :class:`MergeResult`; ``final`` holds ``min(top_k, candidates)`` hits when ``threshold`` is ``None``,
+            in :func:`rank_key` order, with directories below the memory file hits for a memory-intent query.
         """
         merged = dedupe_by_uri(pool)
         boost = self._settings.intent_boost
@@ -272,6 +310,8 @@ class Scorer:
             for h in merged:
                 if h.context_type in preferred:
                     h.score = round(min(1.0, h.score + boost), _DECIMALS)
+            merged.sort(key=rank_key)
+        if prefer_latest(query, merged, self._settings.current_state_boost):
             merged.sort(key=rank_key)
         if threshold is None:
             passing, protected = merged, set()
@@ -282,7 +322,10 @@ class Scorer:
                 if top and (len(top) == 1 or top[0][1] >= margin * top[1][1]):
                     protected.add(top[0][0])
             passing = [h for h in merged if h.uri in protected or passes_threshold(h.score, threshold, gte)]
-        final = select_top(passing, top_k)
+        memory_intent = is_memory_intent(preferred, merged)
+        if memory_intent:
+            passing = below_memory_files(passing)
+        final = select_top(passing, top_k, memory_intent=memory_intent)
         first = {id(h) for h in passing[:top_k]}
         swapped = sum(1 for h in final if id(h) not in first)
         return MergeResult(
@@ -291,4 +334,5 @@ class Scorer:
             below_threshold=len(merged) - len(passing),
             protected=sorted(protected & {h.uri for h in merged}),
             swapped_in=swapped,
+            memory_intent=memory_intent,
         )

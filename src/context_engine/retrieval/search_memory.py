@@ -3,9 +3,10 @@
 ``search_memory``: validate -> tenancy scope (target_uri checked before any search) -> ``QueryPlanner.plan`` ->
 embed the query once -> ``L0Retriever.search`` per typed query -> ``HierarchicalSearcher.expand`` + ``Scorer`` ->
 ``CandidateRechecker.recheck`` -> merge typed queries (``Scorer.merge``: dedupe by URI, intent boost, threshold
-that never drops a protected hit, top_k where expansion hits earn their place) ->
-``RetrievalAssembler.assemble``. Each stage is timed and traced; every degradation of seed 000 §7 becomes a
-``trace.warnings`` line and a ``retrieval.fallback.count`` increment:
+that never drops a protected hit, top_k where expansion hits earn their place, directories below memories for a
+memory-intent query) -> ``RetrievalAssembler.assemble`` -> ``MatchQualityRater`` (``match_quality``: how confident
+the best hit is, ``retrieval/match_quality.py``; a label, never a filter). Each stage is timed and traced; every
+degradation of seed 000 §7 becomes a ``trace.warnings`` line and a ``retrieval.fallback.count`` increment:
 
 ========  ===============================================  =============================================
 code      when                                             result
@@ -43,9 +44,11 @@ from context_engine.retrieval.candidate_rechecker import CandidateRechecker
 from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
 from context_engine.retrieval.l0_retriever import L0Retriever
 from context_engine.retrieval.l0_source import L0Source
+from context_engine.retrieval.match_quality import MatchQualityRater
 from context_engine.retrieval.memory_filter import MemoryFilter
 from context_engine.retrieval.memory_read_service import MemoryReadService
 from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
+from context_engine.retrieval.query_transform import QueryTransformer
 from context_engine.retrieval.redaction import Redactor
 from context_engine.retrieval.run import RequestNodes, SearchRun
 from context_engine.retrieval.scope import effective_owner_spaces
@@ -55,6 +58,7 @@ from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
 from context_engine.schema.query import (
     TOP_K_MAX,
     TOP_K_MIN,
+    MatchQuality,
     NextActions,
     ReadMemoryRequest,
     ReadMemoryResponse,
@@ -88,8 +92,10 @@ class SearchMemoryPipeline:
         embedder: embeds the query (once per request).
         metadata: for the target check and hydration.
         redactor: pattern redaction of the returned seed abstracts.
-        metrics: request, stage, seed, recheck, threshold and fallback counters.
+        metrics: request, stage, seed, recheck, threshold, fallback and match-quality counters.
         settings: the ``retrieval`` section.
+        rater: labels each answer's ``match_quality`` (default: from ``settings.match_quality`` on the scorer's
+            similarity scale).
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class SearchMemoryPipeline:
         redactor: Redactor,
         metrics: Metrics,
         settings: RetrievalSettings,
+        rater: MatchQualityRater | None = None,
     ) -> None:
         self.planner = planner
         self.retriever = retriever
@@ -120,9 +127,11 @@ class SearchMemoryPipeline:
         self._redactor = redactor
         self._metrics = metrics
         self._settings = settings
+        self.rater = rater or MatchQualityRater(settings.match_quality, scorer.scale)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._memory_filter = MemoryFilter(metadata)
+        self._transformer = QueryTransformer(first_person=settings.query_transform.first_person)
 
     def close(self) -> None:
         """Stop the worker threads (if any were started)."""
@@ -173,7 +182,7 @@ class SearchMemoryPipeline:
         with trace.stage("seed"):
             try:
                 with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
-                    vector = self._embedder.embed_query(typed[0].text)
+                    vector = self._transformer.vector(self._embedder, typed[0].text, trace)
                 # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
                 # commits while the seeds are gathered, gather them again once, from the new generation.
                 for attempt in (1, 2):
@@ -249,6 +258,7 @@ class SearchMemoryPipeline:
                 final=len(final),
                 expansion=sum(1 for h in final if h.source != "seed"),
                 swapped_in=result.swapped_in,
+                memory_intent=result.memory_intent,
             )
             if detailed:
                 trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})
@@ -266,7 +276,8 @@ class SearchMemoryPipeline:
                     stage="assemble",
                 )
                 blocks = []
-        return self._respond(request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable)
+            quality = self._match_quality(request.query, final if blocks else [], merged, trace)
+        return self._respond(request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable, quality)
 
     # ---- steps ----------------------------------------------------------------------------------------------------
     def _validate(self, request: SearchMemoryRequest) -> float | None:
@@ -334,6 +345,17 @@ class SearchMemoryPipeline:
             return None
         return node.uri
 
+    def _match_quality(
+        self, query: str, final: Sequence[NodeHit], merged: Sequence[NodeHit], trace: TraceRecorder
+    ) -> MatchQuality:
+        """The answer's ``match_quality`` over the returned hits ``final`` (empty when assembly failed: ``none``),
+        names checked against every candidate ``merged``; its features go into the detailed trace."""
+        features = self.rater.features(query, final, merged)
+        quality = self.rater.label(features)
+        if trace.detailed:
+            trace.detail("assemble", "match_quality", {"label": quality, **features.as_dict()})
+        return quality
+
     def _assemble(
         self, typed: Sequence[TypedQuery], final: Sequence[NodeHit], origin: dict[int, int], ctx: RequestContext
     ) -> list[RetrievedBlock]:
@@ -368,6 +390,7 @@ class SearchMemoryPipeline:
         trace: TraceRecorder,
         started: float,
         retryable: bool,
+        match_quality: MatchQuality = "none",
     ) -> SearchMemoryResponse:
         seeds = [
             s.model_copy(update={"abstract": self._redactor.redact(s.abstract, library=False).text}) for s in seeds
@@ -389,9 +412,11 @@ class SearchMemoryPipeline:
             ),
             thinking_trace=trace.thinking_trace() if trace.detailed else None,
             retryable=retryable,
+            match_quality=match_quality if blocks else "none",
         )
         elapsed = time.perf_counter() - started
         self._metrics.search_duration.observe(elapsed)
+        self._metrics.match_quality.labels(quality=response.match_quality).inc()
         _LOG.info(
             "search_memory",
             extra={
@@ -402,6 +427,7 @@ class SearchMemoryPipeline:
                     "top_k": request.top_k,
                     "seed_count": len(seeds),
                     "final_count": len(blocks),
+                    "match_quality": response.match_quality,
                     "warnings": list(trace.warnings),
                     "account_id": ctx.account_id,
                     "role": ctx.role,

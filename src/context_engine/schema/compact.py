@@ -4,8 +4,9 @@ An agent pays for every byte of a tool answer in tokens. ``response_format="comp
 the Python API default to ``"full"`` for compatibility) returns only what an agent acts on; the full response stays
 available with ``response_format="full"``. What is dropped goes, with ``include_debug=true``, into ``debug``:
 
-* search_memory: per hit the URI, level, final score, L0 text and read recommendation
-  (:class:`CompactHit`); the degradation warnings; ``typed_queries``, ``seed_hits``, ``next_actions``, the trace
+* search_memory: ``match_quality`` (how confident the best hit is; always present), per hit the URI, level,
+  final score, L0 text and read recommendation (:class:`CompactHit`); the degradation warnings; ``typed_queries``,
+  ``seed_hits``, ``next_actions``, the trace
   (with its informational notes such as ``RET-4221``) and the thinking trace only in ``debug``.
 * lookup_knowledge: per evidence block the document URI, title, section, relevance level, calibrated similarity,
   the excerpt as packed under the token budget and the ``raw_path`` of its evidence ref
@@ -29,7 +30,7 @@ from context_engine.schema.knowledge import (
     LookupTraces,
     RelevanceLevel,
 )
-from context_engine.schema.query import NextActions, ResponseFormat, SearchTrace, TypedQuery
+from context_engine.schema.query import MatchQuality, NextActions, ResponseFormat, SearchTrace, TypedQuery
 
 __all__ = [
     "CompactEvidence",
@@ -88,6 +89,9 @@ class SearchMemoryCompact(_Model):
 
     Attributes:
         request_id: unique per call.
+        match_quality: ``strong``, ``weak`` or ``none``: how confident the best hit is (the full response's
+            ``match_quality``). Always present, whatever its value: ``none`` tells the agent that the store most
+            likely does not hold the answer.
         hits: the ranked hits, best first (the same order and scores as the full response's ``hits``).
         warnings: the degradations (``"<code>: <message>"``) of the trace; informational notes (``RET-4221``: no
             context type preferred) only in ``debug.trace.warnings``.
@@ -99,6 +103,7 @@ class SearchMemoryCompact(_Model):
     """
 
     request_id: str
+    match_quality: MatchQuality
     hits: list[CompactHit]
     warnings: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     retryable: bool = Field(False, exclude_if=lambda v: not v)

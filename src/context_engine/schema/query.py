@@ -1,8 +1,9 @@
 """Request, response and query models of ``search_memory`` and ``read_memory`` (seed 000 §3.1, §4.1; DESIGN.md §5-6).
 
-Field names and types follow seed 000 exactly. Two additions, both documented where they are defined:
-``SearchMemoryResponse.retryable`` (the "retryable" flag that seed 000 §7 asks for on ``RET-5001``) and the typed
-shapes of ``filters.time_range``, ``session_archive`` and ``planner_hints``, which the seed leaves as "object".
+Field names and types follow seed 000 exactly. Three additions, each documented where it is defined:
+``SearchMemoryResponse.retryable`` (the "retryable" flag that seed 000 §7 asks for on ``RET-5001``),
+``SearchMemoryResponse.match_quality`` (how confident the best hit is) and the typed shapes of
+``filters.time_range``, ``session_archive`` and ``planner_hints``, which the seed leaves as "object".
 
 Range checks that have an error code of their own (``top_k`` -> ``RET-4002``, ``score_threshold`` -> ``RET-4003``,
 empty query -> ``RET-4001``) are made by the search pipeline, not by pydantic, so callers get the documented code.
@@ -23,6 +24,10 @@ TraceLevel = Literal["basic", "detailed"]
 ReadLevel = Literal["L1", "L2"]
 ResponseFormat = Literal["compact", "full"]
 """``compact``: the fields an agent acts on (``schema/compact.py``); ``full``: the whole response model."""
+MatchQuality = Literal["strong", "weak", "none"]
+"""How well the best hit of a ``search_memory`` answer matches the query (``retrieval/match_quality.py``):
+``strong`` (close in meaning and in words: read it), ``weak`` (related, the answer may not be there), ``none``
+(nothing returned is about the query: the store most likely does not hold the answer). A label, never a filter."""
 
 #: Planner order when several intents match (seed 000 §4.2: memory > skill > resource).
 CONTEXT_TYPE_ORDER: tuple[ContextTypeName, ...] = ("memory", "skill", "resource")
@@ -223,6 +228,9 @@ class SearchMemoryResponse(_Model):
         thinking_trace: the stage-by-stage decisions; only with ``include_debug=true`` and ``trace_level=detailed``.
         retryable: ``True`` when a degradation (``RET-5001``) means the same request may give more later. An
             addition to seed 000 §4.1.1 that seed 000 §7 asks for ("empty hits + retryable flag").
+        match_quality: how confident the best hit is, ``strong`` | ``weak`` | ``none`` (:data:`MatchQuality`; the
+            rule in ``retrieval/match_quality.py``); ``none`` when there are no hits. It labels, it never removes a
+            hit. An addition to seed 000 §4.1.1.
     """
 
     request_id: str
@@ -233,6 +241,7 @@ class SearchMemoryResponse(_Model):
     trace: SearchTrace
     thinking_trace: dict[str, Any] | None = None
     retryable: bool = False
+    match_quality: MatchQuality = "none"
 
 
 class ReadMemoryRequest(_Model):

@@ -105,6 +105,12 @@ def eval_command(
             "--conversation", help="Conversation datasets: evaluate only these conversation ids (repeatable)."
         ),
     ] = None,
+    perturb: Annotated[
+        str | None,
+        typer.Option(
+            help="Conversation datasets: 'acks' inserts an assistant acknowledgement after every turn (at load time)."
+        ),
+    ] = None,
 ) -> None:
     """Evaluate retrieval on a dataset: print the side-by-side table, write markdown+JSON reports and TREC runs,
     and check the baselines (exit 1 when a check FAILs).
@@ -134,6 +140,7 @@ def eval_command(
             embedder=embedder,
             limit_queries=limit_queries,
             conversation=conversation,
+            perturb=perturb,
             keyword=keyword,
             hybrid=hybrid,
             variant=variant,
@@ -144,8 +151,10 @@ def eval_command(
         )
         return
     try:
-        if conversation:
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--conversation needs a conversation dataset folder")
+        if conversation or perturb:
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID, "--conversation/--perturb need a conversation dataset folder"
+            )
         if half not in (None, "dev", "test"):
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--half is dev or test")
         if mode not in ("offline", "live"):
@@ -212,6 +221,7 @@ def _eval_conversations(
     embedder: list[str] | None,
     limit_queries: int | None,
     conversation: list[str] | None,
+    perturb: str | None,
     keyword: list[str] | None,
     hybrid: str | None,
     variant: str,
@@ -239,7 +249,9 @@ def _eval_conversations(
         methods = list(method or ["all"])
         if "all" in methods:
             methods = list(CONVERSATION_METHODS)
-        conv = load_conversations(dataset, conversations=conversation or None, limit_queries=limit_queries)
+        conv = load_conversations(
+            dataset, conversations=conversation or None, limit_queries=limit_queries, perturb=perturb
+        )
         options = ConversationEvalOptions(
             methods=methods, embedders=embedder or None, cache_dir=cache_dir, variant=variant
         )
@@ -287,6 +299,8 @@ def _print(report: Any) -> None:
         lines.append("| " + " | ".join(row) + " |")
     if hasattr(report, "category_table"):  # the conversational evaluation
         lines += ["", *report.category_table()]
+        if getattr(report, "no_answer", None):
+            lines += ["", *report.no_answer_table()]
     if report.checks:
         lines += [
             "",

@@ -1,8 +1,9 @@
 """search_memory / read_memory commands: ``search`` and ``read`` (DESIGN.md §5-6, §10). Thin over the service.
 
 ``search QUERY`` runs the full search_memory pipeline for the ``--as`` context and prints a table (uri, level,
-score, read recommendation; fitted to the console width, long URIs shortened in the middle) followed by the next
-actions (full URIs) and any degradation warnings; informational notes (``RET-4221``: no context type preferred) only
+score, read recommendation; fitted to the console width, long URIs shortened in the middle), the answer's
+``match: strong|weak|none`` line (how confident the best hit is; ``none``: the store most likely lacks the answer),
+the next actions (full URIs) and any degradation warnings; informational notes (``RET-4221``: no context type preferred) only
 with ``--verbose``. ``--json`` prints the hits (a list of RetrievedBlock objects), ``--json --full`` the whole
 response, ``--json --compact`` the compact answer that MCP agents get (``SearchMemoryCompact``, issue 15).
 ``search --queries FILE`` runs every non-empty line of FILE as a query in one process (one engine start), each
@@ -179,8 +180,8 @@ def _json_result(response: SearchMemoryResponse, full: bool, compact_cut: int | 
 
 
 def _print_search(response: SearchMemoryResponse, verbose: bool) -> None:
-    """One response as the table (fitted to the console), the next actions and the warnings; informational notes
-    only when ``verbose``. User text goes in as :class:`Text`, never as markup."""
+    """One response as the table (fitted to the console), the ``match:`` line, the next actions and the warnings;
+    informational notes only when ``verbose``. User text goes in as :class:`Text`, never as markup."""
     from context_engine.retrieval.compact import is_informational
 
     table = Table(show_lines=False)
@@ -193,6 +194,8 @@ def _print_search(response: SearchMemoryResponse, verbose: bool) -> None:
     for i, h in enumerate(response.hits, 1):
         table.add_row(str(i), Text(short_uri(h.uri, width)), h.level_hit, f"{h.score:.3f}", h.read_recommendation)
     out.print(table)
+    style = {"strong": "green", "weak": "yellow", "none": "red"}.get(response.match_quality, "")
+    out.print(Text.assemble(("match:", "dim"), " ", (response.match_quality, style)), highlight=False)
     for h in response.hits:  # next_actions, in rank order; whole URIs, never wrapped
         if h.read_recommendation != "none":
             level = "L1" if h.read_recommendation == "read_l1" else "L2"

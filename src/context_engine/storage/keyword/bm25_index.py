@@ -135,7 +135,7 @@ class KeywordDoc:
 
 def keyword_text(r: VectorRecord) -> str:
     """What BM25 reads for a vector row: the breadcrumb (heading path, starting with the title), the context (a
-    message's preceding turn) and the text.
+    message's neighbouring turns) and the text, twice when there is a context (:func:`_join`).
 
     The same fields the embedding input is built from (DESIGN §4), so both retrievers see the same words.
     """
@@ -143,7 +143,11 @@ def keyword_text(r: VectorRecord) -> str:
 
 
 def _join(breadcrumb: str, context: str, text: str) -> str:
-    return "\n".join(part for part in (breadcrumb, context, text) if part)
+    # A record with context (a conversation message, ingest/conversation.py) counts its own words twice: a field
+    # weight of 2 for the text against 1 for the neighbouring messages (BM25F-style), so the message that says a
+    # thing outranks the one that only borrows its words (locomo_dev R@10 0.746 -> 0.753, eval/README.md).
+    parts = (breadcrumb, context, text, text) if context else (breadcrumb, text)
+    return "\n".join(part for part in parts if part)
 
 
 class KeywordHit(BaseModel):

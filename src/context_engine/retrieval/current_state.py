@@ -1,0 +1,75 @@
+"""Questions about the current state prefer the latest memory (issue 25, "updated" facts; seed 001 §10).
+
+A user's facts change ("I live in Leeds" ... two months later "We moved to Lisbon"). A question that asks for the
+state *now* ("Where does Sam live now?", "What does the user drink these days?", "Is she still vegetarian?") is
+answered by the latest statement, and both statements match its words. :func:`asks_current_state` recognises such
+a question by its wording (English and Chinese markers, :data:`CURRENT_MARKERS`); :func:`prefer_latest` then adds
+up to ``boost`` to the final score of the candidate memories in proportion to how late they occurred among the
+candidates (``occurred_at``, else ``updated_at``; the oldest gets 0, the newest ``boost``). Other questions are
+unchanged: recency in general is the ``memory.recency_*`` setting, off by default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from context_engine.schema.hits import NodeHit
+
+__all__ = ["CURRENT_MARKERS", "asks_current_state", "prefer_latest"]
+
+#: Words and phrases that ask for the present state of something that may have changed.
+CURRENT_MARKERS: tuple[str, ...] = (
+    "now",
+    "currently",
+    "current",
+    "these days",
+    "nowadays",
+    "at the moment",
+    "at present",
+    "anymore",
+    "any more",
+    "still",
+    "latest",
+    "most recent",
+    "most recently",
+    "end up",
+    "ended up",
+    "in the end",
+    "today",
+    "现在",
+    "目前",
+    "如今",
+    "最近",
+    "最新",
+    "还在",
+)
+_PATTERN = re.compile(
+    "|".join(rf"(?<!\w){re.escape(m)}(?!\w)" if m.isascii() else re.escape(m) for m in CURRENT_MARKERS),
+    re.IGNORECASE,
+)
+
+
+def asks_current_state(query: str) -> bool:
+    """Whether ``query`` asks for the present state (one of :data:`CURRENT_MARKERS`, whole words for English)."""
+    return _PATTERN.search(query) is not None
+
+
+def prefer_latest(query: str, hits: Sequence[NodeHit], boost: float) -> bool:
+    """Add ``boost * (t - t_min) / (t_max - t_min)`` to the score of each memory hit of ``hits`` with a time, when
+    ``query`` asks for the current state (module docstring). Scores are changed in place, capped at 1.
+
+    Returns:
+        Whether any score changed (the caller then re-sorts).
+    """
+    if boost <= 0.0 or not asks_current_state(query):
+        return False
+    timed = [(h, h.occurred_at or h.updated_at) for h in hits if h.context_type == "memory" and not h.is_dir]
+    times = [t.timestamp() for _, t in timed if t is not None]
+    if len(times) < 2 or max(times) == min(times):
+        return False
+    low, span = min(times), max(times) - min(times)
+    for h, t in timed:
+        if t is not None:
+            h.score = round(min(1.0, h.score + boost * (t.timestamp() - low) / span), 6)
+    return True

@@ -1,0 +1,92 @@
+"""Rule-based query transformation with fallback (seed 001 §10, third item; issue 25 item 2).
+
+Agents ask about their user in the third person ("What does the user drink instead of coffee?", "Where does she
+work?") while the user's turns are in the first person ("I switched to rooibos"). :func:`first_person` rewrites the
+third-person references of a question into the first person ("What does I drink instead of coffee?": grammar is not
+needed by an embedding model); :class:`QueryTransformer` embeds the original and the rewritten query and uses their
+normalised mean as the query vector (multi-query fusion at the vector level: one similarity scan, one extra query
+embedding). BM25 is untouched (pronouns are stopwords). No model download, no LLM.
+
+A transformation is applied only when its setting is on (``retrieval.query_transform``) and the rewrite differs from
+the query; it is named in the trace (``planner`` stage, event ``query_transform``); any failure falls back to the
+original query's vector.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from context_engine.observability.trace import TraceRecorder
+from context_engine.storage.protocols import Embedder
+
+__all__ = ["QueryTransformer", "first_person"]
+
+# Third-person references to the person the memories belong to, and their first-person forms (English).
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(rf"(?<![\w'’]){pattern}(?![\w'’])", re.IGNORECASE), repl)
+    for pattern, repl in (
+        (r"the user['’]s", "my"),
+        (r"user['’]s", "my"),
+        (r"the user", "I"),
+        (r"their", "my"),
+        (r"his", "my"),
+        (r"her", "my"),
+        (r"they", "I"),
+        (r"he", "I"),
+        (r"she", "I"),
+        (r"them", "me"),
+        (r"him", "me"),
+        (r"themselves|himself|herself", "myself"),
+    )
+)
+
+
+def first_person(query: str) -> str | None:
+    """``query`` with its third-person references to the user in the first person, or ``None`` when it has none.
+
+    Examples: "What does the user drink instead of coffee?" -> "What does I drink instead of coffee?";
+    "Where does she work now?" -> "Where does I work now?".
+    """
+    out = query
+    for pattern, repl in _RULES:
+        out = pattern.sub(repl, out)
+    return out if out != query else None
+
+
+class QueryTransformer:
+    """The query vector of a search_memory request, with the enabled transformations fused in (module docstring).
+
+    Args:
+        first_person: apply :func:`first_person` (``retrieval.query_transform.first_person``).
+    """
+
+    def __init__(self, *, first_person: bool) -> None:
+        self._first_person = first_person
+
+    def vector(self, embedder: Embedder, text: str, trace: TraceRecorder | None = None) -> np.ndarray:
+        """The unit query vector of ``text`` embedded by ``embedder`` (``(dim,)`` float32): the original's, or the
+        normalised mean of the original's and the first-person rewrite's.
+
+        Raises:
+            ContextEngineError: ``WRT-5031`` when the original query cannot be embedded (a failing rewrite falls
+                back to the original, recorded in the trace).
+        """
+        original = np.asarray(embedder.embed_query(text), dtype=np.float32)
+        rewrite = first_person(text) if self._first_person else None
+        if rewrite is None:
+            return original
+        try:
+            other = np.asarray(embedder.embed_query(rewrite), dtype=np.float32)
+        except Exception as err:  # noqa: BLE001 - a transformation never fails a search: fall back to the original
+            if trace is not None:
+                trace.event("planner", "query_transform", transform="first_person", fallback=type(err).__name__)
+            return original
+        mean = original + other
+        norm = float(np.linalg.norm(mean))
+        if not np.isfinite(norm) or norm == 0.0:
+            return original
+        if trace is not None:
+            trace.event("planner", "query_transform", transform="first_person", text=rewrite)
+        return (mean / norm).astype(np.float32)

@@ -1,0 +1,52 @@
+"""Speaker resolution for conversation memories (issue 25, "Speaker names are resolved").
+
+A stored message's L0 is ``"<speaker>: <text>"`` (``ingest/memory.py``; the role when no speaker was given), under
+``.../memories/sessions/<session>/``. A question that names a speaker ("When did Caroline go to the support group?",
+"What company does Sam work for?", "What does the user drink?") is about that speaker's own turns: in LoCoMo 82% of
+the evidence turns of a question naming one speaker are that speaker's (990 of 1,209), while the other speaker's
+turns mention the name as a vocative ("Wow, Caroline!") and the turn before or after carries the same words as
+context. Neither BM25 nor the embedding separates them, since the name is in almost every turn's indexed text.
+
+:func:`named_speakers` finds the speakers a query names among the candidates' speakers (whole words, case-folded;
+``the user`` names the speaker ``user``); :class:`~context_engine.retrieval.l0_retriever.L0Retriever` then adds
+``retrieval.seed.speaker_boost`` to the fused score of those speakers' turns.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = ["SESSION_SEGMENT", "message_speaker", "named_speakers"]
+
+SESSION_SEGMENT = "/memories/sessions/"
+_MAX_SPEAKER_CHARS = 128
+
+
+def message_speaker(uri: str, abstract: str) -> str | None:
+    """The speaker of a stored conversation message (the text before the first ``": "`` of its L0), ``None`` for
+    any other node (a directory, a memory, a skill or resource)."""
+    if SESSION_SEGMENT not in uri or uri.endswith("/"):
+        return None
+    speaker, sep, _ = abstract.partition(": ")
+    return speaker if sep and 0 < len(speaker) <= _MAX_SPEAKER_CHARS else None
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
+    """The speakers of ``speakers`` that ``query`` names as a whole word or phrase (case-folded, NFKC).
+
+    Returns:
+        The names as given in ``speakers`` (their original case); empty when the query names none.
+    """
+    q = _fold(query)
+    out: set[str] = set()
+    for name in set(speakers):
+        folded = _fold(name).strip()
+        if folded and re.search(rf"(?<!\w){re.escape(folded)}(?!\w)", q):
+            out.add(name)
+    return out

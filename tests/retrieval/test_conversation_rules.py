@@ -1,0 +1,94 @@
+"""Query-side rules for conversation memories (issue 25): speaker resolution, current-state questions and the
+first-person rewrite."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from context_engine.retrieval.current_state import asks_current_state, prefer_latest
+from context_engine.retrieval.query_transform import QueryTransformer, first_person
+from context_engine.retrieval.speakers import message_speaker, named_speakers
+from context_engine.schema.hits import NodeHit
+
+SESSION = "ctx://user/ann/memories/sessions/s1/"
+
+
+def test_message_speaker_reads_only_conversation_messages():
+    assert message_speaker(SESSION + "000001.md", "Caroline: I went to a support group.") == "Caroline"
+    assert message_speaker(SESSION + "000002.md", "no speaker prefix") is None
+    assert message_speaker(SESSION, "Directory s1: 2 items") is None
+    assert message_speaker("ctx://user/ann/memories/general/x.md", "Sam: likes tea") is None
+
+
+def test_named_speakers_are_whole_words_case_folded():
+    speakers = {"Caroline", "Melanie", "user", "Al"}
+    assert named_speakers("When did caroline go to the support group?", speakers) == {"Caroline"}
+    assert named_speakers("What does the user drink?", speakers) == {"user"}
+    assert named_speakers("What did Alice say?", speakers) == set()  # "Al" is not a word of it
+    assert named_speakers("What is the capital of France?", speakers) == set()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Where does Sam live now?", True),
+        ("What does the user drink these days?", True),
+        ("Is she still vegetarian?", True),
+        ("他现在住在哪里？", True),
+        ("Where did Sam live in 2019?", False),
+        ("What is the nowcast model?", False),
+    ],
+)
+def test_current_state_questions_are_recognised(query, expected):
+    assert asks_current_state(query) is expected
+
+
+def _hit(name: str, score: float, when: datetime | None) -> NodeHit:
+    return NodeHit(
+        uri=SESSION + name, owner_space="user:ann", context_type="memory", score=score, occurred_at=when
+    )
+
+
+def test_prefer_latest_lifts_the_newer_statement_only_for_current_state_questions():
+    old = _hit("000001.md", 0.50, datetime(2023, 5, 8))
+    new = _hit("000009.md", 0.47, datetime(2023, 7, 1))
+    untimed = _hit("000005.md", 0.48, None)
+    assert prefer_latest("Where did Sam live?", [old, new, untimed], 0.05) is False
+    assert (old.score, new.score) == (0.50, 0.47)
+    assert prefer_latest("Where does Sam live now?", [old, new, untimed], 0.05) is True
+    assert old.score == 0.50 and new.score == pytest.approx(0.52) and untimed.score == 0.48
+    assert prefer_latest("Where does Sam live now?", [old], 0.05) is False  # nothing to compare
+
+
+def test_first_person_rewrite():
+    assert first_person("What does the user drink instead of coffee?") == "What does I drink instead of coffee?"
+    assert first_person("Where does she work now?") == "Where does I work now?"
+    assert first_person("What are the user's kids called?") == "What are my kids called?"
+    assert first_person("What is the capital of France?") is None
+    assert first_person("Where is the shelter?") is None  # "he" inside a word is not a pronoun
+
+
+class _Embedder:
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.calls: list[str] = []
+        self.fail_on = fail_on
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.calls.append(text)
+        if text == self.fail_on:
+            raise RuntimeError("model failed")
+        return np.array([1.0, 0.0], dtype=np.float32) if "user" in text else np.array([0.0, 1.0], dtype=np.float32)
+
+
+def test_transformer_fuses_the_rewrite_and_falls_back_to_the_original():
+    emb = _Embedder()
+    off = QueryTransformer(first_person=False).vector(emb, "What does the user drink?")
+    assert off.tolist() == [1.0, 0.0] and emb.calls == ["What does the user drink?"]
+    fused = QueryTransformer(first_person=True).vector(emb, "What does the user drink?")
+    assert fused == pytest.approx(np.array([1.0, 1.0]) / np.sqrt(2.0))
+    failing = _Embedder(fail_on="What does I drink?")
+    back = QueryTransformer(first_person=True).vector(failing, "What does the user drink?")
+    assert back.tolist() == [1.0, 0.0]
