@@ -258,7 +258,9 @@ def test_end_to_end_through_add_messages_and_search_memory(convs: Path, tmp_path
         assert all(0.0 <= r.metrics[m] <= 1.0 for m in ce.CONVERSATION_MEASURES)
         # each question sees only its own conversation
         assert all(d.startswith(c.conversation_of(q) + "/") for q, hits in r.run.items() for d, _ in hits)
-    assert engine.run["alpha#0"][0][0] == "alpha/D1:1"  # the whippet's name: the obvious question
+    # the whippet's name: the obvious question; Nora's later "I will visit with Biscuit if they let whippets on
+    # trains" (D3:7) names the whippet too and may come first since a message's own words weigh twice in BM25
+    assert "alpha/D1:1" in [d for d, _ in engine.run["alpha#0"][:2]]
     assert engine.per_query["beta#0"]["R@10"] == 1.0
     assert engine.metrics["R@10"] >= 0.5
     assert report.notes[engine.label]["ingest_cached"] is False

@@ -53,8 +53,8 @@ def test_user_turns_take_the_previous_message_and_an_informative_reply_assistant
     contexts = index_contexts([], batch, context_messages=1, max_chars=300)
     assert contexts[0] == "assistant: Rooibos is a nice caffeine-free alternative to coffee."
     assert contexts[1] == ""  # an assistant turn never borrows the user's words
-    # the previous message, and no acknowledgement as the following context
-    assert contexts[2] == "assistant: Rooibos is a nice caffeine-free alternative to coffee."
+    # an assistant's statement is not what the next user turn answers, nor is the user's own earlier turn
+    assert contexts[2] == ""
     assert contexts[3] == ""
 
 
@@ -73,3 +73,18 @@ def test_context_is_cut_and_can_be_switched_off():
     assert index_contexts([], batch, context_messages=1, max_chars=10)[1] == "Ann: " + "A" * 10
     assert index_contexts([], batch, context_messages=0, max_chars=10) == ["", ""]
     assert index_contexts([], batch, context_messages=1, max_chars=0) == ["", ""]
+
+
+def test_an_acknowledgement_is_skipped_but_the_speakers_own_earlier_turn_is_no_context():
+    people = [
+        _line("user", "I went to a support group yesterday, it was powerful.", "Caroline"),
+        _line("assistant", "Noted, thanks!"),
+        _line("user", "I went to one in Boston last year, the speakers were great.", "Melanie"),
+    ]
+    assert index_contexts([], people, 1, 300)[2] == "Caroline: I went to a support group yesterday, it was powerful."
+    agent = [
+        _line("user", "My daughter Ana starts school in Porto next September.", "Sam"),
+        _line("assistant", "Noted!"),
+        _line("user", "I ride my bike to the office on Tuesdays.", "Sam"),
+    ]
+    assert index_contexts([], agent, 1, 300)[2] == ""

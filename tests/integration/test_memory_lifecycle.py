@@ -127,18 +127,30 @@ def test_a_message_keeps_speaker_role_session_and_time(engine):
 
 
 def test_context_is_role_aware_and_never_shown(engine):
-    uris = engine.add_messages(messages(0, 3), "s1", ALICE).uris
+    uris = engine.add_messages(messages(0, 2), "s1", ALICE).uris
     # a user turn is indexed with the assistant's reply after it (issue 25); the first turn has nothing before it
     assert level0(engine, uris[0]).context == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
     vec = level0(engine, uris[1])
     assert vec.text == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
     assert vec.context == ""  # an assistant turn never borrows the user's words
-    assert level0(engine, uris[2]).context == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
     assert engine.read(uris[0], "L0", ALICE) == "Caroline: Turn 0: I bought 2 tickets for the concert in hall 0."
-    # a second batch takes its first message's context from the stored tail of the session
-    later = engine.add_messages(messages(4, 5), "s1", ALICE).uris[0]
-    assert level0(engine, later).context == "Caroline: Turn 2: I bought 4 tickets for the concert in hall 14."
-    assert "Turn 2" not in engine.read(later, "L0", ALICE)
+    # a second batch takes its first message's context from the stored tail of the session: the assistant's
+    # question it answers, skipping an acknowledgement after it
+    engine.add_messages(
+        [
+            {"role": "assistant", "speaker": "Melanie", "content": "Which hall is the concert in?"},
+            {"role": "assistant", "speaker": "Melanie", "content": "Noted!"},
+        ],
+        "s1",
+        ALICE,
+    )
+    later = engine.add_messages([{"role": "user", "speaker": "Caroline", "content": "Hall 14."}], "s1", ALICE)
+    assert level0(engine, later.uris[0]).context == "Melanie: Which hall is the concert in?"
+    assert engine.read(later.uris[0], "L0", ALICE) == "Caroline: Hall 14."
+    # an assistant's statement, or the speaker's own earlier turn, is not what a turn answers
+    again = engine.add_messages(messages(2, 5), "s1", ALICE).uris
+    assert level0(engine, again[0]).context == "Melanie: Turn 3: I bought 5 tickets for the concert in hall 21."
+    assert level0(engine, again[2]).context == ""
 
 
 def _dir_counts(l0: str, l1: str, name: str) -> tuple[int, int, int]:
@@ -303,7 +315,7 @@ def test_two_updates_keep_both_earlier_versions_oldest_first(engine):
 
 
 def test_updating_a_message_keeps_its_speaker_and_context(engine):
-    uri = engine.add_messages(messages(0, 3), "s1", ALICE).uris[2]
+    uri = engine.add_messages(messages(0, 2), "s1", ALICE).uris[0]
     engine.update_memory(uri, "Actually I bought 9 tickets.", ALICE)
     vec = level0(engine, uri)
     assert vec.text == "Caroline: Actually I bought 9 tickets."

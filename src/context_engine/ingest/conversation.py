@@ -13,7 +13,8 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   A message that answers a question ("Yes!") is read with that question and keeps its context.
 * **An assistant message never borrows the user's words.** It is indexed with no context: what it adds is its own.
 * **Every other message** is indexed with the ``memory.context_messages`` messages before it that carry content
-  (an acknowledgement in between is skipped) (what a reply answers
+  or ask something, from the other party (an acknowledgement in between is skipped; the walk back stops at the
+  speaker's own previous message; an assistant's message is context only when it asks something) (what a reply answers
   is usually in the turn before it, the finding of issue 11) **and** with the assistant's reply that follows it in
   the same batch when that reply carries content: "I switched to rooibos" is found by "caffeine-free alternative to
   coffee" in the reply, and the user's turn, not the reply, owns the match.
@@ -42,7 +43,7 @@ PHATIC_WORDS: frozenset[str] = frozenset(
     hello bye goodbye remember remembered keep mind let letting tell telling told info information update updated hope
     fun exciting excited totally indeed alright brilliant true agree agreed cheers wonderful incredible impressive
     enjoy enjoyed really much lot anything else help helpful glad pleasure wish luck best care soon talk chat later
-    oh ah aw haha lol hmm well thing things stuff way ll ve re sounds like great will
+    oh ah aw haha lol hmm well thing things stuff way ll ve re sounds like great will make makes sense
     """.split()
 )
 
@@ -134,6 +135,27 @@ def _informative(text: str, previous: str | None, names: Iterable[str]) -> bool:
     return _is_question(previous) and bool(words & ANSWER_WORDS or _NUMBER.search(text))
 
 
+def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: int) -> list[Line]:
+    """Up to ``k`` messages before ``history[at]`` that it may answer, oldest first: walking back, an
+    acknowledgement in between ("Noted!") is skipped, and the walk stops at the speaker's own previous message
+    (what one answers is what the other party said, not one's own earlier, usually unrelated, statement); an
+    assistant's message counts only when it asks something."""
+    speaker = history[at].speaker
+    found: list[Line] = []
+    for i in range(at - 1, -1, -1):
+        if len(found) == k:
+            break
+        m = history[i]
+        asks = _is_question(m.text)
+        # an assistant's statement is not what a later turn answers (its question is); nor is an acknowledgement
+        if not asks and (m.role == "assistant" or not informative[i]):
+            continue
+        if m.speaker == speaker:
+            break
+        found.append(m)
+    return found[::-1]
+
+
 def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages: int, max_chars: int) -> list[str]:
     """The context each message of ``batch`` is indexed with (module docstring).
 
@@ -162,11 +184,7 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
         if line.role == "assistant" or not informative[at]:
             out.append("")
             continue
-        # The previous messages that say or ask something: an acknowledgement in between ("Noted!") is no context.
-        before = [
-            m for m, keep in zip(history[:at], informative[:at], strict=True) if keep or _is_question(m.text)
-        ][-context_messages:]
-        lines = [m.as_context(max_chars) for m in before]
+        lines = [m.as_context(max_chars) for m in _answered(history, informative, at, context_messages)]
         if j + 1 < len(batch) and batch[j + 1].role == "assistant" and informative[at + 1]:
             lines.append(batch[j + 1].as_context(max_chars))
         out.append("\n".join(lines))
