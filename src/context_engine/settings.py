@@ -377,6 +377,13 @@ class SeedSettings(_Section):
         description="Index rows fetched per wanted seed, so dropped pending/invisible rows are replaced.",
     )
     extra_rows: int = Field(5, ge=0, le=200, description="Index rows fetched on top of overfetch * top_k.")
+    content_free_factor: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Multiplies the fused first-round score of a conversation message that carries no content of its "
+        "own (an acknowledgement, a question back), so it ranks below the fact it answers; 1 switches it off.",
+    )
     speaker_boost: float = Field(
         0.05,
         ge=0.0,

@@ -98,6 +98,7 @@ def test_request_bodies_and_local_validation() -> None:
 def test_response_format_is_fixed_per_method() -> None:
     compact = {
         "request_id": "r1",
+        "match_quality": "weak",
         "hits": [
             {"uri": "ctx://resources/x.md", "level": "L0", "score": 0.5, "abstract": "x", "read_recommendation": "none"}
         ],
@@ -105,6 +106,7 @@ def test_response_format_is_fixed_per_method() -> None:
     server = Server(httpx.Response(200, json=compact))
     res = client(server).search_memory_compact("q", top_k=2)
     assert res.hits[0].uri == "ctx://resources/x.md" and res.warnings == [] and res.debug is None
+    assert res.match_quality == "weak"
     assert json.loads(server.requests[0].content) == {"query": "q", "top_k": 2, "response_format": "compact"}
     lookup = {"invocation_id": "i1", "session_id": None, "evidence_status": "no_evidence", "evidence": []}
     server = Server(httpx.Response(200, json=lookup))

@@ -10,7 +10,7 @@ import pytest
 
 from context_engine.retrieval.current_state import asks_current_state, prefer_latest
 from context_engine.retrieval.query_transform import QueryTransformer, first_person
-from context_engine.retrieval.speakers import message_speaker, named_speakers
+from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
 from context_engine.schema.hits import NodeHit
 
 SESSION = "ctx://user/ann/memories/sessions/s1/"
@@ -92,3 +92,11 @@ def test_transformer_fuses_the_rewrite_and_falls_back_to_the_original():
     failing = _Embedder(fail_on="What does I drink?")
     back = QueryTransformer(first_person=True).vector(failing, "What does the user drink?")
     assert back.tolist() == [1.0, 0.0]
+
+
+def test_message_has_content_reads_the_text_without_the_speaker():
+    names = {"assistant", "Sam"}
+    assert message_has_content("assistant: Got it, thanks for sharing.", "assistant", names) is False
+    assert message_has_content("assistant: How long have you been there?", "assistant", names) is False
+    assert message_has_content("Sam: I just started at Northwind as a data engineer.", "Sam", names) is True
+    assert message_has_content("assistant: Rooibos is caffeine-free.", "assistant", names) is True

@@ -24,7 +24,7 @@ from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
 from context_engine.retrieval.l0_source import L0Match, L0Source
 from context_engine.retrieval.run import RequestNodes, SearchRun, unusable_reason
 from context_engine.retrieval.scope import base_filter
-from context_engine.retrieval.speakers import message_speaker, named_speakers
+from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import VectorFilter
@@ -204,7 +204,7 @@ class L0Retriever:
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
             fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
-            fused = self._prefer_named_speakers(tq.text, fused, by_uri, run)
+            fused = self._adjust_messages(tq.text, fused, by_uri, run)
             # absolute, so usable as a relevance score downstream (HierarchicalSearcher lifts vector scores to it)
             run.lexical.update({u: v for u, v in fused if u in by_uri})
             run.dense_weight = _weight(ks)
@@ -218,21 +218,32 @@ class L0Retriever:
         run.trace.event("seed", "fused", context_type=tq.context_type, bm25_hits=len(keyword), fusion=ks.fusion)
         return [by_uri[u] for u, _ in fused if u in by_uri]
 
-    def _prefer_named_speakers(
+    def _adjust_messages(
         self, query: str, fused: list[tuple[str, float]], by_uri: dict[str, L0Match], run: SearchRun
     ) -> list[tuple[str, float]]:
-        """Add ``speaker_boost`` to the fused score of the turns of the speakers the query names
-        (:mod:`context_engine.retrieval.speakers`) and re-rank; unchanged when it names none."""
-        boost = self._settings.speaker_boost
-        if boost <= 0.0:
-            return fused
+        """Conversation messages among the fused candidates (:mod:`context_engine.retrieval.speakers`): a message
+        that carries no content of its own (an acknowledgement, a question back) has its fused score multiplied by
+        ``content_free_factor``, so it ranks below the fact it answers; the turns of the speakers the query names
+        get ``speaker_boost`` added. Re-ranked; unchanged when no candidate is a message."""
         speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
-        named = named_speakers(query, {s for s in speaker_of.values() if s})
-        if not named:
+        if not any(speaker_of.values()):
             return fused
-        run.trace.event("seed", "speakers", named=sorted(named))
-        lifted = [(u, v + boost if speaker_of.get(u) in named else v) for u, v in fused]
-        return sorted(lifted, key=lambda p: (-p[1], p[0]))
+        named = named_speakers(query, {s for s in speaker_of.values() if s}) if self._settings.speaker_boost else set()
+        factor, boost = self._settings.content_free_factor, self._settings.speaker_boost
+        names = {s for s in speaker_of.values() if s}
+        adjusted: list[tuple[str, float]] = []
+        demoted = 0
+        for u, v in fused:
+            speaker = speaker_of.get(u)
+            if speaker is not None and factor < 1.0 and not message_has_content(by_uri[u].text, speaker, names):
+                v *= factor
+                demoted += 1
+            if speaker in named:
+                v += boost
+            adjusted.append((u, v))
+        if named or demoted:
+            run.trace.event("seed", "messages", named=sorted(named), content_free=demoted)
+        return sorted(adjusted, key=lambda p: (-p[1], p[0]))
 
     @staticmethod
     def _resolve(flt: VectorFilter, uris: list[str], by_uri: dict[str, L0Match], run: SearchRun) -> None:

@@ -18,7 +18,9 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["SESSION_SEGMENT", "message_speaker", "named_speakers"]
+from context_engine.ingest.conversation import carries_content
+
+__all__ = ["SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
 
 SESSION_SEGMENT = "/memories/sessions/"
 _MAX_SPEAKER_CHARS = 128
@@ -50,3 +52,11 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
         if folded and re.search(rf"(?<!\w){re.escape(folded)}(?!\w)", q):
             out.add(name)
     return out
+
+
+def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
+    """Whether a stored message's own text (its L0 without the ``speaker: `` prefix) says something by itself
+    (:func:`~context_engine.ingest.conversation.carries_content` with no previous message): "assistant: Noted!" and
+    "assistant: How long have you been there?" do not. ``names`` (the speakers) are not content."""
+    text = abstract[len(speaker) + 2 :] if abstract.startswith(f"{speaker}: ") else abstract
+    return carries_content(text, None, names)
