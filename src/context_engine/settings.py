@@ -439,7 +439,7 @@ class ScoringSettings(_Section):
         "returns min(top_k, candidates) hits (chosen per model on the dev sets, docs/search_memory.md).",
     )
     current_state_boost: float = Field(
-        0.05,
+        0.1,
         ge=0.0,
         le=1.0,
         description="A question asking for the present state ('now', 'these days', 'still', '现在') adds up to this "

@@ -211,3 +211,26 @@ def test_a_question_naming_a_speaker_prefers_that_speakers_turns(make):
     ).uris
     hits = _uris(engine.search_memory("When did Caroline go to the support group?", ANN, top_k=2))
     assert hits[0] == uris[0]
+
+
+def test_a_question_about_the_present_prefers_the_latest_statement(make):
+    engine = make()
+    old = engine.add_messages(
+        [
+            {"role": "user", "speaker": "Sam", "content": "I live in Leeds with two friends.", "timestamp": "2024-03-01"},
+            {"role": "assistant", "content": "Noted!", "timestamp": "2024-03-01"},
+        ],
+        "s1",
+        ANN,
+    ).uris[0]
+    new = engine.add_messages(
+        [
+            {"role": "user", "speaker": "Sam", "content": "We moved to Lisbon last week.", "timestamp": "2024-04-10"},
+            {"role": "assistant", "content": "Got it!", "timestamp": "2024-04-10"},
+        ],
+        "s2",
+        ANN,
+    ).uris[0]
+    assert _uris(engine.search_memory("Where does Sam live now?", ANN, top_k=3))[:2] == [new, old]
+    # without a word about the present, the statement that shares the question's words comes first
+    assert _uris(engine.search_memory("Where does Sam live?", ANN, top_k=3))[0] == old
