@@ -228,9 +228,9 @@ class L0Retriever:
         speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
         if not any(speaker_of.values()):
             return fused
-        named = named_speakers(query, {s for s in speaker_of.values() if s}) if self._settings.speaker_boost else set()
+        names = frozenset(s for s in speaker_of.values() if s)
         factor, boost = self._settings.content_free_factor, self._settings.speaker_boost
-        names = {s for s in speaker_of.values() if s}
+        named = named_speakers(query, names) if boost > 0.0 else set()
         adjusted: list[tuple[str, float]] = []
         demoted = 0
         for u, v in fused:

@@ -14,6 +14,7 @@ context. Neither BM25 nor the embedding separates them, since the name is in alm
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -57,6 +58,13 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
     """Whether a stored message's own text (its L0 without the ``speaker: `` prefix) says something by itself
     (:func:`~context_engine.ingest.conversation.carries_content` with no previous message): "assistant: Noted!" and
-    "assistant: How long have you been there?" do not. ``names`` (the speakers) are not content."""
+    "assistant: How long have you been there?" do not. ``names`` (the speakers) are not content.
+
+    Memoised: a conversation's candidates recur across its queries, and tokenising them is the cost (~20 us each)."""
+    return _has_content(abstract, speaker, frozenset(names))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _has_content(abstract: str, speaker: str, names: frozenset[str]) -> bool:
     text = abstract[len(speaker) + 2 :] if abstract.startswith(f"{speaker}: ") else abstract
     return carries_content(text, None, names)
