@@ -3,7 +3,10 @@
 A key is shown once, at creation: ``ce_<key_id>_<secret>``, where ``key_id`` is 16 hex characters (public: it names
 the key in ``keys list`` and in logs) and ``secret`` is 32 random bytes, URL-safe base64. Only the SHA-256 of the
 whole token is stored. A slow password hash (bcrypt, argon2) would add latency to every request without adding
-security: the secret has 256 bits of entropy, so the stored hash cannot be brute-forced. Comparison is constant-time.
+security: the secret has 256 bits of entropy, so the stored hash cannot be brute-forced. Verification does the same
+work for every token of the right form: one SHA-256, one database statement that finds a row only for the right id
+and secret, and one constant-time comparison (against a dummy digest when no row matched), so an unknown key id
+answers like a known one with a wrong secret.
 
 The ``api_keys`` table hangs off the same declarative base as :mod:`.sqlalchemy_store` (portable SQL: SQLite
 embedded, PostgreSQL by URL) and lives in its database, created and upgraded with the rest of the schema
@@ -93,6 +96,11 @@ class ApiKeyInfo(BaseModel):
 def hash_token(token: str) -> str:
     """Hex SHA-256 of a token (what is stored)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+#: What :meth:`ApiKeyStore.authenticate` compares a token's digest with when no key row matches: the digest of a
+#: string that is not a token (so no token's digest equals it), of the same length as a stored one.
+_DUMMY_DIGEST = hash_token("context-engine: no such API key")
 
 
 class ApiKeyStore:
@@ -206,9 +214,14 @@ class ApiKeyStore:
             cached = self._cache.get(digest)
         if cached is not None and now - cached[0] < self._ttl:
             return cached[1]
+        # The same work whatever is wrong with the token (issue 27): one statement that finds a row only for the
+        # right id *and* secret, and one constant-time comparison, against a dummy digest when no row came back, so
+        # an unknown id cannot be told from a known id with a wrong secret (or a revoked key) by the answer's time.
+        stmt = select(_TABLE).where(_TABLE.c.key_id == match.group(1), _TABLE.c.secret_hash == digest)
         with self._store.session(write=False) as s:
-            row = s.execute(select(_TABLE).where(_TABLE.c.key_id == match.group(1))).first()
-        if row is None or row.revoked_at is not None or not hmac.compare_digest(row.secret_hash, digest):
+            row = s.execute(stmt).first()
+        matched = hmac.compare_digest(_DUMMY_DIGEST if row is None else row.secret_hash, digest)
+        if not matched or row is None or row.revoked_at is not None:
             with self._lock:
                 self._cache.pop(digest, None)
             return None
