@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     STORAGE_FAILED = "WRT-5001"
     # index and configuration
     INDEX_MODEL_MISMATCH = "IDX-4091"
+    INDEX_DAMAGED = "IDX-5031"  # a derived vector index whose files are missing, truncated or unreadable
     CONFIG_INVALID = "CFG-4001"
     # authentication
     UNAUTHENTICATED = "AUTH-4011"

@@ -61,7 +61,7 @@ from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.derived_files import DerivedFiles
-from context_engine.storage.factory import open_audit, open_content, open_metadata, open_vector_index
+from context_engine.storage.factory import home_read_only, open_audit, open_content, open_metadata, open_vector_index
 from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 
@@ -92,6 +92,9 @@ class ContextEngineService:
     ) -> None:
         self.settings = settings
         home = settings.home_path
+        # A read-only home (settings.read_only, or a home this process cannot write) serves reads: the open below
+        # writes nothing (no migration, no stamp, no journal repair, no derived file), and writes fail with WRT-5001.
+        self.read_only = home_read_only(settings)
         try:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -115,7 +118,9 @@ class ContextEngineService:
         self.metrics = Metrics()  # before the stores: their failure and retry hooks count into it
         # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
         self.metadata = metadata or open_metadata(
-            settings, on_failure=lambda operation: self.metrics.storage_failures.labels("metadata", operation).inc()
+            settings,
+            on_failure=lambda operation: self.metrics.storage_failures.labels("metadata", operation).inc(),
+            read_only=self.read_only,
         )
         try:
             self.content = content or open_content(
@@ -136,7 +141,11 @@ class ContextEngineService:
             self.pipeline, self.metadata, self.content, self.index, self.embedder, settings.memory, settings.ingest
         )
         # Derived indexes kept as files (docs/derived_indexes.md): a new process opens them instead of reloading.
-        self.derived_files = DerivedFiles(home / "derived", self.metadata) if settings.retrieval.derived_files else None
+        self.derived_files = (
+            DerivedFiles(home / "derived", self.metadata, read_only=self.read_only)
+            if settings.retrieval.derived_files
+            else None
+        )
         # BM25 over the same records (DESIGN §14): opened from its file or loaded on its first search, then kept
         # current from the change log.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata, files=self.derived_files)
@@ -168,8 +177,18 @@ class ContextEngineService:
 
         A store failure here is logged, not raised: the leftovers stay in the journal for ``reindex`` or the next
         start, and nothing half-written is visible meanwhile (its nodes are ``pending``, or its commit never
-        happened and its content is undone by the next write before that write changes anything).
+        happened and its content is undone by the next write before that write changes anything). A read-only home
+        is only checked: its leftovers are logged and left for a writable open.
         """
+        if self.read_only:
+            try:
+                left = self.journal.recover(repair=False).leftovers
+            except ContextEngineError as err:
+                _LOG.warning("startup check of the write journal failed: %s", err.message)
+                return
+            if left:
+                _LOG.warning("read-only home: %d interrupted writes left unrepaired (open it writable to repair)", left)
+            return
         try:
             found = self.journal.recover(repair=True)
         except ContextEngineError as err:
@@ -186,6 +205,8 @@ class ContextEngineService:
     def _check_stamp(self) -> None:
         """The index records the model that built it; refuse to mix models (DESIGN §3)."""
         model, dim = self.metadata.get_meta(_STAMP_MODEL), self.metadata.get_meta(_STAMP_DIM)
+        if model is None and self.read_only:
+            return  # nothing was indexed yet, and nothing may be stamped
         if model is None:
             self.metadata.set_meta(_STAMP_MODEL, self.embedder.model_name)
             self.metadata.set_meta(_STAMP_DIM, str(self.embedder.dim))
@@ -203,14 +224,20 @@ class ContextEngineService:
         "Scale-out"): each carries the deployment's identity, stamped on first use. A store stamped by another
         database (a wrong or missing ``metadata.url`` beside a shared bucket or collection) is refused before
         anything is written to it, or deleted from it."""
-        store_id = self.metadata.ensure_meta(_STORE_ID, uuid.uuid4().hex)
+        if self.read_only:
+            store_id = self.metadata.get_meta(_STORE_ID)
+            if store_id is None:
+                return  # never stamped: nothing was written to the stores by this database, and nothing may be now
+        else:
+            store_id = self.metadata.ensure_meta(_STORE_ID, uuid.uuid4().hex)
         shared: list[tuple[str, Any]] = [("content.url", self.content)]
         if callable(getattr(type(self.index), "read_stamp", None)):  # the class: a lazy index is not opened for it
             shared.append(("vector.milvus.collection_prefix", self.index))
         for setting, store in shared:
             stamp = store.read_stamp()
             if stamp is None:
-                store.write_stamp(store_id)
+                if not self.read_only:
+                    store.write_stamp(store_id)
             elif stamp != store_id:
                 raise ContextEngineError(
                     ErrorCode.CONFIG_INVALID,
@@ -227,6 +254,7 @@ class ContextEngineService:
 
         ks = self.settings.knowledge
         self.audit = open_audit(self.metadata)
+        self.audit.read_only = self.read_only  # lookups are served but not recorded
         self.hint_index = KnowledgeIndexService(self.audit, self.metadata, ks)
         self.pipeline.add_listener(self.hint_index)
         exact = self.index if self.index.name == "exact" else ExactVectorIndex(self.metadata)
@@ -325,7 +353,22 @@ class ContextEngineService:
         self.close()
 
     # ------------------------------------------------------------------------------------------------ writes
+    def _require_writable(self) -> None:
+        """Refuse a write on a read-only home before it touches anything.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (not retryable: the home stays read-only until it is opened writable).
+        """
+        if self.read_only:
+            raise ContextEngineError(
+                ErrorCode.STORAGE_FAILED,
+                f"the data directory {self.settings.home_path} is read-only (read_only is set, or this process may "
+                "not write it): it serves searches and reads; writes need a writable home",
+                {"read_only": True, "home": str(self.settings.home_path)},
+            )
+
     def _writable(self, uri: str | ContextURI, ctx: RequestContext) -> ContextURI:
+        self._require_writable()
         u = parse_uri(uri)
         if not ctx.can_write_uri(u):
             raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "not allowed to write there", {"uri": str(u)})
@@ -490,6 +533,7 @@ class ContextEngineService:
                 space; ``WRT-4131`` batch over ``memory.max_batch_items``, metadata or text too large; ``WRT-4001``
                 bad category; ``WRT-4221`` empty or invalid text. Nothing is written then.
         """
+        self._require_writable()
         return self.memory_writer.add_memories(ctx.account_id, self._memory_space(ctx), items, policy=policy)
 
     def add_messages(
@@ -510,6 +554,7 @@ class ContextEngineService:
                 batch over ``memory.max_batch_items``, metadata over ``memory.max_metadata_bytes``; ``WRT-4221`` a
                 message without content. Nothing of the batch is written then.
         """
+        self._require_writable()
         return self.memory_writer.add_messages(ctx.account_id, self._memory_space(ctx), messages, session_id)
 
     def _memory_node(self, uri: str, ctx: RequestContext, *, write: bool) -> NodeRecord:
@@ -540,6 +585,7 @@ class ContextEngineService:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see or change, the same as a missing
                 one; ``WRT-4221`` empty text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
         """
+        self._require_writable()
         node = self._memory_node(uri, ctx, write=True)
         return self.memory_writer.update_memory(ctx.account_id, node, text, metadata=metadata, occurred_at=occurred_at)
 
@@ -549,6 +595,7 @@ class ContextEngineService:
         Raises:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see or change, or a missing one.
         """
+        self._require_writable()
         node = self._memory_node(uri, ctx, write=True)
         return self.pipeline.delete(ctx.account_id, parse_uri(node.uri), recursive=False)
 
@@ -677,8 +724,91 @@ class ContextEngineService:
         self, ctx: RequestContext = DEFAULT_CONTEXT, *, full: bool = False, progress: Progress | None = None
     ) -> IngestReport:
         """Finish or undo interrupted writes (the journal), then push pending (or, with ``full``, all) vectors of the
-        caller's account into the vector index."""
-        return self.pipeline.reindex(ctx.account_id, full=full, progress=progress)
+        caller's account into the vector index.
+
+        With ``full``, a vector index found damaged (:meth:`index_health`: files missing, truncated or not readable)
+        is dropped without being opened and rebuilt from the metadata database, for every account (the table is
+        shared); so is one found empty while the metadata database holds vectors (its folder was deleted). Derived
+        files that would not be used (damaged, another format) are removed: the next search writes them anew.
+        """
+        self._require_writable()
+        account: str | None = ctx.account_id
+        if full:
+            health = self.index_health()
+            if health["status"] == "damaged":
+                dropper = getattr(self.index, "drop", None)
+                if dropper is None:
+                    raise ContextEngineError(
+                        ErrorCode.INDEX_DAMAGED, str(health["problem"]), {"index": self.index.name}
+                    )
+                _LOG.warning("reindex --full: dropping the damaged vector index (%s)", health["problem"])
+                dropper()
+                account = None
+            elif health["status"] == "missing":
+                account = None
+        report = self.pipeline.reindex(account, full=full, progress=progress)
+        if full and self.derived_files is not None:
+            # a derived file that would not be used goes now; the account's next search loads and writes it anew
+            for acc in [account] if account else self.metadata.accounts():
+                for kind in ("l0", "bm25"):
+                    if self.derived_files.check(kind, acc) is not None:
+                        self.derived_files.path(kind, acc).unlink(missing_ok=True)
+        return report
+
+    def index_health(self) -> dict[str, Any]:
+        """Whether the vector index can serve: ``{"status", "records", "problem"}``.
+
+        ``status`` is ``ok``; ``damaged`` (its files are missing, truncated or unreadable: ``IDX-5031``, and
+        ``records`` is ``None`` rather than the stale count its manifest still claims); ``missing`` (it holds no
+        record while the metadata database holds vectors: its folder was deleted and recreated empty); or
+        ``unavailable`` (another failure, e.g. a vector server that does not answer). ``problem`` says what and how to
+        fix it. Opens the index if it was not yet (LanceDB: reads one int32 column of every data file).
+        """
+        try:
+            checker = getattr(self.index, "check", None)
+            if checker is not None:
+                checker()
+            records = self.index.count()
+        except ContextEngineError as err:
+            status = "damaged" if err.code is ErrorCode.INDEX_DAMAGED else "unavailable"
+            return {"status": status, "records": None, "problem": f"{err.code.value}: {err.message}"}
+        counter = getattr(self.metadata, "count_vectors", None)
+        expected = counter() if records == 0 and counter is not None and self.index.name != "exact" else 0
+        if expected > 0:
+            return {
+                "status": "missing",
+                "records": 0,
+                "problem": f"the vector index holds no records but the metadata database holds {expected} vectors "
+                "(its files were deleted): run `context-engine reindex --full`",
+            }
+        return {"status": "ok", "records": records, "problem": None}
+
+    def derived_files_health(self, account_id: str) -> dict[str, str]:
+        """Per kind (``l0``, ``bm25``), the state of the account's derived file: ``absent``, ``ok``, or why it is not
+        used (damaged: it does not parse or fails its CRC-32; another format or database). Such a file is a cache:
+        the account's next search ignores it, loads from the metadata database and writes it anew. Reads the files."""
+        if self.derived_files is None:
+            return {}
+        found: dict[str, str] = {}
+        for kind in ("l0", "bm25"):
+            problem = self.derived_files.check(kind, account_id)
+            if problem is not None:
+                found[kind] = f"not used, rebuilt at the next search: {problem}"
+            else:
+                found[kind] = "ok" if self.derived_files.path(kind, account_id).exists() else "absent"
+        return found
+
+    def health(self) -> list[str]:
+        """What degrades this engine now (``/readyz``), each a sentence saying how to fix it; ``[]`` when nothing
+        does: the vector index (:meth:`index_health`) and the derived files this process found unusable and has not
+        replaced yet."""
+        problems: list[str] = []
+        index = self.index_health()
+        if index["problem"]:
+            problems.append(f"vector index {index['status']}: {index['problem']}")
+        if self.derived_files is not None:
+            problems.extend(f"derived file {p}" for p in self.derived_files.current_problems())
+        return problems
 
     def check_writes(self, ctx: RequestContext = DEFAULT_CONTEXT, *, repair: bool = False) -> RecoveryReport:
         """``reindex --check``: the leftovers of interrupted writes (every account's; the journal is per home),
@@ -689,6 +819,8 @@ class ContextEngineService:
         """
         if not ctx.is_admin:
             raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "checking the write journal needs the admin role")
+        if repair:
+            self._require_writable()
         return self.pipeline.check(repair=repair)
 
     def collect_garbage(self, ctx: RequestContext = DEFAULT_CONTEXT) -> GarbageReport:
@@ -700,6 +832,7 @@ class ContextEngineService:
         """
         if not ctx.is_admin:
             raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "collecting garbage needs the admin role")
+        self._require_writable()
         return self.pipeline.collect_garbage()
 
     # ------------------------------------------------------------------------------------------------ reads
@@ -982,7 +1115,12 @@ class ContextEngineService:
                     {"fields": fields},
                 ) from err
         require_valid_text(request, ErrorCode.QUERY_INVALID)  # a lone surrogate: RET-4001, not a crash deep inside
-        return self.knowledge.lookup(request, ctx)
+        result = self.knowledge.lookup(request, ctx)
+        if self.read_only:
+            result.traces.warnings.append(
+                "read-only home: this call was not recorded (no audit row, no session dedup ledger)"
+            )
+        return result
 
     def lookup_knowledge_compact(
         self, query: str | LookupRequest, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
@@ -1091,14 +1229,19 @@ class ContextEngineService:
         return self.read_pipeline.run(request, ctx)
 
     def stats(self, ctx: RequestContext = DEFAULT_CONTEXT) -> dict[str, Any]:
-        """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model."""
+        """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model; the
+        index's state (``index_status``, ``index_problem``: :meth:`index_health`) and the account's derived files'."""
         counts = self.metadata.count_nodes(ctx.account_id)
+        index = self.index_health()  # a damaged index shows as such, never with the stale count of its manifest
         return {
             "home": str(self.settings.home_path),
             "account_id": ctx.account_id,
             **counts,
             "index_backend": self.index.name,
-            "index_records": self.index.count(),
+            "index_records": index["records"],
+            "index_status": index["status"],
+            **({"index_problem": index["problem"]} if index["problem"] else {}),
+            **({"derived_files": self.derived_files_health(ctx.account_id)} if self.derived_files is not None else {}),
             "embedding_model": self.embedder.model_name,
             "embedding_dim": self.embedder.dim,
         }

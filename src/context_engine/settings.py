@@ -736,6 +736,11 @@ class Settings(BaseSettings):
 
     home: Path = Field(DEFAULT_HOME, description="Data directory: content/, metadata.db, vectors/.")
     default_account: str = Field("default", description="Account used by the embedded single-user default.")
+    read_only: bool = Field(
+        False,
+        description="Open the home for reads only (search, read, lookup, ls, stats): nothing is written to it, writes "
+        "fail with WRT-5001. Implied when the home or its metadata.db is not writable (docs/deployment.md).",
+    )
     embedding: EmbeddingSettings = EmbeddingSettings()
     metadata: MetadataSettings = MetadataSettings()
     content: ContentSettings = ContentSettings()

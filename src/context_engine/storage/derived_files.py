@@ -155,14 +155,16 @@ class DerivedFiles:
         rejected: files found but not used (other version, parameters or database, or unreadable).
     """
 
-    def __init__(self, root: Path, metadata: Any) -> None:
+    def __init__(self, root: Path, metadata: Any, *, read_only: bool = False) -> None:
         self.root = root
+        self.read_only = read_only  # a read-only home: files are opened, never written
         self._metadata = metadata
         self._store_id: str | None = None
         self._lock = threading.Lock()
         self.saves = 0
         self.save_failures = 0
         self.rejected = 0
+        self._problems: dict[str, str] = {}  # path -> why it was not used, until it is written anew
 
     def path(self, kind: str, account_id: str) -> Path:
         """The file of ``kind`` (``l0``, ``bm25``) for ``account_id``."""
@@ -205,9 +207,11 @@ class DerivedFiles:
     ) -> Path | None:
         """Write one snapshot atomically (temporary file, fsync, rename, fsync of the folder); returns its path, or
         ``None`` when writing failed (logged and counted in :attr:`save_failures`: a cache that cannot be written is
-        not an error of the search that triggered it)."""
+        not an error of the search that triggered it). Nothing is written for a read-only home (``read_only``)."""
         import safetensors.numpy
 
+        if self.read_only:
+            return None
         target = self.path(kind, account_id)
         try:
             contiguous = {name: np.ascontiguousarray(arr) for name, arr in arrays.items()}
@@ -244,6 +248,7 @@ class DerivedFiles:
             return None
         with self._lock:
             self.saves += 1
+            self._problems.pop(str(target), None)
         return target
 
     @staticmethod
@@ -270,11 +275,27 @@ class DerivedFiles:
         arrays are not mapped); nothing is logged or counted."""
         return self._read(kind, account_id, params, arrays=False, quiet=True) is not None
 
+    def check(self, kind: str, account_id: str) -> str | None:
+        """Why the account's file of ``kind`` would not be used (it does not parse, an array fails its CRC-32, it is
+        of another format version or database), or ``None`` when it is absent or whole; its parameters are not
+        compared (the caller may not know them). Reads the whole file (~1.8 GB/s); nothing is logged or counted.
+        ``stats`` reports it: such a file is a cache, rebuilt at the account's next search."""
+        found: list[str] = []
+        self._read(kind, account_id, None, arrays=True, reject=lambda _path, why: found.append(why))
+        return found[0] if found else None
+
     def _read(
-        self, kind: str, account_id: str, params: Mapping[str, Any], *, arrays: bool, quiet: bool = False
+        self,
+        kind: str,
+        account_id: str,
+        params: Mapping[str, Any] | None,
+        *,
+        arrays: bool,
+        quiet: bool = False,
+        reject: Callable[[Path, str], None] | None = None,
     ) -> Snapshot | None:
         path = self.path(kind, account_id)
-        reject = _quiet if quiet else self._reject
+        reject = reject or (_quiet if quiet else self._reject)
         try:
             with open(path, "rb") as fh:
                 if os.fstat(fh.fileno()).st_size < 8:
@@ -291,7 +312,7 @@ class DerivedFiles:
                 return reject(path, f"format version {own.get('version')!r}, this engine reads {FORMAT_VERSION}")
             if own.get("kind") != kind or own.get("account_id") != account_id:
                 return reject(path, "written for another account or structure")
-            if own.get("params") != json.loads(json.dumps(dict(params))):
+            if params is not None and own.get("params") != json.loads(json.dumps(dict(params))):
                 return reject(path, "built with other settings")
             if own.get("store_id") != self.store_id(create=False):
                 return reject(path, "built from another metadata database")
@@ -304,9 +325,15 @@ class DerivedFiles:
         except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError, OSError) as err:
             return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
 
+    def current_problems(self) -> list[str]:
+        """The files this process found unusable and has not rewritten since, each ``<path>: <why>`` (``/readyz``)."""
+        with self._lock:
+            return [f"{path}: {why}" for path, why in sorted(self._problems.items())]
+
     def _reject(self, path: Path, why: str) -> None:
         with self._lock:
             self.rejected += 1
+            self._problems[str(path)] = why
         _LOG.info("derived file %s not used: %s; rebuilding it from the metadata store", path, why)
 
 

@@ -8,6 +8,7 @@ unreachable or the setting is malformed, and creates nothing half-way.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,15 @@ if TYPE_CHECKING:
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
     from context_engine.storage.protocols import ContentStore, MetadataStore, VectorIndex
 
-__all__ = ["metadata_url", "open_api_keys", "open_audit", "open_content", "open_metadata", "open_vector_index"]
+__all__ = [
+    "home_read_only",
+    "metadata_url",
+    "open_api_keys",
+    "open_audit",
+    "open_content",
+    "open_metadata",
+    "open_vector_index",
+]
 
 
 def metadata_url(settings: Settings) -> str:
@@ -35,25 +44,61 @@ def metadata_url(settings: Settings) -> str:
     return URL.create("sqlite", database=str(settings.home_path / "metadata.db")).render_as_string()
 
 
+def home_read_only(settings: Settings) -> bool:
+    """Whether the home must be opened for reads only: ``read_only`` is set, or the embedded home exists and it (or
+    its ``metadata.db``) is not writable by this process (``chmod -R a-w``, a read-only mount or volume)."""
+    if settings.read_only:
+        return True
+    home = settings.home_path
+    if not home.is_dir():
+        return False
+    db = home / "metadata.db"
+    return not os.access(home, os.W_OK) or (db.exists() and not os.access(db, os.W_OK) and not settings.metadata.url)
+
+
 def open_metadata(
-    settings: Settings, *, upgrade: bool = True, on_failure: Callable[[str], None] | None = None
+    settings: Settings,
+    *,
+    upgrade: bool = True,
+    on_failure: Callable[[str], None] | None = None,
+    read_only: bool = False,
 ) -> SqlMetadataStore:
     """The metadata store of ``metadata.url`` (SQLite by default, PostgreSQL with ``postgresql+psycopg://``), with
     the pool and timeout of the ``metadata`` section; its schema is created or upgraded (``upgrade=False``: left as
     found, for ``context-engine migrate --check``). ``on_failure`` is called with the operation name each time the
     database fails mid-request (metrics).
 
+    ``read_only`` (the embedded SQLite database of a read-only home): opened with ``mode=ro``, so that SQLite
+    itself refuses every write, and never upgraded; where the folder cannot be written and the database was closed
+    cleanly (no ``-wal`` file), also ``immutable=1`` (SQLite cannot create the ``-shm`` file a WAL reader needs, and
+    nothing can change a file nobody may write).
+
     Raises:
         ContextEngineError: ``CFG-4001`` for a URL of an unsupported dialect, a database that cannot be reached or
-            one migrated by a newer release.
+            one migrated by a newer release; for a read-only home whose database is missing or needs an upgrade.
     """
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
     section = settings.metadata
-    if not section.url:
+    url = metadata_url(settings)
+    if read_only and not section.url:
+        from urllib.parse import quote
+
+        db = settings.home_path / "metadata.db"
+        if not db.exists():
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                f"the home {settings.home_path} is read-only and holds no metadata database: open it writable once "
+                "(or unset read_only) to create it",
+                {"setting": "read_only", "home": str(settings.home_path)},
+            )
+        immutable = not os.access(settings.home_path, os.W_OK) and not db.with_name("metadata.db-wal").exists()
+        url = f"sqlite:///file:{quote(str(db))}?mode=ro&uri=true" + ("&immutable=1" if immutable else "")
+        upgrade = False
+    elif not section.url:
         settings.home_path.mkdir(parents=True, exist_ok=True)
-    return SqlMetadataStore(
-        metadata_url(settings),
+    store = SqlMetadataStore(
+        url,
         pool_size=section.pool_size,
         max_overflow=section.max_overflow,
         connect_timeout_s=section.connect_timeout_s,
@@ -61,6 +106,15 @@ def open_metadata(
         upgrade=upgrade,
         on_failure=on_failure,
     )
+    if read_only and not section.url and not store.schema_status().current:
+        store.close()
+        raise ContextEngineError(
+            ErrorCode.CONFIG_INVALID,
+            f"the home {settings.home_path} is read-only and its metadata database needs an upgrade: run "
+            "`context-engine migrate` on it once writable",
+            {"setting": "read_only", "home": str(settings.home_path)},
+        )
+    return store
 
 
 def open_audit(metadata: MetadataStore) -> SqlAuditStore:
@@ -259,8 +313,13 @@ def open_vector_index(
 
             return LanceDBVectorIndex(home / "vectors", dim, settings.vector, on_retry=on_retry)
 
+        def drop_lancedb() -> bool:
+            from context_engine.storage.vector.lancedb_index import drop_table
+
+            return drop_table(home / "vectors", settings.vector.table_name)
+
         # opened on first use: a search served by the level-0 matrix and BM25 never pays for importing LanceDB
-        return LazyVectorIndex("lancedb", open_lancedb)
+        return LazyVectorIndex("lancedb", open_lancedb, dropper=drop_lancedb)
     if backend == "milvus":
         try:
             from context_engine.storage.vector.milvus_index import MilvusVectorIndex

@@ -201,7 +201,15 @@ class HealthResponse(BaseModel):
 
 
 class ReadyResponse(BaseModel):
-    status: Literal["ready"] = "ready"
+    status: Literal["ready", "degraded"] = Field(
+        "ready",
+        description="ready; or degraded: requests are served, but something derived is damaged (see problems).",
+    )
+    problems: list[str] = Field(
+        default_factory=list,
+        description="What degrades the engine and how to fix it (e.g. a damaged vector index: run "
+        "`context-engine reindex --full`); empty when ready.",
+    )
     embedding_model: str
     index_backend: str
     auth: str = Field(description="api_key, or how anonymous loopback access is enabled.")

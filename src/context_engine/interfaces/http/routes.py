@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, File, Form, Query, Request, Security, Up
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from context_engine.interfaces.http import calls
@@ -471,10 +472,15 @@ async def healthz() -> HealthResponse:
     responses={503: {"model": ErrorEnvelope, "description": "Starting or stopping (API-5031)."}},
 )
 async def readyz(request: Request) -> ReadyResponse:
-    """Readiness: the engine is open (model loaded, stores open) and requests are served."""
+    """Readiness: the engine is open (model loaded, stores open) and requests are served; ``degraded`` with the
+    ``problems`` when a derived structure is damaged (a vector index whose files are missing or truncated: reads are
+    served from the metadata database meanwhile, and `context-engine reindex --full` rebuilds it)."""
     state = request.app.state.engine
     service = state.ready()
+    problems = await run_in_threadpool(service.health)  # opens and checks the vector index: file reads
     return ReadyResponse(
+        status="degraded" if problems else "ready",
+        problems=problems,
         embedding_model=service.embedder.model_name,
         index_backend=service.index.name,
         auth=f"api_key; anonymous loopback {state.authenticator.anonymous_policy()}",

@@ -191,6 +191,9 @@ class SqlAuditStore:
     def __init__(self, metadata: SqlMetadataStore) -> None:
         self._store = metadata
         self._dialect = metadata.dialect
+        #: A read-only home: invocations and ledger entries are not written (:meth:`record_invocation`,
+        #: :meth:`purge_expired` do nothing); everything else reads.
+        self.read_only = False
 
     @contextmanager
     def _use(self, *, write: bool) -> Iterator[Session]:
@@ -213,6 +216,8 @@ class SqlAuditStore:
             The ledger entries that already existed (not expired) for ``ledger_keys`` at commit time: documents
             another call of the same session marked first.
         """
+        if self.read_only:
+            return {}
         values = row.model_dump(mode="json")
         values["created_at"] = row.created_at
         values["principal"] = principal = _caller_principal(row.caller)
@@ -366,7 +371,9 @@ class SqlAuditStore:
         return {k: e for k, e in rows.items() if e.expires_at > now}
 
     def purge_expired(self, now: datetime) -> int:
-        """Delete every ledger row expired at ``now`` (all accounts); returns how many."""
+        """Delete every ledger row expired at ``now`` (all accounts); returns how many (none for a read-only home)."""
+        if self.read_only:
+            return 0
         table = RetrievedDocRow.__table__
         with self._use(write=True) as s:
             return s.execute(delete(table).where(table.c.expires_at <= now)).rowcount or 0

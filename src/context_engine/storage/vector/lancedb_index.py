@@ -46,7 +46,7 @@ from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.settings import VectorSettings
 from context_engine.storage.vector.query import query_vector
 
-__all__ = ["LanceDBVectorIndex", "build_predicate", "sql_string", "vector_schema"]
+__all__ = ["LanceDBVectorIndex", "build_predicate", "drop_table", "sql_string", "table_path", "vector_schema"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -168,7 +168,8 @@ class LanceDBVectorIndex:
 
     Raises:
         ContextEngineError: ``IDX-4091`` when the existing table was built with another dimension (rebuild it with
-            ``context-engine reindex``); ``WRT-5001`` (retryable) when the directory cannot be opened.
+            ``context-engine reindex``); ``IDX-5031`` when its files are damaged (:meth:`check`); ``WRT-5001``
+            (retryable) when the directory cannot be opened.
     """
 
     name = "lancedb"
@@ -199,11 +200,37 @@ class LanceDBVectorIndex:
             self._db = lancedb.connect(str(self._path), read_consistency_interval=timedelta(0))
             try:
                 self._table = self._db.open_table(settings.table_name)
-            except ValueError:  # not found; ``exist_ok`` covers a concurrent creator with the same schema
+            except ValueError as err:  # not found; ``exist_ok`` covers a concurrent creator with the same schema
+                # committed versions there, but none opens: damaged (a folder without one is a creator's, mid-way)
+                if any((table_path(self._path, settings.table_name) / "_versions").glob("*.manifest")):
+                    raise self._damaged(err) from err
                 self._table = self._db.create_table(settings.table_name, schema=self._schema, exist_ok=True)
         self._check_schema()
+        self.check()
         with self._write_errors("list the vector index's indexes"):
             self._refresh_index_flags()
+
+    def check(self) -> None:
+        """Read one small column (``level``, int32) of every data file of the table: a file that is missing,
+        truncated or not a Lance file fails here, at open and whenever ``stats`` or ``/readyz`` ask, rather than in
+        the middle of a search (``count_rows()`` alone reads the manifest only and would report the damaged table's
+        records). Costs one scan of 4 bytes a row (about 4 MB at 1M rows).
+
+        Raises:
+            ContextEngineError: ``IDX-5031`` naming the table and the way out (``context-engine reindex --full``).
+        """
+        try:
+            self._table.count_rows("level >= 0")
+        except Exception as err:  # every vendor error of a read of the table's own files means damage
+            raise self._damaged(err) from err
+
+    def _damaged(self, err: BaseException) -> ContextEngineError:
+        return ContextEngineError(
+            ErrorCode.INDEX_DAMAGED,
+            f"The vector index at {self._path} is damaged ({_describe(err)}); it is derived from the metadata "
+            "database: run `context-engine reindex --full` to rebuild it.",
+            {"backend": self.name, "path": str(self._path), "table": self._settings.table_name},
+        )
 
     @property
     def dim(self) -> int:
@@ -472,6 +499,8 @@ class LanceDBVectorIndex:
 
     def _check_schema(self) -> None:
         schema = self._table.schema
+        if not schema.names:  # a manifest overwritten with zeros opens as an empty table of no columns
+            raise self._damaged(ValueError("its manifest holds no schema"))
         field = schema.field("vector") if "vector" in schema.names else None
         found = getattr(field.type, "list_size", None) if field is not None else None
         if found != self._dim:
@@ -518,6 +547,34 @@ class LanceDBVectorIndex:
                 {"backend": self.name},
                 retryable=True,
             ) from err
+
+
+def table_path(path: Path, table_name: str) -> Path:
+    """The folder of LanceDB table ``table_name`` under the database folder ``path``."""
+    return Path(path) / f"{table_name}.lance"
+
+
+def drop_table(path: Path, table_name: str) -> bool:
+    """Remove the table's folder without opening it (a damaged table cannot be opened, so ``drop_table`` of LanceDB
+    may fail on it); returns whether there was one. ``reindex --full`` recreates it from the metadata database.
+
+    Raises:
+        ContextEngineError: ``WRT-5001`` when the folder cannot be removed (a read-only home).
+    """
+    import shutil
+
+    folder = table_path(path, table_name)
+    if not folder.exists():
+        return False
+    try:
+        shutil.rmtree(folder)
+    except OSError as err:
+        raise ContextEngineError(
+            ErrorCode.STORAGE_FAILED,
+            f"Could not remove the damaged vector index {folder}: {err.strerror}",
+            {"backend": "lancedb", "path": str(folder)},
+        ) from err
+    return True
 
 
 def _last_per_id(records: Sequence[VectorRecord]) -> list[VectorRecord]:

@@ -24,12 +24,17 @@ class LazyVectorIndex:
 
     Args:
         name: the backend's name (``lancedb``), known before opening.
-        opener: builds the index; what it raises (``IDX-4091``, ``WRT-5001``) surfaces at the first call.
+        opener: builds the index; what it raises (``IDX-4091``, ``IDX-5031``, ``WRT-5001``) surfaces at the first
+            call, and at every call after it until an open succeeds (a damaged index is not kept).
+        dropper: removes the index's files without opening them (:meth:`drop`); ``None``: it cannot be dropped.
     """
 
-    def __init__(self, name: str, opener: Callable[[], VectorIndex]) -> None:
+    def __init__(
+        self, name: str, opener: Callable[[], VectorIndex], *, dropper: Callable[[], bool] | None = None
+    ) -> None:
         self.name = name
         self._opener = opener
+        self._dropper = dropper
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
 
@@ -46,6 +51,21 @@ class LazyVectorIndex:
                     self._index = self._opener()
                 index = self._index
         return index
+
+    def check(self) -> None:
+        """Open the index (if not yet) and check that its files are whole (``IDX-5031`` when not)."""
+        checker = getattr(self._get(), "check", None)
+        if checker is not None:
+            checker()
+
+    def drop(self) -> bool:
+        """Forget the open index and remove its files without opening them (``reindex --full`` of a damaged index);
+        the next call opens, and so creates, an empty one. Returns whether files were removed."""
+        if self._dropper is None:
+            return False
+        with self._lock:
+            self._index = None
+            return self._dropper()
 
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         self._get().upsert(records)
