@@ -36,9 +36,12 @@ class ErrorCode(StrEnum):
     NODE_NOT_FOUND = "WRT-4042"
     CONFLICT = "WRT-4091"
     PAYLOAD_TOO_LARGE = "WRT-4131"
+    TOO_MANY_CHUNKS = "WRT-4132"  # a document would make more L2 chunks than ingest.max_chunks_per_document
     UNSUPPORTED_FORMAT = "WRT-4151"
     CONTENT_INVALID = "WRT-4221"
+    WRITE_CANCELLED = "WRT-4991"  # the HTTP client went away before the write committed; nothing was written
     EMBEDDING_FAILED = "WRT-5031"
+    WRITE_BUSY = "WRT-5032"  # no write turn within ingest.write_wait_s (other writers ahead); retryable
     STORAGE_FAILED = "WRT-5001"
     # index and configuration
     INDEX_MODEL_MISMATCH = "IDX-4091"

@@ -6,6 +6,7 @@ Interfaces (CLI, HTTP, MCP, Python API) call these methods with an explicit :cla
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from datetime import datetime
@@ -389,6 +390,7 @@ class ContextEngineService:
         strict: bool = False,
         progress: Progress | None = None,
         follow_symlinks: bool | None = None,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Add a file or a directory of ``.md``/``.markdown``/``.txt`` files below ``target_uri`` (DESIGN §4).
 
@@ -396,11 +398,14 @@ class ContextEngineService:
         the reason in ``failures``) and the others are written, unless ``strict`` makes any failure raise first.
         Entries not read (other types, symbolic links leading outside the folder unless ``follow_symlinks``, default
         ``ingest.follow_symlinks_outside_root``) are counted in ``skipped`` and listed in ``skipped_paths``.
-        Nothing is written before every file has been validated, parsed and embedded.
+        Nothing is written before every file has been validated, parsed and embedded. ``cancel``, once set (by the
+        HTTP route when its client disconnects), stops the write between embedding batches (``WRT-4991``).
 
         Raises:
             ContextEngineError: ``WRT-4001`` invalid URI, ``WRT-4041`` missing path, ``WRT-4151`` unsupported type,
-                ``WRT-4131`` too large, ``WRT-4221`` empty/binary/invalid UTF-8, ``RET-4032`` not writable.
+                ``WRT-4131`` too large, ``WRT-4132`` more chunks than ``ingest.max_chunks_per_document``, ``WRT-4221``
+                empty/binary/invalid UTF-8, ``RET-4032`` not writable, ``WRT-4991`` cancelled, ``WRT-5032`` no write
+                turn within ``ingest.write_wait_s`` (retryable).
         """
         target = self._writable(target_uri, ctx)
         if target.context_type != "resource":
@@ -422,7 +427,11 @@ class ContextEngineService:
         if strict and found.skipped:
             rel, why = found.skipped[0]
             raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
-        report = self.pipeline.write_documents(ctx.account_id, docs, progress=progress) if docs else IngestReport()
+        report = (
+            self.pipeline.write_documents(ctx.account_id, docs, progress=progress, cancel=cancel)
+            if docs
+            else IngestReport()
+        )
         report.skipped = len(found.skipped)
         report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped[:SKIPPED_FILES_LISTED]]
         report.failed = len(report_failures)
@@ -437,10 +446,12 @@ class ContextEngineService:
         *,
         kind: str = "markdown",
         title_hint: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Add one document given as text at ``uri`` (any context type).
 
         ``title_hint`` is the title used when the text has no H1 (default: the file name without extension).
+        ``cancel`` as in :meth:`add_resource`.
         """
         u = self._writable(uri, ctx)
         if u.is_dir:
@@ -449,7 +460,7 @@ class ContextEngineService:
         body = decode_text(text.encode("utf-8", "surrogatepass"), str(u), self.settings.ingest)
         hint = title_hint or u.name.rsplit(".", 1)[0]
         doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), hint)
-        return self.pipeline.write_documents(ctx.account_id, [doc])
+        return self.pipeline.write_documents(ctx.account_id, [doc], cancel=cancel)
 
     def _memory_space(self, ctx: RequestContext) -> str:
         """The user space a memory write of ``ctx`` goes to (an admin without one writes to ``default``)."""

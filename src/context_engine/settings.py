@@ -158,6 +158,23 @@ class IngestSettings(_Section):
     l0_max_chars: int = Field(256, ge=32, le=2048, description="Abstract length cap (characters, DESIGN §1).")
     l1_max_chars: int = Field(4000, ge=256, le=65536, description="Overview length cap (characters, DESIGN §1).")
     write_batch_files: int = Field(64, ge=1, le=10_000, description="Files committed per metadata transaction.")
+    max_chunks_per_document: int = Field(
+        500,
+        ge=1,
+        le=1_000_000,
+        description="Reject a document that would make more L2 chunks than this (WRT-4132, HTTP 413), checked after "
+        "chunking and before any embedding: it bounds the work of one request (each chunk is embedded; about 0.09 s "
+        "per chunk on the 2-core reference machine). The largest runbook of ../shared/data makes 23.",
+    )
+    write_wait_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="How long a write waits for its turn in the home's write queue (first come, first served across "
+        "the server's threads and every CLI or other process writing the same home) before it fails with the "
+        "retryable WRT-5032 (HTTP 503). It is also SQLite's busy wait: any write that finds the database's write lock "
+        "taken for longer fails with WRT-5032 too.",
+    )
     follow_symlinks_outside_root: bool = Field(
         False,
         description="When adding a folder, follow symbolic links that lead outside it; default: skip them and "

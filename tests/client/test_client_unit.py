@@ -55,6 +55,14 @@ def test_retries_are_bounded() -> None:
     assert len(server.requests) == 4
 
 
+def test_a_write_that_did_not_get_its_turn_is_retried_then_lands() -> None:
+    """``503 WRT-5032``: the home's other writers were ahead and nothing was written, so repeating it is safe."""
+    report = {"nodes": 1, "uris": ["ctx://user/default/memories/events/m.md"]}
+    server = Server(envelope("WRT-5032", 503), httpx.Response(200, json=report))
+    assert client(server, retries=2).add_memory("The release ships on Friday.").nodes == 1
+    assert len(server.requests) == 2
+
+
 @pytest.mark.parametrize(
     ("answer", "code", "status"),
     [

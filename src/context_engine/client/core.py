@@ -2,8 +2,9 @@
 answer into the route's model, mapping error envelopes to :class:`ApiError`, and the retry policy.
 
 Retries (tenacity, bounded by ``retries``): only failures where the server did not act on the request, so writes are
-safe to repeat: a connection that could not be opened (``API-5021``) and ``503 API-5031`` (the engine is starting or
-stopping). Everything else is raised at once.
+safe to repeat: a connection that could not be opened (``API-5021``), ``503 API-5031`` (the engine is starting or
+stopping) and ``503 WRT-5032`` (a write that did not get its turn among the home's writers: nothing was written).
+Everything else is raised at once.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def decode(endpoint: Endpoint, response: httpx.Response, model: type[M]) -> M:
     """The 2xx body as ``model``; any other status as :class:`ApiError` with the envelope's code.
 
     Raises:
-        ApiError: the envelope's code (``retryable`` for ``API-5031``); ``API-5021`` when the body is not an envelope
-            (a proxy's error page) or a 2xx body does not match the route's model.
+        ApiError: the envelope's code (``retryable`` for ``API-5031``, ``WRT-5032``); ``API-5021`` when the body is
+            not an envelope (a proxy's error page) or a 2xx body does not match the route's model.
     """
     if response.is_success:
         try:
@@ -138,7 +139,7 @@ def decode(endpoint: Endpoint, response: httpx.Response, model: type[M]) -> M:
         code,
         message,
         details,
-        retryable=code is ErrorCode.NOT_READY,
+        retryable=code in (ErrorCode.NOT_READY, ErrorCode.WRITE_BUSY),
         status_code=response.status_code,
         request_id=request_id,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -42,6 +43,8 @@ from context_engine.storage.protocols import ContentStore, Embedder, MetadataSto
 _LOG = logging.getLogger("context_engine.ingest")
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
+# Texts embedded between two checks of a write's cancellation (about 3 s of the default model on 2 cores).
+_CANCEL_BATCH = 32
 # Stored children read per directory summary: the first and the last this many (MetadataStore.children_window).
 _DIR_SUMMARY_WINDOW = 12
 
@@ -62,6 +65,17 @@ class WriteListener(Protocol):
     def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
         """``uris`` no longer exist (after a delete, or the old side of a move)."""
         ...
+
+
+def _check_cancelled(cancel: threading.Event | None, **progress: int) -> None:
+    """Raise ``WRT-4991`` when ``cancel`` is set (the write's caller went away; nothing was written yet); ``progress``
+    (texts ``embedded`` of ``total``, or ``documents_prepared`` of ``documents``) goes into its details."""
+    if cancel is not None and cancel.is_set():
+        raise ContextEngineError(
+            ErrorCode.WRITE_CANCELLED,
+            "the write was cancelled before it committed (the client disconnected); nothing was written",
+            dict(progress),
+        )
 
 
 def vector_id(account_id: str, uri: str, level: int, chunk_index: int) -> str:
@@ -129,8 +143,12 @@ class WritePipeline:
         progress: Progress | None = None,
         abstracts: dict[str, str] | None = None,
         in_transaction: Callable[[], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> IngestReport:
         """Write ``docs`` (already validated) and rebuild their ancestors' summaries bottom-up, as one write.
+
+        ``cancel`` (set by another thread, e.g. the HTTP route when its client disconnects) stops the write between
+        embedding batches and before it takes its write turn, with ``WRT-4991``; nothing is written then.
 
         ``abstracts`` may override the extractive abstract per URI (a skill's abstract is its description).
         ``in_transaction`` runs inside the content + metadata transaction, so its metadata writes (a memory's previous
@@ -139,7 +157,10 @@ class WritePipeline:
 
         Raises:
             ContextEngineError: ``WRT-4091`` when a URI is already a directory (or a file sits on a path that must be
-                a directory); ``WRT-5031`` embedding failed; ``WRT-5001`` storage failed. In each case nothing changed.
+                a directory); ``WRT-5031`` embedding failed; ``WRT-5001`` storage failed; ``WRT-4132`` a document
+                makes more chunks than ``ingest.max_chunks_per_document`` (checked before any embedding); ``WRT-4991``
+                cancelled; ``WRT-5032`` (retryable) no write turn within ``ingest.write_wait_s``. In each case nothing
+                changed.
         """
         report = IngestReport()
         existing = self._metadata.get_nodes(account_id, [str(d.uri) for d in docs])
@@ -162,8 +183,12 @@ class WritePipeline:
             return report
         self._check_no_file_ancestors(account_id, todo)
         now = utcnow()
-        prepared = [self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))) for doc in todo]
-        vectors = self._embed(account_id, prepared, progress)
+        prepared: list[_PreparedNode] = []
+        for doc in todo:  # parsing and chunking a large upload takes seconds too: cancellable between documents
+            _check_cancelled(cancel, documents_prepared=len(prepared), documents=len(todo))
+            prepared.append(self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))))
+        vectors = self._embed(account_id, prepared, progress, cancel)
+        _check_cancelled(cancel)
         dir_uris = {str(a) for p in prepared for a in ContextURI.parse(p.record.uri).ancestors()}
         fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
 
@@ -217,6 +242,14 @@ class WritePipeline:
         else:
             parsed = self._parser.parse(doc.text, fallback_title=doc.title_hint)
         chunks = self._chunker.chunk(parsed, doc_id=str(uri), category=uri.category, source=doc.source)
+        if len(chunks) > self._settings.max_chunks_per_document and not doc.whole_text_l0:
+            # bounded work per request: refused before anything is embedded (docs/security.md, "Cost bombs")
+            raise ContextEngineError(
+                ErrorCode.TOO_MANY_CHUNKS,
+                f"{uri} would make {len(chunks)} chunks, over ingest.max_chunks_per_document "
+                f"({self._settings.max_chunks_per_document}); split the document",
+                {"uri": str(uri), "chunks": len(chunks), "limit": self._settings.max_chunks_per_document},
+            )
         summary = self._summarizer.summarize_document(parsed)
         abstract = abstract or doc.abstract
         # stored derived text is redacted at write time (docs/security.md); L2 stays as written, redacted on read
@@ -324,7 +357,13 @@ class WritePipeline:
             out.append(_PreparedNode(record, levels, existed=old is not None))
         return out
 
-    def _embed(self, account_id: str, nodes: Sequence[_PreparedNode], progress: Progress | None) -> list[VectorRecord]:
+    def _embed(
+        self,
+        account_id: str,
+        nodes: Sequence[_PreparedNode],
+        progress: Progress | None,
+        cancel: threading.Event | None = None,
+    ) -> list[VectorRecord]:
         texts: list[str] = []
         meta: list[tuple[_PreparedNode, int, int, str, str]] = []  # node, level, chunk_index, text, breadcrumb
         for n in nodes:
@@ -345,7 +384,10 @@ class WritePipeline:
             if progress:
                 progress("embed", done, total)
 
-        matrix = self._embedder.embed_documents(texts, progress=tick if progress else None)
+        if cancel is None:
+            matrix = self._embedder.embed_documents(texts, progress=tick if progress else None)
+        else:
+            matrix = self._embed_cancellable(texts, tick, cancel)
         if matrix.shape != (total, self._embedder.dim) or not np.all(np.isfinite(matrix)):
             raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "the embedder returned malformed vectors")
         out: list[VectorRecord] = []
@@ -371,6 +413,24 @@ class WritePipeline:
             )
         return out
 
+    def _embed_cancellable(
+        self, texts: Sequence[str], tick: Callable[[int], None], cancel: threading.Event
+    ) -> np.ndarray:
+        """``embed_documents`` in batches of ``_CANCEL_BATCH`` texts (longest first, as the embedders sort), with
+        ``cancel`` checked before each: a cancelled write stops within one batch."""
+        _check_cancelled(cancel, embedded=0, total=len(texts))
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
+        for start in range(0, len(order), _CANCEL_BATCH):
+            idx = order[start : start + _CANCEL_BATCH]
+            part = self._embedder.embed_documents([texts[i] for i in idx])
+            if part.shape != (len(idx), self._embedder.dim):
+                raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "the embedder returned malformed vectors")
+            out[idx] = part
+            tick(len(idx))
+            _check_cancelled(cancel, embedded=start + len(idx), total=len(texts))
+        return out
+
     # ------------------------------------------------------------------------------------------------ the protocol
     def _journaled(self, account_id: str, op: str, body: Callable[[str], _Written]) -> int:
         """Run ``body`` as one journaled write (module docstring); returns how many nodes stay ``pending``.
@@ -380,7 +440,8 @@ class WritePipeline:
         """
         journal_id = self.journal.begin(account_id, op)
         try:
-            with self._metadata.transaction():
+            # first come, first served with every other writer of this home (threads and processes), bounded
+            with self._metadata.write_turn(self._settings.write_wait_s), self._metadata.transaction():
                 self._metadata.lock_writes()
                 self.journal.recover_prepared()
                 written = body(str(journal_id))

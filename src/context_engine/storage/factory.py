@@ -105,6 +105,7 @@ def open_metadata(
         statement_timeout_s=section.statement_timeout_s,
         upgrade=upgrade,
         on_failure=on_failure,
+        busy_timeout_s=settings.ingest.write_wait_s,  # SQLite: a writer's bounded wait for the write lock
     )
     if read_only and not section.url and not store.schema_status().current:
         store.close()

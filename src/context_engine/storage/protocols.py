@@ -225,6 +225,11 @@ class MetadataStore(Protocol):
         ...
 
     # the intent journal (storage/journal.py)
+    def write_turn(self, timeout_s: float) -> Any:
+        """A context manager, entered outside any transaction: wait (first come, first served, at most ``timeout_s``)
+        for this store's write turn and hold it for the block; ``WRT-5032`` (retryable) when it did not come."""
+        ...
+
     def lock_writes(self) -> None:
         """Inside a write transaction: serialise it with every other journaled write."""
         ...

@@ -8,6 +8,7 @@ service method, and writes one structured log event with the seed 000 §8 fields
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,22 +148,34 @@ def resolve_server_path(raw: str, roots: Sequence[Path]) -> Path:
     return real
 
 
-def add_resource_path(service: ContextEngineService, req: AddResourcePathRequest, ctx: RequestContext) -> IngestReport:
+def add_resource_path(
+    service: ContextEngineService,
+    req: AddResourcePathRequest,
+    ctx: RequestContext,
+    *,
+    cancel: threading.Event | None = None,
+) -> IngestReport:
     """Add a server-side file or directory found below ``http.allowed_upload_roots`` (see
-    :func:`resolve_server_path`)."""
+    :func:`resolve_server_path`). ``cancel``: see :meth:`ContextEngineService.add_resource`."""
     path = resolve_server_path(req.path, service.settings.http.allowed_upload_roots)
     # never through links out of the folder: the allowed roots are a boundary, whatever the local CLI may allow
-    report = service.add_resource(path, req.target_uri, ctx, strict=req.strict, follow_symlinks=False)
+    report = service.add_resource(path, req.target_uri, ctx, strict=req.strict, follow_symlinks=False, cancel=cancel)
     log.info("add_resource", source="path", target_uri=req.target_uri, nodes=report.nodes, failed=report.failed)
     return report
 
 
-def add_resource_text(service: ContextEngineService, req: AddResourceTextRequest, ctx: RequestContext) -> IngestReport:
+def add_resource_text(
+    service: ContextEngineService,
+    req: AddResourceTextRequest,
+    ctx: RequestContext,
+    *,
+    cancel: threading.Event | None = None,
+) -> IngestReport:
     """Add one resource document given as text (``uri`` must be a file URI under ``ctx://resources/``)."""
     uri = parse_uri(req.uri)
     if uri.context_type != "resource":
         raise ContextEngineError(ErrorCode.URI_INVALID, f"{uri} is not under ctx://resources/", {"uri": str(uri)})
-    report = service.add_text(req.text, uri, ctx)
+    report = service.add_text(req.text, uri, ctx, cancel=cancel)
     log.info("add_resource", source="text", target_uri=str(uri), nodes=report.nodes)
     return report
 
@@ -175,6 +188,7 @@ def add_resource_files(
     *,
     strict: bool,
     workdir: Path,
+    cancel: threading.Event | None = None,
 ) -> IngestReport:
     """Add uploaded files (``(file name, bytes)``) below ``target_uri``, staged in ``workdir`` (a fresh directory).
 
@@ -197,7 +211,7 @@ def add_resource_files(
         (workdir / base).write_bytes(data)
     source = workdir / next(iter(names)) if len(files) == 1 else workdir
     try:
-        report = service.add_resource(source, target_uri, ctx, strict=strict)
+        report = service.add_resource(source, target_uri, ctx, strict=strict, cancel=cancel)
     except ContextEngineError as err:
         hidden = str(workdir)
         if hidden in err.message or hidden in str(err.details):

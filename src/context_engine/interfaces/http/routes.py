@@ -7,15 +7,19 @@ The caller's RequestContext comes only from its API key (:func:`caller`), never 
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Depends, File, Form, Query, Request, Security, UploadFile
 from fastapi import Path as PathParam
 from fastapi.responses import Response
@@ -23,6 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http import calls
 from context_engine.interfaces.http.errors import (
     MEMORY_ERRORS,
@@ -53,6 +58,7 @@ from context_engine.interfaces.http.models import (
     VerifyEvidenceRequest,
 )
 from context_engine.interfaces.http.validation import reject_invalid_text
+from context_engine.observability.logging import get_logger
 from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import (
@@ -70,6 +76,8 @@ from context_engine.service import ContextEngineService
 
 router = APIRouter(dependencies=[Depends(reject_invalid_text)])  # invalid Unicode: 400 before anything runs
 _T = TypeVar("_T")
+_DISCONNECT_POLL_S = 0.25  # how often a long write looks whether its client is still there
+log = get_logger("context_engine.http")
 _bearer = HTTPBearer(
     auto_error=False,
     scheme_name="ApiKey",
@@ -100,6 +108,37 @@ def timed(request: Request, fn: Callable[..., _T], *args: Any) -> _T:
         return fn(*args)
     finally:
         request.scope.setdefault("state", {})["engine_ms"] = (time.perf_counter() - start) * 1000.0
+
+
+async def cancellable_write(request: Request, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Run the write ``fn(*args, cancel=event, **kwargs)`` in the thread pool while watching the connection: when the
+    client disconnects, the event is set and the write stops between embedding batches with ``WRT-4991``, before it
+    has written anything (docs/security.md, "Cost bombs"), instead of working on for nobody."""
+    cancel = threading.Event()
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await anyio.sleep(_DISCONNECT_POLL_S)
+        cancel.set()
+        log.warning("client_disconnected", path=request.url.path, action="cancelling the write")
+
+    start = time.perf_counter()
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        try:
+            result = await anyio.to_thread.run_sync(functools.partial(fn, *args, cancel=cancel, **kwargs))
+        except Exception as err:  # noqa: BLE001 - re-raised below, outside the task group (no exception group)
+            failure = err
+        finally:
+            tasks.cancel_scope.cancel()
+    request.scope.setdefault("state", {})["engine_ms"] = (time.perf_counter() - start) * 1000.0
+    if failure is None:
+        return result
+    if isinstance(failure, ContextEngineError) and failure.code is ErrorCode.WRITE_CANCELLED:
+        waited_ms = round((time.perf_counter() - start) * 1000)
+        log.warning("write_cancelled", path=request.url.path, after_ms=waited_ms, **failure.details)
+    raise failure
 
 
 Service = Annotated[ContextEngineService, Depends(engine)]
@@ -279,8 +318,10 @@ def tree(
     operation_id="add_resource_path",
     summary="Add server-side files below an allowed root",
 )
-def add_resource_path(req: AddResourcePathRequest, service: Service, ctx: Caller) -> IngestReport:
-    return calls.add_resource_path(service, req, ctx)
+async def add_resource_path(
+    req: AddResourcePathRequest, service: Service, ctx: Caller, request: Request
+) -> IngestReport:
+    return await cancellable_write(request, calls.add_resource_path, service, req, ctx)
 
 
 @router.post(
@@ -291,8 +332,10 @@ def add_resource_path(req: AddResourcePathRequest, service: Service, ctx: Caller
     operation_id="add_resource_text",
     summary="Add one resource document given as text",
 )
-def add_resource_text(req: AddResourceTextRequest, service: Service, ctx: Caller) -> IngestReport:
-    return calls.add_resource_text(service, req, ctx)
+async def add_resource_text(
+    req: AddResourceTextRequest, service: Service, ctx: Caller, request: Request
+) -> IngestReport:
+    return await cancellable_write(request, calls.add_resource_text, service, req, ctx)
 
 
 @router.post(
@@ -303,9 +346,10 @@ def add_resource_text(req: AddResourceTextRequest, service: Service, ctx: Caller
     operation_id="add_resource_upload",
     summary="Upload .md/.markdown/.txt files as resources",
 )
-def add_resource_upload(
+async def add_resource_upload(
     service: Service,
     ctx: Caller,
+    request: Request,
     files: Annotated[list[UploadFile], File(description="One or more files (multipart field 'files').")],
     target_uri: Annotated[str, Form(description="Target directory (or file URI for one file).")] = ("ctx://resources/"),
     strict: Annotated[bool, Form(description="Fail on the first bad file.")] = False,
@@ -313,8 +357,10 @@ def add_resource_upload(
     """The whole body is limited by ``http.max_upload_bytes`` and each file by ``ingest.max_file_bytes``."""
     workdir = Path(tempfile.mkdtemp(prefix="ce-upload-"))
     try:
-        staged = [(f.filename or "upload.md", f.file.read()) for f in files]
-        return calls.add_resource_files(service, staged, target_uri, ctx, strict=strict, workdir=workdir)
+        staged = [(f.filename or "upload.md", await f.read()) for f in files]
+        return await cancellable_write(
+            request, calls.add_resource_files, service, staged, target_uri, ctx, strict=strict, workdir=workdir
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

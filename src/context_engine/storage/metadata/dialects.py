@@ -36,7 +36,13 @@ SQLITE_BUSY_TIMEOUT_S = 30.0  # SQLite writers wait this long for the database's
 
 
 def engine_options(
-    url: URL, *, pool_size: int, max_overflow: int, connect_timeout_s: float, statement_timeout_s: float = 0.0
+    url: URL,
+    *,
+    pool_size: int,
+    max_overflow: int,
+    connect_timeout_s: float,
+    statement_timeout_s: float = 0.0,
+    busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Keyword arguments of ``create_engine`` for ``url``'s dialect.
 
@@ -48,10 +54,12 @@ def engine_options(
             counts them; SQLite opens a local file).
         statement_timeout_s: PostgreSQL's ``statement_timeout`` and ``idle_in_transaction_session_timeout`` of
             every session (0: none).
+        busy_timeout_s: how long a SQLite writer waits for the database's write lock (``ingest.write_wait_s``);
+            past it the store answers the retryable ``WRT-5032``.
     """
     if url.get_backend_name() == SQLITE:
         # one connection may serve several threads over its life (pool); writers wait on the busy timeout
-        return {"connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}}
+        return {"connect_args": {"check_same_thread": False, "timeout": busy_timeout_s}}
     if url.get_backend_name() == POSTGRESQL:
         return {
             "pool_size": pool_size,

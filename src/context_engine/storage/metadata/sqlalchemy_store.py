@@ -32,6 +32,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    text,
     bindparam,
     create_engine,
     delete,
@@ -42,7 +43,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import DateTime, TypeDecorator
 
@@ -281,6 +282,8 @@ class SqlMetadataStore:
             then not usable until :meth:`upgrade_schema`.
         on_failure: called with the operation name each time the database fails mid-request (metrics:
             ``ce_storage_failures_total{store="metadata"}``).
+        busy_timeout_s: SQLite: how long a writer waits for the database's write lock (``ingest.write_wait_s``);
+            past it a call fails with the retryable ``WRT-5032``.
 
     Raises:
         ContextEngineError: ``CFG-4001`` for an unusable URL, a database that cannot be reached (naming
@@ -298,6 +301,7 @@ class SqlMetadataStore:
         statement_timeout_s: float = 0.0,
         upgrade: bool = True,
         on_failure: Callable[[str], None] | None = None,
+        busy_timeout_s: float = dialects.SQLITE_BUSY_TIMEOUT_S,
     ) -> None:
         parsed: URL | None = None
         try:
@@ -309,6 +313,7 @@ class SqlMetadataStore:
                 max_overflow=max_overflow,
                 connect_timeout_s=connect_timeout_s,
                 statement_timeout_s=statement_timeout_s,
+                busy_timeout_s=busy_timeout_s,
             )
             engine = create_engine(parsed, **options)
         except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as err:
@@ -330,6 +335,7 @@ class SqlMetadataStore:
         if backend == dialects.SQLITE:
             dialects.install_sqlite_listeners(engine)
         self._engine: Engine = engine
+        self._busy_timeout_s = busy_timeout_s
         self._secret = parsed.password if isinstance(parsed.password, str) else None
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._local = threading.local()
@@ -431,10 +437,21 @@ class SqlMetadataStore:
 
     def _storage_error(self, err: SQLAlchemyError, operation: str) -> ContextEngineError:
         """``WRT-5001`` (retryable) naming the driver's message (password scrubbed), never the statement's
-        parameters. Counted through ``on_failure`` (metrics)."""
+        parameters. Counted through ``on_failure`` (metrics). A lock wait past the busy timeout (SQLite "database is
+        locked", PostgreSQL ``lock_not_available``) is ``WRT-5032`` instead: retryable, and not a store failure."""
+        reason = self._scrub(str(getattr(err, "orig", None) or type(err).__name__)[:200])
+        sqlstate = getattr(getattr(err, "orig", None), "sqlstate", None)
+        locked = self.dialect == dialects.SQLITE and isinstance(err, OperationalError) and "database is locked" in reason
+        if locked or sqlstate == "55P03":  # PostgreSQL: lock_not_available (lock_timeout)
+            # the busy wait ran out behind other writers: the store is sound and the caller may retry
+            return ContextEngineError(
+                ErrorCode.WRITE_BUSY,
+                f"metadata store {operation}: the database stayed locked by other writers; retry",
+                {"operation": operation, "waited_s": self._busy_timeout_s},
+                retryable=True,
+            )
         if getattr(self, "_on_failure", None) is not None:
             self._on_failure(operation)
-        reason = self._scrub(str(getattr(err, "orig", None) or type(err).__name__)[:200])
         return ContextEngineError(
             ErrorCode.STORAGE_FAILED,
             f"metadata store {operation} failed: {reason}",
@@ -1241,12 +1258,48 @@ class SqlMetadataStore:
 
         SQLite already holds the database's write lock for the whole transaction (``BEGIN IMMEDIATE``); other
         databases take the row lock of one ``meta`` row, so two writers never change the content store at once.
+        PostgreSQL queues the waiters of that lock in arrival order; a wait longer than the busy timeout
+        (``ingest.write_wait_s``, the transaction's ``lock_timeout``) fails with the retryable ``WRT-5032``.
         """
         if self.dialect == dialects.SQLITE:
             return
         with self._use(write=True) as s:
+            s.execute(text(f"SET LOCAL lock_timeout = {max(1, round(self._busy_timeout_s * 1000))}"))
             s.execute(self._insert_ignore(_META).values(key=_WRITE_LOCK_KEY, value="0"))
             s.execute(update(_META).where(_META.c.key == _WRITE_LOCK_KEY).values(value=_META.c.value))
+
+    @contextmanager
+    def write_turn(self, timeout_s: float) -> Iterator[None]:
+        """Outside any transaction: wait (first come, first served, at most ``timeout_s``) for this home's write
+        turn and hold it for the block; every thread and process writing through the journal queues here.
+
+        SQLite: a ticket queue of ``flock`` files beside the journal locks (:class:`.writer_locks.FileWriterLocks`),
+        so the server's threads and CLI processes take turns in arrival order instead of racing SQLite's busy wait.
+        PostgreSQL: nothing here (:meth:`lock_writes`' row lock queues writers in the server's lock manager).
+
+        Raises:
+            ContextEngineError: ``WRT-5032`` (retryable) when the turn did not come within ``timeout_s``;
+                ``WRT-5001`` (retryable) when the queue cannot be used.
+        """
+        if self.dialect != dialects.SQLITE:
+            yield
+            return
+        try:
+            turn = self._writer_locks().turn(timeout_s)
+            got = turn.__enter__()
+        except OSError as err:
+            raise self._lock_error(err) from err
+        try:
+            if not got:
+                raise ContextEngineError(
+                    ErrorCode.WRITE_BUSY,
+                    f"no write turn within {timeout_s:g} s (ingest.write_wait_s): other writers are ahead; retry",
+                    {"waited_s": timeout_s},
+                    retryable=True,
+                )
+            yield
+        finally:
+            turn.__exit__(None, None, None)
 
     def journal_open(self, account_id: str, op: str, owner: str | None, uris: Sequence[str] = ()) -> int:
         """Write a ``prepared`` intent row and return its id. Call it outside a transaction (it must be committed

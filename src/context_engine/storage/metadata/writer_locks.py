@@ -22,6 +22,8 @@ import fcntl
 import logging
 import os
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +37,7 @@ from context_engine.storage.metadata.dialects import lock_key, xact_lock
 __all__ = ["AdvisoryWriterLocks", "FileWriterLocks"]
 
 _LOG = logging.getLogger("context_engine.storage")
+_TURN_POLL_MAX_S = 0.02  # a waiter looks at the write queue at least this often
 
 
 class FileWriterLocks:
@@ -97,6 +100,46 @@ class FileWriterLocks:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+    @contextmanager
+    def turn(self, timeout_s: float) -> Iterator[bool]:
+        """Wait, at most ``timeout_s``, for this writer's turn in the home's write queue; yields whether it came.
+
+        The queue is a folder of ticket files named by arrival time (``CLOCK_MONOTONIC``, one clock for every process
+        of the machine), each ``flock``-ed by its waiter for as long as it waits or writes. The turn is the waiter's
+        whose ticket is the oldest live one: first come, first served across threads and processes, with no
+        busy-wait back-off that lets a newcomer overtake (SQLite's own busy handler does). A ticket whose lock can be
+        taken belongs to a dead waiter and is removed. A ticket is locked under a temporary name and then renamed, so
+        nobody sees an unlocked one.
+        """
+        queue = self._dir / "write-queue"
+        queue.mkdir(parents=True, exist_ok=True)
+        name = f"{time.monotonic_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.ticket"
+        staging = queue / f".{name}"
+        fd = os.open(staging, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(staging, queue / name)
+        except BaseException:
+            os.close(fd)
+            staging.unlink(missing_ok=True)
+            raise
+        try:
+            deadline = time.monotonic() + timeout_s
+            pause = 0.002
+            while True:
+                if _first_live_ticket(queue) == name:
+                    got = True
+                    break
+                if time.monotonic() >= deadline:
+                    got = False
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, _TURN_POLL_MAX_S)
+            yield got
+        finally:
+            (queue / name).unlink(missing_ok=True)
+            os.close(fd)
 
     def close(self) -> None:
         """Release every lock this object holds."""
@@ -182,6 +225,23 @@ class AdvisoryWriterLocks:
         """Release every lock this object holds."""
         for token in list(self._held):
             self.release(token)
+
+
+def _first_live_ticket(queue: Path) -> str | None:
+    """The name of the oldest ticket in ``queue`` whose waiter is alive (dead waiters' tickets are removed)."""
+    for name in sorted(n for n in os.listdir(queue) if n.endswith(".ticket") and not n.startswith(".")):
+        try:
+            fd = os.open(queue / name, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # its waiter finished meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return name  # held: its waiter is alive (this process's own ticket included: another descriptor)
+        finally:
+            os.close(fd)
+        (queue / name).unlink(missing_ok=True)  # nobody held it: its waiter died
+    return None
 
 
 def _close_quietly(conn: Connection) -> None:
