@@ -50,8 +50,10 @@ class ErrorCode(StrEnum):
     # authentication
     UNAUTHENTICATED = "AUTH-4011"
     # service interfaces (HTTP, MCP): requests that reach no engine method, and failures not otherwise coded
+    ORIGIN_NOT_ALLOWED = "API-4031"  # an Origin header naming a host outside http.allowed_hosts (cross-site request)
     ROUTE_NOT_FOUND = "API-4041"
     METHOD_NOT_ALLOWED = "API-4051"
+    HOST_NOT_ALLOWED = "API-4211"  # a Host header outside http.allowed_hosts (DNS rebinding): 421 Misdirected Request
     INTERNAL = "API-5001"  # an unexpected server error: generic message to the client, details in the server log
     UNREACHABLE = "API-5021"  # client side (context_engine.client): no answer, or no envelope, from the server
     NOT_READY = "API-5031"  # the engine is still starting or is shutting down (retryable)

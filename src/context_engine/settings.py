@@ -11,11 +11,12 @@ Unknown keys are rejected. This is the only module that reads the environment.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -686,11 +687,25 @@ class EvalSettings(_Section):
     )
 
 
+_HOST_NAME = r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*\.?"
+#: One entry of ``http.allowed_hosts`` (lower case): a name or IPv4 address, ``*.`` + a name, or ``[IPv6]``, then
+#: an optional ``:port``.
+_HOST_PATTERN = re.compile(rf"(?P<name>(?:\*\.)?{_HOST_NAME}|\[[0-9a-f:.]+\])(?::(?P<port>[0-9]{{1,5}}))?")
+
+
 class HttpSettings(_Section):
     """The HTTP server (``context-engine serve``) and the MCP server (DESIGN §10; docs/interfaces.md)."""
 
     host: str = Field("127.0.0.1", description="Bind address. Anonymous access is possible only on a loopback address.")
     port: int = Field(8420, ge=0, le=65_535, description="TCP port (0: any free port).")
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="Host header values the server answers besides the loopback names (localhost, 127.0.0.1, [::1], "
+        "any port) and its own bind address (unless 0.0.0.0 or ::): a name or address (any port), name:port, "
+        "*.domain (any name below domain), or * (no Host or Origin check: a proxy in front checks them). Any other "
+        "Host gets 421 API-4211, and an Origin header naming another host gets 403 API-4031, on every route "
+        "(DNS rebinding; docs/security.md).",
+    )
     max_request_bytes: int = Field(
         1024 * 1024, ge=1024, le=1024**3, description="Largest request body (bytes) except uploads; over it: 413."
     )
@@ -731,6 +746,25 @@ class HttpSettings(_Section):
         description="Longest time to receive a whole request body (s), however its bytes trickle in: a body not "
         "complete by then is answered 400 and the connection closed (a slow client cannot hold it for ever).",
     )
+
+    @field_validator("allowed_hosts", mode="after")
+    @classmethod
+    def _host_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Lower-case each entry and drop a trailing dot of its name; refuse what is not a host pattern."""
+        out = []
+        for entry in value:
+            pattern = entry.strip().lower()
+            found = _HOST_PATTERN.fullmatch(pattern)
+            port = found["port"] if found else None
+            if pattern != "*" and (found is None or (port is not None and not 0 < int(port) <= 65_535)):
+                raise ValueError(
+                    f"http.allowed_hosts entry {entry!r} is not a host pattern: a name or address, name:port, "
+                    "*.domain, [IPv6 address], or *"
+                )
+            if found is not None:
+                pattern = found["name"].rstrip(".") + (f":{port}" if port else "")
+            out.append(pattern)
+        return tuple(out)
 
 
 class LoggingSettings(_Section):

@@ -5,6 +5,7 @@ disabled for a read-only key, and a key of account B sees nothing of account A (
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import quote
 
 import pytest
@@ -159,7 +160,8 @@ def test_lookup_shows_evidence_attempts_and_the_invocation_and_verifies_excerpts
     tab.shot("lookup-flow", scroll_to="#lookup-result")
     # the same question again in the session: the document is withheld as already retrieved
     page.click("form.grid button[type=submit]")
-    page.wait_for_function("/dedup/.test((document.querySelector('p.status') || {}).innerText || '')")
+    # a locator, not wait_for_function: that evals its string in the page, which the console's CSP forbids
+    page.locator("p.status", has_text=re.compile("dedup")).first.wait_for()
     page.goto(tab.console.url + "/console/sessions?session_id=console-lookup")
     page.wait_for_selector("body[data-ready=true]")
     rows = page.locator("table caption:has-text('Invocations') >> xpath=.. >> tbody tr")

@@ -23,7 +23,7 @@ from context_engine.service import ContextEngineService
 from context_engine.settings import load_settings
 from context_engine.storage.metadata.keys import ApiKeyStore
 from tests.conftest import shared_data
-from tests.http.helpers import SAMPLE_CORPUS, bearer
+from tests.http.helpers import LOOPBACK_URL, SAMPLE_CORPUS, bearer
 
 ADMIN = RequestContext(account_id="acme", role="admin")
 ALICE = RequestContext(account_id="acme", role="user", user_space="alice")
@@ -77,7 +77,7 @@ def client_and_keys(tmp_path_factory, embedder):
     store = ApiKeyStore(service.metadata)
     callers = (("admin", ADMIN), ("alice", ALICE), ("bob", BOB))
     keys = {name: bearer(store.create(ctx, name)[1]) for name, ctx in callers}
-    with TestClient(create_app(service=service), client=("127.0.0.1", 40000)) as client:
+    with TestClient(create_app(service=service), base_url=LOOPBACK_URL, client=("127.0.0.1", 40000)) as client:
         yield client, keys, service
     service.close()
 

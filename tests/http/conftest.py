@@ -13,7 +13,7 @@ from context_engine.schema.context import RequestContext
 from context_engine.service import ContextEngineService
 from context_engine.settings import load_settings
 from context_engine.storage.metadata.keys import ApiKeyStore
-from tests.http.helpers import SAMPLE_CORPUS, bearer
+from tests.http.helpers import LOOPBACK_URL, SAMPLE_CORPUS, bearer
 
 ACME_ADMIN = RequestContext(account_id="acme", role="admin")
 ALICE = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="alice-bot")
@@ -63,5 +63,5 @@ def tenants(service) -> Tenants:
 
 @pytest.fixture(scope="module")
 def client(service, tenants):
-    with TestClient(create_app(service=service), client=("127.0.0.1", 40000)) as c:
+    with TestClient(create_app(service=service), base_url=LOOPBACK_URL, client=("127.0.0.1", 40000)) as c:
         yield c

@@ -11,6 +11,10 @@ from typing import Any, Self
 import uvicorn
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "src" / "context_engine" / "sample_corpus"
+#: The base URL of in-process test clients (``TestClient(app, base_url=LOOPBACK_URL)``): they send the Host a loopback
+#: client sends. Starlette's default, ``testserver``, is no name this server answers (http.allowed_hosts,
+#: docs/security.md), and it is allowed nowhere, neither in the code nor in the tests' settings.
+LOOPBACK_URL = "http://127.0.0.1:8420"
 
 
 class LiveServer:

@@ -11,7 +11,7 @@ from context_engine.schema.context import RequestContext
 from context_engine.service import ContextEngineService
 from context_engine.settings import load_settings
 from context_engine.storage.metadata.keys import ApiKeyStore, hash_token
-from tests.http.helpers import bearer
+from tests.http.helpers import LOOPBACK_URL, bearer
 
 
 def test_keys_are_stored_hashed(service):
@@ -88,7 +88,7 @@ def fresh_service(tmp_path, embedder):
 
 def test_anonymous_loopback_default_without_keys(fresh_service):
     svc = fresh_service()
-    with TestClient(create_app(service=svc), client=("127.0.0.1", 1234)) as c:
+    with TestClient(create_app(service=svc), base_url=LOOPBACK_URL, client=("127.0.0.1", 1234)) as c:
         r = c.post("/api/v1/memories", json={"text": "default user note"})
         assert r.status_code == 200, r.text
         assert r.json()["uris"][0].startswith("ctx://user/default/memories/")
@@ -101,28 +101,28 @@ def test_anonymous_loopback_default_without_keys(fresh_service):
 
 def test_anonymous_never_from_a_remote_client(fresh_service):
     svc = fresh_service()
-    with TestClient(create_app(service=svc), client=("10.1.2.3", 1234)) as c:
+    with TestClient(create_app(service=svc), base_url=LOOPBACK_URL, client=("10.1.2.3", 1234)) as c:
         r = c.get("/api/v1/ls")
         assert r.status_code == 401 and r.json()["code"] == "AUTH-4011"
 
 
 def test_anonymous_never_on_a_public_bind(fresh_service):
     svc = fresh_service(host="0.0.0.0")
-    with TestClient(create_app(service=svc), client=("127.0.0.1", 1234)) as c:
+    with TestClient(create_app(service=svc), base_url=LOOPBACK_URL, client=("127.0.0.1", 1234)) as c:
         assert c.get("/api/v1/ls").status_code == 401
         assert "anonymous loopback off" in c.get("/readyz").json()["auth"]
 
 
 def test_anonymous_policy_never_and_always(fresh_service, tmp_path):
     svc = fresh_service(anonymous_loopback="never")
-    with TestClient(create_app(service=svc), client=("127.0.0.1", 1234)) as c:
+    with TestClient(create_app(service=svc), base_url=LOOPBACK_URL, client=("127.0.0.1", 1234)) as c:
         assert c.get("/api/v1/ls").status_code == 401
     svc.close()
     svc2 = ContextEngineService(
         load_settings(tmp_path / "home", http={"anonymous_loopback": "always"}), embedder=svc.embedder
     )
     try:
-        with TestClient(create_app(service=svc2), client=("127.0.0.1", 1234)) as c:
+        with TestClient(create_app(service=svc2), base_url=LOOPBACK_URL, client=("127.0.0.1", 1234)) as c:
             c.app.state.engine.keys.create(RequestContext(account_id="default", role="user", user_space="u"), "k")
             assert c.get("/api/v1/ls").status_code == 200
     finally:

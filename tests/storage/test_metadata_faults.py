@@ -21,6 +21,7 @@ from context_engine.settings import LoggingSettings, load_settings
 from context_engine.storage.factory import open_metadata
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from tests.postgres import POSTGRES_URL, fresh_postgres_database
+from tests.http.helpers import LOOPBACK_URL
 from tests.retrieval.conftest import HashEmbedder
 from tests.services import service_var
 
@@ -178,7 +179,7 @@ def test_the_password_appears_in_no_log_line_error_body_repr_or_readyz(tmp_path:
             surfaces["reprs"] = " ".join(
                 repr(x) for x in (settings, settings.metadata, service.metadata, service.metadata.url)
             )
-            with TestClient(create_app(service=service), client=("127.0.0.1", 40000)) as client:
+            with TestClient(create_app(service=service), base_url=LOOPBACK_URL, client=("127.0.0.1", 40000)) as client:
                 surfaces["readyz"] = client.get("/readyz").text
                 surfaces["metrics"] = client.get("/metrics").text
                 surfaces["ls"] = client.get("/api/v1/tool_invocations").text

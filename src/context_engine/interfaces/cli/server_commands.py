@@ -69,6 +69,14 @@ def serve(
         list[Path] | None,
         typer.Option("--allow-root", help="Server-side directory that add-resource-by-path may read (repeatable)."),
     ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A Host name clients reach this server by, besides the loopback names and the bind address "
+            "(http.allowed_hosts; repeatable): name, name:port, *.domain, or *. Other names get 421.",
+        ),
+    ] = None,
     workers: Annotated[
         int,
         typer.Option(
@@ -95,6 +103,8 @@ def serve(
         http["port"] = port
     if allow_root:
         http["allowed_upload_roots"] = tuple(p.expanduser().resolve() for p in allow_root)
+    if allow_host:
+        http["allowed_hosts"] = tuple(allow_host)
     settings = _settings(http=http) if http else _settings()
     configure_logging(settings.logging)
     h = settings.http
@@ -119,6 +129,12 @@ def serve(
             err_console.print(
                 "[red]no API key exists: every request will get 401. Run `context-engine keys create`.[/]"
             )
+    if not loopback and not h.allowed_hosts:
+        bound = "" if h.host in ("0.0.0.0", "::") else f" and {shown}"
+        err_console.print(
+            f"Host allow-list: the loopback names{bound} only; clients that reach this server by another name get "
+            "421 API-4211: name them with --allow-host or http.allowed_hosts."
+        )
     get_logger("context_engine.http").info(
         "serve",
         host=h.host,

@@ -24,9 +24,10 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.http.auth import Authenticator, is_loopback_host
+from context_engine.interfaces.http.auth import Authenticator
 from context_engine.interfaces.http.errors import envelope_response, install_error_handlers
 from context_engine.interfaces.http.middleware import HttpMetrics, RequestMiddleware
+from context_engine.interfaces.http.protection import HostAllowList, HostGuardMiddleware, SecurityHeadersMiddleware
 from context_engine.observability.logging import get_logger
 from context_engine.schema.context import RequestContext
 from context_engine.settings import HttpSettings, Settings, load_settings
@@ -189,6 +190,10 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
                 include_in_schema=False,
             )
         )
+    # Host and Origin allow-list on every route, MCP included (DNS rebinding; .protection), inside the request
+    # middleware so that a refusal carries the request id and is logged; the security headers outermost, so that
+    # every answer (the request middleware's 413 and 500 included) has them.
+    app.add_middleware(HostGuardMiddleware, hosts=HostAllowList.from_settings(http))
     app.add_middleware(
         RequestMiddleware,
         max_request_bytes=http.max_request_bytes,
@@ -198,6 +203,7 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         body_idle_timeout_s=http.body_idle_timeout_s,
         body_timeout_s=http.body_timeout_s,
     )
+    app.add_middleware(SecurityHeadersMiddleware, docs_paths=(app.docs_url or "", app.redoc_url or ""))
     return app
 
 
@@ -215,20 +221,15 @@ def create_app_from_environment() -> FastAPI:
 
 def _mount_mcp_manager(mcp: Any, http: HttpSettings) -> None:
     """Create the MCP server's streamable HTTP session manager: stateless (any replica can answer any request),
-    JSON responses, the HTTP body limit, and DNS-rebinding protection on a loopback bind (as the SDK does)."""
+    JSON responses and the HTTP body limit. The SDK's own Host and Origin check is off: the app's
+    :class:`~.protection.HostGuardMiddleware` checks them on every route, on every bind, with ``http.allowed_hosts``
+    (the SDK checked ``/mcp`` alone, and only on a loopback bind)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    security = None
-    if is_loopback_host(http.host):
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
     mcp.streamable_http_app(
         stateless_http=True,
         json_response=True,
-        transport_security=security,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=http.max_request_bytes,
         host=http.host,
     )
