@@ -22,7 +22,11 @@ Each secret becomes ``[REDACTED:<kind>]``. Where it is called:
   ``tool_invocation`` row (``knowledge.tool_invocation_recorder``);
 * read time, for content: :meth:`Redactor.redact` on L1/L2 reads and on lookup_knowledge evidence excerpts and context
   packs (both layers), on search abstracts and audit rows read back (patterns);
-* log lines: :func:`redact_log_event` in the log formatter (patterns).
+* log lines: :func:`redact_log_event` in the log formatter (patterns);
+* every answer that leaves an interface: :func:`redact_output` on each HTTP JSON body (the app's default response
+  class and the error envelopes), each MCP tool result and each console fragment's values (patterns). The calls
+  above decide what a field holds; this last pass makes sure that no field, including one added later (a
+  breadcrumb, a URI segment, a metadata value, a speaker name), returns a secret the patterns know.
 
 If the library fails, the patterns' result is returned and ``RET-5005`` is counted (``retrieval.fallback.count``) and
 logged: redaction degrades, it never switches off.
@@ -48,6 +52,7 @@ __all__ = [
     "Redactor",
     "redact_derived",
     "redact_log_event",
+    "redact_output",
     "redact_patterns",
     "redact_structure",
     "slug_text",
@@ -329,6 +334,48 @@ def redact_structure(value: Any) -> Any:
         return {k: redact_structure(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_structure(v) for v in value]
+    return value
+
+
+@functools.lru_cache(maxsize=_FULL_CACHE_SIZE)
+def _long_patterns_cached(text: str) -> str:
+    # L2 excerpts and evidence texts repeat across reads: a pattern pass over 12k characters costs milliseconds
+    return _pattern_pass(text).text
+
+
+def redact_output(value: Any) -> Any:
+    """``value`` with every string inside it redacted by the patterns: the last pass over an interface's answer.
+
+    Walks pydantic models (field by field, through :meth:`~pydantic.BaseModel.model_copy`), dicts (keys and values),
+    lists and tuples, recursively; other values come back as given, and so does any container or model in which
+    nothing changed (no copy). Identifiers are not exempt: a URI whose path segment holds a secret comes back with
+    the secret replaced, which no longer names the node (docs/security.md "Secret redaction").
+
+    A text already redacted is left as it is (a ``[REDACTED:kind]`` mark is never redacted again), so a quote of a
+    redacted excerpt still verifies. Microseconds for texts without a trigger word; short texts are memoised.
+    """
+    if isinstance(value, str):
+        long = _CACHE_MAX_CHARS < len(value) <= _FULL_CACHE_MAX_CHARS
+        redacted = _long_patterns_cached(value) if long else redact_patterns(value)
+        return value if redacted == value else redacted
+    if isinstance(value, dict):
+        out = {redact_output(k): redact_output(v) for k, v in value.items()}
+        same = len(out) == len(value) and all(k in value and value[k] is v for k, v in out.items())
+        return value if same else out
+    if isinstance(value, list | tuple):
+        items = [redact_output(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    fields = getattr(type(value), "__pydantic_fields__", None)
+    if fields is not None and hasattr(value, "model_copy"):
+        update = {}
+        for name in fields:
+            old = getattr(value, name, None)
+            new = redact_output(old)
+            if new is not old:
+                update[name] = new
+        return value.model_copy(update=update) if update else value
     return value
 
 

@@ -1058,11 +1058,11 @@ class ContextEngineService:
                     doc_id=doc,
                     uri=node.uri,
                     score=h.score,
-                    title=node.title,
+                    title=self._stored_text(node.title),
                     category=node.category or h.category or "",
                     level=h.level,
                     chunk_index=h.chunk_index,
-                    breadcrumb=h.breadcrumb,
+                    breadcrumb=self._stored_text(h.breadcrumb),  # headings: as titles, patterns (issue 27)
                     text=self.redactor.redact(h.text).text,  # read-time redaction, as every text that leaves
                 )
             )

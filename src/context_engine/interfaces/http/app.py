@@ -27,6 +27,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http.auth import Authenticator
 from context_engine.interfaces.http.errors import envelope_response, install_error_handlers
 from context_engine.interfaces.http.middleware import HttpMetrics, RequestMiddleware
+from context_engine.interfaces.http.responses import RedactedJSONResponse
 from context_engine.interfaces.http.protection import HostAllowList, HostGuardMiddleware, SecurityHeadersMiddleware
 from context_engine.observability.logging import get_logger
 from context_engine.schema.context import RequestContext
@@ -156,6 +157,8 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         description=API_DESCRIPTION,
         lifespan=lifespan,
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from validator.swagger.io
+        # every answer's strings pass the pattern redaction last (docs/security.md "Secret redaction")
+        **({"default_response_class": RedactedJSONResponse} if settings.retrieval.redaction.enabled else {}),
         openapi_tags=[
             {"name": "retrieval", "description": "search_memory / read_memory (DESIGN §5-6)."},
             {"name": "knowledge", "description": "lookup_knowledge and its audit trail (DESIGN §7)."},

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.http.responses import RedactedJSONResponse
 from context_engine.schema.text import invalid_text_error
 
 WRITE_TAG = "write"
@@ -102,7 +103,8 @@ def envelope_response(
         hdrs.setdefault("WWW-Authenticate", 'Bearer realm="context-engine"')
     if request_id:
         hdrs.setdefault("X-Request-ID", request_id)
-    return JSONResponse(err.envelope(request_id), status_code=err.code.http_status, headers=hdrs)
+    # an envelope may quote a URI or a value the caller sent: redacted like a log line, always
+    return RedactedJSONResponse(err.envelope(request_id), status_code=err.code.http_status, headers=hdrs)
 
 
 def _validation_code(request: Request) -> ErrorCode:

@@ -61,6 +61,7 @@ from context_engine.interfaces.http.models import (
     VerifyEvidenceRequest,
 )
 from context_engine.observability.logging import bind_request, get_logger
+from context_engine.redaction import redact_output
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, SemanticMode
 from context_engine.schema.memory import DedupPolicy
@@ -91,8 +92,10 @@ INSTRUCTIONS = (
 _UNIT = {"minimum": 0, "maximum": 1}
 
 
-def _result(model: BaseModel) -> CallToolResult:
+def _result(model: BaseModel, *, redact: bool = True) -> CallToolResult:
+    # every string of the answer passes the pattern redaction last (docs/security.md "Secret redaction"), as over HTTP
     data = model.model_dump(mode="json")
+    data = redact_output(data) if redact else data
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # what the agent reads: no padding
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
@@ -127,7 +130,7 @@ def lean_schema(node: Any) -> Any:
 
 
 def _error(err: ContextEngineError, request_id: str) -> CallToolResult:
-    body = err.envelope(request_id)
+    body = redact_output(err.envelope(request_id))  # may quote what the caller sent: redacted as a log line is
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
         structured_content=body,
@@ -300,8 +303,12 @@ def build_mcp_server(
                 except ValidationError as err:
                     raise _invalid(err, code) from None
                 # service() runs in the worker thread: over stdio it blocks until the engine is open
-                out = await anyio.to_thread.run_sync(lambda: call(service(), req, ctx))
-                return _result(out)
+                def invoke() -> tuple[BaseModel, bool]:
+                    svc = service()
+                    return call(svc, req, ctx), svc.settings.retrieval.redaction.enabled
+
+                out, redact = await anyio.to_thread.run_sync(invoke)
+                return _result(out, redact=redact)
             except ContextEngineError as err:
                 log.info("tool_error", code=err.code.value, message=err.message)
                 return _error(err, request_id)

@@ -35,6 +35,7 @@ from context_engine.interfaces.http.models import (
 )
 from context_engine.interfaces.http.routes import Caller, Service
 from context_engine.interfaces.http.validation import reject_invalid_text
+from context_engine.redaction import redact_output
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest
 from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest
@@ -80,6 +81,10 @@ def _page(request: Request, template: str, title: str, **extra: Any) -> HTMLResp
 
 
 def _fragment(request: Request, template: str, **values: Any) -> HTMLResponse:
+    # every string a fragment shows passes the pattern redaction last, before escaping and filters (docs/security.md
+    # "Secret redaction"), as the API's JSON answers do: an escaped or URL-encoded secret would escape the patterns
+    if request.app.state.engine.settings.retrieval.redaction.enabled:
+        values = redact_output(values)
     return templates.TemplateResponse(request, f"fragments/{template}", values)
 
 
