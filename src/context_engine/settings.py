@@ -727,6 +727,20 @@ class HttpSettings(_Section):
     )
     mcp_enabled: bool = Field(True, description="Mount the MCP streamable HTTP endpoint on the HTTP server.")
     threadpool_workers: int = Field(
+    mcp_stdio_max_line_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        le=1024**3,
+        description="Largest line (one JSON-RPC message, bytes) that the MCP stdio server (context-engine mcp) reads; "
+        "a longer one is skipped as it is read and answered with the JSON-RPC error -32600 (id null).",
+    )
+    mcp_stdio_max_json_depth: int = Field(
+        64,
+        ge=2,
+        le=512,
+        description="Deepest nesting of arrays and objects in one MCP stdio line; a deeper one is answered with the "
+        "JSON-RPC error -32700 (id null) before any parser runs.",
+    )
         16, ge=1, le=512, description="Worker threads that run the blocking service calls of HTTP requests."
     )
     key_cache_ttl_s: float = Field(

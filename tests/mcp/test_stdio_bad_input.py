@@ -31,8 +31,8 @@ ANSWER_S = 120.0  # the longest wait for one answer (a shared 2-core machine); n
 class RawStdio:
     """``context-engine --home H mcp`` in a subprocess, fed raw byte lines; answers collected by a thread."""
 
-    def __init__(self, home: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CE_")}
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("CE_")}, **(env or {})}
         self.proc = subprocess.Popen(
             [str(EXE), "--home", str(home), "mcp"],
             stdin=subprocess.PIPE,
@@ -156,3 +156,85 @@ def test_parse_line_passes_valid_and_surrogate_messages_on():
     assert answer is None and isinstance(message, types.JSONRPCError)  # a client's error reply is passed on
     message, answer = parse_line(b'{"jsonrpc":"2.0","id":true,"method":7}')
     assert message is None and answer.id is None and answer.error.code == types.INVALID_REQUEST
+
+
+# ---- bounds: nesting depth, line size, invalid ids (issue 27, attack pass) -------------------------------------------
+BOMB = b"[" * 1100 + b"]" * 1100  # 2.2 KB: the stdlib parser's recursion took the process down (exit 1)
+
+
+def _collect(server: RawStdio, n: int) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(n):
+        try:
+            out.append(server.answers.get(timeout=ANSWER_S))
+        except queue.Empty:
+            pytest.fail(f"{len(out)} answers of {n}: {out}")
+    return out
+
+
+def test_a_bomb_an_object_id_and_a_huge_line_are_answered_and_the_session_goes_on(server):
+    lines = [
+        b'{"jsonrpc":"2.0","id":41,"method":"tools/list"}',
+        BOMB,
+        b'{"jsonrpc":"2.0","id":42,"method":"tools/list","params":{"x":' + BOMB + b"}}",
+        b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":[7],"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":43,"method":"tools/list","params":{"x":"' + b"a" * (2 * 1024 * 1024) + b'"}}',
+        b'{"jsonrpc":"2.0","id":44,"method":"tools/list"}',
+    ]
+    for line in lines:  # written back to back: an answer to an earlier line must not be lost to a later one
+        server.send(line)
+    answers = _collect(server, len(lines))
+    results = sorted(a["id"] for a in answers if "result" in a)
+    errors = sorted((a["error"]["code"], a["id"]) for a in answers if "error" in a)
+    assert results == [41, 44]
+    assert errors == [
+        (types.PARSE_ERROR, None),  # the bomb
+        (types.PARSE_ERROR, None),  # the bomb inside params
+        (types.INVALID_REQUEST, None),  # the object id
+        (types.INVALID_REQUEST, None),  # the array id
+        (types.INVALID_REQUEST, None),  # the line over mcp_stdio_max_line_bytes
+    ]
+    assert server.proc.poll() is None
+    assert server.answer(b'{"jsonrpc":"2.0","id":45,"method":"ping"}') == {"jsonrpc": "2.0", "id": 45, "result": {}}
+
+
+def test_the_bounds_are_settings(tmp_path):
+    env_bounds = {"CE_HTTP__MCP_STDIO_MAX_LINE_BYTES": "2048", "CE_HTTP__MCP_STDIO_MAX_JSON_DEPTH": "4"}
+    s = RawStdio(tmp_path / "home", env=env_bounds)
+    try:
+        deep = s.answer(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":[[[[1]]]]}}')  # depth 5
+        assert (deep["id"], deep["error"]["code"]) == (None, types.PARSE_ERROR)
+        assert "4" in deep["error"]["message"]
+        shallow = s.answer(b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"a":[[1]]}}')  # depth 3
+        assert shallow == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        long = s.answer(b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"a":"' + b"x" * 2048 + b'"}}')
+        assert (long["id"], long["error"]["code"]) == (None, types.INVALID_REQUEST)
+        assert "2048" in long["error"]["message"]
+        assert s.answer(b'{"jsonrpc":"2.0","id":4,"method":"ping"}')["id"] == 4
+    finally:
+        assert s.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (BOMB, types.PARSE_ERROR),
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud800","y":' + BOMB + b"}}", types.PARSE_ERROR),
+        (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', types.INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', types.INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', types.INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', types.INVALID_REQUEST),
+    ],
+)
+def test_parse_line_answers_a_bomb_and_an_invalid_id_with_id_null(raw, code):
+    message, answer = parse_line(raw)
+    assert message is None and answer.id is None and answer.error.code == code
+
+
+def test_parse_line_counts_depth_outside_strings_only():
+    brackets_in_a_string = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"' + b"[{" * 500 + b'\\"["}}'
+    message, answer = parse_line(brackets_in_a_string)
+    assert answer is None and message.params["s"].startswith("[{[{")
+    message, answer = parse_line(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert answer is None and isinstance(message, types.JSONRPCNotification)  # a notification has no id: fine

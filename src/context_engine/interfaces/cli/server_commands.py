@@ -189,6 +189,7 @@ def mcp() -> None:
     background: initialize and tools/list are answered at once, the first tool call waits for it."""
     from context_engine.interfaces.mcp.background import BackgroundEngine
     from context_engine.interfaces.mcp.server import build_mcp_server
+    from context_engine.interfaces.mcp.stdio import StdioLimits
     from context_engine.observability.logging import configure_logging
 
     settings = _settings()
@@ -212,6 +213,9 @@ def mcp() -> None:
 
     server = build_mcp_server(
         engine.get, lambda _request: ctx, lifespan=lifespan, log_level=settings.logging.level, status=engine.status
+    )
+    server.stdio_limits = StdioLimits(  # type: ignore[attr-defined]  # an EngineMCPServer
+        max_line_bytes=settings.http.mcp_stdio_max_line_bytes, max_json_depth=settings.http.mcp_stdio_max_json_depth
     )
     try:
         server.run("stdio")

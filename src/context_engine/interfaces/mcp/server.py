@@ -183,12 +183,15 @@ class EngineMCPServer(MCPServer):
         }
     )
 
+    stdio_limits: Any = None
+    """The :class:`~context_engine.interfaces.mcp.stdio.StdioLimits` of the stdio transport (``None``: defaults)."""
+
     async def run_stdio_async(self) -> None:
         """Serve over stdio through :func:`~context_engine.interfaces.mcp.stdio.stdio_transport`, which answers
         every line (the SDK's transport drops a line it cannot parse, e.g. one with a lone surrogate)."""
         from context_engine.interfaces.mcp.stdio import stdio_transport
 
-        async with stdio_transport() as (read_stream, write_stream):
+        async with stdio_transport(self.stdio_limits) as (read_stream, write_stream):
             server = self._lowlevel_server
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
