@@ -57,8 +57,8 @@ from context_engine.schema.query import (
     SearchMemoryResponse,
 )
 from context_engine.schema.similarity import dense_weight_of, scale_of
-from context_engine.schema.text import require_valid_text
-from context_engine.schema.uri import ContextURI, parse_uri
+from context_engine.schema.text import QUERY_MAX_CHARS, check_query_text, require_valid_text
+from context_engine.schema.uri import ContextURI, parse_read_target, parse_uri
 from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.derived_files import DerivedFiles
@@ -73,7 +73,7 @@ _STAMP_DIM = "embedding_dim"
 
 
 _SPACE_SCOPES = {"ctx://user": "user", "ctx://agent": "agent"}
-SIMILAR_MAX_QUERY_CHARS = 4096
+SIMILAR_MAX_QUERY_CHARS = QUERY_MAX_CHARS
 """Longest query of ``similar_search`` (characters), as search_memory's: ``RET-4001`` beyond."""
 """Scopes whose root holds one directory per space; ``ls``/``tree`` of the bare scope list the visible spaces."""
 
@@ -847,6 +847,18 @@ class ContextEngineService:
         return self.pipeline.collect_garbage()
 
     # ------------------------------------------------------------------------------------------------ reads
+    @staticmethod
+    def _read_uri(uri: str) -> ContextURI:
+        """``uri`` of a read (ls, tree, read, stat) parsed with the read code: ``RET-4001``, never ``WRT-4001``."""
+        try:
+            return parse_uri(uri)
+        except ContextEngineError as err:
+            if err.code is not ErrorCode.URI_INVALID:
+                raise
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID, f"uri is not a valid URI: {err.message}", {"field": "uri"}
+            ) from err
+
     def _visible_node(self, uri: ContextURI, ctx: RequestContext) -> NodeRecord:
         """The node at ``uri`` if the caller may see it; the same ``RET-4032`` otherwise (no existence leak)."""
         node = self.metadata.get_node(ctx.account_id, str(uri)) if ctx.can_see_uri(uri) else None
@@ -880,9 +892,9 @@ class ContextEngineService:
         read. No content is read.
 
         Raises:
-            ContextEngineError: ``RET-4032`` invisible or missing (one body for both); ``WRT-4001`` malformed URI.
+            ContextEngineError: ``RET-4032`` invisible or missing (one body for both); ``RET-4001`` malformed URI.
         """
-        return self._visible_node(parse_uri(uri), ctx)
+        return self._visible_node(self._read_uri(uri), ctx)
 
     def _space_roots(self, uri: str, ctx: RequestContext) -> list[NodeRecord] | None:
         """For ``ctx://user/`` or ``ctx://agent/`` (a scope without a space): the space roots the caller sees,
@@ -898,7 +910,8 @@ class ContextEngineService:
         roots = self._space_roots(uri, ctx)
         if roots is not None:
             return [self._view(n, ctx) for n in roots]
-        u = parse_uri(uri).as_dir() if not parse_uri(uri).segments else parse_uri(uri)
+        parsed = self._read_uri(uri)
+        u = parsed.as_dir() if not parsed.segments else parsed
         if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u)) is None:
             return []
         node = self._visible_node(u, ctx)
@@ -919,7 +932,7 @@ class ContextEngineService:
         roots = self._space_roots(uri, ctx)
         if roots is not None:
             return self._scope_tree(uri, roots, ctx, max_depth) if roots else None
-        u = parse_uri(uri)
+        u = self._read_uri(uri)
         if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u.as_dir())) is None:
             return None
         root = self._visible_node(u, ctx)
@@ -963,7 +976,7 @@ class ContextEngineService:
                 only L0 and L1) or a level the node lacks.
         """
         lv = Level(level)
-        node = self._visible_node(parse_uri(uri), ctx)
+        node = self._visible_node(self._read_uri(uri), ctx)
         if lv is Level.L2 and node.is_dir:
             raise ContextEngineError(
                 ErrorCode.LEVEL_NOT_AVAILABLE,
@@ -998,18 +1011,13 @@ class ContextEngineService:
         Raises:
             ContextEngineError: ``RET-4001`` empty query, a query over ``SIMILAR_MAX_QUERY_CHARS`` (4096) characters
                 or a level other than 0 or 2, ``RET-4002`` top_k outside
-                1..1000, ``RET-4031`` target not visible, ``WRT-4001`` malformed target URI. A failing vector search
+                1..1000, ``RET-4031`` target not visible, ``RET-4001`` malformed target URI (``ctx://``: no
+                target, everything the caller sees). A failing vector search
                 is not an error: the result is empty, ``retryable`` and carries a ``RET-5001`` warning.
         """
         started = time.perf_counter()
-        if not query or not query.strip():
-            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty")
-        if len(query) > SIMILAR_MAX_QUERY_CHARS:  # as search_memory: a megabyte query would hold the embedder
-            raise ContextEngineError(
-                ErrorCode.QUERY_INVALID,
-                f"query is longer than {SIMILAR_MAX_QUERY_CHARS} characters",
-                {"max_chars": SIMILAR_MAX_QUERY_CHARS, "chars": len(query)},
-            )
+        # the one query check of every read tool: a megabyte query would hold the embedder, a NUL the tokenizers
+        check_query_text(query, max_chars=SIMILAR_MAX_QUERY_CHARS)
         require_valid_text(
             {"query": query, "categories": categories, "context_types": context_types}, ErrorCode.QUERY_INVALID
         )
@@ -1018,8 +1026,8 @@ class ContextEngineService:
         if level not in (0, 2):
             raise ContextEngineError(ErrorCode.QUERY_INVALID, f"level must be 0 or 2, got {level}")
         prefix = None
-        if target_uri:
-            t = parse_uri(target_uri)
+        t = parse_read_target(target_uri)  # RET-4001 when malformed; None for ctx:// (everything visible)
+        if t is not None:
             if not ctx.can_see_uri(t):
                 raise ContextEngineError(ErrorCode.TARGET_FORBIDDEN, "target_uri is not visible to this caller")
             prefix = str(t.as_dir()) if t.segments else t.root
@@ -1218,7 +1226,7 @@ class ContextEngineService:
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **fields)
         return compact_search(
-            self.search_pipeline.run(request, ctx),
+            self.search_memory(request, ctx),  # the one path: the same checks and codes as the full answer
             include_debug=request.include_debug,
             abstract_max_chars=self.settings.retrieval.compact_abstract_max_chars,
         )

@@ -282,3 +282,37 @@ def test_seed_hits_are_visible_deduplicated_and_exclude_dropped(engine):
     assert all("long" not in s.abstract.lower() for s in r.seed_hits)
     scores = [s.score for s in r.seed_hits]
     assert scores == sorted(scores, reverse=True)
+
+
+# ---- planner faults fall back to the three-query plan (issue 27) -----------------------------------------------------
+@pytest.mark.parametrize("fault", ["empty_plan", "key_error", "index_error"])
+def test_a_planner_fault_falls_back_to_three_queries_with_ret_4221(engine, monkeypatch, fault):
+    def broken(*args, **kwargs):
+        if fault == "empty_plan":
+            return []
+        raise KeyError("intent") if fault == "key_error" else IndexError("list index out of range")
+
+    before = fallbacks(engine, "RET-4221")
+    monkeypatch.setattr(engine.search_pipeline.planner, "plan", broken)
+    r = engine.search_memory("Delete old container images disk pressure", ALICE, score_threshold=0.0)
+    assert [tq.context_type for tq in r.typed_queries] == ["memory", "skill", "resource"]
+    assert all(tq.hints.intent == "fallback" and tq.filters.account_id == ALICE.account_id for tq in r.typed_queries)
+    assert any(w.startswith("RET-4221:") and "planner" in w for w in r.trace.warnings)
+    assert r.hits  # the search itself went on
+    assert fallbacks(engine, "RET-4221") == before + 1
+    compact = engine.search_memory_compact("Delete old container images disk pressure", ALICE, score_threshold=0.0)
+    assert compact.hits
+
+
+def test_a_planner_fault_keeps_the_target_type_and_request_errors_still_raise(engine, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(engine.search_pipeline.planner, "_decide", broken)
+    r = engine.search_memory("disk", ALICE, target_uri="ctx://resources/ops/storage", score_threshold=0.0)
+    assert [tq.context_type for tq in r.typed_queries] == ["resource"]
+    assert r.typed_queries[0].target_uri == "ctx://resources/ops/storage/"
+    assert any(w.startswith("RET-4221:") for w in r.trace.warnings)
+    with pytest.raises(ContextEngineError) as exc:  # a caller's error is not a planner fault
+        engine.search_memory("disk", ALICE, planner_hints={"intent": "all"})
+    assert exc.value.code is ErrorCode.QUERY_INVALID

@@ -66,12 +66,13 @@ from context_engine.schema.knowledge import (
     ToolInvocation,
 )
 from context_engine.schema.nodes import NodeRecord, VectorFilter
-from context_engine.schema.uri import parse_uri
+from context_engine.schema.text import QUERY_MAX_CHARS, check_query_text
+from context_engine.schema.uri import parse_read_target
 from context_engine.settings import KnowledgeSettings
 from context_engine.storage.protocols import Embedder, MetadataStore
 
 TOOL_NAME = "lookup_knowledge"
-MAX_QUERY_CHARS = 4000
+MAX_QUERY_CHARS = QUERY_MAX_CHARS  # the same bound as every read tool (schema/text.py)
 MAX_SESSION_ID_CHARS = 256
 CHUNKS_PER_BLOCK = 4
 """Chunks fetched per wanted evidence block: enough distinct documents after dedup by document."""
@@ -302,15 +303,9 @@ class LookupKnowledgeService:
 
     # ------------------------------------------------------------------------------------------------ stages
     def _validate(self, request: LookupRequest, ctx: RequestContext) -> tuple[int, str, float, str | None]:
-        query = request.query
-        if not query or not query.strip():
-            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty", {"field": "query"})
-        if len(query) > MAX_QUERY_CHARS:
-            raise ContextEngineError(
-                ErrorCode.QUERY_INVALID,
-                f"query is longer than {MAX_QUERY_CHARS} characters; send the alert or symptom, not a whole log",
-                {"field": "query", "length": len(query)},
-            )
+        # the one query check of every entry point (full and compact answers, Python API, HTTP, MCP, CLI); the other
+        # fields' Unicode is checked by the service before this runs (service.lookup_knowledge)
+        check_query_text(request.query, max_chars=MAX_QUERY_CHARS)
         sid = request.session_id
         if sid is not None and (
             not sid.strip()
@@ -332,8 +327,8 @@ class LookupKnowledgeService:
                 f"min_similarity must be a similarity in [-1, 1] (on the model's calibrated scale), got {floor}",
             )
         prefix = None
-        if request.target_uri:
-            target = parse_uri(request.target_uri)
+        target = parse_read_target(request.target_uri)  # RET-4001 when malformed; None for ctx:// (all visible)
+        if target is not None:
             if not ctx.can_see_uri(target):
                 raise ContextEngineError(ErrorCode.TARGET_FORBIDDEN, "target_uri is not visible to this caller")
             prefix = str(target.as_dir()) if target.segments else target.root
@@ -634,7 +629,7 @@ class LookupKnowledgeService:
         """A rejected request still leaves its audit row (success=false, the error code)."""
         request = call.request
         params = request.model_dump(exclude_none=True)
-        params["query_sha256"] = hashlib.sha256((request.query or "").encode()).hexdigest()
+        params["query_sha256"] = hashlib.sha256((request.query or "").encode("utf-8", "surrogatepass")).hexdigest()
         if not self._s.audit_query_text:
             params.pop("query", None)
         # an invalid session id is kept in input_params only, never as the row's session

@@ -293,6 +293,36 @@ class QueryPlanner:
             trace.detail("planner", "text_extended", text != " ".join(query.split()))
         return out
 
+    def fallback(
+        self,
+        query: str,
+        ctx: RequestContext | None = None,
+        *,
+        top_k: int = TOP_K_DEFAULT,
+        categories: Sequence[str] = (),
+        target_uri: str | None = None,
+        owner_space: str | None = None,
+    ) -> list[TypedQuery]:
+        """The plan of seed 000 §7 for a planner fault (``RET-4221``, recorded by the caller): one typed query per
+        context type in the order memory > skill > resource, ranked equally (intent ``"fallback"``), or only the
+        target's type when ``target_uri`` lies inside a type root. No rule, hint or session is read, so it cannot
+        fail where :meth:`plan` did; the caller's narrowing (categories, target, owner space) is kept."""
+        target_type = ContextURI.parse(target_uri).context_type if target_uri else None
+        types = [target_type] if target_type is not None else list(CONTEXT_TYPE_ORDER)
+        filters = QueryFilters(account_id=ctx.account_id if ctx is not None else None, owner_space=owner_space)
+        return [
+            TypedQuery(
+                text=" ".join(query.split()),
+                context_type=ctype,
+                categories=list(categories) or list(self._settings.default_categories.get(ctype, ())),
+                target_uri=target_uri,
+                top_k=top_k,
+                filters=filters,
+                hints=QueryHints(intent="fallback"),
+            )
+            for ctype in types
+        ]
+
     def _decide(
         self,
         matched: dict[ContextTypeName, list[str]],

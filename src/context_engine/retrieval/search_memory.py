@@ -12,7 +12,8 @@ degradation of seed 000 §7 becomes a ``trace.warnings`` line and a ``retrieval.
 code      when                                             result
 ========  ===============================================  =============================================
 RET-4041  target_uri visible but missing                   target ignored
-RET-4221  planner prefers no type (informational)          memory + skill + resource, ranked equally
+RET-4221  planner prefers no type (informational), or    memory + skill + resource, ranked equally
+          the planner failed (an exception, an empty plan)
 RET-5001  query embedding or vector search failed          empty hits, ``retryable=true`` (during expansion:
                                                            seeds kept without expansion)
 RET-5002  recheck failed                                   candidates kept unchecked
@@ -68,14 +69,14 @@ from context_engine.schema.query import (
     SearchTrace,
     TypedQuery,
 )
-from context_engine.schema.uri import ContextURI
+from context_engine.schema.text import check_query_text, require_valid_text
+from context_engine.schema.uri import ContextURI, parse_read_target
 from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import Embedder, MetadataStore
 
 __all__ = ["ReadMemoryPipeline", "SearchMemoryPipeline"]
 
 _LOG = logging.getLogger("context_engine.retrieval")
-_MAX_QUERY_CHARS = 4096
 _DEGRADED_SEARCH = (ErrorCode.VECTOR_SEARCH_FAILED, ErrorCode.EMBEDDING_FAILED)
 
 
@@ -162,17 +163,7 @@ class SearchMemoryPipeline:
         allowed = self._memory_filter.select(request, ctx, trace)  # None without memory filters (issue 11)
 
         with trace.stage("planner"):
-            typed = self.planner.plan(
-                request.query,
-                request.session_archive,
-                request.planner_hints,
-                ctx,
-                top_k=request.top_k,
-                categories=request.categories,
-                target_uri=target,
-                owner_space=request.owner_space,
-                trace=trace,
-            )
+            typed = self._plan(request, ctx, target, trace)
         if detailed:
             trace.detail("planner", "typed_queries", [tq.model_dump(mode="json") for tq in typed])
 
@@ -282,17 +273,9 @@ class SearchMemoryPipeline:
     # ---- steps ----------------------------------------------------------------------------------------------------
     def _validate(self, request: SearchMemoryRequest) -> float | None:
         """Check the request; return the threshold in force (``None``: none, the default)."""
-        query = request.query
-        if not isinstance(query, str) or not query.strip():
-            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query is empty", {"field": "query"})
-        if len(query) > _MAX_QUERY_CHARS:
-            raise ContextEngineError(
-                ErrorCode.QUERY_INVALID,
-                f"query is longer than {_MAX_QUERY_CHARS} characters",
-                {"field": "query", "limit": _MAX_QUERY_CHARS},
-            )
-        if any(ord(c) < 32 and c not in "\t\n\r" for c in query):
-            raise ContextEngineError(ErrorCode.QUERY_INVALID, "query contains control characters", {"field": "query"})
+        # the one text check of every entry point (full and compact answers, Python API, HTTP, MCP, CLI)
+        check_query_text(request.query)
+        require_valid_text(request, ErrorCode.QUERY_INVALID)  # every other text field: a lone surrogate is RET-4001
         if isinstance(request.top_k, bool) or not TOP_K_MIN <= request.top_k <= TOP_K_MAX:
             raise ContextEngineError(
                 ErrorCode.TOP_K_OUT_OF_RANGE,
@@ -318,17 +301,55 @@ class SearchMemoryPipeline:
             )
         return threshold if threshold is not None else self.scorer.default_threshold
 
-    def _check_target(self, target_uri: str | None, ctx: RequestContext, trace: TraceRecorder) -> str | None:
-        """The canonical target, or ``None`` (absent, or missing: ``RET-4041``). Visibility is checked first, from
-        the context alone, so an invisible target gives ``RET-4031`` whether or not it exists (seed 000 §9)."""
-        if not target_uri:
-            return None
+    def _plan(
+        self, request: SearchMemoryRequest, ctx: RequestContext, target: str | None, trace: TraceRecorder
+    ) -> list[TypedQuery]:
+        """The planner's typed queries. A planner fault (an empty plan, or any exception other than a caller's error
+        such as ``RET-4001`` for malformed hints) falls back to :meth:`QueryPlanner.fallback`, the three-query plan,
+        with the warning ``RET-4221`` (seed 000 §7): a bug in the rules degrades the ranking, never the request."""
         try:
-            t = ContextURI.parse(target_uri)
+            typed = self.planner.plan(
+                request.query,
+                request.session_archive,
+                request.planner_hints,
+                ctx,
+                top_k=request.top_k,
+                categories=request.categories,
+                target_uri=target,
+                owner_space=request.owner_space,
+                trace=trace,
+            )
+            why = "" if typed else "the planner returned no typed query"
         except ContextEngineError as err:
-            raise ContextEngineError(
-                ErrorCode.QUERY_INVALID, f"target_uri is not a valid URI: {err.message}", {"field": "target_uri"}
-            ) from err
+            if err.code.http_status < 500:  # the caller's error (malformed hints or session): answered as such
+                raise
+            typed, why = [], f"the planner failed ({err.code.value})"
+        except Exception as err:  # a fault in the rules: recorded as RET-4221 below, the traceback logged
+            _LOG.warning("query planner failed; falling back to the three-query plan", exc_info=True)
+            typed, why = [], f"the planner failed ({type(err).__name__})"
+        if typed:
+            return typed
+        trace.warn(
+            ErrorCode.PLANNER_UNCLASSIFIED,
+            f"{why}; fallback plan: memory, skill and resource ranked equally",
+            stage="planner",
+        )
+        return self.planner.fallback(
+            request.query,
+            ctx,
+            top_k=request.top_k,
+            categories=request.categories,
+            target_uri=target,
+            owner_space=request.owner_space,
+        )
+
+    def _check_target(self, target_uri: str | None, ctx: RequestContext, trace: TraceRecorder) -> str | None:
+        """The canonical target, or ``None`` (absent, the root ``ctx://``, or missing: ``RET-4041``). Visibility is
+        checked first, from the context alone, so an invisible target gives ``RET-4031`` whether or not it exists
+        (seed 000 §9)."""
+        t = parse_read_target(target_uri)  # RET-4001 when malformed; None for ctx:// (the whole visible scope)
+        if t is None:
+            return None
         if not ctx.can_see_uri(t):
             raise ContextEngineError(
                 ErrorCode.TARGET_FORBIDDEN,

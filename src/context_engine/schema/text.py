@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from context_engine.errors import ContextEngineError, ErrorCode
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 class _Key(str):
@@ -77,6 +78,39 @@ def require_valid_text(value: Any, code: ErrorCode, loc: tuple[str | int, ...] =
     found = find_invalid_text(value, loc)
     if found is not None:
         raise invalid_text_error(found, code)
+
+
+QUERY_MAX_CHARS = 4096
+"""The longest query any read tool accepts (characters): search_memory, lookup_knowledge, the similar route."""
+
+
+def check_query_text(query: object, *, field: str = "query", max_chars: int = QUERY_MAX_CHARS) -> str:
+    """The one check of a read tool's query text, whatever the entry point (Python API, HTTP, MCP, CLI) and the
+    answer's form (full or compact): non-empty, no lone surrogate, at most ``max_chars`` characters, no control
+    character other than tab, newline and carriage return (a NUL cannot reach the tokenizers or the logs).
+
+    Returns:
+        ``query``, unchanged.
+
+    Raises:
+        ContextEngineError: ``RET-4001`` with ``details.field`` (and ``loc``/``reason`` for invalid Unicode,
+            ``max_chars``/``chars`` for an over-long query).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise ContextEngineError(ErrorCode.QUERY_INVALID, f"{field} is empty", {"field": field})
+    if has_invalid_unicode(query):
+        raise invalid_text_error((field,), ErrorCode.QUERY_INVALID)
+    if len(query) > max_chars:
+        raise ContextEngineError(
+            ErrorCode.QUERY_INVALID,
+            f"{field} is longer than {max_chars} characters; send the question, alert or symptom, not a whole log",
+            {"field": field, "max_chars": max_chars, "chars": len(query)},
+        )
+    if _CONTROL.search(query) is not None:
+        raise ContextEngineError(
+            ErrorCode.QUERY_INVALID, f"{field} contains control characters (such as NUL)", {"field": field}
+        )
+    return query
 
 
 def _shown(key: str) -> str:

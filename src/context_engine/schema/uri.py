@@ -224,6 +224,32 @@ def parse_uri(uri: str | ContextURI) -> ContextURI:
     return uri if isinstance(uri, ContextURI) else ContextURI.parse(uri)
 
 
+ROOT_URIS = frozenset({SCHEME, SCHEME + "/"})
+"""``ctx://`` (or ``ctx:///``) as a read tool's ``target_uri``: everything visible to the caller, never more."""
+
+
+def parse_read_target(target_uri: str | None, field: str = "target_uri") -> ContextURI | None:
+    """A read tool's ``target_uri`` (search_memory, lookup_knowledge, the similar route) parsed with the read code.
+
+    Returns:
+        ``None`` when there is no target: absent, empty, or the root ``ctx://`` (the caller's whole visible scope;
+        tenancy still comes from the request context only); else the parsed URI (its visibility is the caller's
+        check).
+
+    Raises:
+        ContextEngineError: ``RET-4001`` (a read code, never ``WRT-4001``) with ``details.field`` when malformed.
+    """
+    text = target_uri.strip() if isinstance(target_uri, str) else target_uri
+    if text is None or text == "" or text in ROOT_URIS:
+        return None
+    try:
+        return ContextURI.parse(target_uri)
+    except ContextEngineError as err:
+        raise ContextEngineError(
+            ErrorCode.QUERY_INVALID, f"{field} is not a valid URI: {err.message}", {"field": field}
+        ) from err
+
+
 @functools.lru_cache(maxsize=16_384)
 def _parse_cached(uri: str) -> ContextURI:
     """:meth:`ContextURI.parse` of a string (ContextURI is immutable, so instances are shared; errors are not
