@@ -195,11 +195,12 @@ class MemorySettings(_Section):
     """Memories and conversations (issue 11): abstracts, limits, dedup and the conversational context."""
 
     l0_max_chars: int = Field(
-        300,
+        256,
         ge=64,
-        le=2048,
+        le=256,
         description="A memory's L0 is its whole text up to this many characters (never cut mid-sentence); a longer "
-        "memory gets an extractive L0 of whole sentences that keeps its entities, numbers and dates.",
+        "memory gets an extractive L0 of whole sentences that keeps its entities, numbers and dates; a message's L0, "
+        "speaker prefix included, too. At most 256, the bound of every L0 (DESIGN §1).",
     )
     max_metadata_bytes: int = Field(
         4096, ge=2, le=1_048_576, description="Largest metadata object of one memory, as compact UTF-8 JSON (bytes)."
@@ -726,7 +727,6 @@ class HttpSettings(_Section):
         "/mcp", pattern=r"^/[A-Za-z0-9/_-]*$", description="Path of the MCP streamable HTTP endpoint."
     )
     mcp_enabled: bool = Field(True, description="Mount the MCP streamable HTTP endpoint on the HTTP server.")
-    threadpool_workers: int = Field(
     mcp_stdio_max_line_bytes: int = Field(
         1024 * 1024,
         ge=1024,
@@ -741,6 +741,7 @@ class HttpSettings(_Section):
         description="Deepest nesting of arrays and objects in one MCP stdio line; a deeper one is answered with the "
         "JSON-RPC error -32700 (id null) before any parser runs.",
     )
+    threadpool_workers: int = Field(
         16, ge=1, le=512, description="Worker threads that run the blocking service calls of HTTP requests."
     )
     key_cache_ttl_s: float = Field(

@@ -149,3 +149,66 @@ def test_a_long_run_of_chinese_without_punctuation_is_cut_within_the_budget():
 
 def test_the_abstract_is_deterministic():
     assert {memory_abstract(LONG, 180) for _ in range(5)} == {memory_abstract(LONG, 180)}
+
+
+# ---- the documented L0 bound, 256 characters, through the engine (issue 27, attack pass) ----------------------------
+L0_BOUND = 256  # DESIGN §1: an L0 abstract is at most 256 characters
+
+
+@pytest.fixture
+def engine(tmp_path):
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+    from tests.retrieval.conftest import HashEmbedder
+
+    e = ContextEngineService(load_settings(tmp_path / "home"), embedder=HashEmbedder())
+    yield e
+    e.close()
+
+
+def _ends_cleanly(l0: str) -> bool:
+    """Whole sentences, or a cut at a word boundary marked with an ellipsis."""
+    return l0.endswith(("…", ".", "!", "?", "。")) and not l0.endswith(" …")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " ".join(["Caroline met Melanie in Lisbon on 3 March 2023 and they talked for hours."] * 8),  # 8 sentences
+        "word " * 200,  # one sentence of 1,000 characters
+        "Caroline " + "said the garden on Elm Street opens at nine and " * 5 + "closes at six.",  # 270 characters
+    ],
+)
+def test_a_long_memory_has_an_l0_within_256_characters(engine, text):
+    from tests.retrieval.conftest import ALICE
+
+    uri = engine.add_memory(text, ALICE, category="events").uris[0]
+    l0 = engine.read(uri, "L0", ALICE)
+    assert len(l0) <= L0_BOUND, len(l0)
+    assert _ends_cleanly(l0), l0[-30:]
+    assert all(len(h.abstract) <= L0_BOUND for h in engine.search_memory("Caroline garden Lisbon", ALICE).hits)
+
+
+@pytest.mark.parametrize("speaker", [None, "Caroline", "S" * 128])
+def test_a_long_conversation_message_has_an_l0_within_256_characters(engine, speaker):
+    from tests.retrieval.conftest import ALICE
+
+    content = " ".join(["We met in Lisbon on 3 March 2023 and talked about the garden for hours."] * 6)
+    message = {"role": "user", "content": content, **({"speaker": speaker} if speaker else {})}
+    uri = engine.add_messages([message], "s1", ALICE).uris[0]
+    l0 = engine.read(uri, "L0", ALICE)
+    assert len(l0) <= L0_BOUND, len(l0)
+    assert l0.startswith(f"{speaker or 'user'}: ")
+    updated = engine.update_memory(uri, content + " " + content, ALICE)
+    assert updated.items[0].status == "updated"
+    assert len(engine.read(uri, "L0", ALICE)) <= L0_BOUND
+
+
+def test_the_memory_l0_setting_cannot_exceed_the_documented_bound(tmp_path):
+    from context_engine.errors import ContextEngineError
+    from context_engine.settings import load_settings
+
+    assert load_settings(tmp_path / "a").memory.l0_max_chars == L0_BOUND
+    with pytest.raises(ContextEngineError) as exc:
+        load_settings(tmp_path / "b", memory={"l0_max_chars": 300})
+    assert exc.value.code.value == "CFG-4001"

@@ -49,6 +49,7 @@ from context_engine.ingest.loader import SourceDoc, content_hash, decode_text
 from context_engine.ingest.memory_abstract import memory_abstract
 from context_engine.ingest.parse import collapse_whitespace
 from context_engine.ingest.pipeline import WritePipeline
+from context_engine.ingest.summarize import truncate_text
 from context_engine.redaction import slug_text
 from context_engine.schema.memory import (
     DedupPolicy,
@@ -263,8 +264,7 @@ class MemoryWriter:
         if occurred_at is not None:
             metadata["timestamp"] = occurred_at.isoformat()
         self._check_metadata_size(index, metadata)
-        budget = max(16, self._settings.l0_max_chars - len(speaker) - 2)
-        abstract = f"{speaker}: {memory_abstract(text, budget)}"
+        abstract = message_abstract(speaker, text, self._settings.l0_max_chars)
         return _Prepared(text, abstract, occurred_at, metadata, speaker)
 
     def _session_tail(self, account_id: str, session_dir: ContextURI) -> tuple[int, list[Line]]:
@@ -417,8 +417,7 @@ class MemoryWriter:
         is_message = (node.metadata or {}).get("session_id") is not None
         if is_message:
             speaker = (node.metadata or {}).get("speaker") or node.title
-            budget = max(16, self._settings.l0_max_chars - len(speaker) - 2)
-            abstract = f"{speaker}: {memory_abstract(body, budget)}"
+            abstract = message_abstract(speaker, body, self._settings.l0_max_chars)
         else:
             abstract = memory_abstract(body, self._settings.l0_max_chars)
         context = ""
@@ -613,6 +612,18 @@ class _LazySpecifics:
         if pos not in self._done:
             self._done[pos] = specifics(self._texts[pos])
         return self._done[pos]
+
+
+def message_abstract(speaker: str, text: str, max_chars: int) -> str:
+    """A message's L0, ``"<speaker>: <abstract of text>"``, at most ``max_chars`` characters in all (DESIGN §1: 256).
+
+    The text gets the budget left after the prefix (at least 16 characters); a speaker name too long to leave that
+    is cut at a word boundary with ``"…"`` first, so the whole line stays within ``max_chars``.
+    """
+    room = max_chars - 16 - 2
+    if len(speaker) > room:
+        speaker = truncate_text(speaker, room)
+    return f"{speaker}: {memory_abstract(text, max_chars - len(speaker) - 2)}"
 
 
 def _title(abstract: str, max_chars: int = 80) -> str:

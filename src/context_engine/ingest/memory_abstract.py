@@ -2,7 +2,8 @@
 
 A memory is usually one or two sentences, and the words a later question asks about can sit anywhere in it. So:
 
-* A memory that fits ``memory.l0_max_chars`` (300 by default) is its own abstract, whitespace-collapsed.
+* A memory that fits ``memory.l0_max_chars`` (256, the bound of every L0: DESIGN §1) is its own abstract,
+  whitespace-collapsed.
 * A longer one gets an extractive abstract: its first sentence, then the sentences that carry the most *facts*
   (named entities, numbers, dates, identifiers; a cheap, language-independent proxy for what a question will name),
   greedily while they fit, re-joined in their original order. Whole sentences only; a single sentence longer than
