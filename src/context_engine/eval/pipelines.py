@@ -47,6 +47,10 @@ def _file_name(doc_id: str) -> str:
     return doc_id if doc_id.endswith(".md") else f"{doc_id}.md"
 
 
+# IngestSettings fields that refuse or queue a write but never change what it stores (issues 26, 27)
+_WRITE_LIMITS = {"max_chunks_per_document", "write_wait_s"}
+
+
 class PipelineRetriever:
     """One pipeline (``lookup_knowledge`` or ``search_memory``) of an engine built on the dataset's corpus.
 
@@ -87,7 +91,8 @@ class PipelineRetriever:
             "dim": self.embedder.dim,
             "keyword": s.keyword.model_dump(mode="json"),
             self.method: section.model_dump(mode="json"),
-            "ingest": s.ingest.model_dump(mode="json"),
+            # write limits bound a request's work and never change what is stored or ranked
+            "ingest": s.ingest.model_dump(mode="json", exclude=_WRITE_LIMITS),
             "doc_input": "markdown file through the write path",
         }
 
