@@ -27,8 +27,8 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http.auth import Authenticator
 from context_engine.interfaces.http.errors import envelope_response, install_error_handlers
 from context_engine.interfaces.http.middleware import HttpMetrics, RequestMiddleware
-from context_engine.interfaces.http.responses import RedactedJSONResponse
 from context_engine.interfaces.http.protection import HostAllowList, HostGuardMiddleware, SecurityHeadersMiddleware
+from context_engine.interfaces.http.responses import RedactedJSONResponse
 from context_engine.observability.logging import get_logger
 from context_engine.schema.context import RequestContext
 from context_engine.settings import HttpSettings, Settings, load_settings
