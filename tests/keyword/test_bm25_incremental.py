@@ -27,10 +27,13 @@ ACC = "acc"
 
 
 def expected_scores(index: BM25Index, live: dict[str, str], query: str) -> dict[str, float]:
-    """What a bm25s build of exactly the live documents scores, for the records sharing a token with the query."""
-    if not live:
+    """What a bm25s build of exactly the live documents scores, for the records sharing a token with the query.
+
+    A record with no token is no document of the statistics (bm25_index module docstring: N counts the rows with a
+    token), so it is left out of the bm25s build."""
+    ids = sorted(i for i in live if index.tokenizer(live[i]))
+    if not ids:
         return {}
-    ids = sorted(live)
     tokens = [index.tokenizer(live[i]) for i in ids]
     q_tokens = index.tokenizer(query)
     if not q_tokens or not any(tokens):

@@ -19,21 +19,9 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from context_engine.ingest.conversation import carries_content
+from context_engine.storage.keyword.content_words import SESSION_SEGMENT, carries_content, message_speaker
 
 __all__ = ["SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
-
-SESSION_SEGMENT = "/memories/sessions/"
-_MAX_SPEAKER_CHARS = 128
-
-
-def message_speaker(uri: str, abstract: str) -> str | None:
-    """The speaker of a stored conversation message (the text before the first ``": "`` of its L0), ``None`` for
-    any other node (a directory, a memory, a skill or resource)."""
-    if SESSION_SEGMENT not in uri or uri.endswith("/"):
-        return None
-    speaker, sep, _ = abstract.partition(": ")
-    return speaker if sep and 0 < len(speaker) <= _MAX_SPEAKER_CHARS else None
 
 
 def _fold(text: str) -> str:

@@ -19,8 +19,9 @@ never mix and no tenant's vocabulary leaks into another's scores. A partition is
 
 * a **forward index**: each row's distinct term ids and term frequencies (uint16, clipped at 65,535) and its length
   in tokens, so that a delete can decrement the document frequencies it contributed;
-* the exact statistics of the live rows: ``N`` (live rows), the total length (``avgdl = total / N``) and ``df`` per
-  term; a partition's scores after any sequence of adds and deletes are those of a fresh build of its live rows;
+* the exact statistics of the live rows: ``N`` (live rows with at least one token: a row with none is never
+  matched, e.g. a conversation's "Noted!", see :func:`keyword_text`), the total length (``avgdl = total / N``) and
+  ``df`` per term; a partition's scores after any sequence of adds and deletes are those of a fresh build of its live rows;
 * a **main segment**: postings in CSR form (per-term offsets into int32 row and uint16 tf arrays), immutable once
   built;
 * an **append segment**: the postings of the rows added since the last merge, per term in growable arrays.
@@ -82,6 +83,7 @@ from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles
 from context_engine.storage.filters import RowFields, RowTable
+from context_engine.storage.keyword.content_words import carries_content, message_speaker
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "keyword_text"]
@@ -135,11 +137,24 @@ class KeywordDoc:
 
 def keyword_text(r: VectorRecord) -> str:
     """What BM25 reads for a vector row: the breadcrumb (heading path, starting with the title), the context (a
-    message's neighbouring turns) and the text, twice when there is a context (:func:`_join`).
+    message's neighbouring turns) and the text, twice when there is a context (:func:`_join`); nothing for a
+    conversation message indexed alone that carries no content of its own (an acknowledgement, a question back:
+    :func:`~context_engine.storage.keyword.content_words.carries_content`), which stays in the vector index.
 
     The same fields the embedding input is built from (DESIGN §4), so both retrievers see the same words.
     """
-    return _join(r.breadcrumb, r.context, r.text)
+    return _indexed_text(r.uri, r.level, r.breadcrumb, r.context, r.text)
+
+
+def _indexed_text(uri: str, level: int, breadcrumb: str, context: str, text: str) -> str:
+    # A conversation message that carries no content of its own (an acknowledgement, a question back; indexed with
+    # no context, ingest/conversation.py) is no keyword document: it has nothing for BM25 to match, and as a row it
+    # would only shift N and avgdl (a session full of "Noted!" lowered locomo_dev R@10 by 0.013; eval/README.md).
+    if level == 0 and not context:
+        speaker = message_speaker(uri, text)
+        if speaker is not None and not carries_content(text[len(speaker) + 2 :], None, (speaker,)):
+            return ""
+    return _join(breadcrumb, context, text)
 
 
 def _join(breadcrumb: str, context: str, text: str) -> str:
@@ -232,6 +247,7 @@ class _Partition(RowTable):
         self.term_of: dict[str, int] = {}
         self.df = np.zeros(1024, dtype=np.int32)  # live rows holding each term id
         self.total_len = 0  # tokens of the live rows
+        self.empty = 0  # live rows with no token: never matched, and left out of N and avgdl
         self.doc_len = np.zeros(self.capacity, dtype=np.int32)
         self.fwd_start = np.zeros(self.capacity + 1, dtype=np.int64)  # row r's entries: fwd_start[r]:fwd_start[r+1]
         self.fwd_terms = np.zeros(4096, dtype=np.int32)
@@ -256,6 +272,7 @@ class _Partition(RowTable):
             start, end = int(self.fwd_start[row]), int(self.fwd_start[row + 1])
             self.df[self.fwd_terms[start:end]] -= 1  # a row's term ids are distinct
             self.total_len -= int(self.doc_len[row])
+            self.empty -= int(self.doc_len[row] == 0)
             self.texts.pop(rid, None)
         return row
 
@@ -322,6 +339,7 @@ class _Partition(RowTable):
         self.df = _grown(self.df, len(self.term_of), self.df.shape[0])
         np.add.at(self.df, terms, 1)
         self.total_len += int(lens.sum())
+        self.empty += int(np.count_nonzero(lens == 0))
         if to_tail and terms.size:
             # Group the batch's postings by term (stable: rows stay ascending), then one append per term.
             order = np.argsort(terms, kind="stable")
@@ -398,6 +416,7 @@ class _Partition(RowTable):
         indptr = arrays[prefix + "main.indptr"]
         part.main = _Main(indptr, arrays[prefix + "main.rows"], arrays[prefix + "main.tfs"])
         part.main_rows = n
+        part.empty = int(np.count_nonzero((part.doc_len == 0) & part.alive[:n]))
         if not (
             len(terms) == len(part.term_of) == vocab == part.df.shape[0] >= indptr.shape[0] - 1
             and part.doc_len.shape[0] == n
@@ -436,8 +455,9 @@ class _Partition(RowTable):
         """What a search reads of this partition, copied out (under the account's view lock): the query's postings,
         the tombstones below ``n`` and ``flts`` (``None``: a filter that excludes this partition's level), applied to
         the scored rows by :meth:`_View.top` (rows below ``n`` never change but for their tombstone)."""
-        n, live = self.n, self.live
-        if not live:
+        n = self.n
+        live = self.live - self.empty  # N of the statistics: the rows with a token
+        if live <= 0:
             return None
         bound = 0.0  # sum of Lucene idf over the query tokens (module docstring)
         terms: list[tuple[int, int, int]] = []
@@ -672,7 +692,7 @@ def _partitions_of_matrix(
             )
             for i in idx
         ]
-        texts = [_join(m.breadcrumb[i], m.context[i], m.text[i]) for i in idx]
+        texts = [_indexed_text(m.uri[i], level, m.breadcrumb[i], m.context[i], m.text[i]) for i in idx]
         part = _Partition(account_id, level, capacity=max(256, len(idx)))
         part.add(rows, part.encode([tokenizer(t) for t in texts]), to_tail=False)
         part.swap_main(*part.build_main())
@@ -894,7 +914,9 @@ class BM25Index:
     def _params(self) -> dict[str, Any]:
         """What shapes a derived file besides the records: the tokenizer (BM25's k1, b and method apply at query
         time)."""
-        return {"tokenizer": self.tokenizer.config}
+        # "text": the rule of keyword_text (2: content-free messages hold no tokens), so files built by another
+        # rule are rebuilt rather than mixed with rows indexed by this one.
+        return {"tokenizer": self.tokenizer.config, "text": 2}
 
     def _restore(self, account: _Account) -> bool:
         """Replace a never-loaded account by its derived file (write lock held); ``False`` when there is no usable

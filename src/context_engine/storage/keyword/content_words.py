@@ -1,0 +1,116 @@
+"""Which words of a text are content (issue 25): the rule that tells an acknowledgement ("Noted, thanks!") or a
+question back ("How long have you been there?") from a message that states something.
+
+It lives with the keyword tokenizer because it is a rule about BM25 tokens: the conversation indexer
+(:mod:`context_engine.ingest.conversation`) uses it to decide what a message is indexed with, the BM25 index
+(:mod:`context_engine.storage.keyword.bm25_index`) to leave content-free messages out of its statistics, and the
+first-stage retriever (:mod:`context_engine.retrieval.speakers`) to demote them.
+
+Content words are numbers and the BM25 tokens of :class:`~context_engine.storage.keyword.tokenize.KeywordTokenizer`
+(stopwords dropped, stemmed), so "thanks"/"thank" and "sharing"/"share" are one word.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+
+from context_engine.storage.keyword.tokenize import KeywordTokenizer
+
+__all__ = [
+    "FUNCTION_WORDS",
+    "NUMBER",
+    "PHATIC_WORDS",
+    "QUESTION_BACK_MAX_NEW",
+    "SESSION_SEGMENT",
+    "carries_content",
+    "is_question",
+    "message_speaker",
+]
+
+#: Words that acknowledge, thank, greet or react without stating anything (English; stemmed before use).
+PHATIC_WORDS: frozenset[str] = frozenset(
+    """
+    thanks thank thx ty got gotcha noted note good great know knowing sharing share shared sound sounds cool wow awesome
+    nice ok okay sure glad hear hearing love lovely happy appreciate appreciated understood understand perfect
+    absolutely definitely interesting amazing fantastic congrats congratulations welcome right yeah yep yes hey hi
+    hello bye goodbye remember remembered keep mind let letting tell telling told info information update updated hope
+    fun exciting excited totally indeed alright brilliant true agree agreed cheers wonderful incredible impressive
+    enjoy enjoyed really much lot anything else help helpful glad pleasure wish luck best care soon talk chat later
+    oh ah aw haha lol hmm well thing things stuff way ll ve re sounds like great will make makes sense
+    """.split()
+)
+
+#: Function words the BM25 stopword list keeps (pronouns, auxiliaries, question words): never content.
+FUNCTION_WORDS: frozenset[str] = frozenset(
+    """
+    i me my mine myself you your yours yourself we us our ours he him his she her hers they them their theirs it its
+    this that these those there here what which who whom whose when where why how am is are was were be been being
+    have has had having do does did doing can could would should shall may might must will wo ca n't not
+    so too very just also then now all any some more most about
+    """.split()
+)
+
+#: A question back ("What happened then?") counts as carrying no new content up to this many new content words.
+QUESTION_BACK_MAX_NEW = 2
+
+_TOKENIZER = KeywordTokenizer(stem=True, stopwords=True, split_identifiers=False)
+_PHATIC_LOCK = threading.Lock()
+_PHATIC_STEMS: frozenset[str] | None = None
+NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+#: Conversation messages live under ``ctx://user/<space>/memories/sessions/<session>/`` (``ingest/memory.py``).
+SESSION_SEGMENT = "/memories/sessions/"
+_MAX_SPEAKER_CHARS = 128
+
+
+def message_speaker(uri: str, abstract: str) -> str | None:
+    """The speaker of a stored conversation message (the text before the first ``": "`` of its L0), ``None`` for
+    any other node (a directory, a memory, a skill or resource)."""
+    if SESSION_SEGMENT not in uri or uri.endswith("/"):
+        return None
+    speaker, sep, _ = abstract.partition(": ")
+    return speaker if sep and 0 < len(speaker) <= _MAX_SPEAKER_CHARS else None
+
+
+def _phatic() -> frozenset[str]:
+    global _PHATIC_STEMS
+    with _PHATIC_LOCK:
+        if _PHATIC_STEMS is None:
+            _PHATIC_STEMS = frozenset(t for w in PHATIC_WORDS | FUNCTION_WORDS for t in _TOKENIZER(w))
+        return _PHATIC_STEMS
+
+
+def _content(text: str) -> set[str]:
+    """BM25 tokens plus every number (the tokenizer drops one-character tokens: "3 tickets" vs "2 tickets")."""
+    return set(_TOKENIZER(text)) | set(NUMBER.findall(text))
+
+
+def is_question(text: str | None) -> bool:
+    """``text`` ends with a question mark (its last sentence asks something)."""
+    return bool(text) and text.rstrip().endswith(("?", "？"))  # type: ignore[union-attr]
+
+
+def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) -> bool:
+    """Whether a message says something the previous message and politeness do not (module docstring).
+
+    Args:
+        text: the message's text.
+        previous: the text of the message before it in the session (``None`` for the first).
+        names: speakers' names (and roles) of the conversation: a vocative "Caroline!" is not content.
+
+    Returns:
+        ``False`` for an acknowledgement (no new content word) or a question back (at most
+        :data:`QUESTION_BACK_MAX_NEW` new content words); ``True`` otherwise. A message with no Latin or CJK word
+        at all ("👍") carries none.
+    """
+    tokens = _content(text)
+    known = _content(previous) if previous else set()
+    for name in names:
+        known.update(_TOKENIZER(name))
+    new = tokens - known - _phatic()
+    if not new:
+        return False
+    return not (is_question(text) and len(new) <= QUESTION_BACK_MAX_NEW)
