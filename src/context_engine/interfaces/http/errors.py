@@ -58,21 +58,47 @@ def _status_doc(description: str) -> dict[str, Any]:
     return {"model": ErrorEnvelope, "description": description}
 
 
+_ORIGIN = "an Origin header naming a host outside http.allowed_hosts (API-4031)"
+#: What the Host and Origin guard (:mod:`.protection`) can answer on every route, before the route runs.
+GUARD_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: _status_doc("A cross-site request: an Origin header naming a host outside http.allowed_hosts (API-4031)."),
+    421: _status_doc(
+        "A Host header outside http.allowed_hosts and the loopback names (API-4211): DNS rebinding, or a name this "
+        "server was not told it has (serve --allow-host)."
+    ),
+}
 COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _status_doc("Invalid request (RET-4001..4003, WRT-4001/4002)."),
     401: _status_doc("No valid API key (AUTH-4011)."),
+    **GUARD_ERRORS,
     413: _status_doc("Request body over the size limit (WRT-4131)."),
     500: _status_doc("Unexpected server error (API-5001); details are in the server log under the request_id."),
     503: _status_doc("The engine is starting or stopping (API-5031); retry."),
 }
 READ_ERRORS: dict[int | str, dict[str, Any]] = {
     **COMMON_ERRORS,
-    403: _status_doc("The URI or target is not visible to this caller, or does not exist (RET-4031/4032)."),
+    403: _status_doc(
+        f"The URI or target is not visible to this caller, or does not exist (RET-4031/4032); or {_ORIGIN}."
+    ),
+}
+_WRITE_LIMITS: dict[int | str, dict[str, Any]] = {
+    500: _status_doc(
+        "Storage failed (WRT-5001; details.read_only on a read-only home, not retryable), or an unexpected server "
+        "error (API-5001)."
+    ),
+    503: _status_doc(
+        "Not ready (API-5031), embedding failed (WRT-5031), or no write turn within ingest.write_wait_s "
+        "(WRT-5032); retry."
+    ),
 }
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **READ_ERRORS,
+    **_WRITE_LIMITS,
     404: _status_doc("Server-side path not found or not below an allowed root (WRT-4041)."),
     409: _status_doc("Conflict, e.g. a non-empty directory without recursive (WRT-4091)."),
+    413: _status_doc(
+        "Request body over the size limit (WRT-4131), or a document over ingest.max_chunks_per_document (WRT-4132)."
+    ),
     415: _status_doc("Unsupported file type (WRT-4151)."),
     422: _status_doc("Content empty, binary or not UTF-8 (WRT-4221)."),
 }
@@ -82,7 +108,10 @@ MEMORY_ERRORS: dict[int | str, dict[str, Any]] = {
         "Invalid request: bad URI, category or session id (WRT-4001), bad field, role, timestamp, "
         "metadata or paging (WRT-4002)."
     ),
-    403: _status_doc("The memory does not exist or is not visible/writable for this caller (RET-4032, one body)."),
+    **_WRITE_LIMITS,
+    403: _status_doc(
+        f"The memory does not exist or is not visible/writable for this caller (RET-4032, one body); or {_ORIGIN}."
+    ),
     413: _status_doc("Body, batch (memory.max_batch_items), text or metadata over its limit (WRT-4131)."),
     422: _status_doc("Text or message content empty, binary or not UTF-8 (WRT-4221)."),
 }

@@ -24,12 +24,13 @@ from fastapi import APIRouter, Depends, File, Form, Query, Request, Security, Up
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http import calls
 from context_engine.interfaces.http.errors import (
+    GUARD_ERRORS,
     MEMORY_ERRORS,
     MEMORY_TAG,
     READ_ERRORS,
@@ -504,7 +505,9 @@ def move(req: MoveRequest, service: Service, ctx: Caller) -> IngestReport:
 
 
 # ---- operations -----------------------------------------------------------------------------------------------------
-@router.get("/healthz", response_model=HealthResponse, tags=["operations"], operation_id="healthz")
+@router.get(
+    "/healthz", response_model=HealthResponse, tags=["operations"], operation_id="healthz", responses=GUARD_ERRORS
+)
 async def healthz() -> HealthResponse:
     """Liveness: the process answers (the engine may still be loading)."""
     return HealthResponse()
@@ -515,7 +518,7 @@ async def healthz() -> HealthResponse:
     response_model=ReadyResponse,
     tags=["operations"],
     operation_id="readyz",
-    responses={503: {"model": ErrorEnvelope, "description": "Starting or stopping (API-5031)."}},
+    responses={**GUARD_ERRORS, 503: {"model": ErrorEnvelope, "description": "Starting or stopping (API-5031)."}},
 )
 async def readyz(request: Request) -> ReadyResponse:
     """Readiness: the engine is open (model loaded, stores open) and requests are served; ``degraded`` with the
@@ -539,7 +542,10 @@ async def readyz(request: Request) -> ReadyResponse:
     tags=["operations"],
     operation_id="metrics",
     response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}, "description": "Prometheus text format."}},
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}, "description": "Prometheus text format."},
+        **GUARD_ERRORS,
+    },
 )
 async def metrics(request: Request) -> Response:
     """Prometheus metrics of this process (the mapping from seed 000 §8 names is in docs/interfaces.md)."""
