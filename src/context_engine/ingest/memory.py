@@ -58,6 +58,7 @@ from context_engine.schema.memory import (
     MemoryWriteResult,
     Message,
     MessageRole,
+    message_fields,
     parse_timestamp,
 )
 from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
@@ -240,6 +241,7 @@ class MemoryWriter:
             ) from err
 
     def _message(self, index: int, raw: Message | dict[str, Any], session_id: str) -> _Prepared:
+        raw = message_fields(raw)  # OpenAI and LangChain formats (schema/memory.py)
         if isinstance(raw, dict) and (raw.get("content") is None or raw.get("content") == ""):
             raise _error(ErrorCode.CONTENT_INVALID, "the message has no content", index, field="content")
         try:

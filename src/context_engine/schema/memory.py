@@ -16,7 +16,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "DedupPolicy",
@@ -29,6 +29,8 @@ __all__ = [
     "MemoryWriteResult",
     "Message",
     "MessageRole",
+    "ROLE_ALIASES",
+    "message_fields",
     "parse_timestamp",
 ]
 
@@ -68,6 +70,72 @@ def parse_timestamp(value: datetime | str | int | float | None) -> datetime | No
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
+#: Roles of other message formats and the role each maps to: LangChain's message types (``human``, ``ai``; its
+#: ``system`` and ``tool`` are ours) and OpenAI's ``developer`` and legacy ``function``. Matched case-insensitively.
+ROLE_ALIASES: dict[str, MessageRole] = {"human": "user", "ai": "assistant", "developer": "system", "function": "tool"}
+
+
+_TEXT_PARTS = ("text", "input_text", "output_text")  # Chat Completions' and the Responses API's text parts
+
+
+def _content_text(content: Any) -> Any:
+    # OpenAI's content parts ([{"type": "text", "text": ...}, {"type": "image_url", ...}]) and LangChain's list
+    # content: the text parts joined by newlines; a part with no text (an image) is left out.
+    if not isinstance(content, list):
+        return content
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str) and part.get("type", "text") in _TEXT_PARTS:
+            texts.append(part["text"])
+    return "\n".join(t for t in texts if t.strip())
+
+
+def message_fields(raw: Any) -> Any:
+    """A message in one of the common formats, as the fields of :class:`Message` (anything else is returned as is,
+    for validation to refuse).
+
+    Accepted besides our own ``{role, content, speaker, timestamp, metadata}``:
+
+    * OpenAI chat messages: ``name`` is the speaker (when ``speaker`` is not given); ``content`` may be a list of
+      parts, whose text parts are joined by newlines; roles ``developer`` -> ``system``, ``function`` -> ``tool``.
+    * LangChain: ``{"type": "human", "content": ...}`` (``type`` stands for ``role``), the
+      ``messages_to_dict`` form ``{"type": "ai", "data": {"content": ..., "name": ...}}``, and message objects
+      (anything with ``type`` and ``content`` attributes, e.g. ``HumanMessage``); ``human`` -> ``user``,
+      ``ai`` -> ``assistant``.
+
+    A role is matched case-insensitively (:data:`ROLE_ALIASES`). Fields these formats carry that a memory has no
+    place for (``tool_calls``, ``id``, ``additional_kwargs``...) are dropped only in the ``data`` form; at the top
+    level they are refused as unknown fields, so a typo is never silently lost.
+    """
+    if not isinstance(raw, dict):
+        if isinstance(raw, _Model) or not (hasattr(raw, "type") and hasattr(raw, "content")):
+            return raw
+        raw = {"type": raw.type, "content": raw.content, "name": getattr(raw, "name", None)}
+    out = dict(raw)
+    data = out.get("data")
+    if "type" in out and isinstance(data, dict) and "content" not in out:
+        out.pop("data")
+        out["content"] = data.get("content")
+        if data.get("name") is not None:
+            out.setdefault("name", data["name"])
+    if "type" in out and "role" not in out:
+        out["role"] = out.pop("type")
+    elif out.get("type") == "message" and "role" in out:
+        del out["type"]  # an OpenAI Responses API input item: {"type": "message", "role": ..., "content": ...}
+    role = out.get("role")
+    if isinstance(role, str):
+        folded = role.strip().lower()
+        out["role"] = ROLE_ALIASES.get(folded, folded)
+    name = out.pop("name", None)
+    if name is not None and out.get("speaker") is None:
+        out["speaker"] = name
+    if "content" in out:
+        out["content"] = _content_text(out["content"])
+    return out
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -80,10 +148,11 @@ def _no_bool(value: Any) -> Any:
 
 
 class Message(_Model):
-    """One conversation message for ``add_messages``.
+    """One conversation message for ``add_messages``. OpenAI and LangChain messages are accepted too
+    (:func:`message_fields`: ``name``, ``human``/``ai``, content parts).
 
     Attributes:
-        role: ``user`` (default), ``assistant``, ``system`` or ``tool``.
+        role: ``user`` (default), ``assistant``, ``system`` or ``tool`` (or an alias in :data:`ROLE_ALIASES`).
         content: the message text (non-empty after stripping).
         speaker: who said it (a name), shown in the memory's abstract as ``speaker: content``; default: the role.
         timestamp: when it was said (ISO 8601 text, a datetime or Unix seconds): the memory's ``occurred_at``.
@@ -97,6 +166,11 @@ class Message(_Model):
     metadata: dict[str, Any] | None = None
 
     _timestamp_not_bool = field_validator("timestamp", mode="before")(_no_bool)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _formats(cls, raw: Any) -> Any:
+        return message_fields(raw)
 
 
 class MemoryItem(_Model):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from context_engine.schema.knowledge import SemanticMode, SessionTraceSummary, ToolInvocation
-from context_engine.schema.memory import DedupPolicy
+from context_engine.schema.memory import DedupPolicy, message_fields
 from context_engine.schema.query import ContextTypeName
 from context_engine.schema.views import NodeView
 
@@ -87,11 +87,23 @@ class MessageIn(_Request):
     # The docstring is the schema's description, which MCP clients read on every call: the rules are kept here.
     # A missing or blank content is WRT-4221 (like an empty document), so it defaults to "" and the engine refuses
     # it; an unknown role or a timestamp that does not parse is WRT-4002 (with the message's index).
-    role: str = Field("user", description="user, assistant, system or tool.")
-    content: str = Field("", description="The message text (required, non-blank).")
+    # OpenAI and LangChain messages are accepted as they are (schema/memory.py, message_fields): ``name`` is the
+    # speaker, ``type`` the role (LangChain), human/ai/developer/function map to our roles, content parts are joined.
+    role: str = Field("user", description="user, assistant, system or tool (also human, ai, developer, function).")
+    content: str | list[str | dict[str, Any]] = Field(
+        "", description="The message text (required, non-blank), or OpenAI content parts (their text is joined)."
+    )
     speaker: str | None = Field(None, description="Who said it (a name); default: the role.")
+    name: str | None = Field(None, description="OpenAI's speaker name: the speaker when speaker is not given.")
+    type: str | None = Field(None, description="LangChain's message type (human, ai, system, tool): the role.")
     timestamp: Timestamp | None = Field(None, description="When it was said: ISO 8601 or Unix seconds.")
     metadata: dict[str, Any] | None = Field(None, description="A JSON object kept with the message.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _formats(cls, raw: Any) -> Any:
+        # one mapping for every entry point: name -> speaker, type -> role, LangChain's {"type", "data"} flattened
+        return message_fields(raw)
 
 
 class AddMessagesRequest(_Request):

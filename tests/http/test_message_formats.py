@@ -1,0 +1,55 @@
+"""add_messages over HTTP in the formats agents already hold (issue 29 item 3): OpenAI chat messages (``name``, content
+parts) and LangChain's message dicts (``type`` human/ai, the ``messages_to_dict`` form) are stored with the right role
+and speaker; an unknown field is still refused."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _stored(client, headers, uri):
+    r = client.get("/api/v1/memories/item", params={"uri": uri}, headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return body["metadata"]["role"], body["metadata"]["speaker"], body["text"]
+
+
+def test_openai_messages_keep_their_names_and_join_their_text_parts(client, tenants):
+    messages = [
+        {"role": "user", "name": "Sam", "content": "I moved to Lisbon last week."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted,"}, {"type": "text", "text": "Lisbon."}]},
+        {"role": "developer", "content": "Answer in English."},
+    ]
+    r = client.post("/api/v1/memories/messages", json={"session_id": "oa", "messages": messages}, headers=tenants.alice)
+    assert r.status_code == 200, r.text
+    uris = [item["uri"] for item in r.json()["items"]]
+    assert [_stored(client, tenants.alice, u) for u in uris] == [
+        ("user", "Sam", "I moved to Lisbon last week."),
+        ("assistant", "assistant", "Noted,\nLisbon."),
+        ("system", "system", "Answer in English."),
+    ]
+
+
+def test_langchain_message_dicts_map_human_and_ai(client, tenants):
+    messages = [
+        {"type": "human", "content": "My sister teaches chemistry in Leeds."},
+        {"type": "ai", "data": {"content": "Good to know.", "name": "helper", "additional_kwargs": {}}},
+    ]
+    r = client.post("/api/v1/memories/messages", json={"session_id": "lc", "messages": messages}, headers=tenants.alice)
+    assert r.status_code == 200, r.text
+    uris = [item["uri"] for item in r.json()["items"]]
+    assert [_stored(client, tenants.alice, u) for u in uris] == [
+        ("user", "user", "My sister teaches chemistry in Leeds."),
+        ("assistant", "helper", "Good to know."),
+    ]
+
+
+def test_an_unknown_role_or_field_is_still_refused(client, tenants):
+    bad_role = {"session_id": "x", "messages": [{"role": "narrator", "content": "Once upon a time."}]}
+    r = client.post("/api/v1/memories/messages", json=bad_role, headers=tenants.alice)
+    assert r.status_code == 400 and r.json()["code"] == "WRT-4002", r.text
+    bad_field = {"session_id": "x", "messages": [{"role": "user", "content": "x", "tool_calls": []}]}
+    r = client.post("/api/v1/memories/messages", json=bad_field, headers=tenants.alice)
+    assert r.status_code in (400, 422) and r.json()["code"] in ("WRT-4002", "RET-4001"), r.text
