@@ -20,7 +20,7 @@ from pathlib import Path
 
 import ir_measures
 import numpy as np
-from ir_measures import R, RR, nDCG
+from ir_measures import RR, R, nDCG
 
 from context_engine.ingest.pipeline import vector_id
 from context_engine.providers.embedder import SentenceTransformerEmbedder

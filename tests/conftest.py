@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as _hyp_settings
 
 from context_engine.providers.embedder import SentenceTransformerEmbedder
 from context_engine.settings import EmbeddingSettings, load_settings
@@ -71,8 +72,6 @@ def make_engine(tmp_path, embedder):
 
 
 # Hypothesis runs derandomized by default so CI is deterministic; HYPOTHESIS_PROFILE=explore searches afresh.
-from hypothesis import settings as _hyp_settings
-
 _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
 _hyp_settings.register_profile("explore", derandomize=False, print_blob=True)
 _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

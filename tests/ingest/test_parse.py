@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -267,7 +268,7 @@ def test_over_long_paragraph_is_split_on_sentences_with_overlap() -> None:
     long_chunks = [c for c in chunks if c.breadcrumb == ["Doc", "Long"]]
     assert len(long_chunks) >= 3
     assert all(c.token_estimate <= SMALL.chunk_max_tokens for c in chunks)
-    for prev, nxt in zip(long_chunks, long_chunks[1:]):
+    for prev, nxt in pairwise(long_chunks):
         first = split_sentences(nxt.text)[0]
         assert prev.text.endswith(first) or first in prev.text  # starts with a sentence of the previous chunk
         assert all(s.endswith(".") for s in split_sentences(nxt.text))  # cut on sentence boundaries

@@ -27,7 +27,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.app import app
 from context_engine.service import ContextEngineService
 from context_engine.settings import load_settings
-from tests.retrieval.conftest import ADMIN, ALICE, HashEmbedder, seed_small_store
+from tests.retrieval.conftest import ADMIN, HashEmbedder, seed_small_store
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = "ctx://resources/ops/storage/disk-pressure.md"
@@ -73,7 +73,7 @@ if __name__ == "__main__":
         print(json.dumps(run(engine)))
     finally:
         engine.close()
-""" % {"doc": DOC}
+""" % {"doc": DOC}  # noqa: UP031 - a Python script as a template: its own braces rule out str.format
 
 
 def _reader_module():

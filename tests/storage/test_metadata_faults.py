@@ -20,8 +20,8 @@ from context_engine.schema.nodes import NodeRecord
 from context_engine.settings import LoggingSettings, load_settings
 from context_engine.storage.factory import open_metadata
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
-from tests.postgres import POSTGRES_URL, fresh_postgres_database
 from tests.http.helpers import LOOPBACK_URL
+from tests.postgres import POSTGRES_URL, fresh_postgres_database
 from tests.retrieval.conftest import HashEmbedder
 from tests.services import service_var
 

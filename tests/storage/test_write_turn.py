@@ -80,9 +80,8 @@ def test_another_process_waits_for_the_turn_and_a_dead_waiters_ticket_is_skipped
 def test_the_store_refuses_a_turn_after_the_bounded_wait_with_a_retryable_503(tmp_path: Path) -> None:
     store = SqlMetadataStore.sqlite(tmp_path / "metadata.db")
     try:
-        with store.write_turn(5):
-            with pytest.raises(ContextEngineError) as err, store.write_turn(0.2):
-                pass
+        with store.write_turn(5), pytest.raises(ContextEngineError) as err, store.write_turn(0.2):
+            pass
         assert err.value.code is ErrorCode.WRITE_BUSY and err.value.retryable
         assert err.value.code.http_status == 503 and err.value.code.exit_code == 4
     finally:

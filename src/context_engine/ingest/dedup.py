@@ -184,9 +184,7 @@ def _classify_word(word: str, initial: bool, definite: set[str], tentative: set[
     letters = [c for c in base if c.isalpha()]
     if folded in _NUMBER_WORDS:
         definite.add(_NUMBER_WORDS[folded])
-    elif folded in _SCALE_WORDS:
-        definite.add(folded)
-    elif folded in _CALENDAR and (base[0].isupper() or folded not in _CALENDAR_VERBS):
+    elif folded in _SCALE_WORDS or (folded in _CALENDAR and (base[0].isupper() or folded not in _CALENDAR_VERBS)):
         definite.add(folded)
     elif not base[0].isupper():
         if any(c.isupper() for c in letters):

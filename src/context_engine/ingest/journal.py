@@ -24,6 +24,7 @@ O(store).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -129,10 +130,10 @@ class WriteJournal:
             self.sync(account_id, sync_ids)
         except ContextEngineError as err:
             _LOG.warning("vector index sync failed; the write stays pending: %s", err.message)
-            try:  # nothing half-visible: withdraw whatever part of this write reached the index
+            # Nothing half-visible: withdraw whatever part of this write reached the index. Should that fail too, the
+            # nodes stay pending, and searches skip pending nodes, so a leftover is never served.
+            with contextlib.suppress(ContextEngineError):
                 self._index.delete(sorted(set(sync_ids)))
-            except ContextEngineError:
-                pass  # the nodes stay pending, and searches skip pending nodes, so a leftover is never served
             self._release(journal_id)
             return len(uris)
         self.crash_point("index_synced")

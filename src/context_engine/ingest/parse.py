@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal
 
 from context_engine.schema.nodes import Chunk
@@ -900,7 +901,7 @@ class MarkdownChunker:
             text = block.text
             cuts = sentence_boundaries(text, newlines="none" if block.kind == "paragraph" else "items")
             bounds = [0, *cuts, len(text)]
-            for start, end in zip(bounds, bounds[1:]):
+            for start, end in pairwise(bounds):
                 tokens = estimate_tokens(text[start:end])
                 if tokens <= budget:
                     yield _Segment(k, start, end, tokens, False)

@@ -34,7 +34,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.retrieval.l0_source import L0Match
 from context_engine.retrieval.run import SearchRun, unusable_reason
 from context_engine.retrieval.scope import base_filter, type_roots, within_target
 from context_engine.retrieval.scoring import Scorer
@@ -43,6 +42,7 @@ from context_engine.schema.hits import NodeHit, SeedHit
 from context_engine.schema.nodes import NodeRecord, VectorFilter
 from context_engine.schema.query import TypedQuery
 from context_engine.settings import HierarchySettings
+from context_engine.storage.vector.scoring import L0Match
 
 __all__ = ["HierarchicalSearcher", "ancestor_uris"]
 
@@ -286,7 +286,7 @@ class HierarchicalSearcher:
         ]
         pool.sort(key=lambda item: (-item[0], item[2].match.uri, item[1]))
         chosen: set[str] = set()
-        for score, i, f in pool:
+        for _score, i, f in pool:
             uri = f.match.uri
             if uri not in chosen and len(chosen) >= cap:
                 continue

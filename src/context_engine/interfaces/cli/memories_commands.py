@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import ExitStack
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -46,7 +46,7 @@ __all__ = ["DedupPolicyOption", "json_object_option", "timestamp_option"]
 _UNIX_SECONDS = re.compile(r"^-?\d+(\.\d+)?$")
 
 
-class DedupPolicyOption(str, Enum):
+class DedupPolicyOption(StrEnum):
     """``--policy``: what a near-duplicate memory write does (``memory.dedup_policy`` when not given)."""
 
     skip = "skip"
