@@ -5,6 +5,9 @@
 ``text`` the L0 abstract, the requested level's text or the lookup_knowledge evidence) with ``metadata`` ``uri``,
 ``level`` and ``score`` (plus ``relevance_level`` for lookup_knowledge); ``score`` is the same number. See
 :mod:`context_engine.integrations._common` for the exact fields.
+
+The number of nodes is ``top_k`` or, by LlamaIndex's usual name, ``similarity_top_k`` (the contract of
+``llama_index.core`` ``BaseRetriever``, checked by tests/client/test_llamaindex_contract.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class ContextEngineRetriever(BaseRetriever):
         api_key: the caller's API key (``Authorization: Bearer``); its RequestContext decides what is visible.
         tool, level, top_k, options: see :class:`~context_engine.integrations._common.RetrieverConfig`
             (pydantic ``ValidationError`` when out of range).
+        similarity_top_k: another name of ``top_k`` (LlamaIndex's); both given and different is a ``ValueError``.
         timeout_s: per-request timeout, seconds.
         callback_manager: LlamaIndex callbacks.
 
@@ -45,15 +49,26 @@ class ContextEngineRetriever(BaseRetriever):
         *,
         tool: Tool = "search_memory",
         level: TextLevel | None = None,
-        top_k: int = 5,
+        top_k: int | None = None,
+        similarity_top_k: int | None = None,
         options: dict[str, Any] | None = None,
         timeout_s: float = 30.0,
         callback_manager: CallbackManager | None = None,
     ) -> None:
-        self.config = RetrieverConfig(tool=tool, level=level, top_k=top_k, options=options or {})
+        if top_k is not None and similarity_top_k is not None and top_k != similarity_top_k:
+            raise ValueError(f"top_k={top_k!r} and similarity_top_k={similarity_top_k!r} disagree: give one of them")
+        wanted = top_k if top_k is not None else similarity_top_k
+        self.config = RetrieverConfig(
+            tool=tool, level=level, top_k=5 if wanted is None else wanted, options=options or {}
+        )
         self._base_url, self._api_key, self._timeout_s = base_url, api_key, timeout_s
         self._client: Client | None = None
         super().__init__(callback_manager=callback_manager)
+
+    @property
+    def similarity_top_k(self) -> int:
+        """The number of nodes asked for (``top_k``)."""
+        return self.config.top_k
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self._client is None:  # one connection pool for the retriever's life
