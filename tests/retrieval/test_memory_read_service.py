@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.retrieval.memory_read_service import MemoryReadService
+from context_engine.retrieval.memory_read_service import MemoryReadService, page
 from context_engine.retrieval.redaction import Redactor
 from context_engine.schema.context import RequestContext
 from context_engine.schema.nodes import Relation
@@ -81,13 +81,32 @@ def test_l2_secrets_are_redacted(engine):
     assert "How the payments service reaches its database." in text  # the rest is kept
 
 
-def test_long_content_becomes_an_excerpt(engine):
+def test_long_content_is_read_a_page_at_a_time(engine):
     body = "# Long\n\n" + "\n".join(f"Line {i} of a long runbook about disks." for i in range(400))
     engine.add_text(body, "ctx://resources/ops/long.md", ADMIN)
     reader = MemoryReadService(engine.content, engine.metadata, engine.redactor, ReadSettings(l2_excerpt_max_chars=300))
-    text = reader.read("ctx://resources/ops/long.md", "L2", ctx=ADMIN).content_excerpt
-    assert len(text) < 400
-    assert text.startswith("# Long") and f"of {len(body)} characters" in text
+    first = reader.read_page("ctx://resources/ops/long.md", "L2", ctx=ADMIN)
+    assert len(first.block.content_excerpt) <= 300 and first.block.content_excerpt.startswith("# Long")
+    assert first.total_chars == len(body) and first.next_offset == len(first.block.content_excerpt)
+    pages, offset = [], 0
+    while offset is not None:
+        p = reader.read_page("ctx://resources/ops/long.md", "L2", ctx=ADMIN, offset=offset, max_chars=100)
+        pages.append(p.block.content_excerpt)
+        offset = p.next_offset
+    assert "".join(pages) == body and all(len(p) <= 100 for p in pages)
+
+
+@pytest.mark.parametrize("max_chars", [1, 7, 50, 1000])
+def test_pages_join_to_the_text_and_cut_at_lines(max_chars):
+    text = "".join(f"line {i} " + "x" * (i % 37) + "\n" for i in range(300)) + "no newline at the end"
+    parts, offset = [], 0
+    while offset is not None:
+        part, offset = page(text, sum(map(len, parts)), max_chars)
+        assert 1 <= len(part) <= max_chars
+        if offset is not None and max_chars >= 100:
+            assert part.endswith("\n")  # a line break within reach ends the page
+        parts.append(part)
+    assert "".join(parts) == text
 
 
 def test_excerpt_never_shows_a_private_key_cut_in_half(engine):

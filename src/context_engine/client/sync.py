@@ -125,10 +125,26 @@ class Client:
         ``typed_queries``, ``seed_hits``, ``next_actions``, ``trace``). ``fields``: as :meth:`search_memory`."""
         return self._call("search_memory_compact", {"query": query, **fields}, SearchMemoryCompact)
 
-    def read_memory(self, uri: str, level: Literal["L1", "L2"] = "L1", **fields: Any) -> ReadMemoryResponse:
-        """``POST /api/v1/read_memory``: the L1 overview (``block.overview``) or the redacted L2 content
-        (``block.content_excerpt``) of one URI. A URI the caller cannot see, or that does not exist: ``RET-4032``."""
-        return self._call("read_memory", {"uri": uri, "level": level, **fields}, ReadMemoryResponse)
+    def read_memory(
+        self,
+        uri: str,
+        level: Literal["L1", "L2"] = "L1",
+        *,
+        offset: int = 0,
+        max_chars: int | None = None,
+        **fields: Any,
+    ) -> ReadMemoryResponse:
+        """``POST /api/v1/read_memory``: the L1 overview (``block.overview``) or one page of the redacted L2 content
+        (``block.content_excerpt``) of one URI. L2 pages: ``offset`` (the previous answer's ``next_offset``) and
+        ``max_chars`` (1..12,000; ``None``: 12,000); the answer's ``next_offset`` is ``None`` on the last page.
+        A URI the caller cannot see, or that does not exist: ``RET-4032``. ``fields``: ``expand_relations``,
+        ``max_relations``."""
+        data: dict[str, Any] = {"uri": uri, "level": level, **fields}
+        if offset:  # only what differs from the server's defaults is sent
+            data["offset"] = offset
+        if max_chars is not None:
+            data["max_chars"] = max_chars
+        return self._call("read_memory", data, ReadMemoryResponse)
 
     def lookup_knowledge(self, query: str, **fields: Any) -> LookupResult:
         """``POST /api/v1/lookup_knowledge``: evidence blocks (best first, with ``relevance_level``), the context

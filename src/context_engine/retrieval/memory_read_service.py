@@ -6,8 +6,11 @@ Order of operations, so that nothing about an invisible node can leak:
    invisible URI.
 2. Look the node up in the metadata store. A missing node gives exactly the same ``RET-4032`` (403) as an
    invisible one: same message, details ``{"uri": <the URI as given, normalised>}``.
-3. Read the level from the content store; redact secrets (``Redactor``, patterns + detect-secrets); cut L2 to an
-   excerpt of at most ``l2_excerpt_max_chars`` characters at a line boundary.
+3. Read the level from the content store; redact secrets (``Redactor``, patterns + detect-secrets); L2 is returned
+   one page at a time (:func:`page`): at most ``max_chars`` (default and ceiling ``l2_excerpt_max_chars``)
+   characters from ``offset``, cut at a line boundary, with the offset of the next page (``None`` at the end).
+   Offsets count characters of the redacted text (the pattern pass runs over the whole text, so a secret is never
+   split by a page boundary; the detect-secrets pass, which works line by line, then runs over the page).
 4. With ``expand_relations``, add up to ``max_relations`` one-hop relations, dropping every target the caller cannot
    see or that no longer exists (silently: reporting them would leak their existence).
 
@@ -18,6 +21,7 @@ no L2 (``RET-4004``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from context_engine.errors import ContextEngineError, ErrorCode
@@ -30,7 +34,7 @@ from context_engine.schema.uri import ContextURI
 from context_engine.settings import ReadSettings
 from context_engine.storage.protocols import ContentStore, MetadataStore
 
-__all__ = ["MemoryReadService", "forbidden"]
+__all__ = ["MemoryReadService", "ReadPage", "forbidden", "page"]
 
 ReadLevelName = Literal["L0", "L1", "L2"]
 _FORBIDDEN_MESSAGE = "the URI does not exist or is not visible to this caller"
@@ -49,18 +53,34 @@ def _shown(uri: str) -> str:
         return uri if len(uri) <= 120 else uri[:117] + "..."
 
 
-def excerpt(text: str, max_chars: int, total_chars: int | None = None) -> str:
-    """``text`` when it fits, else its first lines up to ``max_chars`` plus a marker saying how much was cut.
+def page(text: str, offset: int, max_chars: int) -> tuple[str, int | None]:
+    """One page of ``text``: at most ``max_chars`` characters from ``offset``, and the offset of the next page.
 
-    ``total_chars`` is the length of the whole original when ``text`` is already only its beginning.
+    The page ends after the last line break in its window when that keeps at least half of it, else at the window's
+    end; the last page ends with the text. Pages read one after another by following the returned offset add up to
+    ``text`` exactly, and each page has at least one character (so following them always ends).
+
+    Returns:
+        ``(page_text, next_offset)``; ``next_offset`` is ``None`` when the page reaches the end of ``text``.
     """
-    total = len(text) if total_chars is None else total_chars
-    if len(text) <= max_chars and total <= len(text):
-        return text
-    cut = text.rfind("\n", 0, max_chars)
-    if cut < max_chars // 2:
-        cut = min(max_chars, len(text))
-    return text[:cut].rstrip() + f"\n\n…[excerpt: the first {cut} of {total} characters]"
+    end = offset + max_chars
+    if end >= len(text):
+        return text[offset:], None
+    cut = text.rfind("\n", offset, end)
+    if cut + 1 - offset > max_chars // 2:
+        end = cut + 1
+    return text[offset:end], end
+
+
+@dataclass(frozen=True)
+class ReadPage:
+    """A read block with its paging: ``offset`` and ``next_offset`` (``None`` at the end or for L0/L1) count
+    characters of the redacted L2 text, ``total_chars`` is its length (``None`` for L0/L1)."""
+
+    block: RetrievedBlock
+    offset: int = 0
+    next_offset: int | None = None
+    total_chars: int | None = None
 
 
 class MemoryReadService:
@@ -96,8 +116,11 @@ class MemoryReadService:
         expand_relations: bool = False,
         max_relations: int = 0,
         ctx: RequestContext | None = None,
+        *,
+        offset: int = 0,
+        max_chars: int | None = None,
     ) -> RetrievedBlock:
-        """One node at one level.
+        """One node at one level (the block of :meth:`read_page`).
 
         Args:
             uri: the node's URI (a directory with or without its trailing ``/``).
@@ -105,25 +128,53 @@ class MemoryReadService:
             expand_relations: add one-hop relations.
             max_relations: how many relations at most (0..``read.max_relations``).
             ctx: the caller; ``None`` is refused like an invisible URI.
+            offset: L2 only: where the page starts, in characters of the redacted text (0..its length).
+            max_chars: L2 only: the page's size at most, 1..``read.l2_excerpt_max_chars``; ``None``: that ceiling.
 
         Returns:
             A block with ``level_hit`` = ``level``, ``abstract`` always, ``overview`` for L1, ``content_excerpt`` for
-            L2 (redacted, possibly cut), ``score`` 1.0, ``match_reason`` ``explicit_read``, and ``read_recommendation``
-            ``read_l2`` after an L1 read of a file with content, else ``none``.
+            L2 (one page of the redacted text), ``score`` 1.0, ``match_reason`` ``explicit_read``, and
+            ``read_recommendation`` ``read_l2`` after an L1 read of a file with content, else ``none``.
 
         Raises:
-            ContextEngineError: ``RET-4032`` (403) for an invisible or missing URI, or an unparsable one, all with the
-                same message; ``RET-4004`` when the node has no such level (L2 of a directory); ``RET-4001`` for a
-                level or ``max_relations`` out of range.
+            ContextEngineError: as :meth:`read_page`.
+        """
+        return self.read_page(uri, level, expand_relations, max_relations, ctx, offset=offset, max_chars=max_chars).block
+
+    def read_page(
+        self,
+        uri: str,
+        level: ReadLevelName = "L1",
+        expand_relations: bool = False,
+        max_relations: int = 0,
+        ctx: RequestContext | None = None,
+        *,
+        offset: int = 0,
+        max_chars: int | None = None,
+    ) -> ReadPage:
+        """One node at one level, and for L2 one page of its content with the offset of the next (issue 29).
+
+        Args: as :meth:`read`.
+
+        Returns:
+            The block and its paging (:class:`ReadPage`): following ``next_offset`` until it is ``None`` reads the
+            whole redacted L2 text.
+
+        Raises:
+            ContextEngineError: ``RET-4032`` (403) for an invisible or missing URI, or an unparsable one, all with
+                the same message; ``RET-4004`` when the node has no such level (L2 of a directory); ``RET-4001`` for
+                a level, ``max_relations``, ``offset`` (negative, past the end, or not 0 on L0/L1) or ``max_chars``
+                out of range.
         """
         self._check_level(level)
         self._check_max_relations(max_relations)
+        limit = self._check_page(level, offset, max_chars)
         node = self._visible(uri, ctx)
         assert ctx is not None  # _visible refuses None
-        block = self._block(node, level, ctx)
+        block, nxt, total = self._block(node, level, ctx, offset, limit)
         if expand_relations and max_relations > 0:
             block.relations = self._relations(node, max_relations, ctx)
-        return block
+        return ReadPage(block, offset, nxt, total)
 
     def read_batch(
         self, uris: Sequence[str], level: ReadLevelName = "L1", ctx: RequestContext | None = None
@@ -157,7 +208,7 @@ class MemoryReadService:
             if node is None or not ctx.can_see(node.owner_space):
                 raise forbidden(_shown(raw))
             nodes.append(node)
-        return [self._block(n, level, ctx) for n in nodes]
+        return [self._block(n, level, ctx, 0, self._settings.l2_excerpt_max_chars)[0] for n in nodes]
 
     def relations(self, uri: str, max_relations: int, ctx: RequestContext | None = None) -> list[RelationRef]:
         """Up to ``max_relations`` one-hop relations of a visible node, to visible, existing targets only.
@@ -177,6 +228,23 @@ class MemoryReadService:
             raise ContextEngineError(
                 ErrorCode.QUERY_INVALID, f"level must be L1 or L2, got {level!r}", {"field": "level"}
             )
+
+    def _check_page(self, level: str, offset: int, max_chars: int | None) -> int:
+        """The page size to use; ``RET-4001`` for a negative offset, an offset on L0/L1 or a size out of range."""
+        ceiling = self._settings.l2_excerpt_max_chars
+        if max_chars is not None and not 1 <= max_chars <= ceiling:
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                f"max_chars must be in 1..{ceiling}, got {max_chars}",
+                {"field": "max_chars", "max": ceiling},
+            )
+        if offset < 0 or (offset > 0 and level != "L2"):
+            raise ContextEngineError(
+                ErrorCode.QUERY_INVALID,
+                f"offset must be >= 0, and 0 unless level is L2 (got {offset} at {level})",
+                {"field": "offset"},
+            )
+        return ceiling if max_chars is None else max_chars
 
     def _check_max_relations(self, max_relations: int) -> None:
         if not 0 <= max_relations <= self._settings.max_relations:
@@ -206,7 +274,9 @@ class MemoryReadService:
             raise forbidden(str(u))
         return node
 
-    def _block(self, node: NodeRecord, level: str, ctx: RequestContext) -> RetrievedBlock:
+    def _block(
+        self, node: NodeRecord, level: str, ctx: RequestContext, offset: int, max_chars: int
+    ) -> tuple[RetrievedBlock, int | None, int | None]:
         lv = Level(level)
         if lv is Level.L2 and node.is_dir:
             raise ContextEngineError(
@@ -217,6 +287,7 @@ class MemoryReadService:
         abstract = self._content.read_level(ctx.account_id, node.uri, Level.L0)
         abstract = self._redactor.redact(abstract, library=False).text if abstract else abstract
         overview = content = None
+        nxt = total = None
         if lv is not Level.L0:
             text = self._content.read_level(ctx.account_id, node.uri, lv)
             if text is None:
@@ -226,15 +297,22 @@ class MemoryReadService:
             if lv is Level.L1:
                 overview = self._redactor.redact(text).text
             else:
-                # Redact a margin beyond the excerpt so a secret straddling the cut is recognised whole; only the
-                # redacted text is ever cut and returned.
-                limit = self._settings.l2_excerpt_max_chars
-                head = text[: limit + 2048]
-                content = excerpt(self._redactor.redact(head).text, limit, total_chars=len(text))
+                # The pattern pass sees the whole text (a private key or token straddling a page boundary is
+                # recognised whole); the line-based detect-secrets pass then runs over the page alone.
+                whole = self._redactor.redact(text, library=False).text
+                total = len(whole)
+                if offset > total:
+                    raise ContextEngineError(
+                        ErrorCode.QUERY_INVALID,
+                        f"offset {offset} is past the end of {node.uri} ({total} characters)",
+                        {"field": "offset", "total_chars": total},
+                    )
+                chunk, nxt = page(whole, offset, max_chars)
+                content = self._redactor.redact(chunk).text
             if self._metrics is not None:
                 self._metrics.reads.labels(level=lv.value).inc()
         recommendation = "read_l2" if lv is not Level.L2 and not node.is_dir and node.has_content else "none"
-        return RetrievedBlock(
+        block = RetrievedBlock(
             uri=node.uri,
             level_hit=lv.value,
             score=1.0,
@@ -249,6 +327,7 @@ class MemoryReadService:
             read_recommendation=recommendation,
             match_reason="explicit_read",
         )
+        return block, nxt, total
 
     def _relations(self, node: NodeRecord, max_relations: int, ctx: RequestContext) -> list[RelationRef]:
         edges = self._metadata.get_relations(ctx.account_id, node.uri)

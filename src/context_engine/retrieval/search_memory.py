@@ -512,11 +512,20 @@ class ReadMemoryPipeline:
 
         Raises:
             ContextEngineError: ``RET-4032`` invisible or missing (same body); ``RET-4004`` no such level;
-                ``RET-4001`` ``max_relations`` out of range.
+                ``RET-4001`` ``max_relations``, ``offset`` or ``max_chars`` out of range.
         """
         request_id = _new_request_id()
         start = time.perf_counter()
-        block = self.reader.read(request.uri, request.level, False, request.max_relations, ctx)
+        paged = self.reader.read_page(
+            request.uri,
+            request.level,
+            False,
+            request.max_relations,
+            ctx,
+            offset=request.offset,
+            max_chars=request.max_chars,
+        )
+        block = paged.block
         read_ms = (time.perf_counter() - start) * 1e3
         relations_ms = 0.0
         if request.expand_relations and request.max_relations > 0:
@@ -527,4 +536,7 @@ class ReadMemoryPipeline:
             request_id=request_id,
             block=block,
             trace=ReadTrace(read_ms=round(read_ms), relations_ms=round(relations_ms)),
+            offset=paged.offset,
+            next_offset=paged.next_offset,
+            total_chars=paged.total_chars,
         )

@@ -250,6 +250,10 @@ class ReadMemoryRequest(_Model):
     ``max_relations`` is validated by the reader (0..``retrieval.read.max_relations``, else ``RET-4001``) and only
     used with ``expand_relations``. ``include_debug`` is accepted as the seed defines it; a read has no thinking
     trace, so it changes nothing today.
+
+    L2 is read one page at a time (issue 29): ``offset`` (characters of the redacted text, 0 for L1) and
+    ``max_chars`` (1..``retrieval.read.l2_excerpt_max_chars``, 12,000; ``None``: that ceiling), both validated by
+    the reader (``RET-4001``); the answer's ``next_offset`` is the next page's ``offset``, ``None`` at the end.
     """
 
     uri: str
@@ -257,6 +261,8 @@ class ReadMemoryRequest(_Model):
     expand_relations: bool = False
     max_relations: int = 0
     include_debug: bool = False
+    offset: int = 0
+    max_chars: int | None = None
 
 
 class ReadTrace(_Model):
@@ -267,8 +273,16 @@ class ReadTrace(_Model):
 
 
 class ReadMemoryResponse(_Model):
-    """``read_memory`` response (seed 000 §4.1.2)."""
+    """``read_memory`` response (seed 000 §4.1.2).
+
+    Paging of L2 (issue 29): ``block.content_excerpt`` holds the characters ``offset`` .. ``next_offset`` of the
+    redacted text, ``total_chars`` long; ``next_offset`` is ``None`` on the last page and for L1. Reading with
+    ``offset=next_offset`` until it is ``None`` and joining the pages gives the whole text.
+    """
 
     request_id: str
     block: RetrievedBlock
     trace: ReadTrace
+    offset: int = 0
+    next_offset: int | None = None
+    total_chars: int | None = None

@@ -8,7 +8,8 @@ with ``--verbose``. ``--json`` prints the hits (a list of RetrievedBlock objects
 response, ``--json --compact`` the compact answer that MCP agents get (``SearchMemoryCompact``, issue 15).
 ``search --queries FILE`` runs every non-empty line of FILE as a query in one process (one engine start), each
 printed under a ``search: <query>`` header; with ``--json`` a list of ``{"query", "hits"}`` (or ``"response"``). ``read URI --level L0|L1|L2`` reads one level:
-L1/L2 through read_memory (ACL first, secrets redacted, L2 possibly an excerpt), L0 from the content store after
+L1/L2 through read_memory (ACL first, secrets redacted, L2 one page of at most ``--max-chars`` from ``--offset``;
+the next page's command is printed on stderr), L0 from the content store after
 the same ACL check.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -37,7 +38,7 @@ from context_engine.interfaces.cli.common import (
 from context_engine.schema.levels import Level
 
 if TYPE_CHECKING:
-    from context_engine.schema.query import SearchMemoryRequest, SearchMemoryResponse
+    from context_engine.schema.query import ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 
 
 def _session(path: Path | None) -> dict | None:
@@ -217,8 +218,12 @@ def read(
     relations: Annotated[
         int, typer.Option("--relations", help="Add up to this many one-hop relations (L1/L2).", min=0, max=1000)
     ] = 0,
+    offset: Annotated[int, typer.Option("--offset", help="L2: where the page starts (a 'next:' offset).", min=0)] = 0,
+    max_chars: Annotated[
+        int | None, typer.Option("--max-chars", help="L2: page size, 1..12000 (default 12000).", min=1)
+    ] = None,
 ) -> None:
-    """read_memory: one level of a node (secrets redacted; L2 may be an excerpt)."""
+    """read_memory: one level of a node (secrets redacted; L2 one page at a time, --offset for the next)."""
     from context_engine.schema.query import ReadMemoryRequest
 
     with open_engine() as engine:
@@ -227,27 +232,55 @@ def read(
             payload = {"uri": uri, "level": "L0", "text": text}
         else:
             response = engine.read_memory(
-                ReadMemoryRequest(uri=uri, level=level.value, expand_relations=relations > 0, max_relations=relations),
+                ReadMemoryRequest(
+                    uri=uri,
+                    level=level.value,
+                    expand_relations=relations > 0,
+                    max_relations=relations,
+                    offset=offset,
+                    max_chars=max_chars,
+                ),
                 state.ctx,
             )
-            block = response.block
-            text = (block.overview if level is Level.L1 else block.content_excerpt) or ""
-            payload = {
-                "uri": block.uri,
-                "level": level.value,
-                "text": text,
-                "request_id": response.request_id,
-                "block": block.model_dump(mode="json"),
-            }
+            payload = read_payload(response, level)
+    print_read(payload, level)
+
+
+def read_payload(response: ReadMemoryResponse, level: Level) -> dict[str, Any]:
+    """What ``read`` prints with ``--json``: the level's text, the block and the L2 paging."""
+    block = response.block
+    return {
+        "uri": block.uri,
+        "level": level.value,
+        "text": (block.overview if level is Level.L1 else block.content_excerpt) or "",
+        "request_id": response.request_id,
+        "block": block.model_dump(mode="json"),
+        "offset": response.offset,
+        "next_offset": response.next_offset,
+        "total_chars": response.total_chars,
+    }
+
+
+def print_read(payload: dict[str, Any], level: Level) -> None:
+    """Print a ``read`` answer: JSON with ``--json``, else the text, its relations and the next page's command."""
     if state.json:
         emit(payload)
         return
-    out.print(text, markup=False, highlight=False)
-    if level is not Level.L0:
-        for rel in payload["block"]["relations"]:
-            out.print(
-                f"[dim]related ({rel['relation_type']}, {rel['weight']:.2f}):[/] {rel['to_uri']}", highlight=False
-            )
+    out.print(payload["text"], markup=False, highlight=False)
+    if level is Level.L0:
+        return
+    for rel in payload["block"]["relations"]:
+        out.print(f"[dim]related ({rel['relation_type']}, {rel['weight']:.2f}):[/] {rel['to_uri']}", highlight=False)
+    if payload.get("next_offset") is not None:
+        err_console.print(
+            Text.assemble(
+                ("next:", "dim"),
+                f" context-engine read {payload['uri']} --level L2 --offset {payload['next_offset']}"
+                f" ({payload['next_offset']} of {payload['total_chars']} characters shown)",
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _meta_filter(pairs: list[str] | None) -> dict[str, object] | None:

@@ -356,7 +356,7 @@ def build_mcp_server(
             calls.search_memory,
         )
 
-    @mcp.tool(annotations=read_only, description="Read one URI at L1 (overview) or L2 (content).")
+    @mcp.tool(annotations=read_only, description="Read one URI at L1 (overview) or L2 (content, paged).")
     async def read_memory(
         uri: str,
         level: Literal["L1", "L2"] = "L1",
@@ -365,6 +365,8 @@ def build_mcp_server(
             int, Field(description="Up to the server limit (50).", json_schema_extra={"minimum": 0})
         ] = 0,
         include_debug: bool = False,
+        offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
+        max_chars: int | None = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         args = _arguments(locals())
