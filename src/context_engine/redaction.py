@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -241,7 +242,8 @@ class Redactor:
         if self._plugins is None:
             from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-            plugins = []
+            plugins: list[Any] = []
+            cls: Any
             for cls in get_mapping_from_secret_type_to_class().values():
                 if cls.__name__ not in _SKIPPED_PLUGINS:
                     plugins.append(cls())
@@ -306,7 +308,7 @@ def _pattern_pass(text: str) -> Redaction:
     if _TRIGGER.search(text) is None:
         return out
     for kind, pattern, group in PATTERNS:
-        out.text = pattern.sub(lambda m, k=kind, g=group: _replace(m, k, g, out), out.text)
+        out.text = pattern.sub(functools.partial(_replace, kind=kind, group=group, out=out), out.text)
     return out
 
 
@@ -408,7 +410,7 @@ def slug_text(text: str) -> str:
     return _MARK_RE.sub(" ", redact_derived(text))
 
 
-def redact_log_event(logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def redact_log_event(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """structlog processor: every string of a log event (the message, fields, a formatted traceback) redacted by
     the patterns, so no secret from a document, query or error reaches a log line."""
     return {k: redact_structure(v) for k, v in event_dict.items()}

@@ -39,6 +39,7 @@ last; a home without it is rebuilt from scratch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -740,7 +741,7 @@ def run_conversation_eval(
             if "dense" in wanted:
                 embed_tick = tick(f"embed {backend}", n_t)
                 dense = ScopedRetriever(
-                    conversations, lambda e=embedder, t=embed_tick: DenseRetriever(e, cache_dir=cache, progress=t)
+                    conversations, functools.partial(DenseRetriever, embedder, cache_dir=cache, progress=embed_tick)
                 )
                 try:
                     results.append(

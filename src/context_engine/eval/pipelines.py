@@ -28,10 +28,9 @@ from context_engine.storage.protocols import Embedder
 
 __all__ = ["PIPELINE_METHODS", "PipelineRetriever", "document_markdown"]
 
-PIPELINE_METHODS = ("lookup_knowledge", "search_memory")
-URI_ROOT = "ctx://resources/eval/"
-
 PipelineMethod = Literal["lookup_knowledge", "search_memory"]
+PIPELINE_METHODS: tuple[PipelineMethod, ...] = ("lookup_knowledge", "search_memory")
+URI_ROOT = "ctx://resources/eval/"
 
 
 def document_markdown(doc: Document) -> str:

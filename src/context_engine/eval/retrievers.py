@@ -51,7 +51,10 @@ _DOC_INPUT = "title+' '+text"
 class Retriever(Protocol):
     """One retrieval method under evaluation."""
 
-    method: str
+    @property
+    def method(self) -> str:
+        """The method's name in reports (``bm25``, ``dense``, ``search_memory``...)."""
+        ...
 
     @property
     def config(self) -> dict[str, Any]:

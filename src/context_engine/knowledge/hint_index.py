@@ -36,14 +36,16 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from context_engine.errors import ContextEngineError
 from context_engine.ingest.parse import split_breadcrumb
 from context_engine.knowledge.domains import domain_vocabularies
 from context_engine.knowledge.relevance import NAMING_KINDS
 from context_engine.knowledge.tokenize import (
+    Token,
     has_cjk,
     join_key,
     norm,
@@ -59,6 +61,9 @@ from context_engine.schema.uri import ContextURI
 from context_engine.settings import DomainVocabulary, KnowledgeSettings
 from context_engine.storage.metadata.audit import HintDoc, HintTerm, SqlAuditStore
 from context_engine.storage.protocols import MetadataStore
+
+if TYPE_CHECKING:
+    from context_engine.knowledge.semantic_search import DomainRestriction
 
 _LOG = logging.getLogger(__name__)
 
@@ -402,7 +407,7 @@ class HintSnapshot:
     max_alert_words: int
     domain_docs: dict[str, tuple[str, ...]]
     cross_cutting: frozenset[str] = frozenset()
-    _filters: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    _filters: dict[str, DomainRestriction] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -441,21 +446,23 @@ class HintSnapshot:
             cross_cutting=cross_cutting,
         )
 
-    def domain_filter(self, domain: str) -> tuple[str, list[str]]:
+    def domain_filter(self, domain: str) -> DomainRestriction:
         """How to restrict a vector search to ``domain`` (plus the cross-cutting domains' documents):
         ``("parent_uris", dirs)`` when those documents are exactly the documents of some directories (compact),
         else ``("doc_ids", uris)``. The list is empty when the domain has no document."""
-        found = self._filters.get(domain)
-        if found is None:
-            wanted = {domain, *self.cross_cutting}
-            uris = {u for d in wanted for u in self.domain_docs.get(d, ())} if domain in self.domain_docs else set()
-            parents = {self.docs[u].parent_uri for u in uris}
-            whole = all(d.domain in wanted for d in self.docs.values() if d.parent_uri in parents)
-            if uris and whole and None not in parents:
-                found = ("parent_uris", sorted(p for p in parents if p is not None))
-            else:
-                found = ("doc_ids", sorted(uris))
-            self._filters[domain] = found
+        cached = self._filters.get(domain)
+        if cached is not None:
+            return cached
+        wanted = {domain, *self.cross_cutting}
+        uris = {u for d in wanted for u in self.domain_docs.get(d, ())} if domain in self.domain_docs else set()
+        parents = {self.docs[u].parent_uri for u in uris}
+        whole = all(d.domain in wanted for d in self.docs.values() if d.parent_uri in parents)
+        found: DomainRestriction
+        if uris and whole and None not in parents:
+            found = ("parent_uris", sorted(p for p in parents if p is not None))
+        else:
+            found = ("doc_ids", sorted(uris))
+        self._filters[domain] = found
         return found
 
 
@@ -589,7 +596,7 @@ class KnowledgeIndexService:
             self._cache[account_id] = compiled
             return compiled
 
-    def domain_filter(self, account_id: str, domain: str) -> tuple[str, list[str]]:
+    def domain_filter(self, account_id: str, domain: str) -> DomainRestriction:
         """The vector-filter restriction for ``domain`` (see :meth:`HintSnapshot.domain_filter`)."""
         return self._index(account_id).domain_filter(domain)
 
@@ -633,86 +640,13 @@ class KnowledgeIndexService:
                 uri_prefix is None or uri.startswith(uri_prefix)
             )
 
-        found: dict[str, str] = {}  # key -> display text
-        keys = [t.key for t in toks]
-        for i, j, key in _ngrams(keys, idx.max_phrase_tokens, spaced=True):
-            if key in idx.postings and key not in found:
-                found[key] = text[toks[i].start : toks[j].end]
-        words: list[tuple[str, int]] = []
-        for i, t in enumerate(toks):
-            words.extend((w, i) for w in ([t.key] if t.cjk else split_identifier(t.text)))
-        for i, j, key in _ngrams([w for w, _ in words], idx.max_alert_words, spaced=False):
-            if key in idx.postings and key not in found:
-                found[key] = text[toks[words[i][1]].start : toks[words[j][1]].end]
-
-        strong: dict[str, dict[str, set[str]]] = {}  # uri -> {"keywords", "kinds"}
-        matched_keywords: set[str] = set()
-        broad: set[str] = set()
-        for key, shown in found.items():
-            docs = [(u, k) for u, k in idx.postings[key] if k in STRONG_KINDS and allowed(u)]
-            if not docs:
-                continue
-            matched_keywords.add(shown)
-            if len({u for u, _ in docs}) > self._settings.hint_max_doc_freq:
-                broad.add(shown)
-                continue
-            for uri, kind in docs:
-                entry = strong.setdefault(uri, {"keywords": set(), "kinds": set()})
-                entry["keywords"].add(shown)
-                entry["kinds"].add(kind)
-
-        qwords = {singular(w) for w, _ in words} | {w for w, _ in words}
-        qwords |= {words[i][0] + words[i + 1][0] for i in range(len(words) - 1)}
-        weak: dict[str, list[str]] = {}
-        named = any(kinds & NAMING_KINDS for kinds in (e["kinds"] for e in strong.values()))
-        # A query that names a document outright (alert or title) makes look-alike titles noise, not hints.
-        candidates = set() if named else {u for w in qwords for u in idx.word_docs.get(w, ())}
-        for uri in candidates:
-            if uri in strong or not allowed(uri):
-                continue
-            parts = idx.docs[uri].title_words
-            covered = _covered(parts, qwords)
-            if len(covered) >= 2 and len(covered) * 2 >= len(parts):
-                weak[uri] = covered
-
-        domain_terms: dict[str, set[str]] = {}
+        found, words = _query_keys(idx, text, toks)
+        strong, matched_keywords, broad = _strong_matches(idx, found, allowed, self._settings.hint_max_doc_freq)
+        weak = _weak_matches(idx, words, strong, allowed)
         r = self.resolver
-        for i, j, key in _ngrams(keys, r.max_term_tokens, spaced=True):
-            domain = r.terms.get(key) or (r.terms.get(singular(key)) if i == j else None)
-            if domain:
-                domain_terms.setdefault(domain, set()).add(text[toks[i].start : toks[j].end])
-        for t in toks:
-            if not t.cjk and len(split_identifier(t.text)) >= 2 and t.text[1:] != t.text[1:].lower():
-                domain = r.title_domain(t.text)
-                if domain:
-                    domain_terms.setdefault(domain, set()).add(t.text)
-        for uri, entry in strong.items():
-            domain = idx.docs[uri].domain
-            if domain:
-                domain_terms.setdefault(domain, set()).update(entry["keywords"])
+        domain_terms = _domain_terms(r, idx, text, toks, strong)
         matched_keywords |= {term for terms in domain_terms.values() for term in terms}
-
-        matches = [
-            HintMatch(
-                uri=uri,
-                title=idx.docs[uri].title,
-                domain=idx.docs[uri].domain,
-                strength="strong",
-                keywords=sorted(entry["keywords"]),
-                kinds=sorted(entry["kinds"]),
-            )
-            for uri, entry in sorted(strong.items())
-        ] + [
-            HintMatch(
-                uri=uri,
-                title=idx.docs[uri].title,
-                domain=idx.docs[uri].domain,
-                strength="weak",
-                keywords=covered,
-                kinds=["title_words"],
-            )
-            for uri, covered in sorted(weak.items())
-        ]
+        matches = _hint_matches(idx, strong, weak)
         domains = sorted(domain_terms)
         specific = [d for d in domains if d not in r.cross_cutting]  # a cross-cutting domain never narrows
         single = specific[0] if len(specific) == 1 else (domains[0] if len(domains) == 1 else None)
@@ -724,6 +658,118 @@ class KnowledgeIndexService:
             domain_terms={d: sorted(v) for d, v in sorted(domain_terms.items())},
             broad_keywords=sorted(broad),
         )
+
+
+# ---- the steps of analyze_query ----------------------------------------------------------------------------------
+_Strong = dict[str, dict[str, set[str]]]  # uri -> {"keywords": shown keywords, "kinds": term kinds}
+
+
+def _query_keys(idx: HintSnapshot, text: str, toks: Sequence[Token]) -> tuple[dict[str, str], list[tuple[str, int]]]:
+    """The index keys the query holds (key -> the query's text for it: phrases, then alert-like word runs) and the
+    query's words with the index of the token each comes from."""
+    found: dict[str, str] = {}  # key -> display text
+    keys = [t.key for t in toks]
+    for i, j, key in _ngrams(keys, idx.max_phrase_tokens, spaced=True):
+        if key in idx.postings and key not in found:
+            found[key] = text[toks[i].start : toks[j].end]
+    words: list[tuple[str, int]] = []
+    for i, t in enumerate(toks):
+        words.extend((w, i) for w in ([t.key] if t.cjk else split_identifier(t.text)))
+    for i, j, key in _ngrams([w for w, _ in words], idx.max_alert_words, spaced=False):
+        if key in idx.postings and key not in found:
+            found[key] = text[toks[words[i][1]].start : toks[words[j][1]].end]
+    return found, words
+
+
+def _strong_matches(
+    idx: HintSnapshot, found: dict[str, str], allowed: Callable[[str], bool], max_doc_freq: int
+) -> tuple[_Strong, set[str], set[str]]:
+    """Documents matched by a strong term kind, the matched keywords, and the keywords too broad to hint (in more
+    than ``max_doc_freq`` visible documents)."""
+    strong: _Strong = {}
+    matched_keywords: set[str] = set()
+    broad: set[str] = set()
+    for key, shown in found.items():
+        docs = [(u, k) for u, k in idx.postings[key] if k in STRONG_KINDS and allowed(u)]
+        if not docs:
+            continue
+        matched_keywords.add(shown)
+        if len({u for u, _ in docs}) > max_doc_freq:
+            broad.add(shown)
+            continue
+        for uri, kind in docs:
+            entry = strong.setdefault(uri, {"keywords": set(), "kinds": set()})
+            entry["keywords"].add(shown)
+            entry["kinds"].add(kind)
+    return strong, matched_keywords, broad
+
+
+def _weak_matches(
+    idx: HintSnapshot, words: list[tuple[str, int]], strong: _Strong, allowed: Callable[[str], bool]
+) -> dict[str, list[str]]:
+    """Documents whose title words the query mostly covers (uri -> the covered words), unless the query names a
+    document outright."""
+    qwords = {singular(w) for w, _ in words} | {w for w, _ in words}
+    qwords |= {words[i][0] + words[i + 1][0] for i in range(len(words) - 1)}
+    weak: dict[str, list[str]] = {}
+    named = any(kinds & NAMING_KINDS for kinds in (e["kinds"] for e in strong.values()))
+    # A query that names a document outright (alert or title) makes look-alike titles noise, not hints.
+    candidates = set() if named else {u for w in qwords for u in idx.word_docs.get(w, ())}
+    for uri in candidates:
+        if uri in strong or not allowed(uri):
+            continue
+        parts = idx.docs[uri].title_words
+        covered = _covered(parts, qwords)
+        if len(covered) >= 2 and len(covered) * 2 >= len(parts):
+            weak[uri] = covered
+    return weak
+
+
+def _domain_terms(
+    r: DomainResolver, idx: HintSnapshot, text: str, toks: Sequence[Token], strong: _Strong
+) -> dict[str, set[str]]:
+    """domain -> the query's terms for it: vocabulary terms, alert-like identifiers, strong matches' keywords."""
+    domain_terms: dict[str, set[str]] = {}
+    keys = [t.key for t in toks]
+    for i, j, key in _ngrams(keys, r.max_term_tokens, spaced=True):
+        domain = r.terms.get(key) or (r.terms.get(singular(key)) if i == j else None)
+        if domain:
+            domain_terms.setdefault(domain, set()).add(text[toks[i].start : toks[j].end])
+    for t in toks:
+        if not t.cjk and len(split_identifier(t.text)) >= 2 and t.text[1:] != t.text[1:].lower():
+            domain = r.title_domain(t.text)
+            if domain:
+                domain_terms.setdefault(domain, set()).add(t.text)
+    for uri, entry in strong.items():
+        domain = idx.docs[uri].domain
+        if domain:
+            domain_terms.setdefault(domain, set()).update(entry["keywords"])
+    return domain_terms
+
+
+def _hint_matches(idx: HintSnapshot, strong: _Strong, weak: dict[str, list[str]]) -> list[HintMatch]:
+    """The strong matches, then the weak ones, each by URI."""
+    return [
+        HintMatch(
+            uri=uri,
+            title=idx.docs[uri].title,
+            domain=idx.docs[uri].domain,
+            strength="strong",
+            keywords=sorted(entry["keywords"]),
+            kinds=sorted(entry["kinds"]),
+        )
+        for uri, entry in sorted(strong.items())
+    ] + [
+        HintMatch(
+            uri=uri,
+            title=idx.docs[uri].title,
+            domain=idx.docs[uri].domain,
+            strength="weak",
+            keywords=covered,
+            kinds=["title_words"],
+        )
+        for uri, covered in sorted(weak.items())
+    ]
 
 
 def _covered(parts: Sequence[str], qwords: set[str]) -> list[str]:

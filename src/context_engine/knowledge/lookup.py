@@ -63,6 +63,7 @@ from context_engine.schema.knowledge import (
     RelevanceLevel,
     RetrievalDetails,
     ScoredChunk,
+    SemanticMode,
     ToolInvocation,
 )
 from context_engine.schema.nodes import NodeRecord, VectorFilter
@@ -302,7 +303,9 @@ class LookupKnowledgeService:
         return result
 
     # ------------------------------------------------------------------------------------------------ stages
-    def _validate(self, request: LookupRequest, ctx: RequestContext) -> tuple[int, str, float, str | None]:
+    def _validate(
+        self, request: LookupRequest, ctx: RequestContext
+    ) -> tuple[int, SemanticMode, float, str | None]:
         # the one query check of every entry point (full and compact answers, Python API, HTTP, MCP, CLI); the other
         # fields' Unicode is checked by the service before this runs (service.lookup_knowledge)
         check_query_text(request.query, max_chars=MAX_QUERY_CHARS)

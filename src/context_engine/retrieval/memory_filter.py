@@ -80,7 +80,7 @@ class MemoryFilter:
             except ContextEngineError as err:
                 raise _invalid("session_id", err.message) from err
         parent = None
-        if session is not None:
+        if session_dir is not None:
             if root is not None:  # one session directory: its direct children, through the parent index
                 parent, roots = str(root.child("sessions", is_dir=True).child(session_dir.name, is_dir=True)), []
             else:

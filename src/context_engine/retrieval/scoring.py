@@ -56,6 +56,7 @@ Merging the typed queries of a request (:meth:`Scorer.merge`), in this order:
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -276,7 +277,7 @@ class Scorer:
             return 0.0
         when = when if when.tzinfo else when.replace(tzinfo=UTC)
         age = max(0.0, (now - when).total_seconds())
-        return round(0.5 ** (age / self._half_life_s), _DECIMALS)
+        return round(math.pow(0.5, age / self._half_life_s), _DECIMALS)
 
     def merge(
         self,

@@ -56,8 +56,13 @@ class RequestContext(BaseModel):
             )
         parts += [""] * (4 - len(parts))
         try:
-            return cls(
-                account_id=parts[0], role=parts[1] or "user", user_space=parts[2] or None, agent_space=parts[3] or None
+            return cls.model_validate(  # the role is text here, checked against the allowed roles by validation
+                {
+                    "account_id": parts[0],
+                    "role": parts[1] or "user",
+                    "user_space": parts[2] or None,
+                    "agent_space": parts[3] or None,
+                }
             )
         except ValidationError as err:
             why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False))

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from context_engine.schema.levels import Level  # noqa: F401 - re-exported; its own module keeps the CLI light
+from context_engine.schema.levels import Level as Level  # re-exported; its own module keeps the CLI light
 from context_engine.schema.uri import ContextType
 
 IndexStatus = Literal["indexed", "pending"]

@@ -240,7 +240,7 @@ def parse_read_target(target_uri: str | None, field: str = "target_uri") -> Cont
         ContextEngineError: ``RET-4001`` (a read code, never ``WRT-4001``) with ``details.field`` when malformed.
     """
     text = target_uri.strip() if isinstance(target_uri, str) else target_uri
-    if text is None or text == "" or text in ROOT_URIS:
+    if target_uri is None or text == "" or text in ROOT_URIS:
         return None
     try:
         return ContextURI.parse(target_uri)
