@@ -1,4 +1,4 @@
-"""ContextEngine: the right context at the right depth for AI agents (see DESIGN.md).
+"""ContextEngine: the right context at the right depth for AI agents (see docs/architecture.md).
 
 The public names are imported on first access (PEP 562), not with the package: every ``context_engine.*`` import
 runs this file first, and the schema and settings models cost about a third of a second to build, which a
@@ -13,11 +13,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from context_engine.errors import ContextEngineError, ErrorCode
     from context_engine.schema import ContextURI, Level, RequestContext
+    from context_engine.service import ContextEngine
     from context_engine.settings import Settings, load_settings
 
-__all__ = ["ContextEngineError", "ContextURI", "ErrorCode", "Level", "RequestContext", "Settings", "load_settings"]
+__all__ = [
+    "ContextEngine",
+    "ContextEngineError",
+    "ContextURI",
+    "ErrorCode",
+    "Level",
+    "RequestContext",
+    "Settings",
+    "load_settings",
+]
 
 _HOMES = {
+    "ContextEngine": "context_engine.service",  # the engine (its module imports the stores and models: ~1 s)
     "ContextEngineError": "context_engine.errors",
     "ErrorCode": "context_engine.errors",
     "ContextURI": "context_engine.schema",
