@@ -768,10 +768,10 @@ def writes(engine, contexts) -> None:
 
 def recall(engine, queries, contexts) -> None:
     """Recall@10 of the level-0 matrix as served against an uncompressed float32 matrix of the same rows."""
-    from context_engine.retrieval.l0_source import MemoryL0Scorer
     from context_engine.retrieval.scope import base_filter
     from context_engine.schema.query import TypedQuery
     from context_engine.storage.vector.matrix import MatrixVectorIndex
+    from context_engine.storage.vector.matrix_scoring import MemoryL0Scorer
 
     exact = MatrixVectorIndex(engine.metadata, levels=(0,))
     compressed = sum(

@@ -286,24 +286,15 @@ class ContextEngineService:
         from context_engine.retrieval.candidate_rechecker import CandidateRechecker
         from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
         from context_engine.retrieval.l0_retriever import L0Retriever
-        from context_engine.retrieval.l0_source import L0Source
         from context_engine.retrieval.memory_read_service import MemoryReadService
         from context_engine.retrieval.query_planner import QueryPlanner
         from context_engine.retrieval.redaction import Redactor
         from context_engine.retrieval.scoring import Scorer
         from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
-        from context_engine.storage.vector.matrix import MatrixVectorIndex
+        from context_engine.storage.factory import open_l0_source
 
         rs = self.settings.retrieval
-        self.l0_matrix = MatrixVectorIndex(
-            self.metadata,
-            levels=(0,),
-            max_rows=rs.memory_max_rows,
-            compress_rows=rs.memory_compress_rows,
-            compress_dims=rs.memory_compress_dims,
-            files=self.derived_files,
-        )
-        self.l0_source = L0Source(self.index, self.l0_matrix, self.metadata, rs)
+        self.l0_matrix, self.l0_source = open_l0_source(rs, self.index, self.metadata, self.derived_files)
         self.redactor = Redactor(rs.redaction, self.metrics)
         self.reader = MemoryReadService(self.content, self.metadata, self.redactor, rs.read, self.metrics)
         scorer = Scorer(

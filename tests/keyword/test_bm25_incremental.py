@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from context_engine.schema.nodes import VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
-from context_engine.storage.keyword import BM25Index, KeywordDoc
-from context_engine.storage.keyword import bm25_index as bm25_module
+from context_engine.storage.derived import base as derived_base
+from context_engine.storage.keyword import BM25Index, KeywordDoc, bm25_partition
 from context_engine.storage.keyword.bm25_index import keyword_text
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
@@ -74,8 +74,8 @@ ops = st.lists(
 def test_scores_equal_a_fresh_bm25s_build_after_any_writes(method, ops, queries):
     # Tiny thresholds so that merges and compactions happen inside short sequences.
     with (
-        mock.patch.object(bm25_module, "_MERGE_MIN_ROWS", 3),
-        mock.patch.object(bm25_module, "_COMPACT_MIN_DEAD", 2),
+        mock.patch.object(bm25_partition, "_MERGE_MIN_ROWS", 3),
+        mock.patch.object(bm25_partition, "_COMPACT_MIN_DEAD", 2),
     ):
         index = BM25Index(KeywordSettings(method=method, k1=1.2, b=0.75))
         live: dict[str, str] = {}
@@ -264,7 +264,7 @@ def test_a_change_log_too_long_to_apply_reloads(two_handles):
     other.put_vectors([record(f"r{i:02d}", "pod crash") for i in range(20)])
     index = BM25Index(source=mine)
     index.search("pod", 5, VectorFilter(account_id=ACC))
-    with mock.patch.object(bm25_module, "_MAX_CHANGES", 2):
+    with mock.patch.object(derived_base, "MAX_CHANGES", 2):
         other.put_vectors([record(f"r{i:02d}", "etcd leader") for i in range(15)])
         assert len(index.search("etcd", 50, VectorFilter(account_id=ACC))) == 15
     assert index.loads == 2

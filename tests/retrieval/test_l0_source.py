@@ -9,11 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from context_engine.retrieval.l0_source import IndexL0Scorer, MemoryL0Scorer
 from context_engine.retrieval.scope import base_filter
 from context_engine.schema.context import RequestContext
 from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import QueryFilters, TypedQuery
+from context_engine.storage.vector.matrix_scoring import MemoryL0Scorer
+from context_engine.storage.vector.scoring import IndexL0Scorer
 from tests.retrieval.conftest import ADMIN, ALICE, BOB, seed_small_store
 
 DISK_URI = "ctx://resources/ops/storage/disk-pressure.md"
@@ -157,7 +158,7 @@ def test_a_compressed_matrix_answers_like_the_exact_one(hash_engine, monkeypatch
     from context_engine.storage.vector import matrix
 
     if layout == "half":  # no segment of this small store gets projections
-        monkeypatch.setattr(matrix, "_PROJECT_MIN_ROWS", 10**9)
+        monkeypatch.setattr(matrix, "PROJECT_MIN_ROWS", 10**9)
     exact = hash_engine(retrieval={"l0_source": "memory"})
     seed_small_store(exact)
     small = hash_engine(

@@ -21,7 +21,6 @@ from typing import Protocol
 
 from context_engine.errors import ContextEngineError
 from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
-from context_engine.retrieval.l0_source import L0Match, L0Source
 from context_engine.retrieval.run import RequestNodes, SearchRun, unusable_reason
 from context_engine.retrieval.scope import base_filter
 from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
@@ -33,6 +32,8 @@ from context_engine.schema.similarity import DEFAULT_DENSE_WEIGHT, IDENTITY, Sim
 from context_engine.settings import KeywordSettings, SeedSettings
 from context_engine.storage.keyword.bm25_index import KeywordHit
 from context_engine.storage.protocols import Embedder, MetadataStore
+from context_engine.storage.vector.l0_source import L0Source
+from context_engine.storage.vector.scoring import L0Match
 
 __all__ = ["L0Retriever"]
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from context_engine.observability.trace import TraceRecorder
-from context_engine.retrieval.l0_source import L0Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.nodes import NodeRecord
 from context_engine.storage.protocols import MetadataStore
+from context_engine.storage.vector.scoring import L0Scorer
 
 
 class RequestNodes:

@@ -44,7 +44,6 @@ from context_engine.retrieval.assembler import RetrievalAssembler
 from context_engine.retrieval.candidate_rechecker import CandidateRechecker
 from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
 from context_engine.retrieval.l0_retriever import L0Retriever
-from context_engine.retrieval.l0_source import L0Source
 from context_engine.retrieval.match_quality import MatchQualityRater
 from context_engine.retrieval.memory_filter import MemoryFilter
 from context_engine.retrieval.memory_read_service import MemoryReadService
@@ -73,6 +72,7 @@ from context_engine.schema.text import check_query_text, require_valid_text
 from context_engine.schema.uri import ContextURI, parse_read_target
 from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import Embedder, MetadataStore
+from context_engine.storage.vector.l0_source import L0Source
 
 __all__ = ["ReadMemoryPipeline", "SearchMemoryPipeline"]
 

@@ -295,7 +295,7 @@ class DerivedFiles:
         reject: Callable[[Path, str], None] | None = None,
     ) -> Snapshot | None:
         path = self.path(kind, account_id)
-        reject = reject or (_quiet if quiet else self._reject)
+        reject = reject or (_quiet if quiet else self.reject)
         try:
             with open(path, "rb") as fh:
                 if os.fstat(fh.fileno()).st_size < 8:
@@ -330,7 +330,9 @@ class DerivedFiles:
         with self._lock:
             return [f"{path}: {why}" for path, why in sorted(self._problems.items())]
 
-    def _reject(self, path: Path, why: str) -> None:
+    def reject(self, path: Path, why: str) -> None:
+        """Record that the file at ``path`` is not used and why (logged at INFO, counted, listed by
+        :meth:`current_problems` until the file is written anew)."""
         with self._lock:
             self.rejected += 1
             self._problems[str(path)] = why

@@ -17,12 +17,15 @@ from urllib.parse import urlsplit
 from context_engine.errors import ContextEngineError, ErrorCode
 
 if TYPE_CHECKING:
-    from context_engine.settings import Settings
+    from context_engine.settings import RetrievalSettings, Settings
     from context_engine.storage.content.s3 import S3ContentStore
+    from context_engine.storage.derived_files import DerivedFiles
     from context_engine.storage.metadata.audit import SqlAuditStore
     from context_engine.storage.metadata.keys import ApiKeyStore
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
     from context_engine.storage.protocols import ContentStore, MetadataStore, VectorIndex
+    from context_engine.storage.vector.l0_source import L0Source
+    from context_engine.storage.vector.matrix import MatrixVectorIndex
 
 __all__ = [
     "home_read_only",
@@ -30,6 +33,7 @@ __all__ = [
     "open_api_keys",
     "open_audit",
     "open_content",
+    "open_l0_source",
     "open_metadata",
     "open_vector_index",
 ]
@@ -139,6 +143,26 @@ def open_api_keys(metadata: MetadataStore, *, cache_ttl_s: float = 5.0) -> ApiKe
     from context_engine.storage.metadata.keys import ApiKeyStore
 
     return ApiKeyStore(_sql_database(metadata, "API keys"), cache_ttl_s=cache_ttl_s)
+
+
+def open_l0_source(
+    settings: RetrievalSettings, index: VectorIndex, metadata: MetadataStore, files: DerivedFiles | None
+) -> tuple[MatrixVectorIndex, L0Source]:
+    """The level-0 matrix (the derived index of every account's level-0 rows, kept current from the change log and
+    kept as files under ``files``) and the source that gives each search_memory request its scoring view: the
+    matrix's or the vector index's, by ``retrieval.l0_source`` (docs/derived_indexes.md)."""
+    from context_engine.storage.vector.l0_source import L0Source
+    from context_engine.storage.vector.matrix import MatrixVectorIndex
+
+    matrix = MatrixVectorIndex(
+        metadata,
+        levels=(0,),
+        max_rows=settings.memory_max_rows,
+        compress_rows=settings.memory_compress_rows,
+        compress_dims=settings.memory_compress_dims,
+        files=files,
+    )
+    return matrix, L0Source(index, matrix, metadata, settings)
 
 
 def _sql_database(metadata: MetadataStore, what: str) -> SqlMetadataStore:

@@ -65,10 +65,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import threading
-from array import array
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,21 +77,16 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
-from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles
-from context_engine.storage.filters import RowFields, RowTable
+from context_engine.storage.derived.base import DerivedIndex
+from context_engine.storage.derived_files import DerivedFiles, Snapshot
+from context_engine.storage.filters import RowFields
+from context_engine.storage.keyword.bm25_partition import BM25Account, Partition, PartitionView
 from context_engine.storage.keyword.content_words import carries_content, message_speaker
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "keyword_text"]
 
 _FORMAT_VERSION = 1
-_DELTA = 0.5  # BM25L / BM25+ delta (bm25s's default; KeywordSettings has no field for it)
-_TF_MAX = 65_535  # term frequencies are stored as uint16
-_MERGE_MIN_ROWS = 2048  # an append segment is merged past max(this, _MERGE_FRACTION of the live rows)
-_MERGE_FRACTION = 0.1
-_COMPACT_MIN_DEAD = 256  # a partition is compacted past max(this, a third of its rows) tombstones
-_MAX_CHANGES = 50_000  # catch-up applies at most max(this, half the account) changed ids, else reloads
-_RESAVE_MIN_ROWS = 1024  # a derived file is rewritten once max(this, a tenth of the rows) were applied since it
 _LOG = logging.getLogger(__name__)
 
 
@@ -189,492 +180,11 @@ class KeywordHit(BaseModel):
     breadcrumb: str = ""
 
 
-def _grown(arr: np.ndarray, need: int, used: int) -> np.ndarray:
-    """``arr`` if it holds ``need`` entries, else a copy at least twice as long with its first ``used`` entries."""
-    if need <= arr.shape[0]:
-        return arr
-    new = np.zeros(max(need, 2 * arr.shape[0]), dtype=arr.dtype)
-    new[:used] = arr[:used]
-    return new
-
-
-@dataclass(frozen=True, slots=True)
-class _Main:
-    """An immutable main segment: the postings of term ``t`` are ``rows/tfs[indptr[t]:indptr[t + 1]]``, rows
-    ascending (tombstoned rows dropped at build time; rows killed since are masked by the reader)."""
-
-    indptr: np.ndarray  # int64, (terms + 1,)
-    rows: np.ndarray  # int32
-    tfs: np.ndarray  # uint16
-
-    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
-        if term + 1 >= self.indptr.shape[0]:
-            return _NO_ROWS, _NO_TFS
-        start, end = int(self.indptr[term]), int(self.indptr[term + 1])
-        return self.rows[start:end], self.tfs[start:end]
-
-
-_NO_ROWS = np.zeros(0, dtype=np.int32)
-_NO_TFS = np.zeros(0, dtype=np.uint16)
-_EMPTY_MAIN = _Main(np.zeros(1, dtype=np.int64), _NO_ROWS, _NO_TFS)
-
-
-def _build_main(
-    n: int, alive: np.ndarray, fwd_start: np.ndarray, fwd_terms: np.ndarray, fwd_tfs: np.ndarray, vocab: int
-) -> _Main:
-    """A main segment of the live rows below ``n`` from the forward index (postings of dead rows dropped)."""
-    used = int(fwd_start[n])
-    counts = np.diff(fwd_start[: n + 1])
-    entry_rows = np.repeat(np.arange(n, dtype=np.int32), counts)
-    keep = alive[:n][entry_rows]
-    terms = fwd_terms[:used][keep]
-    order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
-    indptr = np.zeros(vocab + 1, dtype=np.int64)
-    np.cumsum(np.bincount(terms, minlength=vocab), out=indptr[1:])
-    return _Main(indptr, entry_rows[keep][order], fwd_tfs[:used][keep][order])
-
-
-class _Partition(RowTable):
-    """The records of one ``(account_id, level)``: a :class:`RowTable`, the forward index, the statistics of the live
-    rows, and the main and append segments (module docstring).
-
-    Not thread-safe: the owning account serialises writers and guards what readers capture (``_Account``).
-    """
-
-    def __init__(self, account_id: str, level: int, capacity: int = 256) -> None:
-        super().__init__(account_id, capacity)
-        self.part_level = level
-        self.term_of: dict[str, int] = {}
-        self.df = np.zeros(1024, dtype=np.int32)  # live rows holding each term id
-        self.total_len = 0  # tokens of the live rows
-        self.empty = 0  # live rows with no token: never matched, and left out of N and avgdl
-        self.doc_len = np.zeros(self.capacity, dtype=np.int32)
-        self.fwd_start = np.zeros(self.capacity + 1, dtype=np.int64)  # row r's entries: fwd_start[r]:fwd_start[r+1]
-        self.fwd_terms = np.zeros(4096, dtype=np.int32)
-        self.fwd_tfs = np.zeros(4096, dtype=np.uint16)
-        self.main = _EMPTY_MAIN
-        self.main_rows = 0  # rows below this are covered by ``main``
-        self.tail: dict[int, tuple[array[int], array[int]]] = {}  # append segment: term -> (rows, tfs)
-        self.texts: dict[str, tuple[str, str]] = {}  # id -> (text, breadcrumb), for records given with their text
-
-    @property
-    def tail_rows(self) -> int:
-        return self.n - self.main_rows
-
-    def on_grow(self, capacity: int) -> None:
-        self.doc_len = _grown(self.doc_len, capacity, self.n)
-        self.fwd_start = _grown(self.fwd_start, capacity + 1, self.n + 1)
-
-    def kill(self, rid: str) -> int | None:
-        """Tombstone the live row of ``rid`` and take it out of the statistics (O(its distinct terms))."""
-        row = super().kill(rid)
-        if row is not None:
-            start, end = int(self.fwd_start[row]), int(self.fwd_start[row + 1])
-            self.df[self.fwd_terms[start:end]] -= 1  # a row's term ids are distinct
-            self.total_len -= int(self.doc_len[row])
-            self.empty -= int(self.doc_len[row] == 0)
-            self.texts.pop(rid, None)
-        return row
-
-    def row(self, row: int) -> RowFields:
-        """The filter fields of ``row`` (decoded)."""
-        return RowFields(
-            self.ids[row],
-            self.uris[row],
-            self.value("parent_uri", row),
-            self.value("owner_space", row),
-            self.value("context_type", row),
-            self.value("category", row),
-            self.part_level,
-            self.value("doc_id", row),
-            int(self.chunk_index[row]),
-        )
-
-    # ---- writes --------------------------------------------------------------------------------------------------
-    def encode(self, token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Term ids (new terms join the vocabulary), tfs, distinct-term counts and lengths of tokenised records."""
-        term_of = self.term_of
-        terms = array("i")  # compact while collecting (a Python list costs ~36 bytes an entry)
-        tfs = array("H")
-        counts = array("q")
-        for tokens in token_lists:
-            freq = Counter(tokens)
-            for token, tf in freq.items():
-                tid = term_of.get(token)
-                if tid is None:
-                    tid = term_of[token] = len(term_of)
-                terms.append(tid)
-                tfs.append(min(tf, _TF_MAX))
-            counts.append(len(freq))
-        return (
-            np.frombuffer(terms, dtype=np.int32).copy(),
-            np.frombuffer(tfs, dtype=np.uint16).copy(),
-            np.frombuffer(counts, dtype=np.int64).copy(),
-            np.asarray([len(t) for t in token_lists], dtype=np.int32),
-        )
-
-    def add(
-        self,
-        rows: Sequence[Any],
-        encoded: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-        *,
-        to_tail: bool = True,
-    ) -> None:
-        """Append records (ids not live here; see ``_Account.add``) with their encoded tokens and publish them.
-
-        ``to_tail``: also append their postings to the append segment (else the caller builds a main segment).
-        """
-        if not rows:
-            return
-        terms, tfs, counts, lens = encoded
-        new = self.append(rows)
-        used = int(self.fwd_start[new.start])
-        end = used + terms.shape[0]
-        self.fwd_terms = _grown(self.fwd_terms, end, used)
-        self.fwd_tfs = _grown(self.fwd_tfs, end, used)
-        self.fwd_terms[used:end] = terms
-        self.fwd_tfs[used:end] = tfs
-        self.fwd_start[new.start + 1 : new.stop + 1] = used + np.cumsum(counts)
-        self.doc_len[new.start : new.stop] = lens
-        self.df = _grown(self.df, len(self.term_of), self.df.shape[0])
-        np.add.at(self.df, terms, 1)
-        self.total_len += int(lens.sum())
-        self.empty += int(np.count_nonzero(lens == 0))
-        if to_tail and terms.size:
-            # Group the batch's postings by term (stable: rows stay ascending), then one append per term.
-            order = np.argsort(terms, kind="stable")
-            by_term = terms[order]
-            rows_sorted = np.repeat(np.arange(new.start, new.stop, dtype=np.int32), counts)[order]
-            tfs_sorted = tfs[order]
-            cuts = (np.flatnonzero(np.diff(by_term)) + 1).tolist()
-            tail = self.tail
-            for tid, start, stop in zip(by_term[[0, *cuts]].tolist(), [0, *cuts], [*cuts, by_term.size], strict=True):
-                found = tail.get(tid)
-                if found is None:
-                    found = tail[tid] = (array("i"), array("H"))
-                found[0].frombytes(rows_sorted[start:stop].tobytes())
-                found[1].frombytes(tfs_sorted[start:stop].tobytes())
-        self.publish(new)
-
-    def build_main(self) -> tuple[_Main, int]:
-        """A main segment of every live row (built beside the current one; swap it in with :meth:`swap_main`)."""
-        n = self.n
-        return _build_main(n, self.alive[:n], self.fwd_start, self.fwd_terms, self.fwd_tfs, len(self.term_of)), n
-
-    # ---- files (storage/derived_files.py) ------------------------------------------------------------------------
-    def capture_state(self) -> tuple[int, np.ndarray, np.ndarray, int, list[str], _Main | None]:
-        """What a derived file of this partition needs, taken under the account's write lock: the row count, copies
-        of the tombstones and document frequencies, the total length, the vocabulary in term-id order, and the main
-        segment when it covers every row (else the file builds one)."""
-        n, vocab = self.n, len(self.term_of)
-        terms = list(self.term_of)  # insertion order is term-id order (ids are assigned as len(term_of))
-        main = self.main if self.main_rows == n and not self.tail else None
-        return n, self.alive[:n].copy(), self.df[:vocab].copy(), self.total_len, terms, main
-
-    def snapshot(self, prefix: str, captured: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """``(meta, arrays)`` of a :meth:`capture_state` (built without the lock: rows below ``n`` never change)."""
-        from context_engine.storage.derived_files import pack_strings
-
-        n, alive, df, total_len, terms, main = captured
-        if main is None:
-            main = _build_main(n, alive, self.fwd_start, self.fwd_terms, self.fwd_tfs, len(terms))
-        meta, rows = self.snapshot_rows(n, alive)
-        meta.update(level=self.part_level, total_len=int(total_len), vocab=len(terms))
-        arrays = {prefix + k: v for k, v in rows.items()}
-        used = int(self.fwd_start[n])
-        arrays.update(
-            {
-                prefix + "df": df,
-                prefix + "doc_len": self.doc_len[:n],
-                prefix + "fwd_start": self.fwd_start[: n + 1],
-                prefix + "fwd_terms": self.fwd_terms[:used],
-                prefix + "fwd_tfs": self.fwd_tfs[:used],
-                prefix + "main.indptr": main.indptr,
-                prefix + "main.rows": main.rows,
-                prefix + "main.tfs": main.tfs,
-            }
-        )
-        arrays[prefix + "terms.utf8"], arrays[prefix + "terms.offsets"] = pack_strings(terms)
-        return meta, arrays
-
-    @classmethod
-    def restored(cls, account_id: str, meta: dict[str, Any], arrays: dict, prefix: str) -> _Partition:
-        """A partition read back from :meth:`snapshot` output (its main segment covers every row)."""
-        from context_engine.storage.derived_files import unpack_strings
-
-        part = cls(account_id, int(meta["level"]), capacity=0)
-        part.restore_rows(meta, arrays, prefix)
-        n, vocab = part.n, int(meta["vocab"])
-        terms = unpack_strings(arrays[prefix + "terms.utf8"], arrays[prefix + "terms.offsets"])
-        part.term_of = {t: i for i, t in enumerate(terms)}
-        part.df = arrays[prefix + "df"]
-        part.total_len = int(meta["total_len"])
-        part.doc_len = arrays[prefix + "doc_len"]
-        part.fwd_start = arrays[prefix + "fwd_start"]
-        part.fwd_terms = arrays[prefix + "fwd_terms"]
-        part.fwd_tfs = arrays[prefix + "fwd_tfs"]
-        indptr = arrays[prefix + "main.indptr"]
-        part.main = _Main(indptr, arrays[prefix + "main.rows"], arrays[prefix + "main.tfs"])
-        part.main_rows = n
-        part.empty = int(np.count_nonzero((part.doc_len == 0) & part.alive[:n]))
-        if not (
-            len(terms) == len(part.term_of) == vocab == part.df.shape[0] >= indptr.shape[0] - 1
-            and part.doc_len.shape[0] == n
-            and part.fwd_start.shape[0] == n + 1
-            and part.fwd_terms.shape[0] == part.fwd_tfs.shape[0] == int(part.fwd_start[n])
-            and part.main.rows.shape[0] == part.main.tfs.shape[0] == int(indptr[-1])
-        ):
-            raise ValueError("BM25 partition arrays do not match")
-        return part
-
-    def swap_main(self, main: _Main, rows: int) -> None:
-        """Install a main segment covering the rows below ``rows`` (no row was added since it was built)."""
-        self.main, self.main_rows, self.tail = main, rows, {}
-
-    def compacted(self) -> _Partition:
-        """A new partition holding the live rows only (same order), its vocabulary reduced to the live terms."""
-        live = np.flatnonzero(self.alive[: self.n])
-        out = _Partition(self.account_id, self.part_level, capacity=max(256, live.size))
-        vocab = len(self.term_of)
-        kept = np.flatnonzero(self.df[:vocab] > 0)
-        remap = np.full(vocab, -1, dtype=np.int32)
-        remap[kept] = np.arange(kept.size, dtype=np.int32)
-        out.term_of = {t: int(remap[i]) for t, i in self.term_of.items() if remap[i] >= 0}
-        starts = self.fwd_start[live]
-        counts = self.fwd_start[live + 1] - starts
-        total = int(counts.sum())
-        entries = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total, dtype=np.int64)
-        encoded = (remap[self.fwd_terms[entries]], self.fwd_tfs[entries], counts, self.doc_len[live])
-        out.add([self.row(int(r)) for r in live], encoded, to_tail=False)
-        out.swap_main(*out.build_main())
-        out.texts = {self.ids[r]: self.texts[self.ids[r]] for r in live.tolist() if self.ids[r] in self.texts}
-        return out
-
-    # ---- reads ---------------------------------------------------------------------------------------------------
-    def capture(self, q_tokens: Sequence[str], flts: Sequence[VectorFilter | None]) -> _View | None:
-        """What a search reads of this partition, copied out (under the account's view lock): the query's postings,
-        the tombstones below ``n`` and ``flts`` (``None``: a filter that excludes this partition's level), applied to
-        the scored rows by :meth:`_View.top` (rows below ``n`` never change but for their tombstone)."""
-        n = self.n
-        live = self.live - self.empty  # N of the statistics: the rows with a token
-        if live <= 0:
-            return None
-        bound = 0.0  # sum of Lucene idf over the query tokens (module docstring)
-        terms: list[tuple[int, int, int]] = []
-        for token, count in Counter(q_tokens).items():
-            tid = self.term_of.get(token)
-            df = int(self.df[tid]) if tid is not None else 0
-            bound += count * math.log(1.0 + (live - df + 0.5) / (df + 0.5))
-            if df > 0 and tid is not None:
-                terms.append((tid, count, df))
-        if not terms:
-            return None
-        tails = []
-        for tid, _, _ in terms:
-            found = self.tail.get(tid)
-            if found is None:
-                tails.append((_NO_ROWS, _NO_TFS))
-            else:
-                tails.append((np.array(found[0], dtype=np.int32), np.array(found[1], dtype=np.uint16)))
-        alive = self.alive[:n].copy()  # the filters are applied to the scored rows only (_View.top)
-        return _View(self, n, live, self.total_len, terms, self.main, tails, list(flts), alive, self.doc_len, bound)
-
-
-@dataclass(frozen=True, slots=True)
-class _View:
-    """One partition as a search sees it: the query terms' postings and statistics, the tombstones and the filters."""
-
-    part: _Partition
-    n: int
-    live: int
-    total_len: int
-    terms: list[tuple[int, int, int]]  # (term id, times in the query, df)
-    main: _Main
-    tails: list[tuple[np.ndarray, np.ndarray]]
-    flts: list[VectorFilter | None]  # the search's filters (None: excludes this partition)
-    alive: np.ndarray  # a copy of the tombstones below n, taken with n
-    doc_len: np.ndarray  # rows below n never change
-    bound: float
-
-    def top(self, top_k: int, settings: KeywordSettings) -> list[list[tuple[float, str, int]]]:
-        """Per filter mask, ``(score, id, row)`` of the best ``top_k`` rows passing it with score > 0 (and every row
-        tied with the k-th, so that ties resolve by id in the caller). The postings are scored once for all."""
-        scored = self._scored(settings)
-        out: list[list[tuple[float, str, int]]] = []
-        ids = self.part.ids
-        for flt in self.flts:
-            if scored is None or flt is None:
-                out.append([])
-                continue
-            cand, scores = scored
-            keep = self.part.mask_rows(flt, self.n, cand, self.alive)
-            cand, scores = cand[keep], scores[keep]
-            if cand.size > top_k:
-                kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
-                keep = scores >= kth  # every row tied with the k-th: ties resolve by id
-                cand, scores = cand[keep], scores[keep]
-            out.append([(float(s), ids[r], r) for r, s in zip(cand.tolist(), scores.tolist(), strict=True)])
-        return out
-
-    def _scored(self, settings: KeywordSettings) -> tuple[np.ndarray, np.ndarray] | None:
-        """Rows with a score > 0 (live or not: :meth:`top` filters them) and their BM25 scores."""
-        method, k1, b = settings.method, settings.k1, settings.b
-        dfs = np.asarray([df for _, _, df in self.terms], dtype=np.float64)
-        weights = np.asarray([c for _, c, _ in self.terms], dtype=np.float64) * _idf(method, dfs, self.live)
-        row_parts: list[np.ndarray] = []
-        tf_parts: list[np.ndarray] = []
-        for (tid, _, _), (tail_rows, tail_tfs) in zip(self.terms, self.tails, strict=True):
-            main_rows, main_tfs = self.main.postings(tid)
-            row_parts += (main_rows, tail_rows)
-            tf_parts += (main_tfs, tail_tfs)
-        rows = np.concatenate(row_parts)
-        if not rows.size:
-            return None
-        per_term = np.add.reduceat([p.size for p in row_parts], np.arange(0, len(row_parts), 2))
-        tf = np.concatenate(tf_parts).astype(np.float32)
-        # float32 per posting (as bm25s), summed in float64 by bincount. kn = k1 * (1 - b + b * dl / avgdl).
-        kn = self.doc_len[rows].astype(np.float32)
-        kn *= np.float32(k1 * b * self.live / self.total_len)
-        kn += np.float32(k1 * (1.0 - b))
-        contrib = _tfc(method, tf, kn, k1)
-        base = _tfc_zero(method, k1)
-        if base:
-            contrib -= np.float32(base)
-        contrib *= np.repeat(weights.astype(np.float32), per_term)
-        # Every contribution is > 0 except where idf is 0 (robertson, atire): "summed > 0" is "shares a token with
-        # the query and scores above 0". The masks are applied after summing (a gather per candidate, not posting).
-        if rows.size * 8 > self.n:
-            summed = np.bincount(rows, weights=contrib, minlength=self.n)
-            cand = np.flatnonzero(summed > 0)
-            scores = summed[cand]
-        else:
-            cand, inverse = np.unique(rows, return_inverse=True)
-            scores = np.bincount(inverse, weights=contrib, minlength=cand.size)
-            keep = scores > 0
-            cand, scores = cand[keep], scores[keep]
-        if base:
-            scores = scores + float(weights.sum()) * base  # the non-occurrence part of BM25L / BM25+
-        return cand, scores
-
-
-def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
-    if method == "lucene":
-        return np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    if method == "robertson":
-        return np.log(np.maximum(1.0, (n - df + 0.5) / (df + 0.5)))
-    if method == "atire":
-        return np.log(n / df)
-    if method == "bm25l":
-        return np.log((n + 1) / (df + 0.5))
-    if method == "bm25+":
-        return np.log((n + 1) / df)
-    raise ValueError(f"unknown BM25 method {method!r}")
-
-
-def _tfc(method: str, tf: np.ndarray, kn: np.ndarray, k1: float) -> np.ndarray:
-    """The term factor of each posting; ``kn = k1 * norm`` (overwritten)."""
-    if method in ("lucene", "robertson"):
-        kn += tf
-        return np.divide(tf, kn, out=kn)
-    if method == "atire":
-        kn += tf
-        return np.divide(tf * np.float32(k1 + 1.0), kn, out=kn)
-    if method == "bm25l":
-        c = tf * np.float32(k1) / kn  # tf / norm
-        return np.float32(k1 + 1.0) * (c + np.float32(_DELTA)) / (c + np.float32(k1 + _DELTA))
-    if method == "bm25+":
-        kn += tf
-        out = np.divide(tf * np.float32(k1 + 1.0), kn, out=kn)
-        out += np.float32(_DELTA)
-        return out
-    raise ValueError(f"unknown BM25 method {method!r}")
-
-
-def _tfc_zero(method: str, k1: float) -> float:
-    """The term factor of a token absent from a record (non-zero for BM25L and BM25+ only)."""
-    if method == "bm25l":
-        return (k1 + 1.0) * _DELTA / (k1 + _DELTA)
-    if method == "bm25+":
-        return _DELTA
-    return 0.0
-
-
-class _Account:
-    """One account's partitions (by level) and the generation they hold.
-
-    ``write_lock`` serialises writers (catch-up, direct writes, merges); ``view_lock`` is held by writers while they
-    change what readers see, and by readers while they capture (never while a merge or a compaction builds).
-    """
-
-    def __init__(self, account_id: str, *, by_uri: bool) -> None:
-        self.account_id = account_id
-        self.generation: int | None = None  # None: not loaded from a store
-        self.parts: dict[int, _Partition] = {}
-        self.by_uri: dict[str, set[str]] | None = {} if by_uri else None  # uri -> ids (indexes without a source)
-        self.unsaved = 0  # records applied from the change log since the state its derived file holds
-        self.write_lock = threading.Lock()
-        self.view_lock = threading.Lock()
-
-    @property
-    def rows(self) -> int:
-        return sum(p.live for p in self.parts.values())
-
-    def remove(self, rid: str) -> bool:
-        """Tombstone ``rid`` wherever it is live (under both locks)."""
-        for part in self.parts.values():
-            row = part.kill(rid)
-            if row is not None:
-                if self.by_uri is not None:
-                    refs = self.by_uri.get(part.uris[row])
-                    if refs is not None:
-                        refs.discard(rid)
-                        if not refs:
-                            del self.by_uri[part.uris[row]]
-                return True
-        return False
-
-    def add(self, rows: Sequence[Any], tokens: Sequence[list[str]], texts: Sequence[tuple[str, str]] | None) -> None:
-        """Insert or replace records (the last of duplicate ids wins), grouped by level (under both locks)."""
-        last = {r.id: i for i, r in enumerate(rows)}
-        by_level: dict[int, list[int]] = {}
-        for i, r in enumerate(rows):
-            if last[r.id] == i:
-                self.remove(r.id)
-                by_level.setdefault(int(r.level), []).append(i)
-        for level, idx in sorted(by_level.items()):
-            part = self.parts.get(level)
-            if part is None:
-                part = self.parts[level] = _Partition(self.account_id, level)
-            part.add([rows[i] for i in idx], part.encode([tokens[i] for i in idx]))
-            if texts is not None:
-                part.texts.update((rows[i].id, texts[i]) for i in idx)
-            if self.by_uri is not None:
-                for i in idx:
-                    self.by_uri.setdefault(rows[i].uri, set()).add(rows[i].id)
-
-    def maintain(self, *, force: bool = False) -> int:
-        """Compact or merge the partitions past their thresholds (every one with work when ``force``); each new
-        structure is built outside the view lock and swapped in under it (write lock held). Returns the merges."""
-        merges = 0
-        for level, part in sorted(self.parts.items()):
-            if part.dead and (force or part.dead > max(_COMPACT_MIN_DEAD, part.n // 3)):
-                new = part.compacted()
-                with self.view_lock:
-                    self.parts[level] = new
-                merges += 1
-            elif part.tail_rows and (force or part.tail_rows > max(_MERGE_MIN_ROWS, part.live * _MERGE_FRACTION)):
-                main, rows = part.build_main()
-                with self.view_lock:
-                    part.swap_main(main, rows)
-                merges += 1
-        return merges
-
-
 def _partitions_of_matrix(
     account_id: str, m: VectorMatrix, tokenizer: KeywordTokenizer, keep_texts: bool
-) -> dict[int, _Partition]:
+) -> dict[int, Partition]:
     """Partitions built from a store snapshot (tokenises every row; main segments built at once)."""
-    parts: dict[int, _Partition] = {}
+    parts: dict[int, Partition] = {}
     levels = m.level
     for level in sorted({int(v) for v in levels.tolist()}):
         idx = np.flatnonzero(levels == level).tolist()
@@ -693,7 +203,7 @@ def _partitions_of_matrix(
             for i in idx
         ]
         texts = [_indexed_text(m.uri[i], level, m.breadcrumb[i], m.context[i], m.text[i]) for i in idx]
-        part = _Partition(account_id, level, capacity=max(256, len(idx)))
+        part = Partition(account_id, level, capacity=max(256, len(idx)))
         part.add(rows, part.encode([tokenizer(t) for t in texts]), to_tail=False)
         part.swap_main(*part.build_main())
         if keep_texts:
@@ -702,7 +212,7 @@ def _partitions_of_matrix(
     return parts
 
 
-class BM25Index:
+class BM25Index(DerivedIndex[BM25Account]):
     """BM25 over keyword records, with the same pre-filter as the vector index (DESIGN §3, §7.1).
 
     Thread-safe. With a ``source`` (the metadata store) every search sees the committed records of its account, of
@@ -731,6 +241,7 @@ class BM25Index:
     """
 
     name = "bm25"
+    _holds = "BM25 partitions"
 
     def __init__(
         self,
@@ -740,9 +251,7 @@ class BM25Index:
         source: Any = None,
         files: DerivedFiles | None = None,
     ) -> None:
-        self._source = source
-        self._files = files if source is not None else None
-        self._saves = BackgroundSaves("ce-derived-bm25", "BM25")
+        super().__init__(source, files=files, kind="bm25", saver=("ce-derived-bm25", "BM25"))
         self.settings = settings or KeywordSettings()
         self.tokenizer = tokenizer or KeywordTokenizer(
             stem=self.settings.stem,
@@ -750,26 +259,20 @@ class BM25Index:
             split_identifiers=self.settings.split_identifiers,
             cjk=self.settings.cjk,
         )
-        self._accounts: dict[str, _Account] = {}
-        self._lock = threading.Lock()  # guards _accounts and the counters
         self.docs_indexed = 0
-        self.loads = 0
-        self.file_loads = 0
         self.merges = 0
 
-    def _account(self, account_id: str, *, create: bool) -> _Account | None:
+    def _account(self, account_id: str, *, create: bool) -> BM25Account | None:
         with self._lock:
             account = self._accounts.get(account_id)
             if account is None and create:
-                account = self._accounts[account_id] = _Account(account_id, by_uri=self._source is None)
+                account = self._accounts[account_id] = BM25Account(account_id, by_uri=self._metadata is None)
             return account
 
-    def _count(self, *, indexed: int = 0, loads: int = 0, merges: int = 0, file_loads: int = 0) -> None:
+    def _count(self, *, indexed: int = 0, merges: int = 0) -> None:
         with self._lock:
             self.docs_indexed += indexed
-            self.loads += loads
             self.merges += merges
-            self.file_loads += file_loads
 
     # ---- writes ---------------------------------------------------------------------------------------------------
     def upsert(self, docs: Iterable[KeywordDoc | VectorRecord]) -> None:
@@ -787,19 +290,21 @@ class BM25Index:
         for account_id, idx in by_account.items():
             account = self._account(account_id, create=True)
             assert account is not None
-            self._write(
-                account,
-                [],
-                [prepared[i] for i in idx],
-                [tokens[i] for i in idx],
-                [(prepared[i].text, prepared[i].breadcrumb) for i in idx],
-            )
+            with account.lock:
+                self._change(
+                    account,
+                    [],
+                    [prepared[i] for i in idx],
+                    [tokens[i] for i in idx],
+                    [(prepared[i].text, prepared[i].breadcrumb) for i in idx],
+                )
 
     def delete(self, account_id: str, ids: Sequence[str]) -> None:
         """Delete records of ``account_id`` by ``id``; unknown ids are ignored."""
         account = self._account(account_id, create=False)
         if account is not None:
-            self._write(account, list(ids), [], [], None)
+            with account.lock:
+                self._change(account, list(ids), [], [], None)
 
     def delete_uris(self, account_id: str, uris: Sequence[str]) -> None:
         """Delete every record whose ``uri`` is one of ``uris`` (all levels and chunks).
@@ -809,7 +314,7 @@ class BM25Index:
         account = self._account(account_id, create=False)
         if account is None:
             return
-        with account.write_lock:
+        with account.lock:
             if account.by_uri is not None:
                 ids = [rid for uri in uris for rid in account.by_uri.get(uri, ())]
             else:
@@ -817,41 +322,26 @@ class BM25Index:
                 ids = [
                     p.ids[r] for p in account.parts.values() for r in range(p.n) if p.alive[r] and p.uris[r] in wanted
                 ]
-            self._apply(account, ids, [], [], None)
+            self._change(account, ids, [], [], None)
 
-    def _write(
+    def _change(
         self,
-        account: _Account,
-        removed: Sequence[str],
-        rows: Sequence[Any],
-        tokens: Sequence[list[str]],
-        texts: Sequence[tuple[str, str]] | None,
-    ) -> None:
-        with account.write_lock:
-            self._apply(account, removed, rows, tokens, texts)
-
-    def _apply(
-        self,
-        account: _Account,
+        account: BM25Account,
         removed: Sequence[str],
         rows: Sequence[Any],
         tokens: Sequence[list[str]],
         texts: Sequence[tuple[str, str]] | None,
         generation: int | None = None,
     ) -> None:
-        """Apply removals and upserts (write lock held), then merge what passed its threshold."""
+        """Apply removals and upserts (account lock held), then merge what passed its threshold; ``generation``: the
+        one they bring the account to (a change-log delta), set in the same view change."""
         with account.view_lock:
             for rid in removed:
                 account.remove(rid)
             account.add(rows, tokens, texts)
             if generation is not None:
                 account.generation = generation
-        merges = account.maintain()
-        self._count(indexed=len(rows), merges=merges)
-        if generation is not None and self._files is not None:
-            account.unsaved += len(removed) + len(rows)
-            if account.unsaved > max(_RESAVE_MIN_ROWS, account.rows // 10):
-                self._schedule_save(account)
+        self._count(indexed=len(rows), merges=account.maintain())
 
     # ---- WriteListener --------------------------------------------------------------------------------------------
     def nodes_written(self, account_id: str, nodes: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
@@ -859,14 +349,14 @@ class BM25Index:
 
         A no-op with a ``source``: the change log is the one rule (the next search catches up).
         """
-        if self._source is not None:
+        if self._metadata is not None:
             return
         self.delete_uris(account_id, [n.uri for n in nodes])
         self.upsert([v for v in vectors if v.account_id == account_id])
 
     def nodes_deleted(self, account_id: str, uris: Sequence[str]) -> None:
         """Drop every record of ``uris`` (a no-op with a ``source``, see :meth:`nodes_written`)."""
-        if self._source is not None:
+        if self._metadata is not None:
             return
         self.delete_uris(account_id, uris)
 
@@ -886,14 +376,18 @@ class BM25Index:
         for acc in accounts:
             account = self._account(acc, create=True)
             assert account is not None
-            with account.write_lock:
-                n += self._load(account, metadata)
+            with account.lock:
+                n += self._fill(account, metadata)
+            with self._lock:
+                self.loads += 1
+            if self._files is not None and metadata is self._metadata and account.unsaved:
+                self._schedule_save(account)
         return n
 
-    def _load(self, account: _Account, metadata: Any) -> int:
-        """Replace the account's partitions by a snapshot of ``metadata`` (write lock held); returns its rows."""
+    def _fill(self, account: BM25Account, metadata: Any) -> int:
+        """Replace the account's partitions by a snapshot of ``metadata`` (account lock held); returns its rows."""
         m: VectorMatrix = metadata.load_vector_matrix(account.account_id, with_vectors=False)
-        keep_texts = self._source is None
+        keep_texts = self._metadata is None
         parts = _partitions_of_matrix(account.account_id, m, self.tokenizer, keep_texts)
         by_uri: dict[str, set[str]] | None = None
         if account.by_uri is not None:
@@ -905,12 +399,10 @@ class BM25Index:
             account.by_uri = by_uri
             account.generation = m.generation
         account.unsaved = m.n
-        self._count(indexed=m.n, loads=1)
-        if self._files is not None and self._source is metadata and m.n:  # an empty account: no file
-            self._schedule_save(account)
+        self._count(indexed=m.n)
         return m.n
 
-    # ---- files (storage/derived_files.py) ------------------------------------------------------------------------
+    # ---- DerivedIndex hooks (storage/derived/base.py) -------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
         """What shapes a derived file besides the records: the tokenizer (BM25's k1, b and method apply at query
         time)."""
@@ -918,49 +410,30 @@ class BM25Index:
         # rule are rebuilt rather than mixed with rows indexed by this one.
         return {"tokenizer": self.tokenizer.config, "text": 2}
 
-    def _restore(self, account: _Account) -> bool:
-        """Replace a never-loaded account by its derived file (write lock held); ``False`` when there is no usable
-        file."""
-        if self._files is None:
-            return False
-        snap = self._files.load("bm25", account.account_id, self._params())
-        if snap is None:
-            return False
-        try:
-            parts = {
-                int(m["level"]): _Partition.restored(account.account_id, m, snap.arrays, f"p{i}.")
-                for i, m in enumerate(snap.meta["partitions"])
-            }
-        except (KeyError, ValueError, TypeError, IndexError) as err:
-            self._files._reject(snap.path, f"does not hold BM25 partitions ({type(err).__name__}: {err})"[:200])
-            return False
-        with account.view_lock:
-            account.parts = parts
-            account.generation = snap.generation
-        account.unsaved = 0
-        self._count(file_loads=1)
-        return True
+    def _restored(self, account_id: str, snap: Snapshot) -> BM25Account:
+        account = BM25Account(account_id, by_uri=False)
+        account.parts = {
+            int(m["level"]): Partition.restored(account_id, m, snap.arrays, f"p{i}.")
+            for i, m in enumerate(snap.meta["partitions"])
+        }
+        account.generation = snap.generation
+        return account
 
-    def _schedule_save(self, account: _Account) -> None:
-        """Write the account's derived file on the background saver (once at a time per account)."""
-        if self._files is not None:
-            self._saves.submit(account.account_id, lambda: self._save_account(account))
+    def _loaded(self, account_id: str) -> BM25Account:
+        account = BM25Account(account_id, by_uri=False)
+        self._fill(account, self._metadata)
+        return account
 
-    def save_files(self, account_id: str | None = None) -> int:
-        """Write the derived files of the held accounts (or of one) now; returns the files written (none without
-        ``files``)."""
-        if self._files is None:
-            return 0
-        with self._lock:
-            accounts = [a for a in self._accounts.values() if account_id is None or a.account_id == account_id]
-        return sum(self._save_account(a) for a in accounts)
+    def _apply(self, account: BM25Account, delta: IndexDelta) -> None:
+        tokens = [self.tokenizer(keyword_text(r)) for r in delta.upserted]
+        self._change(account, delta.removed, delta.upserted, tokens, None, delta.generation)
+        self._applied(account, len(delta.removed) + len(delta.upserted))
 
-    def _save_account(self, account: _Account) -> bool:
-        assert self._files is not None
-        with account.write_lock:
+    def _snapshot(self, account: BM25Account) -> tuple[int, int, dict[str, Any], dict[str, np.ndarray]] | None:
+        with account.lock:
             generation, unsaved = account.generation, account.unsaved
             if generation is None:
-                return False
+                return None
             captured = [(part, part.capture_state()) for _, part in sorted(account.parts.items())]
         metas: list[dict[str, Any]] = []
         arrays: dict[str, np.ndarray] = {}
@@ -968,43 +441,14 @@ class BM25Index:
             meta, part_arrays = part.snapshot(f"p{i}.", cap)
             metas.append(meta)
             arrays.update(part_arrays)
-        saved = self._files.save("bm25", account.account_id, generation, self._params(), {"partitions": metas}, arrays)
-        if saved is None:
-            return False
-        with account.write_lock:
-            account.unsaved -= unsaved
-        return True
+        return generation, unsaved, {"partitions": metas}, arrays
 
-    def close(self) -> None:
-        """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
-        self._saves.close()
-
-    def _current(self, account_id: str, generation: int | None = None) -> _Account | None:
-        """The account, caught up to (at least) its committed generation when the index has a source
-        (``generation``: the committed value when the caller just read it)."""
-        if self._source is None:
-            return self._account(account_id, create=False)
-        if generation is None:
-            generation = self._source.account_generation(account_id)
-        account = self._account(account_id, create=True)
-        assert account is not None
-        if account.generation == generation:
-            return account
-        with account.write_lock:
-            if account.generation == generation:
-                return account  # caught up by another thread meanwhile
-            if account.generation is None and self._restore(account) and account.generation == generation:
-                return account  # its derived file is current
-            if account.generation is not None:
-                delta: IndexDelta = self._source.changes_since(
-                    account_id, account.generation, max_changes=max(_MAX_CHANGES, account.rows // 2)
-                )
-                if not delta.reload:
-                    tokens = [self.tokenizer(keyword_text(r)) for r in delta.upserted]
-                    self._apply(account, delta.removed, delta.upserted, tokens, None, delta.generation)
-                    return account
-            self._load(account, self._source)  # never loaded, or the change log does not reach back
-        return account
+    def save_files(self, account_id: str | None = None) -> int:
+        """Write the derived files of the held accounts (or of one) now; returns the files written (none without
+        ``files``)."""
+        if self._files is None:
+            return 0
+        return sum(self.save_file(a) for a in self._held_accounts(account_id))
 
     # ---- reads ----------------------------------------------------------------------------------------------------
     def search(
@@ -1070,7 +514,7 @@ class BM25Index:
                     for level, part in sorted(account.parts.items())
                     if any(f.levels is None or level in f.levels for f in flts)
                 ]
-            found: list[list[tuple[float, str, _View, int]]] = [[] for _ in flts]
+            found: list[list[tuple[float, str, PartitionView, int]]] = [[] for _ in flts]
             for view in views:
                 if view is not None:
                     for i, tops in enumerate(view.top(top_k, self.settings)):
@@ -1092,7 +536,7 @@ class BM25Index:
         except (ValueError, IndexError, TypeError, KeyError, MemoryError) as err:
             raise _search_failed(err) from err
 
-    def _hits(self, account_id: str, found: list[tuple[float, str, _View, int]]) -> list[KeywordHit]:
+    def _hits(self, account_id: str, found: list[tuple[float, str, PartitionView, int]]) -> list[KeywordHit]:
         texts: dict[str, tuple[str, str]] = {}
         missing: list[str] = []
         for _, rid, view, _ in found:
@@ -1101,8 +545,8 @@ class BM25Index:
                 texts[rid] = text
             else:
                 missing.append(rid)
-        if missing and self._source is not None:
-            stored = self._source.get_vector_texts(account_id, missing)  # three columns, no vectors
+        if missing and self._metadata is not None:
+            stored = self._metadata.get_vector_texts(account_id, missing)  # three columns, no vectors
             texts.update(
                 (rid, (_join(breadcrumb, context, text), breadcrumb))
                 for rid, (text, breadcrumb, context) in stored.items()
@@ -1117,16 +561,12 @@ class BM25Index:
 
     def count(self, account_id: str | None = None) -> int:
         """Records held (of one account, or all)."""
-        with self._lock:
-            accounts = [a for a in self._accounts.values() if account_id is None or a.account_id == account_id]
-        return sum(a.rows for a in accounts)
+        return sum(a.rows for a in self._held_accounts(account_id))
 
     def optimize(self) -> None:
         """Merge every append segment and compact every partition with tombstones now (readers are not blocked)."""
-        with self._lock:
-            accounts = list(self._accounts.values())
-        for account in accounts:
-            with account.write_lock:
+        for account in self._held_accounts():
+            with account.lock:
                 self._count(merges=account.maintain(force=True))
 
     # ---- persistence ----------------------------------------------------------------------------------------------
@@ -1135,16 +575,14 @@ class BM25Index:
 
         Texts not held (records loaded from a ``source``) are read from it.
         """
-        with self._lock:
-            accounts = list(self._accounts.values())
         docs: list[KeywordDoc] = []
-        for account in accounts:
+        for account in self._held_accounts():
             with account.view_lock:
                 held = [(p, r) for p in account.parts.values() for r in np.flatnonzero(p.alive[: p.n]).tolist()]
             stored: dict[str, VectorRecord] = {}
             missing = [p.ids[r] for p, r in held if p.ids[r] not in p.texts]
-            if missing and self._source is not None:
-                stored = self._source.get_vector_rows(account.account_id, missing)
+            if missing and self._metadata is not None:
+                stored = self._metadata.get_vector_rows(account.account_id, missing)
             for part, row in held:
                 rid = part.ids[row]
                 text = part.texts.get(rid)

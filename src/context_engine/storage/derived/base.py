@@ -1,0 +1,310 @@
+"""One base for the in-memory derived indexes: the level-0 matrix and BM25 (docs/derived_indexes.md, DESIGN §13).
+
+A derived index holds, per account, a structure built from the metadata store's vector rows. What every such index
+does the same way lives here, written once:
+
+* the **account registry**: the accounts held, least recently used first, dropped past ``max_accounts``; the
+  accounts found over the index's limit (and at which generation); one load lock per account, so that two threads
+  asking for an account not held load it once;
+* the **generation check** (rule 2): a held account at the committed generation is returned with no lock;
+* **restore from file**: an account not held is opened from its derived file
+  (:class:`~context_engine.storage.derived_files.DerivedFiles`) when there is a usable one;
+* **catch up from the change log or reload** (rules 3 and 4): ``changes_since`` from the generation held, applied
+  in O(changes), or a wholesale load when the log does not reach back, the database is behind, or too much changed;
+* **background saves**: a wholesale load, or ``max(1024, rows / 10)`` rows applied since the file, writes the file
+  again on the index's saver thread (:class:`~context_engine.storage.derived_files.BackgroundSaves`).
+
+A subclass says how its structure is built, restored, changed and captured (the ``_`` hooks below).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from context_engine.storage.changes import IndexDelta
+from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles, Snapshot
+
+__all__ = ["DerivedAccount", "DerivedIndex"]
+
+MAX_CHANGES = 50_000
+"""Catch-up applies at most ``max(this, half the account's rows)`` changed ids; past that it reloads the account."""
+
+RESAVE_MIN_ROWS = 1024
+"""A derived file is rewritten once ``max(this, a tenth of the rows)`` rows were applied since it was written."""
+
+
+class DerivedAccount:
+    """What the base keeps of every held account; a subclass adds its structure.
+
+    Attributes:
+        account_id: the account.
+        generation: the account generation the structure is exactly at (``None``: not loaded from a store, e.g. an
+            index fed directly).
+        unsaved: rows applied from the change log since the state its derived file holds.
+        lock: serialises the writers of the account (catch-up, loads into it, direct writes); readers of a current
+            account never take it.
+    """
+
+    def __init__(self, account_id: str, generation: int | None) -> None:
+        self.account_id = account_id
+        self.generation = generation
+        self.unsaved = 0
+        self.lock = threading.Lock()
+
+    @property
+    def rows(self) -> int:
+        """Live rows held (a subclass counts them)."""
+        raise NotImplementedError
+
+
+A = TypeVar("A", bound=DerivedAccount)
+
+
+class DerivedIndex(Generic[A]):
+    """Accounts held in memory and kept current from the metadata store (module docstring).
+
+    Args:
+        metadata: the metadata store (``account_generation``, ``changes_since``); ``None``: the index is fed
+            directly and never catches up.
+        files: where accounts are kept as files (``None``: no files).
+        kind: the derived file kind (``l0``, ``bm25``, ...).
+        saver: the background saver's thread name prefix and what its files hold (for a failed save's log line).
+        max_accounts: accounts held at once (least recently used are dropped); ``None``: no limit.
+        levels: the levels asked of the change log (``None``: every level).
+
+    Attributes:
+        loads: accounts loaded wholesale (first use, or a change log that did not reach back).
+        file_loads: accounts opened from their derived file (then caught up like a held account).
+    """
+
+    _holds = "this structure"
+    """What a file of this index holds, for the log line of one that does not parse (``a level-0 matrix``)."""
+
+    def __init__(
+        self,
+        metadata: Any,
+        *,
+        files: DerivedFiles | None,
+        kind: str,
+        saver: tuple[str, str],
+        max_accounts: int | None = None,
+        levels: Sequence[int] | None = None,
+    ) -> None:
+        if max_accounts is not None and max_accounts < 1:
+            raise ValueError("max_cached_accounts must be at least 1")
+        self._metadata = metadata
+        self._files = files if metadata is not None else None
+        self._kind = kind
+        self._saves = BackgroundSaves(*saver)
+        self._max_accounts = max_accounts
+        self._change_levels = None if levels is None else list(levels)
+        self._accounts: OrderedDict[str, A] = OrderedDict()
+        self._too_large: dict[str, int] = {}  # account -> generation at which it was found over the limit
+        self._lock = threading.Lock()  # guards the registry and the counters
+        self._load_locks: dict[str, threading.Lock] = {}
+        self.loads = 0
+        self.file_loads = 0
+
+    # ---- hooks ------------------------------------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        """What shapes a derived file besides the rows: a file written with other values is not used."""
+        raise NotImplementedError
+
+    def _restored(self, account_id: str, snap: Snapshot) -> A:
+        """The account read back from its file (its generation is the file's).
+
+        Raises:
+            KeyError, ValueError, TypeError, IndexError: the file does not hold this structure.
+        """
+        raise NotImplementedError
+
+    def _loaded(self, account_id: str) -> A | None:
+        """The account read wholesale from the metadata store (``load_vector_matrix``) with ``unsaved`` set to the
+        rows read, or ``None`` when it is over the index's limit (then recorded with :meth:`_mark_too_large`)."""
+        raise NotImplementedError
+
+    def _apply(self, account: A, delta: IndexDelta) -> None:
+        """Apply a change-log delta to a held account (its :attr:`DerivedAccount.lock` held) and bring it to
+        ``delta.generation``; then :meth:`_applied`."""
+        raise NotImplementedError
+
+    def _snapshot(self, account: A) -> tuple[int, int, dict[str, Any], dict[str, np.ndarray]] | None:
+        """``(generation, unsaved, meta, arrays)`` of a held account for its file (the subclass takes the account's
+        lock while it captures), or ``None`` when there is nothing to save."""
+        raise NotImplementedError
+
+    def _over_limit(self, account: A) -> bool:
+        """Whether an account restored from its file is over the index's limit (not held)."""
+        return False
+
+    # ---- registry ---------------------------------------------------------------------------------------------------
+    def held(self, account_id: str) -> bool:
+        """Whether the account is held in memory now (at any generation)."""
+        with self._lock:
+            return account_id in self._accounts
+
+    def too_large(self, account_id: str) -> bool:
+        """Whether the account was found over the index's limit (at the generation last checked)."""
+        with self._lock:
+            return account_id in self._too_large
+
+    def _held_accounts(self, account_id: str | None = None) -> list[A]:
+        """The accounts held (or the one named, when held)."""
+        with self._lock:
+            return [a for a in self._accounts.values() if account_id is None or a.account_id == account_id]
+
+    def _install(self, account: A) -> None:
+        """Hold ``account`` (replacing the one held), most recently used; drop the least recently used past the
+        limit."""
+        with self._lock:
+            self._too_large.pop(account.account_id, None)
+            self._accounts[account.account_id] = account
+            self._accounts.move_to_end(account.account_id)
+            while self._max_accounts is not None and len(self._accounts) > self._max_accounts:
+                self._accounts.popitem(last=False)
+
+    def _mark_too_large(self, account_id: str, generation: int) -> None:
+        with self._lock:
+            self._too_large[account_id] = generation
+            self._accounts.pop(account_id, None)
+
+    # ---- the rule ---------------------------------------------------------------------------------------------------
+    def _current(self, account_id: str, generation: int | None = None) -> A | None:
+        """The account at (at least) its committed generation, opened, caught up or reloaded first when needed;
+        ``None`` when it is over the index's limit. Without a metadata store: the account as fed, or ``None``.
+
+        Args:
+            account_id: the account.
+            generation: the committed generation when the caller just read it (saves the read).
+
+        Raises:
+            ContextEngineError: what the metadata store raises (``WRT-5001``, ...).
+        """
+        if self._metadata is None:
+            with self._lock:
+                return self._accounts.get(account_id)
+        if generation is None:
+            generation = self._metadata.account_generation(account_id)
+        with self._lock:
+            account = self._accounts.get(account_id)
+            if account is not None:
+                self._accounts.move_to_end(account_id)
+                if account.generation == generation:
+                    return account  # rule 2: current, no lock
+            elif self._too_large.get(account_id) == generation:
+                return None
+            lock = self._load_locks.setdefault(account_id, threading.Lock())
+        if account is None or account.generation is None:
+            with lock:
+                with self._lock:
+                    account = self._accounts.get(account_id)
+                if account is None or account.generation is None:
+                    return self._open(account_id, generation)
+        with account.lock:
+            if account.generation == generation:
+                return account  # caught up by another thread meanwhile
+            return self._catch_up(account)
+
+    def _catch_up(self, account: A) -> A | None:
+        """Rules 3 and 4: apply the change log since the generation held (account lock held), or reload the
+        account when the log does not reach back, the database is behind it, or more changed than is worth
+        applying one by one."""
+        assert account.generation is not None
+        delta = self._metadata.changes_since(
+            account.account_id,
+            account.generation,
+            levels=self._change_levels,
+            max_changes=max(MAX_CHANGES, account.rows // 2),
+        )
+        if delta.reload:
+            return self._load(account.account_id)
+        self._apply(account, delta)
+        return account
+
+    def _open(self, account_id: str, generation: int) -> A | None:
+        """First use of an account: from its derived file caught up from the change log, else a wholesale load."""
+        account = self._restore(account_id)
+        if account is None:
+            return self._load(account_id)
+        if self._over_limit(account):
+            self._mark_too_large(account_id, generation)
+            return None
+        if account.generation != generation:
+            caught = self._catch_up(account)
+            if caught is not account:
+                return caught  # reloaded: the file was behind a pruned log or ahead of the database
+        with self._lock:
+            self.file_loads += 1
+        self._install(account)
+        return account
+
+    def _load(self, account_id: str) -> A | None:
+        """A wholesale load, held and saved to its file."""
+        account = self._loaded(account_id)
+        if account is None:
+            return None
+        with self._lock:
+            self.loads += 1
+        self._install(account)
+        if account.unsaved:  # the rows read (set by the subclass); an empty account costs one query: no file
+            self._schedule_save(account)
+        return account
+
+    def _applied(self, account: A, rows: int) -> None:
+        """Count ``rows`` applied from the change log; past ``max(1024, rows / 10)`` since the file, save it."""
+        account.unsaved += rows
+        if self._files is not None and account.unsaved > max(RESAVE_MIN_ROWS, account.rows // 10):
+            self._schedule_save(account)
+
+    # ---- files ------------------------------------------------------------------------------------------------------
+    def has_file(self, account_id: str) -> bool:
+        """Whether the account has a derived file this index would open from (judged from its header: format,
+        parameters, database; how far behind the change log it is is known only once opened)."""
+        return self._files is not None and self._files.usable(self._kind, account_id, self._params())
+
+    def _restore(self, account_id: str) -> A | None:
+        if self._files is None:
+            return None
+        snap = self._files.load(self._kind, account_id, self._params())
+        if snap is None:
+            return None
+        try:
+            return self._restored(account_id, snap)
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            self._files.reject(snap.path, f"does not hold {self._holds} ({type(err).__name__}: {err})"[:200])
+            return None
+
+    def _schedule_save(self, account: A) -> None:
+        """Write the account's derived file on the background saver (once at a time per account)."""
+        if self._files is not None:
+            self._saves.submit(account.account_id, lambda: self.save_file(account))
+
+    def save_file(self, account: A | str) -> bool:
+        """Write the derived file of a held account now (``account``: the account or its id); ``False`` when there
+        are no files, the account is not held or not loaded, or writing failed (logged)."""
+        if self._files is None:
+            return False
+        if isinstance(account, str):
+            with self._lock:
+                found = self._accounts.get(account)
+            if found is None:
+                return False
+            account = found
+        captured = self._snapshot(account)
+        if captured is None:
+            return False
+        generation, unsaved, meta, arrays = captured
+        if self._files.save(self._kind, account.account_id, generation, self._params(), meta, arrays) is None:
+            return False
+        with account.lock:
+            account.unsaved -= unsaved
+        return True
+
+    def close(self) -> None:
+        """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
+        self._saves.close()

@@ -1,0 +1,217 @@
+"""The level-0 matrix's scoring view of one request (DESIGN.md §5, §12): :class:`MemoryL0Scorer`.
+
+One matrix-vector product per owner-space segment the request needs, shared by every question (about 1-2 ms per 30k
+rows), which is what keeps a search of a 100k-node store within its latency budget (``bench/search_memory.py``: a
+LanceDB search costs 10-20 ms there, and a request asks several questions). Answers mean what
+:class:`~context_engine.storage.vector.scoring.IndexL0Scorer`'s do (the matrix holds the same unit vectors).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.nodes import VectorFilter
+from context_engine.storage.strings import best_by_score
+from context_engine.storage.vector.matrix_segment import MatrixView, rescore_depth
+from context_engine.storage.vector.scoring import L0Match, ordered, parent_of, space_of
+
+__all__ = ["MemoryL0Scorer"]
+
+
+class MemoryL0Scorer:
+    """:class:`L0Scorer` over a :class:`~context_engine.storage.vector.matrix.MatrixView` of the level-0 matrix.
+
+    Similarities are computed per owner-space segment, once per request and only for the segments a question
+    needs (a user's memory query touches that user's segment, not the shared resources), then answered with the
+    segment's filter mask (:meth:`RowTable.mask`, the one in-process filter compiler) and partial sorts.
+    Thread-safe.
+    """
+
+    name = "memory"
+
+    def __init__(self, view: MatrixView, query_vector: np.ndarray) -> None:
+        self._view = view
+        self._query = np.asarray(query_vector, dtype=np.float32)
+        self._scores: dict[str, np.ndarray] = {}
+        self._exact: dict[str, dict[int, float]] = {}  # compressed segments: rows rescored so far
+        self._masks: dict[tuple, np.ndarray] = {}  # (space, filter key) -> mask: a request asks with few filters
+        self._lock = threading.Lock()
+
+    @property
+    def generation(self) -> int:
+        """The account generation the view is at."""
+        return self._view.generation
+
+    def scores(self, space: str) -> np.ndarray:
+        """Cosine similarity of the query to every row of one segment (below the view's row count)."""
+        found = self._scores.get(space)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._scores.get(space)
+            if found is None:
+                seg, n = self._view.segments[space]
+                if n == 0:
+                    found = np.zeros(0, dtype=np.float32)
+                elif self._query.shape != (seg.dim,):
+                    raise ContextEngineError(
+                        ErrorCode.VECTOR_SEARCH_FAILED,
+                        f"query vector has shape {self._query.shape}, the level-0 matrix holds {seg.dim} dimensions",
+                        {"expected_dim": seg.dim},
+                    )
+                else:
+                    found = seg.scan(self._query, n)
+                self._scores[space] = found
+        return found
+
+    def _similarity(self, space: str, rows: Sequence[int]) -> dict[int, float]:
+        """Similarities of ``rows``: the matrix's scores, or for a compressed segment the scores of its float16
+        vectors (:meth:`MatrixSegment.exact`; once per row and request)."""
+        seg, _ = self._view.segments[space]
+        scores = self.scores(space)
+        if not seg.compressed:
+            return {r: float(scores[r]) for r in rows}
+        with self._lock:
+            known = self._exact.setdefault(space, {})
+            missing = [r for r in rows if r not in known]
+        if missing:
+            fresh = dict(
+                zip(missing, seg.exact(np.asarray(missing, dtype=np.int64), self._query).tolist(), strict=True)
+            )
+            with self._lock:
+                known.update(fresh)
+        return {r: known[r] for r in rows}
+
+    def _mask(self, space: str, flt: VectorFilter) -> np.ndarray:
+        """The segment's filter mask (:meth:`RowTable.mask`), computed once per request and filter."""
+        key = (space, _filter_key(flt))
+        found = self._masks.get(key)
+        if found is None:
+            seg, n = self._view.segments[space]
+            found = self._masks[key] = seg.mask(flt, n)
+        return found
+
+    def _spaces(self, flt: VectorFilter) -> list[str]:
+        """Segments that can hold rows passing ``flt`` (owner space, level, prefix), sorted."""
+        if flt.levels is not None and 0 not in flt.levels:
+            return []
+        spaces = self._view.spaces(flt)
+        if flt.uri_prefix is not None:
+            spaces = [s for s in spaces if s == space_of(flt.uri_prefix)]
+        return spaces
+
+    def _match(self, space: str, row: int, similarity: float) -> L0Match:
+        seg, _ = self._view.segments[space]
+        return L0Match(
+            seg.uris[row],
+            seg.value("parent_uri", row),
+            space,
+            seg.value("context_type", row),
+            seg.value("category", row),
+            seg.texts[row],
+            similarity,
+        )
+
+    def _candidates(self, space: str, rows: np.ndarray, k: int) -> np.ndarray:
+        """The rows :meth:`_best` scores fully for ``k`` wanted: the ``k`` best (a compressed segment: the
+        :func:`rescore_depth` best by its approximate scores), with every row tied with the last."""
+        seg, _ = self._view.segments[space]
+        depth = rescore_depth(k) if seg.compressed else k
+        if rows.size > depth:
+            sub = self.scores(space)[rows]
+            kth = sub[np.argpartition(-sub, depth - 1)[:depth]].min()
+            rows = rows[sub >= kth]  # keep every row tied with the k-th: ties resolve by URI below
+        return rows
+
+    def _best(self, space: str, rows: np.ndarray, k: int) -> list[L0Match]:
+        """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
+        :func:`rescore_depth` best by its approximate scores, rescored from its float16 vectors)."""
+        seg, _ = self._view.segments[space]
+        rows = self._candidates(space, rows, k)
+        exact = self._similarity(space, rows.tolist())
+        best = best_by_score(exact, seg.uris, k)  # similarity descending, then URI ascending
+        return [self._match(space, r, exact[r]) for r in best]
+
+    def top(self, flt: VectorFilter, k: int) -> list[L0Match]:
+        if k <= 0:
+            return []
+        picked = [(space, rows) for space in self._spaces(flt) if (rows := np.flatnonzero(self._mask(space, flt))).size]
+        layouts = {self._view.segments[space][0].compressed for space, _ in picked}
+        if len(picked) > 1 and len(layouts) == 1:  # approximations are compared with approximations only
+            # One candidate threshold across the segments (a caller whose scope spans many owner spaces, e.g. an
+            # admin's): a row below the depth-th best score of all segments cannot be among the k best, so each
+            # segment keeps only the rows at or above it, as if the segments were one (ties kept: >=).
+            depth = rescore_depth(k) if layouts == {True} else k
+            approx = [self.scores(space)[rows] for space, rows in picked]
+            total = sum(a.size for a in approx)
+            if total > depth:
+                every = np.concatenate(approx)
+                kth = every[np.argpartition(-every, depth - 1)[:depth]].min()
+                picked = [(space, rows[a >= kth]) for (space, rows), a in zip(picked, approx, strict=True)]
+        matches: list[L0Match] = []
+        for space, rows in picked:
+            if rows.size:
+                matches.extend(self._best(space, rows, k))
+        return ordered(matches)[:k]
+
+    def children(self, flt: VectorFilter, parent_uris: Sequence[str], per_parent: int) -> dict[str, list[L0Match]]:
+        if per_parent <= 0:
+            return {}
+        plain = flt.model_copy(update={"parent_uris": None})
+        allowed = set(self._spaces(plain.model_copy(update={"uri_prefix": None})))
+        picked: list[tuple[str, str, np.ndarray]] = []
+        for parent in sorted(set(parent_uris)):
+            space = space_of(parent)
+            if space not in allowed:
+                continue
+            seg, n = self._view.segments[space]
+            mask = self._mask(space, plain)
+            rows = np.asarray(seg.children.get(parent, ()), dtype=np.int64)
+            rows = rows[rows < n]
+            rows = rows[mask[rows]]
+            if rows.size:
+                picked.append((parent, space, rows))
+        by_space: dict[str, list[np.ndarray]] = {}
+        for _, space, rows in picked:
+            if self._view.segments[space][0].compressed:
+                by_space.setdefault(space, []).append(self._candidates(space, rows, per_parent))
+        for space, parts in by_space.items():  # one exact read for every parent's candidates
+            self._similarity(space, np.unique(np.concatenate(parts)).tolist())
+        return {parent: self._best(space, rows, per_parent) for parent, space, rows in picked}
+
+    def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
+        return {uri: m.similarity for uri, m in self.matches(flt, uris).items()}
+
+    def matches(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, L0Match]:
+        """The level-0 records of ``uris`` that exist and pass ``flt`` (as :meth:`lookup`, with their texts)."""
+        # A record is found among its parent's children (the URI names the parent), so a lookup reads the few
+        # siblings, not the segment; the filter mask is the request's shared one.
+        plain = flt.model_copy(update={"categories": None, "uri_prefix": None, "parent_uris": None, "doc_ids": None})
+        allowed = set(self._spaces(plain))
+        rows_of: dict[str, dict[int, str]] = {}
+        for uri in sorted(set(uris)):
+            space = space_of(uri)
+            if space not in allowed:
+                continue
+            seg, n = self._view.segments[space]
+            mask = self._mask(space, plain)
+            siblings = [r for r in seg.children.get(parent_of(uri), ()).tolist() if r < n and mask[r]]
+            for r in seg.uris.find(siblings, uri):  # compares bytes, decodes no sibling
+                rows_of.setdefault(space, {})[r] = uri
+        out: dict[str, L0Match] = {}
+        for space, rows in rows_of.items():
+            for r, sim in self._similarity(space, list(rows)).items():
+                out[rows[r]] = self._match(space, r, sim)
+        return out
+
+
+def _filter_key(flt: VectorFilter) -> tuple:
+    """A hashable key of a filter's fields (lists as tuples)."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in (getattr(flt, f) for f in _FILTER_KEY_FIELDS))
+
+
+_FILTER_KEY_FIELDS = tuple(VectorFilter.model_fields)

@@ -1,0 +1,574 @@
+"""The level-0 matrix's data: one account's rows in one segment per owner space (DESIGN.md §3, §12).
+
+:class:`MatrixSegment` holds the rows of one owner space (a :class:`~context_engine.storage.filters.RowTable` plus
+vectors, texts and breadcrumbs, in one of three layouts); :class:`MatrixAccount` an account's segments and the
+generation they hold; :class:`MatrixView` a consistent read view of an account at one generation. The index that
+keeps them current is :class:`~context_engine.storage.vector.matrix.MatrixVectorIndex`; the request's scoring view
+over a :class:`MatrixView` is :class:`~context_engine.storage.vector.matrix_scoring.MemoryL0Scorer`.
+
+Scores are cosine similarity (the dot product of unit float32 vectors; of the float16 copies in a compressed segment,
+within 4.9e-4 of it) clipped to [-1, 1]; ties by id ascending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
+from context_engine.storage.changes import VectorMatrix
+from context_engine.storage.derived.base import DerivedAccount
+from context_engine.storage.derived_files import Snapshot
+from context_engine.storage.filters import RowFields, RowTable, ValueCodes
+from context_engine.storage.strings import HashedIds, PackedStrings
+
+__all__ = [
+    "PROJECT_MIN_ROWS",
+    "MatrixAccount",
+    "MatrixRow",
+    "MatrixSegment",
+    "MatrixView",
+    "fit_projection",
+    "rescore_depth",
+    "row_of_record",
+    "rows_of_matrix",
+]
+
+_COMPACT_MIN_DEAD = 256
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRow(RowFields):
+    """What a segment stores of one vector row: the filter fields plus what a hit shows."""
+
+    text: str
+    breadcrumb: str
+
+
+def rows_of_matrix(m: VectorMatrix, idx: Sequence[int]) -> list[MatrixRow]:
+    return [
+        MatrixRow(
+            m.ids[i],
+            m.uri[i],
+            m.parent_uri[i],
+            m.owner_space[i],
+            m.context_type[i],
+            m.category[i],
+            int(m.level[i]),
+            m.doc_id[i],
+            int(m.chunk_index[i]),
+            m.text[i],
+            m.breadcrumb[i],
+        )
+        for i in idx
+    ]
+
+
+def row_of_record(r: VectorRecord) -> MatrixRow:
+    return MatrixRow(
+        r.id,
+        r.uri,
+        r.parent_uri,
+        r.owner_space,
+        r.context_type,
+        r.category,
+        r.level,
+        r.doc_id,
+        r.chunk_index,
+        r.text,
+        r.breadcrumb,
+    )
+
+
+def fit_projection(vectors: np.ndarray, dims: int, sample: int = 20_000) -> np.ndarray:
+    """An orthonormal basis, shape ``(dim, dims)`` float32, of the ``dims`` leading eigenvectors of the rows' second
+    moment ``E[v vᵀ]`` (uncentred PCA: the subspace that best preserves dot products with unit vectors; Jolliffe,
+    *Principal Component Analysis*, 2002, §3.5). Fitted on at most ``sample`` evenly spaced rows."""
+    step = max(1, len(vectors) // sample)
+    x = np.asarray(vectors[::step], dtype=np.float64)
+    _, eigvecs = np.linalg.eigh(x.T @ x)  # eigenvalues ascending
+    return np.ascontiguousarray(eigvecs[:, ::-1][:, :dims], dtype=np.float32)
+
+
+PROJECT_MIN_ROWS = 0
+"""Default ``project_rows``: every segment of a compressed account holds projections. A segment below
+``project_rows`` keeps float16 vectors only and is scanned from them: 1,024 instead of 1,536 bytes a row, but a
+scan converts them (~1.2 ms for 2k rows x 512). Measured on the 1M bench home (``bench/search_memory.py``):
+``project_rows=4096`` gives RSS 2,564 MB instead of 2,787, but a search whose scope spans every owner space (an
+admin's) 230 ms instead of 80, as it converts every small segment; so the default projects every segment."""
+
+
+class MatrixSegment(RowTable):
+    """The rows of one owner space of one account: a :class:`RowTable` plus vectors, texts and breadcrumbs (texts
+    and breadcrumbs: :class:`~context_engine.storage.strings.PackedStrings`, ``texts[row]``).
+
+    Three layouts (``dim``: the model's dimension, ``r``: the projection's):
+
+    * float32 (an account below ``compress_rows``): ``vectors`` holds the unit vectors, ``(capacity, dim)`` float32;
+      a score is exact.
+    * half (a segment below ``project_rows`` of a compressed account; none by default, :data:`PROJECT_MIN_ROWS`):
+      ``full`` holds them as float16, ``(capacity, dim)``, and ``vectors`` is ``None``; a scan converts them (2 * dim
+      bytes a row).
+    * projected (any other segment of a compressed account, ``projection`` of shape ``(dim, r)``): ``vectors``
+      holds the projections, ``(capacity, r)`` float32, and ``full`` the float16 vectors:
+      4 * r + 2 * dim bytes a row (1,536 instead of 2,048 at 512 -> 128). A projected score is an approximation used
+      to pick :func:`rescore_depth` candidates, which :meth:`exact` rescores from ``full`` in memory.
+
+    Float16 rounding moves a cosine of unit vectors by at most 2**-11 ~ 4.9e-4 (a relative error of 2**-11 per
+    component, Cauchy-Schwarz; measured at most 5.9e-5 on 489k vectors of the default model). Rescoring read the
+    float32 vectors from the metadata store until format 2 of the derived files: ~30 us a row, 70% of a search at 1M
+    nodes.
+    """
+
+    def __init__(
+        self,
+        account_id: str,
+        dim: int,
+        capacity: int = 256,
+        projection: np.ndarray | None = None,
+        *,
+        half: bool = False,
+    ) -> None:
+        self.dim = dim
+        self.projection = projection
+        self.vectors: np.ndarray | None = None
+        self.full: np.ndarray | None = None
+        if projection is not None or not half:
+            width = dim if projection is None else int(projection.shape[1])
+            self.vectors = np.zeros((capacity, width), dtype=np.float32)
+        if projection is not None or half:
+            self.full = np.zeros((capacity, dim), dtype=np.float16)
+        self.texts = PackedStrings()
+        self.breadcrumbs = PackedStrings()
+        super().__init__(account_id, capacity)
+
+    @property
+    def compressed(self) -> bool:
+        """Whether scan scores are approximations that :meth:`exact` rescores (the projected layout)."""
+        return self.projection is not None
+
+    @property
+    def layout(self) -> str:
+        """``float32``, ``half`` or ``projected`` (class docstring)."""
+        return "projected" if self.projection is not None else "half" if self.vectors is None else "float32"
+
+    def on_grow(self, capacity: int) -> None:
+        def grown(old: np.ndarray | None) -> np.ndarray | None:
+            if old is None:
+                return None
+            new = np.zeros((capacity, old.shape[1]), dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            return new
+
+        self.vectors, self.full = grown(self.vectors), grown(self.full)
+
+    def scan(self, query: np.ndarray, n: int) -> np.ndarray:
+        """Scores of ``query`` (unit, ``(dim,)`` float32) against every row below ``n``, float32 ``(n,)`` clipped to
+        [-1, 1]: cosine similarities (float32, half), or approximations to rescore (projected)."""
+        if self.vectors is None:
+            assert self.full is not None
+            stored, q = self.full[:n].astype(np.float32), query
+        else:
+            stored = self.vectors[:n]
+            q = query if self.projection is None else np.ascontiguousarray(query @ self.projection)
+        # einsum runs in this thread; a BLAS matrix-vector product would wake OpenBLAS's thread pool, which contends
+        # with the embedder's on a small machine (measured: same median, 2x better p95).
+        return np.clip(np.einsum("ij,j->i", stored, q), -1.0, 1.0)
+
+    def score_rows(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """:meth:`scan`'s scores of ``rows`` only (row numbers)."""
+        if self.projection is None:
+            return self.exact(rows, query)
+        assert self.vectors is not None
+        return np.clip(self.vectors[rows] @ np.ascontiguousarray(query @ self.projection), -1.0, 1.0)
+
+    def exact(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of ``query`` (unit, ``(dim,)``) to ``rows`` (row numbers), float32 clipped to
+        [-1, 1]: from the float32 vectors, or the float16 ones (within 4.9e-4)."""
+        stored = self.vectors if self.full is None else self.full
+        assert stored is not None
+        return np.clip(stored[rows].astype(np.float32, copy=False) @ query, -1.0, 1.0)
+
+    def add(self, rows: Sequence[MatrixRow], vectors: np.ndarray) -> None:
+        """Append rows with their unit vectors (shape ``(len(rows), dim)``) and publish them."""
+        if not rows:
+            return
+        if vectors.shape != (len(rows), self.dim):
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"vectors of shape {tuple(vectors.shape[1:])} do not fit a matrix of {self.dim} dimensions; "
+                "run `context-engine reindex`",
+                {"index_dim": self.dim},
+            )
+        stored = vectors if self.projection is None else vectors @ self.projection
+        self._add_stored(rows, stored, vectors.astype(np.float16) if self.full is not None else None)
+
+    def _add_stored(self, rows: Sequence[MatrixRow], stored: np.ndarray | None, full: np.ndarray | None) -> None:
+        """Append rows with what each layout stores: ``stored`` for ``vectors`` (unit vectors or projections),
+        ``full`` (float16) for ``full``; the one a layout does not hold is ignored."""
+        new = self.append(rows)
+        if self.vectors is not None:
+            self.vectors[new.start : new.stop] = stored
+        if self.full is not None:
+            self.full[new.start : new.stop] = full
+        self.texts.extend([r.text for r in rows])
+        self.breadcrumbs.extend([r.breadcrumb for r in rows])
+        self.publish(new)
+
+    def row(self, row: int) -> MatrixRow:
+        return MatrixRow(
+            self.ids[row],
+            self.uris[row],
+            self.value("parent_uri", row),
+            self.value("owner_space", row),
+            self.value("context_type", row),
+            self.value("category", row),
+            int(self.level[row]),
+            self.value("doc_id", row),
+            int(self.chunk_index[row]),
+            self.texts[row],
+            self.breadcrumbs[row],
+        )
+
+    def snapshot(self, prefix: str, n: int, alive: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The rows below ``n`` as ``(meta, arrays)`` for a derived file; ``n`` and ``alive`` (a copy) were taken
+        under the account's lock, the rest is read without it (rows below ``n`` never change otherwise)."""
+        meta, rows = self.snapshot_rows(n, alive)
+        meta["layout"] = self.layout
+        arrays = {prefix + k: v for k, v in rows.items()}
+        if self.vectors is not None:
+            arrays[prefix + "vectors"] = self.vectors[:n]
+        if self.full is not None:
+            arrays[prefix + "full"] = self.full[:n]
+        for name, column in (("texts", self.texts), ("breadcrumbs", self.breadcrumbs)):
+            arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.byte_offsets"] = column.arrays(n)
+        return meta, arrays
+
+    @classmethod
+    def restored(
+        cls, account_id: str, dim: int, projection: np.ndarray | None, meta: dict[str, Any], arrays: dict, prefix: str
+    ) -> MatrixSegment:
+        """A segment read back from :meth:`snapshot` output (zero-copy: see :meth:`RowTable.restore_rows`)."""
+        vectors, full = arrays.get(prefix + "vectors"), arrays.get(prefix + "full")
+        layout = meta["layout"]
+        if layout not in ("float32", "half", "projected") or (layout == "projected" and projection is None):
+            raise ValueError(f"segment layout {layout!r} unknown or without its projection")
+        seg = cls(account_id, dim, 0, projection if layout == "projected" else None, half=layout == "half")
+        seg.restore_rows(meta, arrays, prefix)
+        if (seg.vectors is None) != (vectors is None) or (seg.full is None) != (full is None):
+            raise ValueError("segment vectors do not match its layout")
+        if vectors is not None:
+            if vectors.shape != (seg.n, dim if projection is None else int(projection.shape[1])):
+                raise ValueError("segment vectors do not match its rows")
+            seg.vectors = vectors
+        if full is not None:
+            if full.shape != (seg.n, dim) or full.dtype != np.float16:
+                raise ValueError("segment float16 vectors do not match its rows")
+            seg.full = full
+        seg.texts = PackedStrings.from_arrays(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.byte_offsets"])
+        seg.breadcrumbs = PackedStrings.from_arrays(
+            arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.byte_offsets"]
+        )
+        if len(seg.texts) != seg.n or len(seg.breadcrumbs) != seg.n:
+            raise ValueError("segment texts do not match its rows")
+        return seg
+
+    def compacted(self, projection: np.ndarray | None = None, *, half: bool = False) -> MatrixSegment:
+        """A new segment holding the live rows only (same order), in the layout of ``(projection, half)`` (see
+        :meth:`__init__`). The float32 layout can only come from itself (float16 vectors are never widened back)."""
+        live = np.flatnonzero(self.alive[: self.n])
+        rows = [self.row(int(r)) for r in live]
+        if self.full is not None:
+            full = self.full[live]
+            if projection is None and not half:
+                raise ValueError("a float16 segment cannot be compacted into float32")
+        else:
+            assert self.vectors is not None
+            full = self.vectors[live].astype(np.float16)
+        out = MatrixSegment(self.account_id, self.dim, max(256, len(live)), projection, half=half)
+        if out.projection is None and out.full is None:  # float32 -> float32
+            assert self.vectors is not None
+            out._add_stored(rows, self.vectors[live], None)
+        elif out.projection is None:  # -> half
+            out._add_stored(rows, None, full)
+        elif self.projection is projection and self.vectors is not None:  # projected -> projected: keep them
+            out._add_stored(rows, self.vectors[live], full)
+        else:  # projections of the float32 vectors when there are, else of the float16 ones
+            assert projection is not None
+            vectors = self.vectors if self.full is None else None
+            exact = vectors[live] if vectors is not None else full.astype(np.float32)
+            out._add_stored(rows, exact @ projection, full)
+        return out
+
+
+class _SpaceOf:
+    """id -> owner space of one account's live rows: a :class:`~context_engine.storage.strings.HashedIds` of space
+    numbers (12 bytes an id instead of a dict entry's ~31). Built from the segments' live ids on the first lookup
+    (after a restore, or once more than ``max(1024, rows / 8)`` ids were set since the last build); a lookup gives
+    candidate spaces, which the caller checks in their segment (:meth:`MatrixAccount.remove`). Serialised by the
+    account's writer."""
+
+    __slots__ = ("_account", "_built", "_map", "_spaces")
+
+    def __init__(self, account: MatrixAccount, *, built: bool = True) -> None:
+        self._account = account
+        self._map = HashedIds()
+        self._built = built
+        self._spaces = ValueCodes()  # owner space <-> the number the map stores
+
+    def _build(self) -> None:
+        ids: list[str] = []
+        numbers: list[np.ndarray] = []
+        for space, seg in sorted(self._account.segments.items()):
+            live = np.flatnonzero(seg.alive[: seg.n]).tolist()
+            held = seg.ids[0 : seg.n]
+            ids.extend(held[r] for r in live)
+            numbers.append(np.full(len(live), self._spaces.code(space), dtype=np.int32))
+        self._map.reset(ids, np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int32))
+        self._built = True
+
+    def candidates(self, rid: str) -> list[str]:
+        """Spaces whose segment may hold ``rid`` live (the last one set first)."""
+        if not self._built:
+            self._build()
+        return [self._spaces.values[i] for i in dict.fromkeys(self._map.candidates(rid))]
+
+    def set(self, rid: str, space: str) -> None:
+        if self._built:
+            self._map.set(rid, self._spaces.code(space))
+
+    def settle(self) -> None:
+        """After a batch of :meth:`set`: past ``max(1024, rows / 8)`` ids set since the last build, drop the map (the
+        next lookup builds it from the segments) instead of holding a large dict."""
+        if self._built and len(self._map.tail) > max(1024, self._account.rows // 8):
+            self._map, self._built = HashedIds(), False
+
+    def discard(self, rid: str) -> None:
+        self._map.discard(rid)
+
+
+class MatrixAccount(DerivedAccount):
+    """One account's segments (by owner space), the generation they hold, and id -> space.
+
+    An account with at least ``compress_rows`` rows is compressed: one projection to ``compress_dims`` dimensions is
+    fitted on its vectors (when it is loaded, or when it grows past the limit) and every segment holds float16
+    vectors, plus projections when it has at least ``project_rows`` rows (:class:`MatrixSegment` layouts; built
+    so, or rebuilt at the next compaction check). One projection per account, not per segment: a large account of
+    many users is mostly small segments, which are the memory."""
+
+    def __init__(
+        self,
+        account_id: str,
+        generation: int,
+        compress_rows: int | None = None,
+        compress_dims: int = 128,
+        project_rows: int = PROJECT_MIN_ROWS,
+    ) -> None:
+        super().__init__(account_id, generation)
+        self.project_rows = project_rows
+        self.compress_rows = compress_rows
+        self.compress_dims = compress_dims
+        self.segments: dict[str, MatrixSegment] = {}
+        self.space_of = _SpaceOf(self)
+        self.dim: int | None = None
+        self.projection: np.ndarray | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(seg.live for seg in self.segments.values())
+
+    def add(self, rows: Sequence[MatrixRow], vectors: np.ndarray) -> None:
+        if rows and self.dim is None:
+            self.dim = int(vectors.shape[1])
+        if rows and self.projection is None and self._should_compress(self.rows + len(rows)):
+            self.projection = fit_projection(self._sample(vectors), self.compress_dims)
+        by_space: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
+            by_space.setdefault(r.owner_space, []).append(i)
+        for space, idx in by_space.items():
+            assert self.dim is not None
+            seg = self.segments.get(space)
+            if seg is None:
+                seg = self.segments[space] = self._segment(max(256, len(idx)), len(idx))
+            picked = [rows[i] for i in idx]
+            for r in picked:
+                self.remove(r.id)
+            seg.add(picked, vectors[idx])
+            for r in picked:
+                self.space_of.set(r.id, space)
+        self.space_of.settle()
+
+    def _sample(self, vectors: np.ndarray, sample: int = 20_000) -> np.ndarray:
+        """Unit vectors to fit the projection on: the new ones plus those of the (uncompressed) segments held."""
+        held = [
+            seg.vectors[np.flatnonzero(seg.alive[: seg.n])]
+            for seg in self.segments.values()
+            if seg.vectors is not None and seg.layout == "float32"
+        ]
+        total = len(vectors) + sum(len(h) for h in held)
+        step = max(1, total // sample)
+        return np.concatenate([vectors[::step], *(h[::step] for h in held)])
+
+    def remove(self, rid: str) -> bool:
+        for space in self.space_of.candidates(rid):
+            seg = self.segments.get(space)
+            if seg is not None and seg.kill(rid) is not None:
+                self.space_of.discard(rid)
+                return True
+        return False
+
+    def _should_compress(self, rows: int) -> bool:
+        return self.compress_rows is not None and rows >= self.compress_rows and self.compress_dims < (self.dim or 0)
+
+    def capture(self) -> tuple[int, list[tuple[str, MatrixSegment, int, np.ndarray]], int]:
+        """What a derived file of this account needs, taken under :attr:`lock`: the generation, each segment with
+        its row count and a copy of its tombstones, and the rows applied since the last file (see ``snapshot``)."""
+        segs = [(space, seg, seg.n, seg.alive[: seg.n].copy()) for space, seg in sorted(self.segments.items())]
+        assert self.generation is not None  # a matrix account is always read from a store
+        return self.generation, segs, self.unsaved
+
+    @classmethod
+    def restored(
+        cls, account_id: str, snap: Snapshot, compress_rows: int | None, compress_dims: int, project_rows: int
+    ) -> MatrixAccount:
+        """An account read back from a derived file (its generation is the file's)."""
+        account = cls(account_id, snap.generation, compress_rows, compress_dims, project_rows)
+        meta = snap.meta
+        account.dim = None if meta["dim"] is None else int(meta["dim"])
+        account.projection = snap.arrays.get("projection")
+        for i, (space, seg_meta) in enumerate(zip(meta["spaces"], meta["segments"], strict=True)):
+            assert account.dim is not None
+            seg = MatrixSegment.restored(account_id, account.dim, account.projection, seg_meta, snap.arrays, f"s{i}.")
+            account.segments[space] = seg
+        account.space_of = _SpaceOf(account, built=False)  # built from the segments when a write first needs it
+        return account
+
+    def _segment(self, capacity: int, rows: int) -> MatrixSegment:
+        """An empty segment in the layout an account like this one gives ``rows`` rows."""
+        assert self.dim is not None
+        if self.projection is None:
+            return MatrixSegment(self.account_id, self.dim, capacity)
+        if rows >= self.project_rows:
+            return MatrixSegment(self.account_id, self.dim, capacity, self.projection)
+        return MatrixSegment(self.account_id, self.dim, capacity, half=True)
+
+    def _layout_of(self, seg: MatrixSegment) -> tuple[np.ndarray | None, bool]:
+        """``(projection, half)`` a segment of this account should have now (a projected segment stays so)."""
+        if self.projection is None:
+            return None, False
+        if seg.compressed or seg.live >= self.project_rows:
+            return self.projection, False
+        return None, True
+
+    def compact(self) -> None:
+        """Rebuild a segment whose layout the account's size changed (float32 -> half or projected, half ->
+        projected), or a third of whose rows are tombstones."""
+        for space, seg in list(self.segments.items()):
+            projection, half = self._layout_of(seg)
+            if (projection is not seg.projection) or (half != (seg.layout == "half")):
+                self.segments[space] = seg.compacted(projection, half=half)
+            elif seg.dead > _COMPACT_MIN_DEAD and seg.dead * 3 > seg.n:
+                self.segments[space] = seg.compacted(seg.projection, half=half)
+
+
+class MatrixView:
+    """A consistent read view of one account at one generation: each segment with its published row count."""
+
+    __slots__ = ("account_id", "generation", "segments")
+
+    def __init__(self, account: MatrixAccount) -> None:
+        self.account_id = account.account_id
+        assert account.generation is not None  # a matrix account is always read from a store
+        self.generation: int = account.generation
+        self.segments: dict[str, tuple[MatrixSegment, int]] = {
+            # dict(): one C-level copy, safe while a catch-up in another thread adds a segment (iterating the
+            # account's dict itself could raise "dictionary changed size during iteration")
+            space: (seg, seg.n)
+            for space, seg in dict(account.segments).items()
+        }
+
+    @property
+    def dim(self) -> int | None:
+        for seg, _ in self.segments.values():
+            return seg.dim
+        return None
+
+    def spaces(self, flt: VectorFilter) -> list[str]:
+        """Owner-space segments that can hold rows passing ``flt``, sorted."""
+        if flt.account_id != self.account_id:
+            return []
+        names: Iterable[str] = self.segments.keys()
+        if flt.owner_spaces is not None:
+            names = set(flt.owner_spaces) & self.segments.keys()
+        return sorted(s for s in names if self.segments[s][1])
+
+    def search(self, query: np.ndarray, top_k: int, flt: VectorFilter) -> list[VectorHit]:
+        """The ``top_k`` rows passing ``flt`` nearest to ``query`` (see :meth:`MatrixVectorIndex.search`)."""
+        dim = self.dim
+        if dim is not None and query.shape != (dim,):
+            raise ContextEngineError(
+                ErrorCode.INDEX_MODEL_MISMATCH,
+                f"query vector has shape {tuple(query.shape)} but the index holds vectors of dimension {dim}",
+                {"query_dim": int(query.size), "index_dim": dim},
+            )
+        found: list[tuple[float, str, MatrixSegment, int]] = []
+        for space in self.spaces(flt):
+            seg, n = self.segments[space]
+            if flt.parent_uris is not None and flt.uri_prefix is None and flt.doc_ids is None:
+                rows = seg.rows_of_parents(flt.parent_uris, n)
+                rows = rows[seg.mask(flt, n)[rows]] if rows.size else rows
+            else:
+                rows = np.flatnonzero(seg.mask(flt, n))
+            if rows.size == 0:
+                continue
+            scores = seg.score_rows(rows, query)
+            if seg.compressed:
+                rows, scores = self.rescore(seg, rows, scores, query, rescore_depth(top_k))
+            k = min(top_k, rows.size)
+            if k < rows.size:
+                kth = scores[np.argpartition(-scores, k - 1)[:k]].min()
+                keep = np.flatnonzero(scores >= kth)  # every row tied with the k-th: ties resolve by id below
+                rows, scores = rows[keep], scores[keep]
+            found.extend((float(s), seg.ids[int(r)], seg, int(r)) for r, s in zip(rows, scores, strict=True))
+        found.sort(key=lambda h: (-h[0], h[1]))
+        return [_hit(seg.row(row), score) for score, _, seg, row in found[:top_k]]
+
+    def rescore(
+        self, seg: MatrixSegment, rows: np.ndarray, approx: np.ndarray, query: np.ndarray, depth: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``depth`` best ``rows`` by ``approx`` with their scores from the full vectors
+        (:meth:`MatrixSegment.exact`)."""
+        if rows.size > depth:
+            keep = np.argpartition(-approx, depth - 1)[:depth]
+            rows = rows[keep]
+        return rows, seg.exact(rows, query)
+
+
+def rescore_depth(k: int) -> int:
+    """Candidates rescored from the full vectors for ``k`` wanted from a compressed segment. Measured on the 243k
+    shared rows of the 1M bench home's largest account (default model, 512 dimensions projected to 128; its texts
+    come in near-identical copies, the hard case), recall@10 against float32 with no filter: 0.946 at 80
+    candidates, 0.998 at 200, 0.999 at 400; float16 rescoring loses 0.001 at most (bench/search_memory.py
+    reports recall as served at each size). Rescoring is in memory: 200 rows cost ~0.2 ms."""
+    return max(20 * k, 200)
+
+
+def _hit(r: MatrixRow, score: float) -> VectorHit:
+    return VectorHit(
+        id=r.id,
+        score=score,
+        uri=r.uri,
+        parent_uri=r.parent_uri,
+        owner_space=r.owner_space,
+        context_type=r.context_type,
+        category=r.category,
+        level=r.level,
+        doc_id=r.doc_id,
+        chunk_index=r.chunk_index,
+        text=r.text,
+        breadcrumb=r.breadcrumb,
+    )
