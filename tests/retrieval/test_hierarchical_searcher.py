@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from context_engine.errors import ErrorCode
 from context_engine.observability.trace import TraceRecorder
 from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher, ancestor_uris
-from context_engine.retrieval.l0_source import L0Match
 from context_engine.retrieval.run import RequestNodes, SearchRun
 from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
@@ -20,6 +19,7 @@ from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import NodeRecord
 from context_engine.schema.query import TypedQuery
 from context_engine.settings import HierarchySettings, ScoringSettings
+from context_engine.storage.vector.scoring import L0Match
 
 CTX = RequestContext(account_id="acme", role="user", user_space="alice")
 
