@@ -48,6 +48,8 @@ ContextEngine over HTTP: the same service as the CLI, the MCP tools and the Pyth
 * **Errors**: every error is the envelope `{code, message, details, request_id}`; the HTTP status is the three digits
   after the dash of `code` (e.g. `RET-4032` -> 403).
 * **Request ids**: send `X-Request-ID` (1-64 of `[A-Za-z0-9._:-]`) or get a generated one back in the same header.
+* **More**: the engine's layers, stages, stores and error codes are described in the repository's
+  `docs/architecture.md`; every error code with its status in `docs/interfaces.md`.
 """
 
 
@@ -160,16 +162,16 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         # every answer's strings pass the pattern redaction last (docs/security.md "Secret redaction")
         **({"default_response_class": RedactedJSONResponse} if settings.retrieval.redaction.enabled else {}),
         openapi_tags=[
-            {"name": "retrieval", "description": "search_memory / read_memory (DESIGN §5-6)."},
-            {"name": "knowledge", "description": "lookup_knowledge and its audit trail (DESIGN §7)."},
-            {"name": "write", "description": "Add, delete and move nodes (DESIGN §4)."},
+            {"name": "retrieval", "description": "search_memory / read_memory (docs/search_memory.md)."},
+            {"name": "knowledge", "description": "lookup_knowledge and its audit trail (docs/lookup_knowledge.md)."},
+            {"name": "write", "description": "Add, delete and move nodes (docs/architecture.md, the write path)."},
             {
                 "name": "memories",
                 "description": "Memories and conversations: add, batch, messages, list, get with "
-                "history, update, delete (issue 11).",
+                "history, update, delete (docs/memories.md).",
             },
             {"name": "browse", "description": "ls / tree with L0 abstracts."},
-            {"name": "operations", "description": "Health, readiness and Prometheus metrics (DESIGN §9)."},
+            {"name": "operations", "description": "Health, readiness and Prometheus metrics (docs/interfaces.md)."},
         ],
     )
     app.state.engine = state
