@@ -560,12 +560,23 @@ class ContextEngineService:
         return self.memory_writer.add_messages(ctx.account_id, self._memory_space(ctx), messages, session_id)
 
     def _memory_node(self, uri: str, ctx: RequestContext, *, write: bool) -> NodeRecord:
-        """The memory file at ``uri`` if the caller may see (and, with ``write``, change) it; else ``RET-4032``,
-        the same body whether it is missing, invisible, not writable or not a memory (no existence leak)."""
+        """The memory file at ``uri`` if the caller may see (and, with ``write``, change) it.
+
+        Raises:
+            ContextEngineError: ``RET-4041`` (404) when the caller may see and change the space but no memory is
+                there (its own memory, deleted: issue 29; decided after a check that reads the context alone, so it
+                tells nothing of other spaces); else ``RET-4032`` (403), one body whether the URI is invisible, not
+                writable or not a memory file (no existence leak).
+        """
         u = parse_uri(uri)
         node = None
-        if u.context_type == "memory" and ctx.can_see_uri(u) and (not write or ctx.can_write_uri(u)):
+        allowed = u.context_type == "memory" and ctx.can_see_uri(u) and (not write or ctx.can_write_uri(u))
+        if allowed:
             node = self.metadata.get_node(ctx.account_id, str(u))
+            if node is None:
+                from context_engine.retrieval.memory_read_service import not_found
+
+                raise not_found(str(u))
         if node is None or node.is_dir or node.context_type != "memory":
             raise ContextEngineError(
                 ErrorCode.URI_FORBIDDEN, "the URI does not exist or is not visible to this caller", {"uri": str(u)}

@@ -120,7 +120,7 @@ def test_memory_lifecycle(alice: Client) -> None:
     assert alice.delete_memory(uri).nodes == 1
     with pytest.raises(ApiError) as err:
         alice.get_memory(uri)
-    assert err.value.code is ErrorCode.URI_FORBIDDEN and err.value.status_code == 403
+    assert err.value.code is ErrorCode.TARGET_NOT_FOUND and err.value.status_code == 404  # her own, deleted
 
 
 def test_error_envelopes(world, alice: Client) -> None:

@@ -88,7 +88,7 @@ def test_messages_list_get_update_history_delete(client, tenants, service):
     assert r.status_code == 200 and r.json()["uris"] == [second], r.text
     assert [m["uri"] for m in listed(client, tenants.alice, session_id="trip-1")["items"]] == [first]
     gone = client.get("/api/v1/memories/item", params={"uri": second}, headers=tenants.alice)
-    assert gone.status_code == 403 and gone.json()["code"] == "RET-4032"
+    assert gone.status_code == 404 and gone.json()["code"] == "RET-4041"  # her own deleted memory (issue 29)
 
 
 def test_add_memory_with_metadata_time_and_policy(client, tenants):
@@ -256,13 +256,13 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(client, tenants, 
             assert resp.json()["code"] == "RET-4032"
             bodies.append(resp.content.replace(target.encode(), b"URI"))
         assert bodies[0] == bodies[1], path
-        # the owner's own missing URI: the same 403 too
+        # the owner's own missing URI: 404, which says nothing about anyone else's space (issue 29)
         own = getattr(client, method)(
             path,
             headers=tenants.alice,
             **{k: {f: (v.format(u=missing) if isinstance(v, str) else v) for f, v in d.items()} for k, d in kw.items()},
         )
-        assert own.status_code == 403 and own.json()["code"] == "RET-4032"
+        assert own.status_code == 404 and own.json()["code"] == "RET-4041"
     still = client.get("/api/v1/memories/item", params={"uri": uri}, headers=tenants.alice).json()
     assert still["text"] == "My PIN is not something I share." and still["version"] == 1
     # the other user's list does not show alice's memories

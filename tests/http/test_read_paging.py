@@ -96,7 +96,13 @@ def test_l1_and_short_documents_have_no_next_page(service, client, tenants, long
 
 @pytest.mark.parametrize(
     "fields",
-    [{"offset": -1}, {"max_chars": 0}, {"max_chars": CEILING + 1}, {"offset": len(BODY) + 1}, {"level": "L1", "offset": 5}],
+    [
+        {"offset": -1},
+        {"max_chars": 0},
+        {"max_chars": CEILING + 1},
+        {"offset": len(BODY) + 1},
+        {"level": "L1", "offset": 5},
+    ],
 )
 def test_bad_paging_values_are_ret_4001_everywhere(service, client, tenants, long_doc, fields):
     args = {"uri": long_doc, "level": "L2", **fields}

@@ -252,7 +252,8 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(cli):
     assert detail["version"] == 1 and detail["text"] == "Alice's bank is in Porto."
     code, out = cli(*ALICE, "--json", "delete-memory", uri)
     assert code == 0 and json.loads(out)["uris"] == [uri]
-    assert cli(*ALICE, "--json", "get-memory", uri)[0] == 3
+    code, out = cli(*ALICE, "--json", "get-memory", uri)
+    assert code == 2 and json.loads(out)["code"] == "RET-4041"  # her own deleted memory: not found (issue 29)
 
 
 def test_search_with_memory_filters(cli, tmp_path):

@@ -124,7 +124,7 @@ def test_forbidden_and_missing_give_the_same_403_without_touching_storage(engine
     with pytest.raises(ContextEngineError) as forbidden:
         reader.read(secret_uri, "L2", ctx=BOB)
     assert content.reads == [] and metadata.calls == []  # refused from the context alone
-    missing_uri = "ctx://user/bob/memories/preference/nothing-here.md"
+    missing_uri = "ctx://resources/ops/nothing-here.md"
     with pytest.raises(ContextEngineError) as missing:
         reader.read(missing_uri, "L2", ctx=BOB)
     assert content.reads == []
@@ -133,11 +133,15 @@ def test_forbidden_and_missing_give_the_same_403_without_touching_storage(engine
     assert forbidden.value.code.http_status == 403
     assert {**f, "details": {}} == {**m, "details": {}}
     assert f["details"] == {"uri": secret_uri} and m["details"] == {"uri": missing_uri}
-    # another account cannot tell either
+    # another account cannot tell either: its admin gets one answer for alice's URI and for one that exists nowhere
+    # (its own account's, where neither is: 404 since issue 29)
     stranger = RequestContext(account_id="other", role="admin")
-    with pytest.raises(ContextEngineError) as other:
-        reader.read(secret_uri, "L1", ctx=stranger)
-    assert {**other.value.envelope("r"), "details": {}} == {**f, "details": {}}
+    answers = []
+    for uri in (secret_uri, "ctx://user/alice/memories/preference/never-written.md"):
+        with pytest.raises(ContextEngineError) as other:
+            reader.read(uri, "L1", ctx=stranger)
+        answers.append({**other.value.envelope("r"), "details": {}})
+    assert answers[0] == answers[1]
     for bad in ("not a uri", "ctx://resources/../etc/passwd"):
         with pytest.raises(ContextEngineError) as invalid:
             reader.read(bad, "L1", ctx=BOB)
@@ -145,6 +149,21 @@ def test_forbidden_and_missing_give_the_same_403_without_touching_storage(engine
     with pytest.raises(ContextEngineError) as none:
         reader.read(DISK, "L1", ctx=None)
     assert none.value.code is ErrorCode.URI_FORBIDDEN
+
+
+def test_a_missing_memory_in_the_callers_own_space_is_404(engine):
+    """Issue 29: bob's own space is his to list, so saying that nothing is there leaks nothing; alice's memory,
+    existing or not, stays the one 403 for him."""
+    reader = MemoryReadService(engine.content, engine.metadata, Redactor(RedactionSettings()), ReadSettings())
+    own_missing = "ctx://user/bob/memories/preference/nothing-here.md"
+    with pytest.raises(ContextEngineError) as missing:
+        reader.read(own_missing, "L2", ctx=BOB)
+    assert missing.value.code is ErrorCode.TARGET_NOT_FOUND and missing.value.code.http_status == 404
+    assert missing.value.details == {"uri": own_missing}
+    for uri in (alice_memory(engine), "ctx://user/alice/memories/preference/nothing-here.md"):
+        with pytest.raises(ContextEngineError) as other:
+            reader.read(uri, "L2", ctx=BOB)
+        assert other.value.code is ErrorCode.URI_FORBIDDEN
 
 
 def test_relations_drop_invisible_and_missing_targets(engine):

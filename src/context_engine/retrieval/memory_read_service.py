@@ -5,7 +5,10 @@ Order of operations, so that nothing about an invisible node can leak:
 1. Parse the URI; ask the :class:`RequestContext` whether its owner space is visible. No storage is touched for an
    invisible URI.
 2. Look the node up in the metadata store. A missing node gives exactly the same ``RET-4032`` (403) as an
-   invisible one: same message, details ``{"uri": <the URI as given, normalised>}``.
+   invisible one: same message, details ``{"uri": <the URI as given, normalised>}``; except a missing *memory*
+   (``ctx://user/<space>/memories/...``) in a space the caller may see (its own, say, after deleting it), which is
+   ``RET-4041`` (404): step 1 decided from the context alone that the space is visible, so the difference tells
+   nothing about other spaces (issue 29).
 3. Read the level from the content store; redact secrets (``Redactor``, patterns + detect-secrets); L2 is returned
    one page at a time (:func:`page`): at most ``max_chars`` (default and ceiling ``l2_excerpt_max_chars``)
    characters from ``offset``, cut at a line boundary, with the offset of the next page (``None`` at the end).
@@ -34,15 +37,23 @@ from context_engine.schema.uri import ContextURI
 from context_engine.settings import ReadSettings
 from context_engine.storage.protocols import ContentStore, MetadataStore
 
-__all__ = ["MemoryReadService", "ReadPage", "forbidden", "page"]
+__all__ = ["MemoryReadService", "ReadPage", "forbidden", "not_found", "page"]
 
 ReadLevelName = Literal["L0", "L1", "L2"]
 _FORBIDDEN_MESSAGE = "the URI does not exist or is not visible to this caller"
+_NOT_FOUND_MESSAGE = "no memory at this URI (deleted, or never written)"
 
 
 def forbidden(uri: str) -> ContextEngineError:
     """The one ``RET-4032`` for a URI that is invisible *or* missing (no existence leak)."""
     return ContextEngineError(ErrorCode.URI_FORBIDDEN, _FORBIDDEN_MESSAGE, {"uri": uri})
+
+
+def not_found(uri: str) -> ContextEngineError:
+    """``RET-4041`` (404) for a memory URI in a space the caller may see that holds no memory (issue 29: a memory the
+    caller deleted). Raised only after the visibility check, which reads the context alone, so it says nothing about
+    spaces the caller cannot see: those keep the one ``RET-4032``."""
+    return ContextEngineError(ErrorCode.TARGET_NOT_FOUND, _NOT_FOUND_MESSAGE, {"uri": uri})
 
 
 def _shown(uri: str) -> str:
@@ -139,7 +150,9 @@ class MemoryReadService:
         Raises:
             ContextEngineError: as :meth:`read_page`.
         """
-        return self.read_page(uri, level, expand_relations, max_relations, ctx, offset=offset, max_chars=max_chars).block
+        return self.read_page(
+            uri, level, expand_relations, max_relations, ctx, offset=offset, max_chars=max_chars
+        ).block
 
     def read_page(
         self,
@@ -162,9 +175,9 @@ class MemoryReadService:
 
         Raises:
             ContextEngineError: ``RET-4032`` (403) for an invisible or missing URI, or an unparsable one, all with
-                the same message; ``RET-4004`` when the node has no such level (L2 of a directory); ``RET-4001`` for
-                a level, ``max_relations``, ``offset`` (negative, past the end, or not 0 on L0/L1) or ``max_chars``
-                out of range.
+                the same message; ``RET-4041`` (404) for a missing memory in a space the caller sees; ``RET-4004``
+                when the node has no such level (L2 of a directory); ``RET-4001`` for a level, ``max_relations``,
+                ``offset`` (negative, past the end, or not 0 on L0/L1) or ``max_chars`` out of range.
         """
         self._check_level(level)
         self._check_max_relations(max_relations)
@@ -270,6 +283,8 @@ class MemoryReadService:
             raise forbidden(_shown(uri))
         u = self._parse_visible(uri, ctx)
         node = self._metadata.get_node(ctx.account_id, str(u))
+        if node is None and u.context_type == "memory":
+            raise not_found(str(u))
         if node is None or not ctx.can_see(node.owner_space):
             raise forbidden(str(u))
         return node
