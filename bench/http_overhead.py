@@ -55,7 +55,8 @@ SERVER = textwrap.dedent(
                              match_reason="l0_vector") for s in seeds]
     search = SearchMemoryResponse(request_id="x", typed_queries=[TypedQuery(text="q", context_type="resource")],
                                   seed_hits=seeds, hits=blocks, next_actions=NextActions(), trace=SearchTrace())
-    ev = [EvidenceBlock(doc_id=f"ctx://resources/rb/doc{i}.md", title="Doc", breadcrumb="Doc > Diagnosis", text=text * 2,
+    ev = [EvidenceBlock(doc_id=f"ctx://resources/rb/doc{i}.md", title="Doc", breadcrumb="Doc > Diagnosis",
+                        text=text * 2,
                         score=0.3, raw_score=0.7, rank_score=0.7, relevance_level=RelevanceLevel.HIGHLY_RELEVANT,
                         anchor_chunk_index=0, chunk_indexes=[0], matched_chunk_indexes=[0]) for i in range(5)]
     lookup = LookupResult(invocation_id="i", session_id=None, evidence_blocks=ev,

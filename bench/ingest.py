@@ -75,14 +75,16 @@ def main() -> None:
 
     print(f"corpus: {nodes} files, {total_chunks} chunks, {total_vectors} vectors ({args.backend})")
     print(
-        f"engine ingest : {engine_s:6.1f} s  {total_chunks / engine_s:7.1f} chunks/s  {total_vectors / engine_s:7.1f} vectors/s"
+        f"engine ingest : {engine_s:6.1f} s  {total_chunks / engine_s:7.1f} chunks/s  "
+        f"{total_vectors / engine_s:7.1f} vectors/s"
     )
     print(
         f"bare model    : {bare_s:6.1f} s  {n_chunks / bare_s:7.1f} chunks/s  {len(texts) / bare_s:7.1f} texts/s "
         f"(same {len(texts)} file texts; mean of a run before and after)"
     )
     print(
-        f"ratio engine/bare (vectors/s over texts/s): {(total_vectors / engine_s) / (len(texts) / bare_s):.2f} (target >= 0.80)"
+        "ratio engine/bare (vectors/s over texts/s): "
+        f"{(total_vectors / engine_s) / (len(texts) / bare_s):.2f} (target >= 0.80)"
     )
 
 

@@ -1,4 +1,5 @@
-"""Vector index benchmark: insert time and pre-filtered search latency, LanceDB (flat, ANN) vs exact (DESIGN.md §12, §14).
+"""Vector index benchmark: insert time and pre-filtered search latency, LanceDB (flat, ANN) vs exact (DESIGN.md §12,
+§14).
 
 Usage::
 

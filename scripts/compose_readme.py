@@ -42,11 +42,14 @@ def compose(top: str) -> str:
     )
     lk = part("docs/lookup_knowledge.md", "## Hint layer", shift=1)
     lk += (
-        "\nHint layer, hybrid semantic layer, relevance levels and their calibration, packing, the audit fields and the "
-        "quality table: [docs/lookup_knowledge.md](docs/lookup_knowledge.md).\n"
+        "\nHint layer, hybrid semantic layer, relevance levels and their calibration, packing, the audit fields and "
+        "the quality table: [docs/lookup_knowledge.md](docs/lookup_knowledge.md).\n"
     )
     it = part("docs/interfaces.md", "### Metrics")
-    it += "\nMetrics (with the seed-name mapping), logs, configuration and the HTTP benchmark: [docs/interfaces.md](docs/interfaces.md).\n"
+    it += (
+        "\nMetrics (with the seed-name mapping), logs, configuration and the HTTP benchmark: "
+        "[docs/interfaces.md](docs/interfaces.md).\n"
+    )
     ev = (
         "\n## Evaluation\n\nThe harness, the datasets, the baselines and the side-by-side tables (retrieval methods, "
         "embedding models, pipelines): [eval/README.md](eval/README.md).\n\n```bash\n"

@@ -262,7 +262,8 @@ CONVERSATIONS: tuple[Conversation, ...] = (
                 (
                     "allergy",
                     "Just so you know, I'm allergic to penicillin. It gave me hives as a kid.",
-                    "Thanks, I'll remember the penicillin allergy. It's worth making sure it's on your medical records.",
+                    "Thanks, I'll remember the penicillin allergy. "
+                    "It's worth making sure it's on your medical records.",
                 ),
                 ("diet_old", "I've been vegetarian for about six years.", None),
                 (None, "Ok that's all for now, cheers.", "Cheers, talk soon!"),
@@ -605,7 +606,8 @@ CONVERSATIONS: tuple[Conversation, ...] = (
                 (
                     "vegan",
                     "Lucía is vegan, so we need to plan meals carefully.",
-                    "Shojin ryori, Buddhist temple cuisine, is fully plant-based, and Kyoto has many places serving it.",
+                    "Shojin ryori, Buddhist temple cuisine, is fully plant-based, "
+                    "and Kyoto has many places serving it.",
                 ),
                 ("hiragana", "I've been practising hiragana every evening.", None),
                 (None, "Thanks for the help so far.", "Anytime!"),

@@ -7,8 +7,8 @@ Two layers, applied in this order:
    redacted to the end of the text, so an excerpt cut inside a key leaks nothing), credentials in URLs and connection
    strings (``scheme://user:password@host``, ``redis://:password@host``, a long token as the whole userinfo, Azure
    ``AccountKey=``/``SharedAccessKey=``/``sig=``), ``key=value`` / ``key: value`` assignments of passwords, secrets,
-   tokens, API keys on one line (also Chinese 密码/口令/密钥; in prose, "the password is X", X must hold a digit), bearer
-   and basic ``Authorization`` headers, JWTs, and well-known token formats (AWS, GitHub, GitLab, Slack tokens and
+   tokens, API keys on one line (also Chinese 密码/口令/密钥; in prose, "the password is X", X must hold a digit),
+   bearer and basic ``Authorization`` headers, JWTs, and well-known token formats (AWS, GitHub, GitLab, Slack tokens and
    webhooks, OpenAI, Google API keys and OAuth client secrets, Stripe, SendGrid, Twilio, Mailgun, DigitalOcean,
    Shopify, npm, PyPI).
 2. The maintained ``detect-secrets`` plugins (1.5.0), line by line, for whatever their detectors know beyond our
@@ -75,7 +75,8 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     (
         "private_key",
         re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)"
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)"
         ),
         0,
     ),
@@ -116,7 +117,8 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         "credential",
         re.compile(
             r"(?i)(?:\b|(?<=[_\-])|(?=[\u4e00-\u9fff]))(?:[A-Za-z0-9_\-]*(?:" + _KEY_WORDS + r"))"
-            r"[\"']?" + _LABEL_TAIL + r"[ \t]*(?:[:=：]|=>)[ \t]*(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|" + _VALUE_STOP + r"{3,})"
+            r"[\"']?" + _LABEL_TAIL + r"[ \t]*(?:[:=：]|=>)[ \t]*"
+            r"(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|" + _VALUE_STOP + r"{3,})"
         ),
         1,
     ),

@@ -221,8 +221,8 @@ class MemorySettings(_Section):
     dedup_policy: Literal["skip", "keep", "replace"] = Field(
         "skip",
         description="What add_memory does with a near-duplicate of a stored memory (near_duplicate_similarity): skip "
-        "(report the existing URI, write nothing), keep (store it anyway) or replace (update the existing memory to the "
-        "new text, keeping the old version). A memory that differs in a specific is never a near-duplicate: it is "
+        "(report the existing URI, write nothing), keep (store it anyway) or replace (update the existing memory to "
+        "the new text, keeping the old version). A memory that differs in a specific is never a near-duplicate: it is "
         "stored under every policy.",
     )
     near_duplicate_similarity: float = Field(

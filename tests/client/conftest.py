@@ -1,6 +1,6 @@
 """A real server for the client and retriever tests: uvicorn on a free loopback port over an engine on a temporary
-home (the suite's real embedding model), API keys for four callers (two users of one account), and four small runbooks written here and added
-through the client itself (``add_resource_text``)."""
+home (the suite's real embedding model), API keys for four callers (two users of one account), and four small
+runbooks written here and added through the client itself (``add_resource_text``)."""
 
 from __future__ import annotations
 

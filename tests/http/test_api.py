@@ -146,7 +146,8 @@ def test_similar_search_contract(client, tenants):
     # an over-long query is refused at once (a 1 MB one held the embedder for ~24 s per request before)
     long = client.post("/api/search/similar", json={"query": "failover " * 600, "top_k": 1}, headers=tenants.admin)
     assert long.status_code == 400 and long.json()["code"] == "RET-4001"
-    assert long.json()["details"] == {"field": "query", "max_chars": 4096, "chars": 5400}  # one check for every read tool
+    # one check for every read tool
+    assert long.json()["details"] == {"field": "query", "max_chars": 4096, "chars": 5400}
 
 
 def test_writes_ls_tree_move_delete(client, tenants, upload_root):

@@ -113,7 +113,8 @@ def test_lead_that_starts_with_the_title_is_not_repeated() -> None:
 
 def test_chinese_document_summary() -> None:
     doc = parse(
-        "# 磁盘告警\n\n## 含义\n\n节点的**磁盘**使用率超过阈值。可能导致写入失败。\n\n## 处理\n\n清理 `/var/log` 目录。然后重启。"
+        "# 磁盘告警\n\n## 含义\n\n节点的**磁盘**使用率超过阈值。可能导致写入失败。\n\n"
+        "## 处理\n\n清理 `/var/log` 目录。然后重启。"
     )
     summary = SUMMARIZER.summarize_document(doc)
     assert summary.abstract == "磁盘告警：节点的磁盘使用率超过阈值。可能导致写入失败。"

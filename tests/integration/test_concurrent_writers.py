@@ -39,7 +39,8 @@ with ContextEngineService.open(home) as engine:
     sys.stdin.readline()  # every writer starts at once
     for i in range(writes):
         word = f"w{writer}x{i}token"
-        engine.add_text(f"# Note {writer}-{i}\\n\\nThe note {word} of writer {writer}.\\n", f"{sys.argv[4]}n{writer}-{i:03d}.md", ctx)
+        text = f"# Note {writer}-{i}\\n\\nThe note {word} of writer {writer}.\\n"
+        engine.add_text(text, f"{sys.argv[4]}n{writer}-{i:03d}.md", ctx)
     counter = engine.metrics.vector_commit_retries.collect()[0]
     print("done", int(sum(s.value for s in counter.samples if s.name.endswith("_total"))), flush=True)
 """

@@ -25,7 +25,8 @@ def test_a_committed_write_whose_records_cannot_be_dropped_is_finished_by_the_ne
     engine = make_engine(parts={"content": content})
     content.fail_next = True
     report = engine.add_text("Kafka consumer lag grows on partition 7.", "ctx://resources/ops/kafka.md")
-    assert report.nodes == 1 and report.pending >= 1 and report.failed == 0  # committed, not yet indexed: no error for a committed write
+    # committed, not yet indexed: no error for a committed write
+    assert report.nodes == 1 and report.pending >= 1 and report.failed == 0
     (entry,) = engine.metadata.journal_entries()
     assert entry.state == "committed" and entry.owner is None  # released: any process may finish it
     assert content.journal_ids() == [str(entry.id)]

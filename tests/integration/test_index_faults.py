@@ -59,7 +59,8 @@ engine = ContextEngineService(load_settings(Path(sys.argv[1])), embedder=HashEmb
 admin = RequestContext(account_id="default", role="admin")
 i = 0
 while True:
-    engine.add_text(f"# Doc {i}\\n\\nzebra{i} quagga ledger entry number {i}.\\n", f"ctx://resources/k/doc{i}.md", admin)
+    text = f"# Doc {i}\\n\\nzebra{i} quagga ledger entry number {i}.\\n"
+    engine.add_text(text, f"ctx://resources/k/doc{i}.md", admin)
     print(i, flush=True)
     engine.keyword_index.search("quagga", 5, VectorFilter(account_id="default"))  # catch up, then merge
     engine.keyword_index.optimize()

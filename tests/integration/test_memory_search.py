@@ -217,7 +217,12 @@ def test_a_question_about_the_present_prefers_the_latest_statement(make):
     engine = make()
     old = engine.add_messages(
         [
-            {"role": "user", "speaker": "Sam", "content": "I live in Leeds with two friends.", "timestamp": "2024-03-01"},
+            {
+                "role": "user",
+                "speaker": "Sam",
+                "content": "I live in Leeds with two friends.",
+                "timestamp": "2024-03-01",
+            },
             {"role": "assistant", "content": "Noted!", "timestamp": "2024-03-01"},
         ],
         "s1",

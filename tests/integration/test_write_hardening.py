@@ -43,7 +43,9 @@ def test_a_document_over_the_chunk_limit_is_refused_before_any_embedding(make_en
     engine = make_engine(ingest={"max_chunks_per_document": 20})
     embedded: list[int] = []
     real = embedder.embed_documents
-    monkeypatch.setattr(embedder, "embed_documents", lambda texts, **kw: embedded.append(len(texts)) or real(texts, **kw))
+    monkeypatch.setattr(
+        embedder, "embed_documents", lambda texts, **kw: embedded.append(len(texts)) or real(texts, **kw)
+    )
     engine.add_text(_doc(20), "ctx://resources/ops/at-the-limit.md", ADMIN)  # the limit itself is allowed
     embedded.clear()
     with pytest.raises(ContextEngineError) as err:

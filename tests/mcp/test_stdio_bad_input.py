@@ -74,7 +74,10 @@ class RawStdio:
 
 def _call(rid: int, tool: str, arguments_json: str) -> bytes:
     # written by hand: json.dumps would escape the backslash of "\ud800" and send six plain characters
-    body = f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments_json}}}}}'
+    body = (
+        f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call",'
+        f'"params":{{"name":"{tool}","arguments":{arguments_json}}}}}'
+    )
     return body.encode("ascii")
 
 

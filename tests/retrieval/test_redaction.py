@@ -44,7 +44,11 @@ def redactor() -> Redactor:
         ),
         ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIIrY (truncated)", "MHcCAQEEIIrY", "private_key"),
         # labelled forms an attack pass found unredacted (issue 14)
-        ("the aws secret access key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for backups", "wJalrXUtnFEMI", "credential"),
+        (
+            "the aws secret access key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for backups",
+            "wJalrXUtnFEMI",
+            "credential",
+        ),
         ("Secret access key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI", "credential"),
         ("AWS Secret Access Key [None]: wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI", "credential"),
         ("api key: abc123def456", "abc123def456", "credential"),
@@ -72,7 +76,8 @@ def test_secrets_are_replaced(redactor, line, secret, kind):
         "Check the pod logs with `kubectl logs -p`.",
         "The token expires in 24 hours.",
         "Password rotation is required.",
-        "image: quay.io/prometheus/node-exporter@sha256:4f1c2b3a4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8",
+        "image: quay.io/prometheus/node-exporter@sha256:"
+        "4f1c2b3a4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8",
         "See https://example.com/docs/runbooks/KubePodCrashLooping for details.",
         "容器频繁重启：Pod 中的容器反复退出。",
         "Set `password: <your password>` in the config file.",

@@ -3,8 +3,9 @@
 A :class:`VectorFilter` is translated to SQL for LanceDB (``build_predicate``), to a boolean expression for Milvus
 (``milvus_expression``; on the server of ``scripts/services.sh up milvus``, skipped when it is not running) and to a
 boolean mask over dictionary-encoded columns for every in-process index (``RowTable.mask``: the matrix index /
-level-0 matrix and the BM25 partitions). On the same random corpus, every backend must make exactly the reference's records visible, for random
-filters over every field, including empty lists, literal prefixes with SQL-looking characters, and other accounts.
+level-0 matrix and the BM25 partitions). On the same random corpus, every backend must make exactly the reference's
+records visible, for random filters over every field, including empty lists, literal prefixes with SQL-looking
+characters, and other accounts.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Expected scores kept in files and checked with a tolerance (DESIGN §11; the Pyserini regression convention).
 
 A baseline file (``eval/baselines/<dataset slug>.json``) holds, for one dataset key, the expected metrics of each
-``(method, model, variant)`` run, the command that reproduces them, and optionally a published ``reference`` to reproduce::
+``(method, model, variant)`` run, the command that reproduces them, and optionally a published ``reference`` to
+reproduce::
 
     {"dataset": "scifact/test", "dataset_hash": "...", "tolerance": 0.0005,
      "command": "context-engine eval --dataset ../shared/data/scifact --split test",

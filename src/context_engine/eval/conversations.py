@@ -90,7 +90,8 @@ def turn_doc_id(conv_id: str, dia_id: str) -> str:
 
 
 def parse_session_time(value: str | None) -> datetime | None:
-    """``"1:56 pm on 8 May, 2023"`` (LoCoMo; naive) or ISO 8601 text as a :class:`datetime`; ``None``/``""`` -> ``None``.
+    """``"1:56 pm on 8 May, 2023"`` (LoCoMo; naive) or ISO 8601 text as a :class:`datetime`; ``None``/``""`` ->
+    ``None``.
 
     Raises:
         ValueError: the text matches none of the formats.

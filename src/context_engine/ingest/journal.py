@@ -181,7 +181,8 @@ class WriteJournal:
         """Make the vector index hold exactly the metadata rows of ``ids``: upsert the ones present, delete the rest.
 
         Serialised across processes (the metadata store's index sync lock) and reading the rows after taking the
-        lock, so two writers of one node (a shared directory) can never leave an older row in the index. Returns the number of ids synced.
+        lock, so two writers of one node (a shared directory) can never leave an older row in the index. Returns the
+        number of ids synced.
 
         Raises:
             ContextEngineError: ``WRT-5001`` (retryable) when the vector index fails.

@@ -99,7 +99,8 @@ def load_file(path: Path, uri: ContextURI, settings: IngestSettings) -> SourceDo
     if path.suffix.lower() not in settings.extensions:
         raise ContextEngineError(
             ErrorCode.UNSUPPORTED_FORMAT,
-            f"{path.name}: unsupported file type {path.suffix or '(none)'}; supported: {', '.join(settings.extensions)}",
+            f"{path.name}: unsupported file type {path.suffix or '(none)'}; "
+            f"supported: {', '.join(settings.extensions)}",
         )
     try:
         size = path.stat().st_size

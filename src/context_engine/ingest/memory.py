@@ -201,7 +201,9 @@ class MemoryWriter:
         # Numbers are reserved atomically (a counter in the metadata database), so concurrent writers to one session
         # never take the same URI; each message's context is the session's tail as this writer saw it.
         start = self._metadata.reserve_sequence(account_id, str(session_dir), len(parsed), floor)
-        lines = [Line(str((p.metadata or {}).get("role", "user")), p.speaker, collapse_whitespace(p.text)) for p in parsed]
+        lines = [
+            Line(str((p.metadata or {}).get("role", "user")), p.speaker, collapse_whitespace(p.text)) for p in parsed
+        ]
         contexts = index_contexts(tail, lines, self._settings.context_messages, self._settings.context_max_chars)
         docs: list[SourceDoc] = []
         for offset, (p, context) in enumerate(zip(parsed, contexts, strict=True)):

@@ -464,7 +464,9 @@ class WritePipeline:
         try:
             self._metadata.journal_release(journal_id)
         except Exception:  # noqa: BLE001 - the write's own error is what the caller must see
-            _LOG.exception("could not release failed write %s; it is rolled back once this process has ended", journal_id)
+            _LOG.exception(
+                "could not release failed write %s; it is rolled back once this process has ended", journal_id
+            )
 
     def _replace_nodes(
         self, journal_id: str, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord]

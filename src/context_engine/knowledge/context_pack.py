@@ -3,8 +3,8 @@
 * :meth:`ContextPacker.expand` grows a document's best chunk into an evidence block: first the other chunks of the
   same section (an over-long section split by the chunker shares one breadcrumb), then chunks the semantic layer
   also matched, then up to ``neighbour_chunks`` adjacent chunks on each side of that section, always contiguous,
-  following text before preceding text, while the block stays within ``block_max_tokens``. Overlap that the chunker repeated
-  between consecutive pieces of one section is removed; a chunk from another section gets its heading line.
+  following text before preceding text, while the block stays within ``block_max_tokens``. Overlap that the chunker
+  repeated between consecutive pieces of one section is removed; a chunk from another section gets its heading line.
 * :meth:`ContextPacker.pack` formats the evidence blocks, strongest first, under a token budget. A block that does
   not fit is cut at a line boundary when at least ``context_min_block_tokens`` remain, else left out (recorded).
 

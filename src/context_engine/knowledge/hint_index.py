@@ -24,8 +24,8 @@ Term kinds in the index:
 Matching: a keyword found in at most ``hint_max_doc_freq`` documents makes each of them a *strong* match; a more
 frequent one is reported in ``broad_keywords`` only. A document whose title words the query mostly contains (at
 least two words and half of them) is a *weak* match, unless the query names a document outright (an alert or title
-match), which makes look-alike titles (``KubeCPUQuotaOvercommit`` for ``KubeCPUOvercommit``) noise. Domains come from the query's domain terms, from alert-like
-tokens with a domain's title prefix, and from the strong matches.
+match), which makes look-alike titles (``KubeCPUQuotaOvercommit`` for ``KubeCPUOvercommit``) noise. Domains come
+from the query's domain terms, from alert-like tokens with a domain's title prefix, and from the strong matches.
 """
 
 from __future__ import annotations
@@ -259,7 +259,8 @@ def phrase_key(text: str) -> str:
 
 
 def alert_key(name: str) -> str:
-    """The key of an identifier-like name: its words concatenated (``KubePodCrashLooping`` -> ``kubepodcrashlooping``)."""
+    """The key of an identifier-like name: its words concatenated (``KubePodCrashLooping`` ->
+    ``kubepodcrashlooping``)."""
     return "".join(split_identifier(name))
 
 

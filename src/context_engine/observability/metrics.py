@@ -5,7 +5,8 @@ Mapping from seed 000 §8 names to Prometheus names (all prefixed ``ce_``):
 | seed 000 §8 name | Prometheus metric |
 |---|---|
 | ``retrieval.search_memory.qps`` | ``ce_retrieval_search_memory_requests_total`` (counter; qps = ``rate()``) |
-| ``retrieval.search_memory.p95_ms`` | ``ce_retrieval_search_memory_duration_seconds`` (histogram; p95 = ``histogram_quantile(0.95, ...)``) |
+| ``retrieval.search_memory.p95_ms`` | ``ce_retrieval_search_memory_duration_seconds`` (histogram; p95 =
+  ``histogram_quantile(0.95, ...)``) |
 | ``retrieval.search_memory.threshold_filtered.count`` | ``ce_retrieval_search_memory_threshold_filtered_total`` |
 | ``retrieval.seed.hit_count`` | ``ce_retrieval_seed_hits_total`` |
 | ``retrieval.recheck.input_count`` | ``ce_retrieval_recheck_input_total`` |

@@ -48,7 +48,8 @@ def within_target(uri: str, target_uri: str | None) -> bool:
 
 
 def base_filter(tq: TypedQuery, ctx: RequestContext) -> VectorFilter:
-    """The level-0 pre-filter of ``tq`` for ``ctx``: account, visible (and narrowed) spaces, type, categories, subtree."""
+    """The level-0 pre-filter of ``tq`` for ``ctx``: account, visible (and narrowed) spaces, type, categories,
+    subtree."""
     return VectorFilter(
         account_id=ctx.account_id,
         owner_spaces=effective_owner_spaces(ctx, tq.filters.owner_space),

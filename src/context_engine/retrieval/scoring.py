@@ -10,10 +10,11 @@ higher is better. Components:
   meaning cannot outrank one that matches on meaning and words (on conversational memory the old ``max(cosine,
   fused)`` let chit-chat siblings with a high cosine crowd out the turns that held the answer: LoCoMo R@10 0.62 ->
   0.73, eval/README.md). Without hybrid: ``clip(scale(cosine), 0, 1)``, the cosine similarity of the query and the
-  node's abstract on the engine's calibrated scale (the embedding model's :class:`~context_engine.schema.similarity.SimilarityScale`, the
-  identity for all-MiniLM-L6-v2), with negative values (no similarity) at 0. Clipping rather than ``(cos + 1) / 2``
-  keeps the scale of the raw similarity, so a threshold such as 0.3 keeps its usual meaning for sentence embeddings
-  (unrelated pairs sit near 0 with all-MiniLM-L6-v2; ``(cos + 1) / 2`` would put them near 0.5).
+  node's abstract on the engine's calibrated scale (the embedding model's
+  :class:`~context_engine.schema.similarity.SimilarityScale`, the identity for all-MiniLM-L6-v2), with negative values
+  (no similarity) at 0. Clipping rather than ``(cos + 1) / 2`` keeps the scale of the raw similarity, so a threshold
+  such as 0.3 keeps its usual meaning for sentence embeddings (unrelated pairs sit near 0 with all-MiniLM-L6-v2;
+  ``(cos + 1) / 2`` would put them near 0.5).
 * ``hierarchy_score``: path consistency, computed by ``HierarchicalSearcher`` (see its docstring), 0..1.
 * ``category_boost``: 1 when the node's category is named by the query: one of the typed query's ``categories``,
   or the category name (or a configured synonym, e.g. 偏好 -> preference) occurring in the query text; else 0.

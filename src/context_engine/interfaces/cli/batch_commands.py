@@ -1,10 +1,10 @@
 """``batch FILE``: several CLI commands in one process with one engine (issue 15).
 
-Each non-empty line of FILE (``-``: standard input) is a command line without the leading ``context-engine`` (shell quoting, ``#``
-comments), e.g. ``search --queries q.txt --top-k 3`` or ``--json lookup "disk full"``; ``echo TEXT`` prints TEXT.
-The lines run in order on the engine that ``batch`` opened (its ``--home``; a line's own ``--home`` is refused), so
-the model loads once; the first failing line stops the batch with that line's exit status. ``serve``, ``mcp``,
-``keys`` and ``batch`` itself cannot run inside a batch.
+Each non-empty line of FILE (``-``: standard input) is a command line without the leading ``context-engine`` (shell
+quoting, ``#`` comments), e.g. ``search --queries q.txt --top-k 3`` or ``--json lookup "disk full"``; ``echo TEXT``
+prints TEXT. The lines run in order on the engine that ``batch`` opened (its ``--home``; a line's own ``--home`` is
+refused), so the model loads once; the first failing line stops the batch with that line's exit status. ``serve``,
+``mcp``, ``keys`` and ``batch`` itself cannot run inside a batch.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def _lines(path: Path) -> list[tuple[int, list[str]]]:
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"batch {path}: not a readable UTF-8 file ({err})") from None
+        raise ContextEngineError(
+            ErrorCode.REQUEST_INVALID, f"batch {path}: not a readable UTF-8 file ({err})"
+        ) from None
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         try:

@@ -60,7 +60,8 @@ def lookup(
     h = result.hints
     hints = Table.grid(padding=(0, 1))
     hints.add_row("[bold]hints[/]", Text(f"keywords: {', '.join(h.matched_keywords) or '-'}"))
-    hints.add_row("", Text(f"domains: {', '.join(h.domains) or '-'}  (filter: {result.traces.domain_filter or 'none'})"))
+    domain_filter = result.traces.domain_filter or "none"
+    hints.add_row("", Text(f"domains: {', '.join(h.domains) or '-'}  (filter: {domain_filter})"))
     for m in h.matches[:8]:
         hints.add_row("", escape(f"[{m.strength}] {m.title} ({', '.join(m.keywords)})"))
     out.print(hints)

@@ -3,14 +3,15 @@
 ``search QUERY`` runs the full search_memory pipeline for the ``--as`` context and prints a table (uri, level,
 score, read recommendation; fitted to the console width, long URIs shortened in the middle), the answer's
 ``match: strong|weak|none`` line (how confident the best hit is; ``none``: the store most likely lacks the answer),
-the next actions (full URIs) and any degradation warnings; informational notes (``RET-4221``: no context type preferred) only
-with ``--verbose``. ``--json`` prints the hits (a list of RetrievedBlock objects), ``--json --full`` the whole
-response, ``--json --compact`` the compact answer that MCP agents get (``SearchMemoryCompact``, issue 15).
-``search --queries FILE`` runs every non-empty line of FILE as a query in one process (one engine start), each
-printed under a ``search: <query>`` header; with ``--json`` a list of ``{"query", "hits"}`` (or ``"response"``). ``read URI --level L0|L1|L2`` reads one level:
-L1/L2 through read_memory (ACL first, secrets redacted, L2 one page of at most ``--max-chars`` from ``--offset``;
-the next page's command is printed on stderr), L0 from the content store after
-the same ACL check.
+the next actions (full URIs) and any degradation warnings; informational notes (``RET-4221``: no context type
+preferred) only with ``--verbose``. ``--json`` prints the hits (a list of RetrievedBlock objects), ``--json --full``
+the whole response, ``--json --compact`` the compact answer that MCP agents get (``SearchMemoryCompact``, issue 15).
+``search --queries FILE`` runs every non-empty line of FILE as a query in one process (one engine start), each printed
+under a ``search: <query>`` header; with ``--json`` a list of ``{"query", "hits"}`` (or ``"response"``).
+
+``read URI --level L0|L1|L2`` reads one level: L1/L2 through read_memory (ACL first, secrets redacted, L2 one page of
+at most ``--max-chars`` from ``--offset``; the next page's command is printed on stderr), L0 from the content store
+after the same ACL check.
 """
 
 from __future__ import annotations

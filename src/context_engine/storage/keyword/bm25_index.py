@@ -21,7 +21,8 @@ never mix and no tenant's vocabulary leaks into another's scores. A partition is
   in tokens, so that a delete can decrement the document frequencies it contributed;
 * the exact statistics of the live rows: ``N`` (live rows with at least one token: a row with none is never
   matched, e.g. a conversation's "Noted!", see :func:`keyword_text`), the total length (``avgdl = total / N``) and
-  ``df`` per term; a partition's scores after any sequence of adds and deletes are those of a fresh build of its live rows;
+  ``df`` per term; a partition's scores after any sequence of adds and deletes are those of a fresh build of its
+  live rows;
 * a **main segment**: postings in CSR form (per-term offsets into int32 row and uint16 tf arrays), immutable once
   built;
 * an **append segment**: the postings of the rows added since the last merge, per term in growable arrays.
