@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from sqlalchemy import Engine, text
@@ -245,7 +245,6 @@ def _first_live_ticket(queue: Path) -> str | None:
 
 
 def _close_quietly(conn: Connection) -> None:
-    try:
+    # a connection already broken: closing it is all that was left to do
+    with suppress(SQLAlchemyError):
         conn.close()
-    except SQLAlchemyError:  # a connection already broken: closing it is all that was left to do
-        pass
