@@ -54,7 +54,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.eval.baselines import BaselineFile, check_results, find_baseline
 from context_engine.eval.conversations import ConversationDataset, Turn
 from context_engine.eval.datasets import EvalDataset
-from context_engine.eval.harness import MethodResult, _stats, config_hash
+from context_engine.eval.harness import MethodResult, _stats, config_hash, progress_ticker
 from context_engine.eval.metrics import evaluate
 from context_engine.eval.report import EvalReport
 from context_engine.eval.retrievers import BM25Retriever, DenseRetriever, Retriever, embedder_label
@@ -697,16 +697,7 @@ def run_conversation_eval(
         ContextEngineError: ``WRT-4002`` an unknown method or a ``top_k`` outside 1..50.
     """
     options = options or ConversationEvalOptions()
-    unknown = [m for m in options.methods if m not in CONVERSATION_METHODS]
-    if unknown:
-        raise ContextEngineError(
-            ErrorCode.REQUEST_INVALID,
-            f"unknown method(s) {unknown} for a conversation dataset; "
-            f"use all or any of {', '.join(CONVERSATION_METHODS)}",
-        )
-    top_k = options.top_k or TOP_K_DEFAULT
-    if not 1 <= top_k <= TOP_K_MAX:
-        raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"top_k is 1..{TOP_K_MAX}, got {top_k}")
+    top_k = _checked_top_k(options)
     context_k = options.context_k or settings.eval.context_k
     cache = options.cache_dir or settings.eval.cache_dir or settings.home_path / "eval-cache"
     ds = conversations.dataset
@@ -715,17 +706,7 @@ def run_conversation_eval(
     results: list[MethodResult] = []
     run_notes: dict[int, dict[str, Any]] = {}
     no_answer: dict[int, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {}
-
-    def tick(stage: str, total: int) -> Callable[[int], None]:
-        done = 0
-
-        def inner(n: int) -> None:
-            nonlocal done
-            done += n
-            if progress:
-                progress(stage, done, total)
-
-        return inner
+    tick = progress_ticker(progress)
 
     if "bm25" in wanted:
         kw = settings.keyword
@@ -764,26 +745,13 @@ def run_conversation_eval(
                     engine_factory=engine_factory,
                     progress=tick(f"add_messages {backend}", n_t),
                 )
-                try:
-                    res = _run(
-                        conversations,
-                        engine,
-                        top_k=top_k,
-                        context_k=context_k,
-                        progress=tick(f"search_memory {backend}", n_q),
-                    )
-                    detail = ask_no_answer(conversations, engine, top_k=top_k)
-                finally:
-                    engine.close()
+                search_tick = tick(f"search_memory {backend}", n_q)
+                res, engine_notes, summary = _engine_result(
+                    conversations, engine, top_k=top_k, context_k=context_k, progress=search_tick
+                )
                 results.append(res)
-                run_notes[id(res)] = {
-                    "home": str(engine.home),
-                    "ingest_cached": engine.cached,
-                    "ingest_s": round(engine.ingest_s, 1),
-                    "turns_sharing_a_uri": engine.collapsed,
-                    "trace_warnings": dict(sorted(engine.warnings.items())),
-                }
-                no_answer[id(res)] = (no_answer_summary(conversations, engine, detail), detail)
+                run_notes[id(res)] = engine_notes
+                no_answer[id(res)] = summary
     for r in results:
         r.variant = options.variant
     order = {m: i for i, m in enumerate(CONVERSATION_METHODS)}
@@ -803,16 +771,64 @@ def run_conversation_eval(
         no_answer_detail={r.label: no_answer[id(r)][1] for r in results if id(r) in no_answer},
     )
     if baselines_dir is not None:
-        path = find_baseline(baselines_dir, ds.slug)
-        if update_baselines:
-            base = BaselineFile.read(path) if path.is_file() else BaselineFile(dataset=ds.key)
-            base.update(results, dataset_hash=ds.hash, command=command)
-            base.write(path)
-        if path.is_file():
-            base = BaselineFile.read(path)
-            report.checks = check_results(base, results, dataset_hash=ds.hash, tolerance=settings.eval.tolerance)
-            report.baseline_path = str(path)
+        _check_baselines(report, baselines_dir, settings, update_baselines=update_baselines)
     return report
+
+
+def _checked_top_k(options: ConversationEvalOptions) -> int:
+    """The run's ``top_k``; ``WRT-4002`` for an unknown method or a ``top_k`` outside 1..50."""
+    unknown = [m for m in options.methods if m not in CONVERSATION_METHODS]
+    if unknown:
+        raise ContextEngineError(
+            ErrorCode.REQUEST_INVALID,
+            f"unknown method(s) {unknown} for a conversation dataset; "
+            f"use all or any of {', '.join(CONVERSATION_METHODS)}",
+        )
+    top_k = options.top_k or TOP_K_DEFAULT
+    if not 1 <= top_k <= TOP_K_MAX:
+        raise ContextEngineError(ErrorCode.REQUEST_INVALID, f"top_k is 1..{TOP_K_MAX}, got {top_k}")
+    return top_k
+
+
+def _engine_result(
+    conversations: ConversationDataset,
+    engine: EngineConversationRetriever,
+    *,
+    top_k: int,
+    context_k: int,
+    progress: Callable[[int], None],
+) -> tuple[MethodResult, dict[str, Any], tuple[dict[str, Any], dict[str, dict[str, Any]]]]:
+    """search_memory through the engine: its result, its run notes and its no-answer summary and detail (the engine
+    is closed after)."""
+    try:
+        res = _run(conversations, engine, top_k=top_k, context_k=context_k, progress=progress)
+        detail = ask_no_answer(conversations, engine, top_k=top_k)
+    finally:
+        engine.close()
+    notes = {
+        "home": str(engine.home),
+        "ingest_cached": engine.cached,
+        "ingest_s": round(engine.ingest_s, 1),
+        "turns_sharing_a_uri": engine.collapsed,
+        "trace_warnings": dict(sorted(engine.warnings.items())),
+    }
+    return res, notes, (no_answer_summary(conversations, engine, detail), detail)
+
+
+def _check_baselines(
+    report: ConversationReport, baselines_dir: Path, settings: Settings, *, update_baselines: bool
+) -> None:
+    """Compare ``report``'s results with the dataset's baseline file (written first with ``update_baselines``)."""
+    ds, results, command = report.dataset, report.results, report.command
+    path = find_baseline(baselines_dir, ds.slug)
+    if update_baselines:
+        base = BaselineFile.read(path) if path.is_file() else BaselineFile(dataset=ds.key)
+        base.update(results, dataset_hash=ds.hash, command=command)
+        base.write(path)
+    if path.is_file():
+        base = BaselineFile.read(path)
+        report.checks = check_results(base, results, dataset_hash=ds.hash, tolerance=settings.eval.tolerance)
+        report.baseline_path = str(path)
 
 
 def _default_factory(settings: Settings) -> Callable[[str], Embedder]:

@@ -28,7 +28,27 @@ from context_engine.ingest.parse import estimate_tokens
 from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 
-__all__ = ["MethodResult", "config_hash", "fuse_runs", "run_retriever", "score_run"]
+__all__ = ["MethodResult", "config_hash", "fuse_runs", "progress_ticker", "run_retriever", "score_run"]
+
+
+def progress_ticker(
+    progress: Callable[[str, int, int], None] | None,
+) -> Callable[[str, int], Callable[[int], None]]:
+    """``tick(stage, total)``: a callback that adds ``n`` done items of ``stage`` and reports ``(stage, done, total)``
+    to ``progress`` (nothing when ``progress`` is ``None``)."""
+
+    def tick(stage: str, total: int) -> Callable[[int], None]:
+        done = 0
+
+        def inner(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress(stage, done, total)
+
+        return inner
+
+    return tick
 
 
 def config_hash(config: dict[str, Any]) -> str:

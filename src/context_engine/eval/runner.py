@@ -16,7 +16,7 @@ from typing import Literal
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.eval.baselines import BaselineFile, check_results, find_baseline, skipped_checks
 from context_engine.eval.datasets import EvalDataset
-from context_engine.eval.harness import MethodResult, fuse_runs, run_retriever
+from context_engine.eval.harness import MethodResult, fuse_runs, progress_ticker, run_retriever
 from context_engine.eval.pipelines import PIPELINE_METHODS, PipelineRetriever
 from context_engine.eval.report import EvalReport
 from context_engine.eval.retrievers import BM25Retriever, DenseRetriever, FixtureRetriever, LiveRetriever
@@ -110,7 +110,7 @@ def run_eval(
         rrf_k=options.rrf_k or kw.rrf_k,
         configured_weight=options.dense_weight if options.dense_weight is not None else kw.dense_weight,
         depth=options.depth or kw.fusion_depth,
-        tick=_ticker(progress),
+        tick=progress_ticker(progress),
     )
     results: list[MethodResult]
     if options.mode == "live":
@@ -148,23 +148,6 @@ class _Params:
     configured_weight: float | None
     depth: int
     tick: Callable[[str, int], Callable[[int], None]]
-
-
-def _ticker(progress: Callable[[str, int, int], None] | None) -> Callable[[str, int], Callable[[int], None]]:
-    """``tick(stage, total)``: a callback adding ``n`` done items of ``stage`` and reporting to ``progress``."""
-
-    def tick(stage: str, total: int) -> Callable[[int], None]:
-        done = 0
-
-        def inner(n: int) -> None:
-            nonlocal done
-            done += n
-            if progress:
-                progress(stage, done, total)
-
-        return inner
-
-    return tick
 
 
 def _offline_results(
