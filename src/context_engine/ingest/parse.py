@@ -470,43 +470,55 @@ class MarkdownParser:
                     j += 1
             if tok.map is not None:
                 start, end = tok.map
-                if start > covered:
-                    gap, gs, ge = _trimmed(lines, covered, start)
-                    if gap:
-                        events.append(Block("other", gap, "", estimate_tokens(gap), gs, ge))
+                if start > covered and (gap := _gap_block(lines, covered, start)) is not None:
+                    events.append(gap)
                 covered = max(covered, end)
                 if tok.type == "front_matter":
                     front_matter = _load_front_matter(tok.content, warnings)
-                elif tok.type == "heading_open":
-                    inline = tokens[i + 1]
-                    heading = _inline_plain(inline)
-                    if heading:
-                        level = int(tok.tag[1:])
-                        events.append(_Heading(level, heading, f"{'#' * level} {inline.content.strip()}"))
-                else:
-                    kind = _KIND_BY_OPEN.get(tok.type)
-                    if kind is not None:
-                        body, bs, be = _trimmed(lines, start, end)
-                        if kind == "code":
-                            plain = tok.content.rstrip()
-                        elif kind == "paragraph":
-                            plain = _inline_plain(tokens[i + 1])
-                        elif kind in ("list", "blockquote", "table"):
-                            plain = _container_plain(tokens[i + 1 : j], kind)
-                        else:
-                            plain = ""
-                        if body:
-                            events.append(Block(kind, body, plain, estimate_tokens(body), bs, be))
+                elif (event := _token_event(tokens, i, j, lines)) is not None:
+                    events.append(event)
             i = j + 1
-        if covered < len(lines):
-            gap, gs, ge = _trimmed(lines, covered, len(lines))
-            if gap:
-                events.append(Block("other", gap, "", estimate_tokens(gap), gs, ge))
+        if covered < len(lines) and (gap := _gap_block(lines, covered, len(lines))) is not None:
+            events.append(gap)
 
         title = _choose_title(events, front_matter, fallback_title)
         sections = _build_sections(events, title)
         return _finish(title, front_matter, sections, warnings)
 
+
+
+def _gap_block(lines: Sequence[str], start: int, end: int) -> Block | None:
+    """Source lines ``start..end`` that produced no token (link reference definitions), as an ``other`` block."""
+    gap, gs, ge = _trimmed(lines, start, end)
+    return Block("other", gap, "", estimate_tokens(gap), gs, ge) if gap else None
+
+
+def _token_event(tokens: Sequence[Token], i: int, j: int, lines: Sequence[str]) -> _Heading | Block | None:
+    """The heading or block of the level-0 token ``tokens[i]`` (its closer at ``j``), its markdown sliced from
+    ``lines``; ``None`` for an empty heading, an empty block or a token of no kept kind."""
+    tok = tokens[i]
+    assert tok.map is not None
+    start, end = tok.map
+    if tok.type == "heading_open":
+        inline = tokens[i + 1]
+        heading = _inline_plain(inline)
+        if not heading:
+            return None
+        level = int(tok.tag[1:])
+        return _Heading(level, heading, f"{'#' * level} {inline.content.strip()}")
+    kind = _KIND_BY_OPEN.get(tok.type)
+    if kind is None:
+        return None
+    body, bs, be = _trimmed(lines, start, end)
+    if kind == "code":
+        plain = tok.content.rstrip()
+    elif kind == "paragraph":
+        plain = _inline_plain(tokens[i + 1])
+    elif kind in ("list", "blockquote", "table"):
+        plain = _container_plain(tokens[i + 1 : j], kind)
+    else:
+        plain = ""
+    return Block(kind, body, plain, estimate_tokens(body), bs, be) if body else None
 
 def _load_front_matter(content: str, warnings: list[str]) -> dict[str, Any]:
     import yaml
