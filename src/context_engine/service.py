@@ -40,10 +40,12 @@ from context_engine.schema.knowledge import (
     ToolInvocation,
 )
 from context_engine.schema.memory import (
+    AddMemoryResult,
     DedupPolicy,
     MemoryDetail,
     MemoryItem,
     MemoryListPage,
+    MemoryOutcome,
     MemoryVersion,
     MemoryView,
     MemoryWriteResult,
@@ -473,14 +475,15 @@ class ContextEngineService:
         metadata: dict[str, Any] | None = None,
         occurred_at: datetime | str | None = None,
         policy: DedupPolicy | None = None,
-    ) -> IngestReport:
+    ) -> AddMemoryResult:
         """Store one memory under ``ctx://user/<user_space>/memories/<category>/`` (DESIGN §4; issue 11).
 
         Without ``uri`` the name is a slug of the text plus a short hash, and the write goes through
         :meth:`add_memories` (same normalised text -> the same node, ``unchanged``; a near-duplicate follows
         ``policy``, default ``memory.dedup_policy``: ``report.duplicates`` is 1 and ``report.uris`` names the existing
         memory). With ``uri`` the memory is written there as given. The L0 is the whole text up to
-        ``memory.l0_max_chars`` (ingest/memory_abstract.py).
+        ``memory.l0_max_chars`` (ingest/memory_abstract.py). The answer has the write's counts and, as
+        :meth:`add_memories`, ``items``: the memory's outcome (``added``, ``unchanged``, ``duplicate``, ``replaced``).
 
         Raises:
             ContextEngineError: ``WRT-4002`` no user space in the context or bad metadata/timestamp; ``WRT-4001``
@@ -492,12 +495,13 @@ class ContextEngineService:
                 ctx,
                 policy=policy,
             )
-            report = IngestReport(
+            report = AddMemoryResult(
                 nodes=result.nodes,
                 directories=result.directories,
                 vectors=result.vectors,
                 unchanged=result.unchanged,
                 pending=result.pending,
+                items=result.items,
                 uris=result.uris,
             )
             report.duplicates = result.duplicates
@@ -516,7 +520,10 @@ class ContextEngineService:
             target.name.rsplit(".", 1)[0],
             **memory_abstract_of(body, self.settings.memory, metadata=metadata, occurred_at=occurred_at),
         )
-        return self.pipeline.write_documents(ctx.account_id, [doc])
+        written = self.pipeline.write_documents(ctx.account_id, [doc])
+        status = "unchanged" if written.unchanged and not written.nodes else "added"
+        outcome = MemoryOutcome(uri=str(target), status=status)
+        return AddMemoryResult(**written.model_dump(), items=[outcome])
 
     def add_memories(
         self,

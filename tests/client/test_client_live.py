@@ -49,7 +49,7 @@ def test_lookup_audit_and_evidence(alice: Client) -> None:
     check = alice.verify_evidence(res.invocation_id, "Renew the certificate with cert-manager")
     assert check.verified and check.doc_id == CERT_URI
     assert not alice.verify_evidence(res.invocation_id, "this sentence is in no runbook at all").verified
-    rows = alice.list_tool_invocations(session_id="client-diag").invocations
+    rows = alice.list_tool_invocations(session_id="client-diag").items
     assert [r.invocation_id for r in rows] == [res.invocation_id]
     summary = alice.session_trace_summary("client-diag")
     assert summary.invocation_count == 1 and summary.documents[0] == CERT_URI
@@ -106,7 +106,7 @@ def test_memory_lifecycle(alice: Client) -> None:
     assert alice.add_memory("I prefer short answers with one code sample.", category="preference").unchanged == 1
     batch = alice.add_memories([{"text": "Alice works on the payments team.", "category": "profile"}])
     assert [i.status for i in batch.items] == ["added"]
-    msgs = alice.add_messages("trip-1", [{"role": "user", "content": "I visited Lisbon last May."}])
+    msgs = alice.add_messages([{"role": "user", "content": "I visited Lisbon last May."}], "trip-1")
     assert msgs.items[0].uri.endswith("/memories/sessions/trip-1/000001.md")
     page = alice.list_memories(category="preference", limit=10)
     assert [m.uri for m in page.items] == [uri] and page.next_offset is None

@@ -273,7 +273,7 @@ def test_openapi_documents_the_memory_routes(client):
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
     expected = {
-        ("post", "/api/v1/memories"): "IngestReport",
+        ("post", "/api/v1/memories"): "AddMemoryResult",  # IngestReport's counts plus items (issue 29)
         ("get", "/api/v1/memories"): "MemoryListPage",
         ("post", "/api/v1/memories/batch"): "MemoryWriteResult",
         ("post", "/api/v1/memories/messages"): "MemoryWriteResult",

@@ -9,6 +9,7 @@ Everything else is raised at once.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -78,6 +79,29 @@ def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | No
         errors = [{"loc": [str(x) for x in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in err.errors()]
         where = ", ".join(".".join(e["loc"]) + ": " + e["msg"] for e in errors[:3])
         raise ApiError(endpoint.invalid_code, f"invalid request: {where}", {"errors": errors}) from err
+
+
+def messages_first(messages: Any, session_id: Any) -> dict[str, Any]:
+    """The body of ``add_messages`` from its two positional arguments, in the Python API's order
+    ``(messages, session_id)`` (issue 29: one argument order everywhere).
+
+    The client's first order, ``(session_id, messages)``, is still accepted and warns: it is recognised by types (a
+    string first, a list or tuple second).
+
+    Raises:
+        ApiError: ``WRT-4002`` when ``session_id`` is missing.
+    """
+    if isinstance(messages, str) and isinstance(session_id, list | tuple):
+        warnings.warn(
+            "add_messages(session_id, messages) is deprecated; call add_messages(messages, session_id), the order "
+            "of the Python API",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        messages, session_id = session_id, messages
+    if session_id is None:
+        raise ApiError(ErrorCode.REQUEST_INVALID, "add_messages needs a session_id", {"field": "session_id"})
+    return {"session_id": session_id, "messages": messages}
 
 
 def request_args(endpoint: Endpoint, payload: BaseModel | None) -> dict[str, Any]:

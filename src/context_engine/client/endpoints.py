@@ -45,7 +45,7 @@ from context_engine.schema.knowledge import (
     SessionTraceSummary,
     ToolInvocation,
 )
-from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
+from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 
@@ -142,7 +142,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "add_resource_text": Endpoint("POST", "/api/v1/resources/text", IngestReport, AddResourceTextRequest, _WRITE),
     "add_resource_path": Endpoint("POST", "/api/v1/resources", IngestReport, AddResourcePathRequest, _WRITE),
     "delete": Endpoint("POST", "/api/v1/delete", IngestReport, DeleteRequest, _WRITE),
-    "add_memory": Endpoint("POST", "/api/v1/memories", IngestReport, AddMemoryRequest, _WRITE),
+    "add_memory": Endpoint("POST", "/api/v1/memories", AddMemoryResult, AddMemoryRequest, _WRITE),
     "add_memories": Endpoint("POST", "/api/v1/memories/batch", MemoryWriteResult, AddMemoriesRequest, _WRITE),
     "add_messages": Endpoint("POST", "/api/v1/memories/messages", MemoryWriteResult, AddMessagesRequest, _WRITE),
     "list_memories": Endpoint("GET", "/api/v1/memories", MemoryListPage, ListMemoriesRequest, _WRITE),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, Self
 
 import httpx
@@ -15,6 +16,7 @@ from context_engine.client.core import (
     check_settings,
     client_headers,
     decode,
+    messages_first,
     request_args,
     retry_policy,
     transport_error,
@@ -31,7 +33,7 @@ from context_engine.interfaces.http.models import (
 )
 from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.knowledge import EvidenceVerification, LookupResult, SessionTraceSummary, ToolInvocation
-from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
+from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryResponse, SearchMemoryResponse
 
@@ -204,10 +206,11 @@ class Client:
         return self._call("delete", {"uri": uri, "recursive": recursive}, IngestReport)
 
     # ---- memories ---------------------------------------------------------------------------------------------------
-    def add_memory(self, text: str, **fields: Any) -> IngestReport:
-        """``POST /api/v1/memories``: a memory in the caller's user space (``uris`` names it). ``fields``:
-        ``category``, ``uri``, ``metadata``, ``occurred_at``, ``policy`` (``AddMemoryRequest``)."""
-        return self._call("add_memory", {"text": text, **fields}, IngestReport)
+    def add_memory(self, text: str, **fields: Any) -> AddMemoryResult:
+        """``POST /api/v1/memories``: a memory in the caller's user space (``uris`` names it; ``items[0]`` is its
+        outcome, as the batch calls answer). ``fields``: ``category``, ``uri``, ``metadata``, ``occurred_at``,
+        ``policy`` (``AddMemoryRequest``)."""
+        return self._call("add_memory", {"text": text, **fields}, AddMemoryResult)
 
     def add_memories(
         self, items: list[MemoryItemIn] | list[dict[str, Any]], policy: str | None = None
@@ -216,9 +219,15 @@ class Client:
         data: dict[str, Any] = {"items": items} if policy is None else {"items": items, "policy": policy}
         return self._call("add_memories", data, MemoryWriteResult)
 
-    def add_messages(self, session_id: str, messages: list[MessageIn] | list[dict[str, Any]]) -> MemoryWriteResult:
-        """``POST /api/v1/memories/messages``: the messages of one session as memories (``items[i].uri``)."""
-        return self._call("add_messages", {"session_id": session_id, "messages": messages}, MemoryWriteResult)
+    def add_messages(
+        self,
+        messages: Sequence[MessageIn | dict[str, Any]] | str,
+        session_id: str | Sequence[MessageIn | dict[str, Any]] | None = None,
+    ) -> MemoryWriteResult:
+        """``POST /api/v1/memories/messages``: the messages of one session as memories (``items[i].uri``), in the
+        Python API's order ``add_messages(messages, session_id)``. The earlier order ``(session_id, messages)`` still
+        works and raises a ``DeprecationWarning``."""
+        return self._call("add_messages", messages_first(messages, session_id), MemoryWriteResult)
 
     def list_memories(self, **fields: Any) -> MemoryListPage:
         """``GET /api/v1/memories``: one page of the caller's memories, newest first. ``fields``: ``category``,

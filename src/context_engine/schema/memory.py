@@ -18,7 +18,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from context_engine.schema.nodes import IngestReport
+
 __all__ = [
+    "AddMemoryResult",
     "DedupPolicy",
     "MemoryDetail",
     "MemoryItem",
@@ -216,6 +219,16 @@ class MemoryWriteResult(_Model):
     def uris(self) -> list[str]:
         """The URI of each item, in input order (for a ``duplicate``, the existing node it duplicates)."""
         return [o.duplicate_of if o.status == "duplicate" and o.duplicate_of else o.uri for o in self.items]
+
+
+class AddMemoryResult(IngestReport):
+    """The result of ``add_memory``: the write's counts as before (:class:`~context_engine.schema.nodes.IngestReport`:
+    ``nodes``, ``unchanged``, ``duplicates``, ``uris``...) and, as the batch calls answer (:class:`MemoryWriteResult`),
+    ``items``: the one memory's outcome (``added``, ``unchanged``, ``duplicate`` with ``duplicate_of``,
+    ``replaced``). Issue 29: one answer shape for the memory writes; read ``items[0].status`` rather than the
+    counters."""
+
+    items: list[MemoryOutcome] = Field(default_factory=list)
 
 
 class MemoryView(_Model):

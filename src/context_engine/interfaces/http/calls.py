@@ -31,7 +31,7 @@ from context_engine.observability.logging import get_logger, query_fields
 from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest, LookupResult
-from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
+from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.uri import parse_uri
@@ -231,7 +231,7 @@ def _strip(details: dict[str, Any], hidden: str) -> dict[str, Any]:
 
 
 # ---- memories (issue 11) --------------------------------------------------------------------------------------------
-def add_memory(service: ContextEngineService, req: AddMemoryRequest, ctx: RequestContext) -> IngestReport:
+def add_memory(service: ContextEngineService, req: AddMemoryRequest, ctx: RequestContext) -> AddMemoryResult:
     """``service.add_memory`` (dedup and ``policy`` without ``uri``) plus an ``add_memory`` log event (never the
     text). ``report.duplicates`` is 1 when a near-duplicate was skipped; ``report.uris`` then names the existing one."""
     report = service.add_memory(

@@ -192,7 +192,14 @@ class TreeResponse(BaseModel):
 
 
 class ToolInvocationList(BaseModel):
-    invocations: list[ToolInvocation]
+    """One page of audit rows, newest first. The rows are ``items``, as in every list answer (``MemoryListPage``,
+    ``MemoryWriteResult``); ``invocations`` is the same list under its first name, still sent and accepted but
+    deprecated (issue 29: one word per concept). Give either one when building it."""
+
+    items: list[ToolInvocation] = Field(default_factory=list, description="The rows, newest first.")
+    invocations: list[ToolInvocation] = Field(
+        default_factory=list, deprecated="use items (the same rows)", description="Deprecated: the same as items."
+    )
     limit: int
     offset: int
 
@@ -214,6 +221,15 @@ class HealthResponse(BaseModel):
 
 class ReadyResponse(BaseModel):
     status: Literal["ready", "degraded"] = Field(
+    @model_validator(mode="before")
+    @classmethod
+    def _one_list_two_names(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            rows = data.get("items", data.get("invocations"))
+            if rows is not None:
+                data = {**data, "items": rows, "invocations": rows}
+        return data
+
         "ready",
         description="ready; or degraded: requests are served, but something derived is damaged (see problems).",
     )

@@ -69,7 +69,7 @@ from context_engine.schema.knowledge import (
     SessionTraceSummary,
     ToolInvocation,
 )
-from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryWriteResult
+from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.views import SimilarSearchResult
@@ -229,7 +229,7 @@ def list_tool_invocations(
     rows = service.list_invocations(
         ctx, session_id=session_id, tool_name=tool_name, since=since, until=until, limit=limit, offset=offset
     )
-    return ToolInvocationList(invocations=rows, limit=limit, offset=offset)
+    return ToolInvocationList(items=rows, limit=limit, offset=offset)
 
 
 @router.get(
@@ -369,15 +369,16 @@ async def add_resource_upload(
 # ---- memories (issue 11) --------------------------------------------------------------------------------------------
 @router.post(
     "/api/v1/memories",
-    response_model=IngestReport,
+    response_model=AddMemoryResult,
     tags=[MEMORY_TAG],
     responses=MEMORY_ERRORS,
     operation_id="add_memory",
     summary="Store a memory in the caller's user space",
 )
-def add_memory(req: AddMemoryRequest, service: Service, ctx: Caller) -> IngestReport:
+def add_memory(req: AddMemoryRequest, service: Service, ctx: Caller) -> AddMemoryResult:
     """The same normalised text is the same memory (``unchanged``); a near-duplicate follows ``policy``: with
-    ``skip`` nothing is written, ``duplicates`` is 1 and ``uris`` names the existing memory."""
+    ``skip`` nothing is written, ``duplicates`` is 1 and ``uris`` names the existing memory. ``items[0]`` is the
+    memory's outcome, as in the batch answers (``status``, ``duplicate_of``, ``similarity``)."""
     return calls.add_memory(service, req, ctx)
 
 
