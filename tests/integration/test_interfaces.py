@@ -223,10 +223,13 @@ def test_same_answers_through_python_http_and_mcp(world):
 
 
 def test_mcp_over_http_needs_a_key(world):
+    # 400 with a JSON-RPC error carrying the envelope, not 401: MCP clients take a 401 for an OAuth challenge and
+    # never show the body (tests/mcp/test_mcp_http_auth.py; docs/interfaces.md, MCP)
     server = world["server"]
     r = httpx.post(
         f"{server.url}/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         headers={"Accept": "application/json, text/event-stream"},
     )
-    assert r.status_code == 401 and r.json()["code"] == "AUTH-4011"
+    assert r.status_code == 400 and r.json()["id"] == 1
+    assert r.json()["error"]["data"]["code"] == "AUTH-4011"

@@ -1,5 +1,8 @@
 """The lean tool schemas (issue 15) accept exactly what the SDK's generated ones accept: only bytes go, never a
-constraint. Checked per tool with jsonschema on many argument values, and on small schemas by hand."""
+constraint. Checked per tool with jsonschema on many argument values, and on small schemas by hand.
+
+One documented difference (issue 29, MCP Inspector ``--strict``): an optional argument whose default is ``null``
+does not advertise ``null``: it is left out to mean the default (the tools still accept an explicit null)."""
 
 from __future__ import annotations
 
@@ -48,7 +51,11 @@ def test_lean_schema_accepts_exactly_what_the_generated_one_accepts(tool):
     checked = 0
     for name, value in itertools.product(generated["properties"], CANDIDATES):
         instance = {**base, name: value}
-        assert _valid(lean, instance) == _valid(generated, instance), (tool, name, value)
+        prop = generated["properties"][name]
+        if value is None and "default" in prop and prop["default"] is None:  # null means "not given": leave it out
+            assert _valid(generated, instance) and not _valid(lean, instance) and _valid(lean, base), (tool, name)
+        else:
+            assert _valid(lean, instance) == _valid(generated, instance), (tool, name, value)
         checked += 1
     assert not _valid(lean, {**base, "no_such_argument": 1}) or _valid(generated, {**base, "no_such_argument": 1})
     assert checked >= len(CANDIDATES)
@@ -72,11 +79,17 @@ def test_lean_schema_by_hand():
         "type": "object",
         "properties": {
             "title": {"type": "string"},
-            "k": {"type": ["integer", "null"]},
-            "mode": {"anyOf": [{"enum": ["a", "b"], "type": "string"}, {"type": "null"}]},  # enum: kept as is
-            "meta": {"type": ["object", "null"]},
-            "when": {"type": ["string", "integer", "null"]},
+            "k": {"type": "integer"},  # default null: the null branch goes, absent means the default
+            "mode": {"enum": ["a", "b"], "type": "string"},
+            "meta": {"anyOf": [{"type": "object"}, {"type": "null"}]},  # no default: null stays, as a branch
+            "when": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},  # never a type array
             "top_k": {"default": 10, "maximum": 50, "minimum": 1, "type": "integer"},
         },
         "required": ["title"],
     }
+
+
+def test_lean_schema_keeps_a_union_that_is_more_than_null():
+    generated = {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/X"}, {"type": "null"}], "default": None}
+    assert lean_schema(generated) == {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/X"}]}
+    assert lean_schema({"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}], "default": None}) == {"$ref": "#/$defs/X"}

@@ -357,6 +357,12 @@ def exercise_mcp(service: ContextEngineService, p: Planted, path_file) -> dict[s
                     "session_id": f"mcp-look-{p.password('mcp lookup session')}", "response_format": fmt})
             await call(admin, "verify_evidence", {"invocation_id": looked["invocation_id"],
                                                   "excerpt": f"Run {p.line('mcp verify excerpt')}"})
+            for level in ("L0", "L1"):
+                await call(admin, "ls", {"uri": "ctx://resources/mcp/", "level": level})
+                await call(admin, "ls", {"uri": FAILOVER_URI, "level": level})
+                await call(alice, "ls", {"uri": "ctx://user/alice/memories/", "level": level})
+            await call(admin, "tree", {"uri": "ctx://resources/", "max_depth": 4, "max_nodes": 1000})
+            await call(alice, "tree", {"uri": "ctx://user/alice/", "max_depth": 4})
             await call(alice, "list_memories", {"limit": 200})
             await call(alice, "get_memory", {"uri": uri})
             await call(alice, "delete_memory", {"uri": uri})

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -353,36 +354,9 @@ def extract_document(
     stem = ContextURI.parse(uri).name.rsplit(".", 1)[0]
     terms: dict[str, str] = {}
 
-    def add(key: str, kind: str) -> None:
+    for key, kind in itertools.chain(_name_terms(node.title, stem), *(_chunk_terms(c) for c in chunks)):
         if key and key not in GENERIC_HEADINGS and key not in terms:
-            terms[key] = kind
-
-    for name in dict.fromkeys(n for n in (node.title, stem) if n):
-        if is_identifier(name):
-            add(alert_key(name), "alert")
-            add(norm(name), "alert")
-        elif has_cjk(name) or len(tokenize(name)) >= 2:
-            add(phrase_key(name), "title")
-    for chunk in chunks:
-        for heading in split_breadcrumb(chunk.breadcrumb)[1:]:
-            toks = tokenize(heading)
-            cjk_chars = sum(len(t.text) for t in toks if t.cjk)
-            if 2 <= len(toks) <= 6 or (cjk_chars >= 3 and len(toks) <= 6):
-                add(phrase_key(heading), "heading")
-        text = chunk.text
-        for m in _METRIC_RE.finditer(text):
-            add(m.group(), "metric")
-        for m in _ERROR_CODE_RE.finditer(text):
-            add(norm(m.group()), "error_code")
-        for m in _REASON_RE.finditer(text):
-            if norm(m.group()) in _K8S_REASONS:
-                add(norm(m.group()), "error_code")
-        code = " ".join(_INLINE_CODE_RE.findall(text))
-        for m in _SERVICE_RE.finditer(code):
-            add(m.group(), "service")
-        for m in _SERVICE_RE.finditer(text):
-            if any(part in _COMPONENT_WORDS for part in m.group().split("-")):
-                add(m.group(), "service")
+            terms[key] = kind  # the first kind found for a key stays
     doc = HintDoc(
         uri=uri,
         parent_uri=node.parent_uri,
@@ -394,6 +368,40 @@ def extract_document(
     )
     return doc, [HintTerm(uri, key, kind) for key, kind in sorted(terms.items())]
 
+
+
+def _name_terms(title: str | None, stem: str) -> Iterator[tuple[str, str]]:
+    """``(key, kind)`` terms of a document's names (title, file stem): alert-like identifiers and titles."""
+    for name in dict.fromkeys(n for n in (title, stem) if n):
+        if is_identifier(name):
+            yield alert_key(name), "alert"
+            yield norm(name), "alert"
+        elif has_cjk(name) or len(tokenize(name)) >= 2:
+            yield phrase_key(name), "title"
+
+
+def _chunk_terms(chunk: VectorRecord) -> Iterator[tuple[str, str]]:
+    """``(key, kind)`` terms of one chunk, in order: its headings, then metrics, error codes, Kubernetes reasons and
+    services in its text."""
+    for heading in split_breadcrumb(chunk.breadcrumb)[1:]:
+        toks = tokenize(heading)
+        cjk_chars = sum(len(t.text) for t in toks if t.cjk)
+        if 2 <= len(toks) <= 6 or (cjk_chars >= 3 and len(toks) <= 6):
+            yield phrase_key(heading), "heading"
+    text = chunk.text
+    for m in _METRIC_RE.finditer(text):
+        yield m.group(), "metric"
+    for m in _ERROR_CODE_RE.finditer(text):
+        yield norm(m.group()), "error_code"
+    for m in _REASON_RE.finditer(text):
+        if norm(m.group()) in _K8S_REASONS:
+            yield norm(m.group()), "error_code"
+    code = " ".join(_INLINE_CODE_RE.findall(text))
+    for m in _SERVICE_RE.finditer(code):
+        yield m.group(), "service"
+    for m in _SERVICE_RE.finditer(text):
+        if any(part in _COMPONENT_WORDS for part in m.group().split("-")):
+            yield m.group(), "service"
 
 # ---- the compiled per-account index -----------------------------------------------------------------------------
 @dataclass

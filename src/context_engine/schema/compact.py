@@ -33,14 +33,18 @@ from context_engine.schema.knowledge import (
 from context_engine.schema.query import MatchQuality, NextActions, ResponseFormat, SearchTrace, TypedQuery
 
 __all__ = [
+    "BrowseLevel",
+    "BrowseNode",
     "CompactEvidence",
     "CompactHit",
     "LookupCompact",
     "LookupDebug",
+    "LsCompact",
     "ResponseFormat",
     "SCORE_DECIMALS",
     "SearchMemoryCompact",
     "SearchMemoryDebug",
+    "TreeCompact",
 ]
 
 SCORE_DECIMALS = 3
@@ -171,3 +175,59 @@ class LookupCompact(_Model):
     evidence: list[CompactEvidence]
     warnings: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     debug: LookupDebug | None = Field(None, exclude_if=lambda v: v is None)
+
+
+# ---- browsing: ls / tree over MCP -----------------------------------------------------------------------------------
+BrowseLevel = Literal["L0", "L1"]
+
+
+class BrowseNode(_Model):
+    """One node of a compact ``ls`` or ``tree`` answer (issue 29: the hierarchy, walked by an agent).
+
+    Attributes:
+        uri: the node's URI (a directory's ends with ``/``); what ``read_memory`` and ``ls`` take.
+        text: its L0 abstract (in ``tree`` cut at a word past ``retrieval.compact_abstract_max_chars``), or with
+            ``ls(level="L1")`` its L1 overview, whole.
+        level: ``"L1"`` when ``text`` is the overview; left out for L0 (also when L1 was asked and the node has none).
+        levels: what ``read_memory`` can read of it beyond L0 (``L1``, ``L2``); left out when nothing.
+        children: ``tree`` only: the nodes below, in URI order; left out for a node that was not expanded (a file,
+            or a directory at ``max_depth``); ``[]`` for an empty directory.
+        more: ``tree`` only: children left out because the answer reached ``max_nodes``; left out when 0.
+    """
+
+    uri: str
+    text: str
+    level: Literal["L1"] | None = Field(None, exclude_if=lambda v: v is None)
+    levels: list[Literal["L1", "L2"]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    children: list[BrowseNode] | None = Field(None, exclude_if=lambda v: v is None)
+    more: int = Field(0, exclude_if=lambda v: not v)
+
+
+class LsCompact(_Model):
+    """``ls`` over MCP: one page of a directory's children (of a file URI: that node alone), in URI order.
+
+    Attributes:
+        uri: the URI asked.
+        nodes: the page's nodes.
+        total: how many children the directory has (visible to the caller).
+        next_offset: the next page's ``offset``; left out on the last page.
+    """
+
+    uri: str
+    nodes: list[BrowseNode]
+    total: int
+    next_offset: int | None = Field(None, exclude_if=lambda v: v is None)
+
+
+class TreeCompact(_Model):
+    """``tree`` over MCP: the subtree at ``uri``, breadth-first up to ``max_nodes`` nodes.
+
+    Attributes:
+        uri: the URI asked.
+        root: the subtree; ``null`` when the scope root is still empty.
+        truncated: true when ``max_nodes`` left nodes out (each cut directory says how many in ``more``).
+    """
+
+    uri: str
+    root: BrowseNode | None
+    truncated: bool = Field(False, exclude_if=lambda v: not v)

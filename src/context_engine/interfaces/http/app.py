@@ -25,7 +25,8 @@ from starlette.types import Receive, Scope, Send
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http.auth import Authenticator
-from context_engine.interfaces.http.errors import envelope_response, install_error_handlers
+from context_engine.interfaces.http.errors import install_error_handlers
+from context_engine.interfaces.http.mcp_refusal import refuse_mcp_request
 from context_engine.interfaces.http.middleware import HttpMetrics, RequestMiddleware
 from context_engine.interfaces.http.protection import HostAllowList, HostGuardMiddleware, SecurityHeadersMiddleware
 from context_engine.interfaces.http.responses import RedactedJSONResponse
@@ -73,9 +74,12 @@ class EngineState:
 
 
 class McpHttpEndpoint:
-    """The MCP streamable HTTP ASGI app behind API-key authentication (the same keys and 401 envelope as the API).
+    """The MCP streamable HTTP ASGI app behind API-key authentication (the same keys as the API).
 
-    The caller's principal is stored in ``scope["state"]``; the MCP tools read it from the transport request.
+    The caller's principal is stored in ``scope["state"]``; the MCP tools read it from the transport request. A
+    request refused before it reaches the MCP server is answered by :func:`~.mcp_refusal.refuse_mcp_request`: a
+    JSON-RPC request without a valid key gets ``400`` with a JSON-RPC error carrying the envelope (not ``401``,
+    which MCP clients take for an OAuth challenge and never show; docs/interfaces.md, MCP).
     """
 
     def __init__(self, state: EngineState) -> None:
@@ -88,7 +92,7 @@ class McpHttpEndpoint:
             assert self.state.authenticator is not None and self.state.mcp is not None
             await self.state.authenticator.authenticate(HTTPConnection(scope))
         except ContextEngineError as err:
-            await envelope_response(err, request_id)(scope, receive, send)
+            await refuse_mcp_request(err, request_id, scope, receive, send)
             return
         await self.state.mcp.session_manager.asgi_app(scope, receive, send)
 

@@ -98,7 +98,9 @@ class Authenticator:
         else:
             raise ContextEngineError(
                 ErrorCode.UNAUTHENTICATED,
-                "missing API key: send 'Authorization: Bearer <key>' (create one with `context-engine keys create`)",
+                # worded so that the redaction patterns leave it whole ("API key: send ..." read as a credential)
+                "no API key given; send the header 'Authorization: Bearer <key>' "
+                "(create one with `context-engine keys create`)",
             )
         state = conn.scope.setdefault("state", {})
         state["ctx"], state["auth"], state["key_id"] = principal.ctx, principal.auth, principal.key_id

@@ -9,9 +9,10 @@ service method, and writes one structured log event with the seed 000 §8 fields
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http.models import (
@@ -22,19 +23,30 @@ from context_engine.interfaces.http.models import (
     AddResourceTextRequest,
     AddSkillRequest,
     ListMemoriesRequest,
+    LsRequest,
     MemoryUriRequest,
     SimilarSearchRequest,
+    TreeRequest,
     UpdateMemoryRequest,
 )
 from context_engine.knowledge.compact import compact_lookup
 from context_engine.observability.logging import get_logger, query_fields
-from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
+from context_engine.retrieval.compact import shorten
+from context_engine.schema.compact import (
+    BrowseLevel,
+    BrowseNode,
+    LookupCompact,
+    LsCompact,
+    SearchMemoryCompact,
+    TreeCompact,
+)
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest, LookupResult
 from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.uri import parse_uri
+from context_engine.schema.views import NodeView
 
 if TYPE_CHECKING:
     from context_engine.service import ContextEngineService, SimilarSearchResult
@@ -296,3 +308,58 @@ def add_skill(service: ContextEngineService, req: AddSkillRequest, ctx: RequestC
     report = service.add_skill(req.name, req.description, req.content, ctx, category=req.category)
     log.info("add_skill", uris=report.uris)
     return report
+
+
+# ---- browsing, compact (the MCP ls / tree tools) --------------------------------------------------------------------
+def ls_compact(service: ContextEngineService, req: LsRequest, ctx: RequestContext) -> LsCompact:
+    """``service.ls`` as an agent reads it: one page (``offset``, ``limit``) of the children in URI order, each
+    with its L0 abstract or, with ``level="L1"``, its overview (one ``read_memory`` per node that has one). The
+    same tenancy as ``ls``: an invisible or missing URI is ``RET-4032`` with one body for both."""
+    views = service.ls(req.uri, ctx)
+    page = views[req.offset : req.offset + req.limit]
+    nodes = [_browse_node(service, v, ctx, level=req.level) for v in page]
+    end = req.offset + len(page)
+    log.info("ls", uri=req.uri, level=req.level, nodes=len(nodes), total=len(views))
+    return LsCompact(uri=req.uri, nodes=nodes, total=len(views), next_offset=end if end < len(views) else None)
+
+
+def tree_compact(service: ContextEngineService, req: TreeRequest, ctx: RequestContext) -> TreeCompact:
+    """``service.tree`` as an agent reads it: L0 abstracts cut at ``retrieval.compact_abstract_max_chars``, nodes
+    taken breadth-first (a level before the next, URI order within) until ``max_nodes``; a directory whose children
+    were left out says how many (``more``) and the answer says ``truncated``."""
+    root = service.tree(req.uri, ctx, max_depth=req.max_depth)
+    if root is None:
+        return TreeCompact(uri=req.uri, root=None)
+    cut = service.settings.retrieval.compact_abstract_max_chars
+    out = _browse_node(service, root, ctx, max_chars=cut)
+    budget, truncated = req.max_nodes - 1, False
+    queue: deque[tuple[NodeView, BrowseNode]] = deque([(root, out)])
+    while queue:
+        view, node = queue.popleft()
+        if view.children is None:
+            continue
+        kept = view.children[:budget]
+        budget -= len(kept)
+        node.children = [_browse_node(service, c, ctx, max_chars=cut) for c in kept]
+        node.more = len(view.children) - len(kept)
+        truncated = truncated or node.more > 0
+        queue.extend(zip(kept, node.children, strict=True))
+    log.info("tree", uri=req.uri, max_depth=req.max_depth, nodes=req.max_nodes - budget, truncated=truncated)
+    return TreeCompact(uri=req.uri, root=out, truncated=truncated)
+
+
+def _browse_node(
+    service: ContextEngineService,
+    view: NodeView,
+    ctx: RequestContext,
+    *,
+    level: BrowseLevel = "L0",
+    max_chars: int | None = None,
+) -> BrowseNode:
+    levels: list[Literal["L1", "L2"]] = ["L1"] if view.has_overview else []
+    levels += ["L2"] if view.has_content else []
+    if level == "L1" and view.has_overview:
+        block = service.read_memory(ReadMemoryRequest(uri=view.uri, level="L1"), ctx).block
+        return BrowseNode(uri=view.uri, text=block.overview or "", level="L1", levels=levels)
+    text = shorten(view.abstract, max_chars) if max_chars else view.abstract
+    return BrowseNode(uri=view.uri, text=text, levels=levels)

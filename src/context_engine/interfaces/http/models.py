@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from context_engine.schema.compact import BrowseLevel
 from context_engine.schema.knowledge import SemanticMode, SessionTraceSummary, ToolInvocation
 from context_engine.schema.memory import DedupPolicy, message_fields
 from context_engine.schema.query import ContextTypeName
@@ -153,6 +154,23 @@ class ListMemoriesRequest(_Request):
     session_id: str | None = Field(None, max_length=255, description="Only this conversation session.")
     limit: int = Field(20, ge=1, le=200, description="Page size, 1..200.")
     offset: int = Field(0, ge=0, le=1_000_000_000, description="Memories to skip.")
+
+
+class LsRequest(_Request):
+    """``ls`` as an MCP tool (compact, paged): a directory's children, or a file URI's node alone, in URI order."""
+
+    uri: str = Field("ctx://resources/", max_length=4096, description="A ctx:// URI.")
+    level: BrowseLevel = Field("L0", description="L0: abstracts; L1: overviews (a node without one gives its L0).")
+    limit: int = Field(50, ge=1, le=200, description="Page size, 1..200.")
+    offset: int = Field(0, ge=0, le=1_000_000_000, description="Children to skip.")
+
+
+class TreeRequest(_Request):
+    """``tree`` as an MCP tool (compact): the subtree at ``uri``, breadth-first, at most ``max_nodes`` nodes."""
+
+    uri: str = Field("ctx://resources/", max_length=4096, description="Root of the tree.")
+    max_depth: int = Field(2, ge=0, le=10, description="Levels below the root.")
+    max_nodes: int = Field(100, ge=1, le=1000, description="Most nodes in the answer, the root included.")
 
 
 class MemoryUriRequest(_Request):

@@ -1,13 +1,16 @@
 """The MCP tool server (DESIGN.md §10) on the official Python SDK (``mcp`` 2.x, ``MCPServer``).
 
-Tools: ``search_memory``, ``read_memory``, ``lookup_knowledge``, ``verify_evidence``, ``add_memory``,
-``add_resource``, ``add_skill``, and the memory lifecycle: ``add_memories``, ``add_messages``, ``list_memories``,
-``get_memory``, ``update_memory``, ``delete_memory``. Agents read the tool list on every call, so it is kept under
-8 KB as sent (issue 15; ``bench/payload_sizes.py`` measures it): one-line descriptions, exact but lean input
-schemas (:func:`lean_schema`: types, bounds, enums and required fields kept, generated titles dropped) and no
-output schemas. Each tool calls the same function as the HTTP route (:mod:`context_engine.interfaces.http.calls`),
-so answers are identical; ``search_memory`` and ``lookup_knowledge`` answer in the compact form by default
-(``response_format="compact"``, :mod:`context_engine.schema.compact`), the full one on request.
+Tools: ``search_memory``, ``read_memory``, ``lookup_knowledge``, ``verify_evidence``, the hierarchy browsed
+compactly (``ls``: a directory's children or one node at L0 or L1, paged; ``tree``: a subtree at L0, breadth-first,
+bounded), ``add_memory``, ``add_resource``, ``add_skill``, and the memory lifecycle: ``add_memories``,
+``add_messages``, ``list_memories``, ``get_memory``, ``update_memory``, ``delete_memory``. Agents read the tool list
+on every call, so it is kept under 9 KB as sent (issue 15; ``bench/payload_sizes.py`` measures it): one-line
+descriptions, exact but lean input schemas in the portable subset of MCP Inspector's ``--strict``
+(:func:`lean_schema`: types, bounds, enums and required fields kept, generated titles dropped, no ``type`` arrays)
+and no output schemas. Each tool calls the same function as the HTTP route
+(:mod:`context_engine.interfaces.http.calls`), so answers are identical; ``search_memory`` and ``lookup_knowledge``
+answer in the compact form by default (``response_format="compact"``, :mod:`context_engine.schema.compact`), the
+full one on request.
 
 Errors: a tool that fails returns ``isError: true`` with the envelope ``{code, message, details, request_id}`` as
 its structured content and as JSON text, exactly the HTTP body. Invalid arguments get ``RET-4001`` (retrieval
@@ -53,15 +56,18 @@ from context_engine.interfaces.http.models import (
     AddResourceTextRequest,
     AddSkillRequest,
     ListMemoriesRequest,
+    LsRequest,
     MemoryItemIn,
     MemoryUriRequest,
     MessageIn,
     Timestamp,
+    TreeRequest,
     UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
 from context_engine.observability.logging import bind_request, get_logger
 from context_engine.redaction import redact_output
+from context_engine.schema.compact import BrowseLevel
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import EvidenceVerification, LookupRequest, SemanticMode
 from context_engine.schema.memory import DedupPolicy
@@ -101,10 +107,19 @@ def _result(model: BaseModel, *, redact: bool = True) -> CallToolResult:
 
 
 def lean_schema(node: Any) -> Any:
-    """A JSON Schema with the same constraints in fewer bytes (the tool list is read on every agent call):
-    pydantic's generated ``title`` annotations, ``default: null`` and ``additionalProperties: true`` (the JSON
-    Schema default) dropped, and ``anyOf: [{type: T}, {type: null}]`` written ``type: [T, "null"]`` (only where
-    ``T``'s schema has no keyword that would then reject null: ``enum``, ``const``, ``$ref``)."""
+    """A JSON Schema with the same constraints in fewer bytes (the tool list is read on every agent call), written
+    in the portable subset that MCP Inspector's ``--strict`` checks (0 warnings; tests/mcp/test_inspector_strict.py):
+
+    * pydantic's generated ``title`` annotations, ``default: null`` and ``additionalProperties: true`` (the JSON
+      Schema default) dropped;
+    * an optional argument whose default is ``null`` (``X | None = None``: null means "not given") is written as
+      ``X`` alone, without the ``null`` branch: the argument is left out to mean the default. The tools still accept
+      an explicit ``null`` (their pydantic models do); the schema just does not advertise it, since no single
+      spelling of a nullable field is portable (a ``type`` array is not, and OpenAPI-style dialects have no ``null``
+      type);
+    * other unions stay ``anyOf`` branches of one ``type`` each, never a ``type`` array (``["string", "null"]``),
+      which clients that map tool schemas onto a single-``type`` dialect reject or weaken.
+    """
     if isinstance(node, list):
         return [lean_schema(x) for x in node]
     if not isinstance(node, dict):
@@ -113,20 +128,29 @@ def lean_schema(node: Any) -> Any:
     for key, value in node.items():
         if key in ("properties", "$defs") and isinstance(value, dict):
             out[key] = {name: lean_schema(sub) for name, sub in value.items()}  # names, not keywords
-        elif key == "title" and isinstance(value, str) or key == "default" and value is None or key == "additionalProperties" and value is True:
+        elif _generated_noise(key, value):
             continue
         else:
             out[key] = lean_schema(value)
     options = out.get("anyOf")
-    if isinstance(options, list) and all(isinstance(o, dict) and o.keys() == {"type"} for o in options):
-        del out["anyOf"]  # a union of bare types: one type list
-        return {**out, "type": [o["type"] for o in options]}
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-        other = options[0] if options[1] == {"type": "null"} else options[1]
-        if isinstance(other.get("type"), str) and not {"enum", "const", "$ref", "anyOf"} & other.keys():
-            del out["anyOf"]
-            out = {**other, **out, "type": [other["type"], "null"]}
+    if isinstance(options, list) and "default" in node and node["default"] is None and _NULL in options:
+        rest = [o for o in options if o != _NULL]  # null only stands for "not given": leave it out
+        del out["anyOf"]
+        return {**rest[0], **out} if len(rest) == 1 else {**out, "anyOf": rest}
     return out
+
+
+_NULL = {"type": "null"}
+
+
+def _generated_noise(key: str, value: Any) -> bool:
+    """A keyword pydantic writes that constrains nothing: a generated ``title``, ``default: null``,
+    ``additionalProperties: true``."""
+    return (
+        (key == "title" and isinstance(value, str))
+        or (key == "default" and value is None)
+        or (key == "additionalProperties" and value is True)
+    )
 
 
 def _error(err: ContextEngineError, request_id: str) -> CallToolResult:
@@ -330,7 +354,7 @@ def build_mcp_server(
         query: Annotated[str, Field(description="Chinese or English.")],
         top_k: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 50})] = 10,
         score_threshold: Annotated[
-            float | None, Field(description="Final score floor; null: default.", json_schema_extra=_UNIT)
+            float | None, Field(description="Final score floor; omit: the default.", json_schema_extra=_UNIT)
         ] = None,
         score_gte: Annotated[bool, Field(description=">= instead of >.")] = False,
         categories: list[str] | None = None,
@@ -399,6 +423,27 @@ def build_mcp_server(
     ) -> CallToolResult:
         args = _arguments(locals())
         return await run(ctx, ErrorCode.QUERY_INVALID, lambda: VerifyEvidenceRequest(**args), _verify)
+
+    @mcp.tool(annotations=read_only, description="A ctx:// directory's children, or one node: L0 or L1 text, paged.")
+    async def ls(
+        uri: str = "ctx://resources/",
+        level: BrowseLevel = "L0",
+        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+        offset: Annotated[int, Field(ge=0)] = 0,  # the bound (LsRequest) answers RET-4001: not worth tool-list bytes
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.QUERY_INVALID, lambda: LsRequest(**args), calls.ls_compact)
+
+    @mcp.tool(annotations=read_only, description="A ctx:// subtree, short L0 texts, breadth-first.")
+    async def tree(
+        uri: str = "ctx://resources/",
+        max_depth: Annotated[int, Field(ge=0, le=10)] = 2,
+        max_nodes: Annotated[int, Field(ge=1, le=1000)] = 100,
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        args = _arguments(locals())
+        return await run(ctx, ErrorCode.QUERY_INVALID, lambda: TreeRequest(**args), calls.tree_compact)
 
     @mcp.tool(annotations=writes, description="Store a memory; near-duplicates skipped unless policy says.")
     async def add_memory(
