@@ -221,6 +221,15 @@ class ToolInvocationList(BaseModel):
     limit: int
     offset: int
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_list_two_names(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            rows = data.get("items", data.get("invocations"))
+            if rows is not None:
+                data = {**data, "items": rows, "invocations": rows}
+        return data
+
 
 class VerifyEvidenceRequest(_Request):
     """Check that a quoted excerpt is backed by an evidence ref recorded for a lookup_knowledge invocation."""
@@ -239,15 +248,6 @@ class HealthResponse(BaseModel):
 
 class ReadyResponse(BaseModel):
     status: Literal["ready", "degraded"] = Field(
-    @model_validator(mode="before")
-    @classmethod
-    def _one_list_two_names(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            rows = data.get("items", data.get("invocations"))
-            if rows is not None:
-                data = {**data, "items": rows, "invocations": rows}
-        return data
-
         "ready",
         description="ready; or degraded: requests are served, but something derived is damaged (see problems).",
     )
