@@ -39,6 +39,33 @@ def _norm(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+
+def _within_time_range(hit: NodeHit, tq: TypedQuery) -> bool:
+    """Whether ``hit.updated_at`` is inside the query's ``time_range`` (``[start, end)``, UTC); a hit without a time
+    is outside any range with a bound."""
+    window = tq.filters.time_range
+    if window is None or (window.start is None and window.end is None):
+        return True
+    if hit.updated_at is None:
+        return False
+    when = _utc(hit.updated_at)
+    if window.start is not None and when < _utc(window.start):
+        return False
+    return not (window.end is not None and when >= _utc(window.end))
+
+
+def _term_reason(hit: NodeHit, must: list[tuple[str, str]], never: list[tuple[str, str]]) -> str | None:
+    """``missing_term:<raw>`` or ``excluded_term:<raw>`` for the first failing term over the hit's abstract and URI."""
+    haystack = _norm(f"{hit.abstract}\n{hit.uri}")
+    for raw, term in must:
+        if term not in haystack:
+            return f"missing_term:{raw}"
+    for raw, term in never:
+        if term in haystack:
+            return f"excluded_term:{raw}"
+    return None
+
+
 def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -103,22 +130,8 @@ class CandidateRechecker:
             return "category_mismatch"
         if not within_target(hit.uri, tq.target_uri):
             return "outside_target_uri"
-        window = tq.filters.time_range
-        if window is not None and (window.start is not None or window.end is not None):
-            when = hit.updated_at
-            if when is None:
-                return "outside_time_range"
-            when = _utc(when)
-            if window.start is not None and when < _utc(window.start):
-                return "outside_time_range"
-            if window.end is not None and when >= _utc(window.end):
-                return "outside_time_range"
+        if not _within_time_range(hit, tq):
+            return "outside_time_range"
         if must or never:
-            haystack = _norm(f"{hit.abstract}\n{hit.uri}")
-            for raw, term in must:
-                if term not in haystack:
-                    return f"missing_term:{raw}"
-            for raw, term in never:
-                if term in haystack:
-                    return f"excluded_term:{raw}"
+            return _term_reason(hit, must, never)
         return None
