@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError
+from context_engine.storage.protocols import MetaStore
 
 __all__ = [
     "FORMAT_VERSION",
@@ -155,7 +156,7 @@ class DerivedFiles:
         rejected: files found but not used (other version, parameters or database, or unreadable).
     """
 
-    def __init__(self, root: Path, metadata: Any, *, read_only: bool = False) -> None:
+    def __init__(self, root: Path, metadata: MetaStore, *, read_only: bool = False) -> None:
         self.root = root
         self.read_only = read_only  # a read-only home: files are opened, never written
         self._metadata = metadata
@@ -175,21 +176,13 @@ class DerivedFiles:
         """The metadata database's identity (a random hex string in its ``meta``), set when ``create`` and absent.
 
         The first write wins (``ensure_meta``: an insert that does nothing when the key exists), so the savers of
-        two structures, or two processes, creating it at once all stamp their files with the one stored value. A
-        store without ``ensure_meta`` falls back to write-then-read: there the last writer wins and files stamped
-        with the other value are rebuilt once, which costs a reload and never a wrong answer."""
+        two structures, or two processes, creating it at once all stamp their files with the one stored value."""
         with self._lock:
             if self._store_id is not None:
                 return self._store_id
         found = self._metadata.get_meta(STORE_ID_KEY)
         if found is None and create:
-            ensure = getattr(self._metadata, "ensure_meta", None)
-            if ensure is not None:
-                found = ensure(STORE_ID_KEY, uuid.uuid4().hex)
-            else:
-                found = uuid.uuid4().hex
-                self._metadata.set_meta(STORE_ID_KEY, found)
-                found = self._metadata.get_meta(STORE_ID_KEY) or found
+            found = self._metadata.ensure_meta(STORE_ID_KEY, uuid.uuid4().hex)
         with self._lock:
             if found is not None:
                 self._store_id = found

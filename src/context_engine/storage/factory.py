@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from context_engine.storage.content.s3 import S3ContentStore
     from context_engine.storage.derived_files import DerivedFiles
     from context_engine.storage.metadata.audit import SqlAuditStore
+    from context_engine.storage.metadata.engine import SqlDatabase
     from context_engine.storage.metadata.keys import ApiKeyStore
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
     from context_engine.storage.protocols import ContentStore, MetadataStore, VectorIndex
@@ -165,10 +166,10 @@ def open_l0_source(
     return matrix, L0Source(index, matrix, metadata, settings)
 
 
-def _sql_database(metadata: MetadataStore, what: str) -> SqlMetadataStore:
-    from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
+def _sql_database(metadata: MetadataStore, what: str) -> SqlDatabase:
+    from context_engine.storage.metadata.engine import SqlDatabase
 
-    if not isinstance(metadata, SqlMetadataStore):
+    if not isinstance(metadata, SqlDatabase):
         raise ContextEngineError(
             ErrorCode.CONFIG_INVALID,
             f"{what} live in the metadata database: {type(metadata).__name__} keeps none (use metadata.url)",

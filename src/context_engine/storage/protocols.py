@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from context_engine.schema.nodes import Level, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.journal import JournalEntry
+
+if TYPE_CHECKING:
+    from context_engine.schema.context import RequestContext
+    from context_engine.schema.knowledge import ToolInvocation
+    from context_engine.storage.metadata.audit import HintDoc, HintTerm, LedgerEntry
+    from context_engine.storage.metadata.keys import ApiKeyInfo
 
 
 @runtime_checkable
@@ -80,15 +86,8 @@ class ContentStore(Protocol):
 
 
 @runtime_checkable
-class MetadataStore(Protocol):
-    """Nodes, relations, the vectors kept for exact search and rebuilds, and the index's model stamp.
-
-    ``transaction()`` groups writes so a failure leaves the store as it was.
-    """
-
-    def transaction(self) -> Any:
-        """A context manager; writes inside it commit together or not at all."""
-        ...
+class NodeStore(Protocol):
+    """The node tree (DESIGN.md §3): upserts, reads, listings, deletes and index status of nodes, by URI."""
 
     def upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None: ...
 
@@ -135,16 +134,22 @@ class MetadataStore(Protocol):
 
     def count_children(self, account_id: str, parent_uri: str) -> int: ...
 
+    def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
+        """All children when at most ``2 * each``, else the first and last ``each`` by URI; and the total."""
+        ...
+
+
+@runtime_checkable
+class NodeLedger(Protocol):
+    """What the write path keeps beside the tree: child sequence numbers, file lookups by hash and by
+    narrowing, versions and relations."""
+
     def reserve_sequence(self, account_id: str, parent_uri: str, count: int, floor: int) -> int:
         """Atomically reserve ``count`` consecutive child numbers of a directory; returns the first."""
         ...
 
     def release_sequence(self, account_id: str, parent_uri: str, start: int, count: int) -> None:
         """Give back a failed batch's numbers when no later reservation followed."""
-        ...
-
-    def children_window(self, account_id: str, parent_uri: str, each: int) -> tuple[list[NodeRecord], int]:
-        """All children when at most ``2 * each``, else the first and last ``each`` by URI; and the total."""
         ...
 
     def find_by_hash(
@@ -179,6 +184,12 @@ class MetadataStore(Protocol):
     def add_relations(self, account_id: str, relations: Sequence[Relation]) -> None: ...
 
     def get_relations(self, account_id: str, from_uri: str, limit: int | None = None) -> list[Relation]: ...
+
+
+@runtime_checkable
+class VectorRowStore(Protocol):
+    """The vector rows kept for exact search and rebuilds, and the change feed of the derived indexes
+    (docs/derived_indexes.md): account generations, ``changes_since`` and wholesale loads."""
 
     # vectors (exact search, reindex)
     def put_vectors(self, records: Sequence[VectorRecord], *, bulk: bool = False) -> None:
@@ -224,6 +235,11 @@ class MetadataStore(Protocol):
         """The account's rows with these ids; missing ids are absent."""
         ...
 
+
+@runtime_checkable
+class WriteJournal(Protocol):
+    """The write journal and the writer locks (docs/security.md, "Crash safety and concurrent writers")."""
+
     # the intent journal (storage/journal.py)
     def write_turn(self, timeout_s: float) -> Any:
         """A context manager, entered outside any transaction: wait (first come, first served, at most ``timeout_s``)
@@ -267,12 +283,136 @@ class MetadataStore(Protocol):
         """A context manager serialising vector-index syncs of ``account_id`` across processes."""
         ...
 
+
+@runtime_checkable
+class MetaStore(Protocol):
+    """Small key-value settings of the database (``meta``): the model stamp, the derived files' database
+    identity, hint generations."""
+
     # index stamp
     def get_meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...
 
+    def ensure_meta(self, key: str, value: str) -> str:
+        """Set ``key`` to ``value`` unless it is set; returns the stored value (the first writer wins)."""
+        ...
+
+
+@runtime_checkable
+class MetadataStore(NodeStore, NodeLedger, VectorRowStore, WriteJournal, MetaStore, Protocol):
+    """Every role of the metadata store at once (what ``SqlMetadataStore`` implements): nodes, the node ledger,
+    vector rows and the change feed, the write journal and writer locks, ``meta``. A collaborator that needs one
+    role takes that role's protocol.
+
+    ``transaction()`` groups writes so a failure leaves the store as it was.
+    """
+
+    def transaction(self) -> Any:
+        """A context manager; writes inside it commit together or not at all."""
+        ...
+
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """The audit trail of lookup_knowledge (tool invocations), the per-session ledger of documents already returned,
+    and the rows of the hint index, in the metadata database (``storage/metadata/audit.py``).
+
+    Attributes:
+        read_only: a read-only home: invocations and ledger entries are not written; everything else reads.
+    """
+
+    read_only: bool
+
+    def record_invocation(
+        self, row: ToolInvocation, *, ledger_keys: Sequence[str] = (), ledger_ttl_s: int = 0
+    ) -> dict[str, LedgerEntry]:
+        """Insert one invocation and mark ``ledger_keys`` as retrieved in its session, in one transaction."""
+        ...
+
+    def get_invocation(
+        self, account_id: str, invocation_id: str, *, principal: str | None = None
+    ) -> ToolInvocation | None:
+        """The invocation with this id in the account (made by ``principal`` unless it is ``None``), or ``None``."""
+        ...
+
+    def list_invocations(
+        self,
+        account_id: str,
+        *,
+        principal: str | None = None,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        newest_first: bool = True,
+    ) -> list[ToolInvocation]:
+        """Invocations of the account, optionally of one principal, session and/or tool, in a time window."""
+        ...
+
+    def seen_documents(
+        self, account_id: str, principal: str, session_id: str, doc_keys: Sequence[str], now: datetime
+    ) -> dict[str, LedgerEntry]:
+        """Entries of ``doc_keys`` already retrieved in the principal's session and not expired at ``now``."""
+        ...
+
+    def purge_expired(self, now: datetime) -> int:
+        """Delete every ledger row expired at ``now`` (all accounts); returns how many."""
+        ...
+
+    def hint_state(self, account_id: str) -> tuple[int, str | None]:
+        """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
+        ...
+
+    def replace_hint_docs(
+        self,
+        account_id: str,
+        uris: Sequence[str],
+        docs: Sequence[HintDoc],
+        terms: Sequence[HintTerm],
+        *,
+        version: str | None = None,
+        clear_all: bool = False,
+    ) -> None:
+        """Drop the hint rows of ``uris`` (or of the account with ``clear_all``), insert ``docs`` and ``terms``."""
+        ...
+
+    def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
+        """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
+        ...
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """The API keys of the HTTP interface, in the metadata database (``storage/metadata/keys.py``)."""
+
+    def create(self, ctx: RequestContext, name: str = "") -> tuple[ApiKeyInfo, str]:
+        """Create a key acting as ``ctx``; returns it and its token (shown once)."""
+        ...
+
+    def list(self, account_id: str | None = None, *, include_revoked: bool = False) -> list[ApiKeyInfo]:
+        """Keys (of one account, or all), oldest first, then by key id."""
+        ...
+
+    def revoke(self, key_id: str) -> ApiKeyInfo:
+        """Revoke a key (idempotent)."""
+        ...
+
+    def active_count(self) -> int:
+        """How many keys are not revoked (all accounts)."""
+        ...
+
+    def cached(self, token: str) -> ApiKeyInfo | None:
+        """The key of ``token`` if it was verified recently, else ``None`` (no database read)."""
+        ...
+
+    def authenticate(self, token: str) -> ApiKeyInfo | None:
+        """The active key this token belongs to, or ``None``."""
+        ...
 
 
 @runtime_checkable

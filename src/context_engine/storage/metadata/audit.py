@@ -28,118 +28,31 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
-    Boolean,
-    Float,
-    Index,
-    Integer,
     String,
-    Text,
-    UniqueConstraint,
     cast,
     delete,
     insert,
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
 
 from context_engine.schema.context import principal_of
 from context_engine.schema.knowledge import ToolInvocation
 from context_engine.storage.metadata import dialects
-from context_engine.storage.metadata.sqlalchemy_store import _IN_BATCH, _META, SqlMetadataStore, _Base, _UTCDateTime
+from context_engine.storage.metadata.engine import SqlDatabase
+from context_engine.storage.metadata.tables import (
+    IN_BATCH,
+    META,
+    HintDocRow,
+    HintTermRow,
+    RetrievedDocRow,
+    ToolInvocationRow,
+)
 
-_JSON = JSON().with_variant(JSONB(), "postgresql")
 _HINT_GENERATION = "hint_generation:{account}"
 _HINT_VERSION = "hint_version:{account}"
-
-
-# ---- ORM models ---------------------------------------------------------------------------------------------------
-class ToolInvocationRow(_Base):
-    """``tool_invocations``: one row per tool call (seed 001 §7). ``seq`` orders rows with equal timestamps."""
-
-    __tablename__ = "tool_invocations"
-    __table_args__ = (
-        UniqueConstraint("invocation_id", name="uq_tool_invocations_id"),
-        Index("ix_tool_invocations_account_session", "account_id", "session_id", "created_at"),
-        Index("ix_tool_invocations_account_time", "account_id", "created_at"),
-        Index("ix_tool_invocations_account_tool", "account_id", "tool_name", "created_at"),
-        Index("ix_tool_invocations_account_principal", "account_id", "principal", "created_at"),
-    )
-
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    invocation_id: Mapped[str] = mapped_column(String(64))
-    account_id: Mapped[str] = mapped_column(String(64))
-    principal: Mapped[str] = mapped_column(String(700), default="")
-    session_id: Mapped[str | None] = mapped_column(String(256))
-    tool_name: Mapped[str] = mapped_column(String(64))
-    request_id: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
-    caller: Mapped[dict[str, Any]] = mapped_column(_JSON)
-    input_params: Mapped[dict[str, Any]] = mapped_column(_JSON)
-    retrieval_layer: Mapped[str] = mapped_column(String(32))
-    l0_match_count: Mapped[int] = mapped_column(Integer)
-    l1_match_count: Mapped[int] = mapped_column(Integer)
-    retrieval_details: Mapped[dict[str, Any]] = mapped_column(_JSON)
-    relevance_level: Mapped[str] = mapped_column(String(32))
-    dedup_reason: Mapped[str | None] = mapped_column(Text)
-    output_preview: Mapped[str] = mapped_column(Text)
-    duration_ms: Mapped[float] = mapped_column(Float)
-    success: Mapped[bool] = mapped_column(Boolean)
-    error_code: Mapped[str | None] = mapped_column(String(16))
-    error_message: Mapped[str | None] = mapped_column(Text)
-
-
-class RetrievedDocRow(_Base):
-    """``retrieved_docs``: documents already returned in a principal's session; a row past ``expires_at`` counts as
-    absent. Two principals using the same session id have two separate sessions."""
-
-    __tablename__ = "retrieved_docs"
-    __table_args__ = (
-        UniqueConstraint("account_id", "principal", "session_id", "doc_key", name="uq_retrieved_docs_principal_key"),
-        Index("ix_retrieved_docs_expires", "expires_at"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    account_id: Mapped[str] = mapped_column(String(64))
-    principal: Mapped[str] = mapped_column(String(700))
-    session_id: Mapped[str] = mapped_column(String(256))
-    doc_key: Mapped[str] = mapped_column(String(1024))
-    invocation_id: Mapped[str] = mapped_column(String(64))
-    retrieved_at: Mapped[datetime] = mapped_column(_UTCDateTime())
-    expires_at: Mapped[datetime] = mapped_column(_UTCDateTime())
-
-
-class HintDocRow(_Base):
-    """``knowledge_hint_docs``: one row per indexed document (title, domain, title words for weak matching)."""
-
-    __tablename__ = "knowledge_hint_docs"
-    __table_args__ = (UniqueConstraint("account_id", "uri", name="uq_knowledge_hint_docs_uri"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    account_id: Mapped[str] = mapped_column(String(64))
-    uri: Mapped[str] = mapped_column(String(1024))
-    parent_uri: Mapped[str | None] = mapped_column(String(1024))
-    owner_space: Mapped[str] = mapped_column(String(320))
-    context_type: Mapped[str] = mapped_column(String(16))
-    title: Mapped[str] = mapped_column(Text)
-    domain: Mapped[str | None] = mapped_column(String(128))
-    title_words: Mapped[list[str]] = mapped_column(_JSON)
-
-
-class HintTermRow(_Base):
-    """``knowledge_hint_terms``: ``(document, normalised term, kind)``; kinds are listed in ``knowledge.hint_index``."""
-
-    __tablename__ = "knowledge_hint_terms"
-    __table_args__ = (Index("ix_knowledge_hint_terms_account_uri", "account_id", "uri"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    account_id: Mapped[str] = mapped_column(String(64))
-    uri: Mapped[str] = mapped_column(String(1024))
-    term: Mapped[str] = mapped_column(String(512))
-    kind: Mapped[str] = mapped_column(String(32))
 
 
 # ---- plain records ----------------------------------------------------------------------------------------------
@@ -180,7 +93,7 @@ class SqlAuditStore:
     """Invocations, the session ledger and the hint index, in the metadata store's database.
 
     Args:
-        metadata: the open :class:`SqlMetadataStore` (SQLite or PostgreSQL) whose sessions and transactions are
+        metadata: the open :class:`SqlDatabase` (SQLite or PostgreSQL) whose sessions and transactions are
             shared (a call inside ``metadata.transaction()`` joins it); its schema holds these tables. Build it with
             :func:`context_engine.storage.factory.open_audit`.
 
@@ -188,7 +101,7 @@ class SqlAuditStore:
         ContextEngineError: ``WRT-5001`` (retryable) on a database failure, from every method.
     """
 
-    def __init__(self, metadata: SqlMetadataStore) -> None:
+    def __init__(self, metadata: SqlDatabase) -> None:
         self._store = metadata
         self._dialect = metadata.dialect
         #: A read-only home: invocations and ledger entries are not written (:meth:`record_invocation`,
@@ -284,8 +197,8 @@ class SqlAuditStore:
                     lost.append(key)
             else:
                 live[key] = found
-        for start in range(0, len(fresh), _IN_BATCH):
-            batch = fresh[start : start + _IN_BATCH]
+        for start in range(0, len(fresh), IN_BATCH):
+            batch = fresh[start : start + IN_BATCH]
             stmt = dialects.insert_ignore(self._dialect, table).values(batch).returning(table.c.doc_key)
             inserted = set(s.scalars(stmt))
             lost.extend(row["doc_key"] for row in batch if row["doc_key"] not in inserted)
@@ -299,8 +212,8 @@ class SqlAuditStore:
         table = RetrievedDocRow.__table__
         out: dict[str, LedgerEntry] = {}
         unique = sorted(set(keys))
-        for start in range(0, len(unique), _IN_BATCH):
-            chunk = unique[start : start + _IN_BATCH]
+        for start in range(0, len(unique), IN_BATCH):
+            chunk = unique[start : start + IN_BATCH]
             stmt = select(table.c.doc_key, table.c.invocation_id, table.c.retrieved_at, table.c.expires_at).where(
                 table.c.account_id == account_id,
                 table.c.principal == principal,
@@ -383,7 +296,7 @@ class SqlAuditStore:
         """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
         with self._store.snapshot() as s:
-            rows = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
+            rows = dict(s.execute(select(META.c.key, META.c.value).where(META.c.key.in_([gen_key, ver_key]))).all())
         return int(rows.get(gen_key, 0)), rows.get(ver_key)
 
     def replace_hint_docs(
@@ -405,8 +318,8 @@ class SqlAuditStore:
                 s.execute(delete(docs_t).where(docs_t.c.account_id == account_id))
                 s.execute(delete(terms_t).where(terms_t.c.account_id == account_id))
             else:
-                for start in range(0, len(drop), _IN_BATCH):
-                    chunk = drop[start : start + _IN_BATCH]
+                for start in range(0, len(drop), IN_BATCH):
+                    chunk = drop[start : start + IN_BATCH]
                     s.execute(delete(docs_t).where(docs_t.c.account_id == account_id, docs_t.c.uri.in_(chunk)))
                     s.execute(delete(terms_t).where(terms_t.c.account_id == account_id, terms_t.c.uri.in_(chunk)))
             doc_values = [
@@ -425,14 +338,14 @@ class SqlAuditStore:
             term_values = [
                 {"account_id": account_id, "uri": t.uri, "term": t.term[:512], "kind": t.kind} for t in terms
             ]
-            for start in range(0, len(doc_values), _IN_BATCH):
-                s.execute(insert(docs_t), doc_values[start : start + _IN_BATCH])
-            for start in range(0, len(term_values), _IN_BATCH):
-                s.execute(insert(terms_t), term_values[start : start + _IN_BATCH])
+            for start in range(0, len(doc_values), IN_BATCH):
+                s.execute(insert(docs_t), doc_values[start : start + IN_BATCH])
+            for start in range(0, len(term_values), IN_BATCH):
+                s.execute(insert(terms_t), term_values[start : start + IN_BATCH])
             _bump(s, self._dialect, _HINT_GENERATION.format(account=account_id))
             if version is not None:
                 s.execute(
-                    dialects.upsert(self._dialect, _META, ["key"]).values(
+                    dialects.upsert(self._dialect, META, ["key"]).values(
                         key=_HINT_VERSION.format(account=account_id), value=version
                     )
                 )
@@ -442,7 +355,7 @@ class SqlAuditStore:
         docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
         with self._store.snapshot() as s:
-            meta = dict(s.execute(select(_META.c.key, _META.c.value).where(_META.c.key.in_([gen_key, ver_key]))).all())
+            meta = dict(s.execute(select(META.c.key, META.c.value).where(META.c.key.in_([gen_key, ver_key]))).all())
             docs = [
                 HintDoc(r.uri, r.parent_uri, r.owner_space, r.context_type, r.title, r.domain, tuple(r.title_words))
                 for r in s.execute(select(docs_t).where(docs_t.c.account_id == account_id))
@@ -473,5 +386,5 @@ def _invocation(row: Any) -> ToolInvocation:
 
 def _bump(s: Session, dialect: str, key: str) -> None:
     """Add 1 to the counter in ``meta`` under ``key`` (created at 0 first, atomic against a concurrent creator)."""
-    s.execute(dialects.insert_ignore(dialect, _META).values(key=key, value="0"))
-    s.execute(update(_META).where(_META.c.key == key).values(value=cast(cast(_META.c.value, BigInteger) + 1, String)))
+    s.execute(dialects.insert_ignore(dialect, META).values(key=key, value="0"))
+    s.execute(update(META).where(META.c.key == key).values(value=cast(cast(META.c.value, BigInteger) + 1, String)))

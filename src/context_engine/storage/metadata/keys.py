@@ -28,34 +28,16 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Index, String, Text, func, insert, select, update
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import func, insert, select, update
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.context import RequestContext, Role
-from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore, _Base, _UTCDateTime
+from context_engine.storage.metadata.engine import SqlDatabase
+from context_engine.storage.metadata.tables import ApiKeyRow
 
 TOKEN_PREFIX = "ce_"
 _TOKEN_RE = re.compile(r"^ce_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 _LAST_USED_EVERY = timedelta(seconds=60)  # write last_used_at at most this often per key (no write per request)
-
-
-class ApiKeyRow(_Base):
-    """``api_keys``: one row per key; ``secret_hash`` is the hex SHA-256 of the whole token."""
-
-    __tablename__ = "api_keys"
-    __table_args__ = (Index("ix_api_keys_account", "account_id"),)
-
-    key_id: Mapped[str] = mapped_column(String(16), primary_key=True)
-    name: Mapped[str] = mapped_column(Text)
-    account_id: Mapped[str] = mapped_column(String(64))
-    role: Mapped[str] = mapped_column(String(16))
-    user_space: Mapped[str | None] = mapped_column(String(320))
-    agent_space: Mapped[str | None] = mapped_column(String(320))
-    secret_hash: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(_UTCDateTime())
-    last_used_at: Mapped[datetime | None] = mapped_column(_UTCDateTime())
-    revoked_at: Mapped[datetime | None] = mapped_column(_UTCDateTime())
 
 
 _TABLE = ApiKeyRow.__table__
@@ -107,7 +89,7 @@ class ApiKeyStore:
     """Create, list, revoke and verify API keys.
 
     Args:
-        metadata: the open :class:`SqlMetadataStore` (SQLite or PostgreSQL) whose sessions are shared; its schema
+        metadata: the open :class:`SqlDatabase` (SQLite or PostgreSQL) whose sessions are shared; its schema
             holds ``api_keys``. Build it with :func:`context_engine.storage.factory.open_api_keys`.
         cache_ttl_s: how long a verified key is trusted without a database read (0 disables the cache).
 
@@ -115,7 +97,7 @@ class ApiKeyStore:
         ContextEngineError: ``WRT-5001`` (retryable) on a database failure, from every method.
     """
 
-    def __init__(self, metadata: SqlMetadataStore, *, cache_ttl_s: float = 5.0) -> None:
+    def __init__(self, metadata: SqlDatabase, *, cache_ttl_s: float = 5.0) -> None:
         self._store = metadata
         self._ttl = cache_ttl_s
         self._cache: dict[str, tuple[float, ApiKeyInfo]] = {}

@@ -157,7 +157,6 @@ def alembic_config(url: str | None = None) -> Config:
 def target_metadata() -> MetaData:
     """Every table of the metadata database (the models of the store, the audit tables and the API keys): what
     autogenerate compares a database with."""
-    from context_engine.storage.metadata import audit, keys  # noqa: F401  (their tables join the one MetaData)
-    from context_engine.storage.metadata.sqlalchemy_store import _Base
+    from context_engine.storage.metadata.tables import Base  # every table of the database is declared there
 
-    return _Base.metadata
+    return Base.metadata
