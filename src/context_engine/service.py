@@ -336,8 +336,7 @@ class ContextEngineService:
         self.l0_matrix.close()  # waits for derived files being written (they read the metadata store's identity)
         self.keyword_index.close()
         self.journal.close()
-        if self.index.name == "milvus":  # holds a connection; the embedded indexes hold nothing to release
-            getattr(self.index, "close")()  # noqa: B009 - not part of the VectorIndex protocol
+        self.index.close()  # Milvus: its connection; the embedded indexes hold nothing to release
         self.metadata.close()
 
     def __enter__(self) -> Self:
@@ -785,15 +784,12 @@ class ContextEngineService:
         fix it. Opens the index if it was not yet (LanceDB: reads one int32 column of every data file).
         """
         try:
-            checker = getattr(self.index, "check", None)
-            if checker is not None:
-                checker()
+            self.index.check()
             records = self.index.count()
         except ContextEngineError as err:
             status = "damaged" if err.code is ErrorCode.INDEX_DAMAGED else "unavailable"
             return {"status": status, "records": None, "problem": f"{err.code.value}: {err.message}"}
-        counter = getattr(self.metadata, "count_vectors", None)
-        expected = counter() if records == 0 and counter is not None and self.index.name != "exact" else 0
+        expected = self.metadata.count_vectors() if records == 0 and self.index.name != "exact" else 0
         if expected > 0:
             return {
                 "status": "missing",

@@ -445,6 +445,18 @@ class VectorIndex(Protocol):
         """Compaction and ANN-index maintenance; safe to call any time."""
         ...
 
+    def check(self) -> None:
+        """Check that the index's own files are whole (an index with none checks nothing).
+
+        Raises:
+            ContextEngineError: ``IDX-5031`` when they are damaged (missing, truncated, unreadable).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the index holds (a server connection, background work); idempotent."""
+        ...
+
 
 @runtime_checkable
 class Embedder(Protocol):

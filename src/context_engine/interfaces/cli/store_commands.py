@@ -355,7 +355,7 @@ def migrate_home(
                     "migrate-home copies into empty stores only",
                 )
         finally:
-            getattr(index, "close", lambda: None)()
+            index.close()
         src_content = LocalContentStore(home / "content")
         accounts = sorted(set(src_meta.accounts()) | set(src_content.account_ids()))
         nodes = sum(src_meta.count_nodes(a)["nodes"] for a in accounts)

@@ -224,6 +224,9 @@ class LanceDBVectorIndex:
         except Exception as err:  # every vendor error of a read of the table's own files means damage
             raise self._damaged(err) from err
 
+    def close(self) -> None:
+        """Nothing to release: an embedded table holds no connection (its files are opened per call)."""
+
     def _damaged(self, err: BaseException) -> ContextEngineError:
         return ContextEngineError(
             ErrorCode.INDEX_DAMAGED,

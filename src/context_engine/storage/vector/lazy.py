@@ -54,9 +54,13 @@ class LazyVectorIndex:
 
     def check(self) -> None:
         """Open the index (if not yet) and check that its files are whole (``IDX-5031`` when not)."""
-        checker = getattr(self._get(), "check", None)
-        if checker is not None:
-            checker()
+        self._get().check()
+
+    def close(self) -> None:
+        """Close the wrapped index if it was opened (opens nothing)."""
+        index = self._index
+        if index is not None:
+            index.close()
 
     def drop(self) -> bool:
         """Forget the open index and remove its files without opening them (``reindex --full`` of a damaged index);

@@ -161,6 +161,9 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
         """Number of vector rows in the metadata store (every account and level)."""
         return self._metadata.count_vectors()
 
+    def check(self) -> None:
+        """Nothing to check: the rows are the metadata store's (derived files are checked when opened)."""
+
     def optimize(self) -> None:
         """Compact every held segment with tombstones (a new segment is swapped in; readers are not blocked)."""
         for account in self._held_accounts():

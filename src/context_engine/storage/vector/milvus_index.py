@@ -354,6 +354,9 @@ class MilvusVectorIndex:
         with self._write_errors("drop the collection"):
             self._call("drop", self._client.drop_collection, self.collection)
 
+    def check(self) -> None:
+        """Nothing to check here: the server keeps the collection's files (``count`` fails when it cannot serve)."""
+
     def close(self) -> None:
         """Release the connection; idempotent."""
         client = self.__dict__.pop("_client", None)
