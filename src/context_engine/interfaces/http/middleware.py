@@ -102,6 +102,64 @@ def new_request_id(header: str | None) -> str:
     return uuid.uuid4().hex[:16]
 
 
+class _ResponseStart:
+    """The send side of one request: adds ``X-Request-ID`` (unless the app set one) and, when the engine recorded its
+    time, ``Server-Timing`` to the response start, and remembers the status and whether the response started."""
+
+    def __init__(self, send: Send, request_id: str, state: dict[str, Any], started: float) -> None:
+        self._send = send
+        self._request_id = request_id
+        self._state = state
+        self._started = started
+        self.code = 500
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.code, self.started = message["status"], True
+            raw = list(message.get("headers", []))
+            if not any(k.lower() == b"x-request-id" for k, _ in raw):
+                raw.append((b"x-request-id", self._request_id.encode("latin-1")))
+            engine_ms = self._state.get("engine_ms")
+            if engine_ms is not None:  # what the engine took vs the whole server side (Server-Timing, W3C)
+                app_ms = (time.perf_counter() - self._started) * 1000.0
+                raw.append((b"server-timing", f"engine;dur={engine_ms:.3f}, app;dur={app_ms:.3f}".encode()))
+            message = {**message, "headers": raw}
+        await self._send(message)
+
+
+class _BodyReader:
+    """The receive side of one request: the body bounded in size (``BodyTooLarge``) and in time (``BodyIncomplete``:
+    no byte for ``idle_timeout_s``, or not complete ``timeout_s`` after its first read)."""
+
+    def __init__(self, receive: Receive, limit: int, idle_timeout_s: float, timeout_s: float) -> None:
+        self._receive = receive
+        self._limit = limit
+        self._idle_timeout_s = idle_timeout_s
+        self._timeout_s = timeout_s
+        self._received = 0
+        self._body_done = False
+        self._deadline: float | None = None  # set at the first read of the body
+
+    async def __call__(self) -> Message:
+        if self._body_done:  # later calls wait for the disconnect (streaming responses): no timeout there
+            return await self._receive()
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self._timeout_s
+        left = max(0.0, self._deadline - now)
+        with anyio.move_on_after(min(self._idle_timeout_s, left)) as waited:
+            message = await self._receive()
+        if waited.cancelled_caught:
+            whole = left < self._idle_timeout_s
+            raise BodyIncomplete(self._timeout_s if whole else self._idle_timeout_s, self._received, whole=whole)
+        if message["type"] == "http.request":
+            self._received += len(message.get("body", b""))
+            self._body_done = not message.get("more_body", False)
+            if self._received > self._limit:
+                raise BodyTooLarge(self._limit)
+        return message
+
 class RequestMiddleware:
     """See the module docstring.
 
@@ -143,68 +201,32 @@ class RequestMiddleware:
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         limit = self.max_upload_bytes if scope.get("path") in self.upload_paths else self.max_request_bytes
-        status = {"code": 500, "started": False}
-
-        async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status["code"], status["started"] = message["status"], True
-                raw = list(message.get("headers", []))
-                if not any(k.lower() == b"x-request-id" for k, _ in raw):
-                    raw.append((b"x-request-id", request_id.encode("latin-1")))
-                engine_ms = state.get("engine_ms")
-                if engine_ms is not None:  # what the engine took vs the whole server side (Server-Timing, W3C)
-                    app_ms = (time.perf_counter() - started) * 1000.0
-                    raw.append((b"server-timing", f"engine;dur={engine_ms:.3f}, app;dur={app_ms:.3f}".encode()))
-                message = {**message, "headers": raw}
-            await send(message)
-
-        received = 0
-        body_done = False
-        body_deadline: float | None = None  # set at the first read of the body
-
-        async def receive_wrapper() -> Message:
-            nonlocal received, body_done, body_deadline
-            if body_done:  # later calls wait for the disconnect (streaming responses): no timeout there
-                return await receive()
-            now = time.monotonic()
-            if body_deadline is None:
-                body_deadline = now + self.body_timeout_s
-            left = max(0.0, body_deadline - now)
-            with anyio.move_on_after(min(self.body_idle_timeout_s, left)) as waited:
-                message = await receive()
-            if waited.cancelled_caught:
-                whole = left < self.body_idle_timeout_s
-                raise BodyIncomplete(self.body_timeout_s if whole else self.body_idle_timeout_s, received, whole=whole)
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                body_done = not message.get("more_body", False)
-                if received > limit:
-                    raise BodyTooLarge(limit)
-            return message
+        sender = _ResponseStart(send, request_id, state, started)
+        reader = _BodyReader(receive, limit, self.body_idle_timeout_s, self.body_timeout_s)
 
         with bind_request(request_id):
             try:
                 declared = headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > limit:
-                    await self._too_large(limit, request_id, scope, receive, send_wrapper)
+                    await self._too_large(limit, request_id, scope, receive, sender)
                 else:
-                    await self.app(scope, receive_wrapper, send_wrapper)
+                    await self.app(scope, reader, sender)
             except BodyTooLarge:
-                if not status["started"]:
-                    await self._too_large(limit, request_id, scope, receive, send_wrapper)
+                if not sender.started:
+                    await self._too_large(limit, request_id, scope, receive, sender)
             except BodyIncomplete as exc:  # outside FastAPI's handlers (the MCP endpoint)
-                if not status["started"]:
+                if not sender.started:
                     err = ContextEngineError(ErrorCode.REQUEST_INVALID, str(exc.detail))
-                    await envelope_response(err, request_id, {"Connection": "close"})(scope, receive, send_wrapper)
+                    await envelope_response(err, request_id, {"Connection": "close"})(scope, receive, sender)
             except Exception:  # the 500 envelope; the traceback goes to the server log
                 log.exception("unhandled error", method=scope.get("method"), path=scope.get("path"))
-                if not status["started"]:
+                if not sender.started:
                     err = ContextEngineError(
                         ErrorCode.INTERNAL, "internal error; the server log has the details under this request_id"
                     )
-                    await envelope_response(err, request_id)(scope, receive, send_wrapper)
+                    await envelope_response(err, request_id)(scope, receive, sender)
             finally:
-                self._record(scope, state, status["code"], time.perf_counter() - started)
+                self._record(scope, state, sender.code, time.perf_counter() - started)
 
     async def _too_large(self, limit: int, request_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         err = ContextEngineError(
