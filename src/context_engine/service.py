@@ -642,16 +642,21 @@ class ContextEngineService:
         offset: int = 0,
     ) -> MemoryListPage:
         """The caller's memories, newest first (``updated_at`` descending, then URI), paged by ``limit``/``offset``,
-        optionally one category's or one session's. Reads L0 only (one file per listed memory).
+        user_space: str | None = None,
+        optionally one category's or one session's. Reads L0 only (one file per listed memory). ``user_space``
+        (issue 29): an admin lists that user's memories (:meth:`RequestContext.for_user`); others may only name their
+        own.
 
         Raises:
             ContextEngineError: ``WRT-4002`` limit outside 1..200 or negative offset, or no user space;
-                ``WRT-4001`` a malformed category or session id.
+                ``WRT-4001`` a malformed category, session id or user space; ``RET-4031`` another user space
+                named by a non-admin.
         """
         if not 1 <= limit <= 200 or offset < 0:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "limit must be in 1..200 and offset >= 0")
         space = ctx.user_space or ("default" if ctx.is_admin else None)
         if space is None:
+        ctx = ctx.for_user(user_space, ErrorCode.URI_INVALID)
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
         root = ContextURI.parse(f"ctx://user/{space}/memories/")
         if session_id is not None:
@@ -1210,7 +1215,9 @@ class ContextEngineService:
 
         Raises:
             ContextEngineError: ``RET-4001``/``RET-4002``/``RET-4003`` invalid request, ``RET-4031`` target not
-                visible. Degradations (``RET-4041``, ``RET-4221``, ``RET-5001``..``RET-5004``) are not raised: they
+                visible, or a ``user_space`` other than a non-admin caller's own (``request.user_space`` narrows an
+                admin to one user: :meth:`RequestContext.for_user`). Degradations (``RET-4041``, ``RET-4221``,
+                ``RET-5001``..``RET-5004``) are not raised: they
                 are in ``response.trace.warnings`` (``RET-5001`` also sets ``response.retryable``).
 
         Always the full response, whatever the request's ``response_format``: :meth:`search_memory_compact`
@@ -1219,7 +1226,7 @@ class ContextEngineService:
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **fields)
         require_valid_text(request, ErrorCode.QUERY_INVALID)
-        return self.search_pipeline.run(request, ctx)
+        return self.search_pipeline.run(request, ctx.for_user(request.user_space))
 
     def search_memory_compact(
         self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any

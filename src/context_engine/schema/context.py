@@ -111,6 +111,33 @@ class RequestContext(BaseModel):
             return True
         return uri.scope != "resources" and self.can_see(uri.owner_space)
 
+    def for_user(self, user_space: str | None, invalid_code: ErrorCode = ErrorCode.QUERY_INVALID) -> RequestContext:
+        """This context narrowed to one user's space for a read (issue 29: a backend serving many users with one
+        admin key): ``None`` keeps it as it is; an ``admin`` becomes that user (role ``user``, no agent space: it
+        sees the shared resources and that user's space only); any other caller may only name its own user space,
+        which changes nothing. A narrowing never widens.
+
+        Raises:
+            ContextEngineError: ``RET-4031`` (403) when a non-admin names another user space (or has none);
+                ``invalid_code`` (``RET-4001`` for the read tools, ``WRT-4001`` for the memory routes) for a name
+                that is not a valid space.
+        """
+        if user_space is None:
+            return self
+        try:
+            space = validate_segment(user_space)
+        except ContextEngineError as err:
+            raise ContextEngineError(invalid_code, f"user_space: {err.message}", {"field": "user_space"}) from None
+        if self.is_admin:
+            return RequestContext(account_id=self.account_id, role="user", user_space=space)
+        if space != self.user_space:
+            raise ContextEngineError(
+                ErrorCode.TARGET_FORBIDDEN,
+                "user_space narrows an admin key to one user; this key may only name its own user space",
+                {"field": "user_space"},
+            )
+        return self
+
 
 def principal_of(role: str, user_space: str | None, agent_space: str | None) -> str:
     """The :attr:`RequestContext.principal` of a caller given by its parts (e.g. a stored ``caller`` record)."""

@@ -172,6 +172,9 @@ class SearchMemoryRequest(_Model):
     ``response_format`` (issue 15): ``full`` (the default here and over HTTP) answers :class:`SearchMemoryResponse`,
     ``compact`` (the MCP default) :class:`~context_engine.schema.compact.SearchMemoryCompact`; ``include_debug``
     adds the debug part to either.
+
+    ``user_space`` (issue 29) narrows an admin caller to one user for this call: it searches as that user would (the
+    shared resources and that user's space); a non-admin may only name its own user space (else ``RET-4031``).
     """
 
     query: str
@@ -189,6 +192,7 @@ class SearchMemoryRequest(_Model):
     metadata_filter: dict[str, Any] | None = None
     session_id: str | None = None
     response_format: ResponseFormat = "full"
+    user_space: str | None = None
 
 
 class NextActions(_Model):

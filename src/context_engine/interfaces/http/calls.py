@@ -281,7 +281,12 @@ def add_messages(service: ContextEngineService, req: AddMessagesRequest, ctx: Re
 def list_memories(service: ContextEngineService, req: ListMemoriesRequest, ctx: RequestContext) -> MemoryListPage:
     """``service.list_memories``: the caller's memories, newest first, one page."""
     return service.list_memories(
-        ctx, category=req.category, session_id=req.session_id, limit=req.limit, offset=req.offset
+        ctx,
+        category=req.category,
+        session_id=req.session_id,
+        limit=req.limit,
+        offset=req.offset,
+        user_space=req.user_space,
     )
 
 

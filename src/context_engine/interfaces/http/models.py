@@ -154,6 +154,9 @@ class ListMemoriesRequest(_Request):
     session_id: str | None = Field(None, max_length=255, description="Only this conversation session.")
     limit: int = Field(20, ge=1, le=200, description="Page size, 1..200.")
     offset: int = Field(0, ge=0, le=1_000_000_000, description="Memories to skip.")
+    user_space: str | None = Field(
+        None, max_length=255, description="An admin key: list this user's memories. Others: only their own."
+    )
 
 
 class LsRequest(_Request):

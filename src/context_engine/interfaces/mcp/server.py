@@ -370,6 +370,7 @@ def build_mcp_server(
         ] = None,
         metadata_filter: Annotated[dict[str, Any] | None, Field(description="{key: value or [values]}")] = None,
         response_format: ResponseFormat = "compact",
+        user_space: Annotated[str | None, Field(description="Admin: as this user.")] = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         args = _arguments(locals())
@@ -482,6 +483,7 @@ def build_mcp_server(
         session_id: Annotated[str | None, Field(max_length=255)] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         offset: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0,
+        user_space: Annotated[str | None, Field(max_length=255, description="Admin: this user's.")] = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         args = _arguments(locals())
