@@ -163,7 +163,7 @@ def stages(src: Path, home: Path) -> dict[str, float]:
     return {f"stage: {k}": v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5, help="whole-process runs per measurement (>= 5 for the table)")
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="the tree to measure (default: this checkout)")
@@ -181,58 +181,33 @@ def main() -> None:
         action="store_true",
         help="also time `search (home)` after removing <home>/derived and <home>/models (the home is changed)",
     )
-    args = ap.parse_args()
+    return ap
 
-    load_start = os.getloadavg()
-    trees = {"after": args.src.resolve()}
-    if args.baseline_src:
-        trees = {"before": args.baseline_src.resolve(), **trees}
-    work = args.work or Path(tempfile.mkdtemp(prefix="ce-cold-"))
-    homes = {label: work / f"home-{label}" for label in trees}
-    if not args.skip_search:
-        for label, src in trees.items():
-            seconds = build_home(src, homes[label], args.corpus)
-            print(f"built {homes[label]} from {args.corpus} with the {label} tree in {seconds:.1f} s", file=sys.stderr)
 
-    for src in trees.values():  # untimed: bytecode caches written for both trees
-        wall([sys.executable, "-c", CLI, "--help"], env_for(src))
+def _measure_tree(args: argparse.Namespace, src: Path, home: Path, got: dict[str, list[float]]) -> None:
+    """One run of every measurement of one tree, appended to ``got``."""
+    got.setdefault("help", []).append(wall([sys.executable, "-c", CLI, "--help"], env_for(src)))
+    got.setdefault("import", []).append(
+        wall([sys.executable, "-c", "import context_engine.interfaces.cli.app"], env_for(src))
+    )
+    got.setdefault("typer floor", []).append(
+        wall([sys.executable, "-c", "import typer, typer.rich_utils"], env_for(src))
+    )
     if args.home is not None:
-        for src in trees.values():  # untimed: whatever a tree keeps beside the store is there before the timed runs
-            home_search(src, args.home, args.as_, args.query)
+        got.setdefault("search (home)", []).append(home_search(src, args.home, args.as_, args.query))
+    if args.skip_search:
+        return
+    got.setdefault("search", []).append(wall([sys.executable, "-c", CLI, "search", QUERY], env_for(src, home)))
+    if not args.skip_mcp:
+        for k, v in mcp_probe(src, home).items():
+            got.setdefault(k, []).append(v)
+    if args.stages:
+        for k, v in stages(src, home).items():
+            got.setdefault(k, []).append(v)
 
-    results: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
-    for run in range(args.runs):
-        for label, src in trees.items():
-            got = results[label]
-            got.setdefault("help", []).append(wall([sys.executable, "-c", CLI, "--help"], env_for(src)))
-            got.setdefault("import", []).append(
-                wall([sys.executable, "-c", "import context_engine.interfaces.cli.app"], env_for(src))
-            )
-            got.setdefault("typer floor", []).append(
-                wall([sys.executable, "-c", "import typer, typer.rich_utils"], env_for(src))
-            )
-            if args.home is not None:
-                got.setdefault("search (home)", []).append(home_search(src, args.home, args.as_, args.query))
-            if args.skip_search:
-                continue
-            got.setdefault("search", []).append(
-                wall([sys.executable, "-c", CLI, "search", QUERY], env_for(src, homes[label]))
-            )
-            if not args.skip_mcp:
-                for k, v in mcp_probe(src, homes[label]).items():
-                    got.setdefault(k, []).append(v)
-            if args.stages:
-                for k, v in stages(src, homes[label]).items():
-                    got.setdefault(k, []).append(v)
-        if args.home is not None and args.cold_files:  # after every tree's `search (home)`: the last run writes them
-            for label, src in trees.items():
-                drop_files(args.home)
-                results[label].setdefault("search (home, no files)", []).append(
-                    home_search(src, args.home, args.as_, args.query)
-                )
-        print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
 
-    labels = list(trees)
+def _print_table(results: dict[str, dict[str, list[float]]], labels: list[str]) -> None:
+    """min / median / max per measurement and tree, and the before/after ratio of the medians for two trees."""
     head = "| measurement (s) | " + " | ".join(f"{lb} min / median / max" for lb in labels)
     head += " | median before/after |" if len(labels) == 2 else " |"
     print(head)
@@ -247,6 +222,46 @@ def main() -> None:
             before, after = results[labels[0]].get(name), results[labels[1]].get(name)
             row += f" | {statistics.median(before) / statistics.median(after):.2f}x" if before and after else " | -"
         print(row + " |")
+
+
+def _warm_up(args: argparse.Namespace, trees: dict[str, Path]) -> None:
+    """Untimed runs first, so that no tree pays for what the other wrote."""
+    for src in trees.values():  # bytecode caches written for both trees
+        wall([sys.executable, "-c", CLI, "--help"], env_for(src))
+    if args.home is not None:
+        for src in trees.values():  # whatever a tree keeps beside the store is there before the timed runs
+            home_search(src, args.home, args.as_, args.query)
+
+
+def main() -> None:
+    args = _parser().parse_args()
+
+    load_start = os.getloadavg()
+    trees = {"after": args.src.resolve()}
+    if args.baseline_src:
+        trees = {"before": args.baseline_src.resolve(), **trees}
+    work = args.work or Path(tempfile.mkdtemp(prefix="ce-cold-"))
+    homes = {label: work / f"home-{label}" for label in trees}
+    if not args.skip_search:
+        for label, src in trees.items():
+            seconds = build_home(src, homes[label], args.corpus)
+            print(f"built {homes[label]} from {args.corpus} with the {label} tree in {seconds:.1f} s", file=sys.stderr)
+
+    _warm_up(args, trees)
+
+    results: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    for run in range(args.runs):
+        for label, src in trees.items():
+            _measure_tree(args, src, homes[label], results[label])
+        if args.home is not None and args.cold_files:  # after every tree's `search (home)`: the last run writes them
+            for label, src in trees.items():
+                drop_files(args.home)
+                results[label].setdefault("search (home, no files)", []).append(
+                    home_search(src, args.home, args.as_, args.query)
+                )
+        print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
+
+    _print_table(results, list(trees))
     print(
         f"\n{args.runs} runs each, interleaved; load average (1/5/15 min) at the start "
         f"{' / '.join(f'{x:.2f}' for x in load_start)}, at the end {' / '.join(f'{x:.2f}' for x in os.getloadavg())}; "

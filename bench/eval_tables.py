@@ -38,16 +38,8 @@ def backend_of(model: str | None) -> str | None:
     return model.split(":", 1)[0] if model else None
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reports", type=Path, default=ROOT / "eval" / "reports")
-    ap.add_argument("--pipelines", type=Path, default=ROOT / "eval" / "reports" / "pipelines")
-    args = ap.parse_args()
-    rows: dict[tuple[str, str | None, str], dict] = {}
-    for folder, label in DATASETS:
-        for res in load(args.reports / folder):
-            rows[(label, backend_of(res["model"]), res["method"])] = res
-    labels = [label for _, label in DATASETS if any(k[0] == label for k in rows)]
+def _backend_tables(rows: dict[tuple[str, str | None, str], dict], labels: list[str]) -> None:
+    """One table per dense backend: every dataset and method with its measures and dense weight."""
     for backend in BACKENDS:
         if not any(k[1] == backend for k in rows):
             continue
@@ -62,6 +54,10 @@ def main() -> None:
                     w = res["config"].get("dense_weight", "")
                     print(f"| {label} | {method} | " + " | ".join(f"{m[x]:.4f}" for x in MEASURES) + f" | {w} |")
         print()
+
+
+def _models_table(rows: dict[tuple[str, str | None, str], dict], labels: list[str]) -> None:
+    """nDCG@10 of each embedding model, dense alone and convex hybrid, and BM25 alone."""
     print("### Embedding models: nDCG@10, dense alone / convex hybrid\n")
     print("| backend | " + " | ".join(labels) + " |")
     print("|---|" + "---|" * len(labels))
@@ -74,26 +70,45 @@ def main() -> None:
             print(f"| `{backend}` | " + " | ".join(cells) + " |")
     bm25 = [rows.get((label, None, "bm25")) for label in labels]
     print("| BM25 alone | " + " | ".join(f"{r['metrics']['nDCG@10']:.4f}" if r else "—" for r in bm25) + " |\n")
+
+
+def _pipelines_table(folder: Path) -> None:
+    """nDCG@10 / R@10 of the pipelines, hybrid off then on, per dataset and model."""
+    print("### Pipelines: nDCG@10 / R@10, hybrid off → on\n")
+    print("| dataset | model | lookup_knowledge | search_memory |")
+    print("|---|---|---|---|")
+    for off in sorted(folder.glob("*-off")):
+        on = off.with_name(off.name[: -len("off")] + "on")
+        res_off = {(r["method"], r["model"]): r for r in load(off)}
+        res_on = {(r["method"], r["model"]): r for r in load(on)}
+        models = sorted({m for _, m in res_off})
+        for model in models:
+            cells = []
+            for method in ("lookup_knowledge", "search_memory"):
+                a, b = res_off.get((method, model)), res_on.get((method, model))
+                if a and b:
+                    ma, mb = a["metrics"], b["metrics"]
+                    cells.append(f"{ma['nDCG@10']:.4f} / {ma['R@10']:.4f} → {mb['nDCG@10']:.4f} / {mb['R@10']:.4f}")
+                else:
+                    cells.append("—")
+            name = off.name[: -len("-off")]
+            print(f"| {name} | {backend_of(model)} | " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reports", type=Path, default=ROOT / "eval" / "reports")
+    ap.add_argument("--pipelines", type=Path, default=ROOT / "eval" / "reports" / "pipelines")
+    args = ap.parse_args()
+    rows: dict[tuple[str, str | None, str], dict] = {}
+    for folder, label in DATASETS:
+        for res in load(args.reports / folder):
+            rows[(label, backend_of(res["model"]), res["method"])] = res
+    labels = [label for _, label in DATASETS if any(k[0] == label for k in rows)]
+    _backend_tables(rows, labels)
+    _models_table(rows, labels)
     if args.pipelines.is_dir():
-        print("### Pipelines: nDCG@10 / R@10, hybrid off → on\n")
-        print("| dataset | model | lookup_knowledge | search_memory |")
-        print("|---|---|---|---|")
-        for off in sorted(args.pipelines.glob("*-off")):
-            on = off.with_name(off.name[: -len("off")] + "on")
-            res_off = {(r["method"], r["model"]): r for r in load(off)}
-            res_on = {(r["method"], r["model"]): r for r in load(on)}
-            models = sorted({m for _, m in res_off})
-            for model in models:
-                cells = []
-                for method in ("lookup_knowledge", "search_memory"):
-                    a, b = res_off.get((method, model)), res_on.get((method, model))
-                    if a and b:
-                        ma, mb = a["metrics"], b["metrics"]
-                        cells.append(f"{ma['nDCG@10']:.4f} / {ma['R@10']:.4f} → {mb['nDCG@10']:.4f} / {mb['R@10']:.4f}")
-                    else:
-                        cells.append("—")
-                name = off.name[: -len("-off")]
-                print(f"| {name} | {backend_of(model)} | " + " | ".join(cells) + " |")
+        _pipelines_table(args.pipelines)
 
 
 if __name__ == "__main__":

@@ -199,7 +199,10 @@ def resource_text(rng: random.Random) -> tuple[str, str, str]:
     """(service, component, abstract) of a runbook-like document."""
     s, c, y = rng.randrange(len(SERVICES)), rng.randrange(len(COMPONENTS)), rng.randrange(len(SYMPTOMS))
     if rng.random() < 0.08:
-        text = f"{SERVICES_ZH[s]}{COMPONENTS_ZH[c]}{SYMPTOMS_ZH[y]}：{SERVICES_ZH[s]}服务的{COMPONENTS_ZH[c]}出现{SYMPTOMS_ZH[y]}，按手册排查。"
+        text = (
+            f"{SERVICES_ZH[s]}{COMPONENTS_ZH[c]}{SYMPTOMS_ZH[y]}："
+            f"{SERVICES_ZH[s]}服务的{COMPONENTS_ZH[c]}出现{SYMPTOMS_ZH[y]}，按手册排查。"
+        )
     else:
         title = camel(SERVICES[s], COMPONENTS[c], SYMPTOMS[y].split()[-1])
         text = (
@@ -213,12 +216,14 @@ def memory_text(rng: random.Random, category: str) -> str:
     name = rng.choice(["I", "The user"])
     if category == "preference":
         if rng.random() < 0.1:
-            return f"我喜欢{rng.choice(['简洁', '详细', '带代码示例', '分步骤'])}的回答，{rng.choice(['用中文', '用英文', '附上链接'])}。"
+            style = rng.choice(["简洁", "详细", "带代码示例", "分步骤"])
+            return f"我喜欢{style}的回答，{rng.choice(['用中文', '用英文', '附上链接'])}。"
         return f"{name} prefers {rng.choice(STYLES)} answers {rng.choice(LANGS)} about {rng.choice(SERVICES)}."
     if category == "profile":
         return f"{name} works on the {rng.choice(SERVICES)} team in {rng.choice(CITIES)} as a {rng.choice(ROLES)}."
     if category == "event":
-        return f"On day {rng.randrange(1, 366)} {name.lower() if name == 'The user' else name} {rng.choice(EVENTS)} for {rng.choice(SERVICES)}."
+        who = name.lower() if name == "The user" else name
+        return f"On day {rng.randrange(1, 366)} {who} {rng.choice(EVENTS)} for {rng.choice(SERVICES)}."
     return (
         f"{name} is migrating the {rng.choice(SERVICES)} {rng.choice(COMPONENTS)} to {rng.choice(TECH)} this quarter."
     )
