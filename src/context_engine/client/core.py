@@ -76,7 +76,9 @@ def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | No
     try:
         return endpoint.request.model_validate(data)
     except ValidationError as err:
-        errors = [{"loc": [str(x) for x in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in err.errors()]
+        errors: list[dict[str, Any]] = [
+            {"loc": [str(x) for x in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in err.errors()
+        ]
         where = ", ".join(".".join(e["loc"]) + ": " + e["msg"] for e in errors[:3])
         raise ApiError(endpoint.invalid_code, f"invalid request: {where}", {"errors": errors}) from err
 

@@ -445,7 +445,7 @@ class WritePipeline:
                 self._metadata.lock_writes()
                 self.journal.recover_prepared()
                 written = body(str(journal_id))
-                self._metadata.journal_commit(journal_id, written.uris, written.sync_ids)
+                self._metadata.journal_commit(journal_id, written.uris, sorted(written.sync_ids))
                 self.journal.crash_point("before_commit")
         except BaseException:
             try:
@@ -455,7 +455,7 @@ class WritePipeline:
                 self._release(journal_id)
             raise
         self.journal.crash_point("committed")
-        return self.journal.finish(account_id, journal_id, written.uris, written.sync_ids)
+        return self.journal.finish(account_id, journal_id, written.uris, sorted(written.sync_ids))
 
     def _release(self, journal_id: int) -> None:
         """Hand a failed write whose content could not be undone (the store failed again) to whoever writes or

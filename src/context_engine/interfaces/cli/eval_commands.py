@@ -7,7 +7,7 @@ import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -159,6 +159,9 @@ def eval_command(
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--half is dev or test")
         if mode not in ("offline", "live"):
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "--mode is offline or live")
+        # the checked texts as the literal types the options are declared with
+        checked_half: Literal["dev", "test"] | None = None if half is None else ("dev" if half == "dev" else "test")
+        checked_mode: Literal["offline", "live"] = "live" if mode == "live" else "offline"
         settings = _settings(keyword or [], hybrid)
         methods = [m for m in (method or ["all"])]
         if "all" in methods:  # the document-level set, plus any pipeline named beside it
@@ -167,16 +170,16 @@ def eval_command(
             dataset,
             split,
             query_field=query_field,
-            half=half,  # type: ignore[arg-type]
+            half=checked_half,
             limit_queries=limit_queries,
             max_docs=max_docs,
         )
         options = EvalOptions(
             methods=methods,
             embedders=embedder or None,
-            mode=mode,
+            mode=checked_mode,
             url=url,
-            api_key=api_key,  # type: ignore[arg-type]
+            api_key=api_key,
             strip_prefix=strip_prefix,
             candidates=candidates,
             rrf_k=rrf_k,

@@ -49,9 +49,10 @@ _UNIX_SECONDS = re.compile(r"^-?\d+(\.\d+)?$")
 class DedupPolicyOption(StrEnum):
     """``--policy``: what a near-duplicate memory write does (``memory.dedup_policy`` when not given)."""
 
-    skip = "skip"
-    keep = "keep"
-    replace = "replace"
+    # upper-case member names: a member called ``replace`` would hide ``str.replace`` (the CLI shows the values)
+    SKIP = "skip"
+    KEEP = "keep"
+    REPLACE = "replace"
 
 
 def json_object_option(raw: str | None, option: str) -> dict[str, Any] | None:

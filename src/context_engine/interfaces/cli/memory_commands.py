@@ -235,7 +235,7 @@ def read(
             response = engine.read_memory(
                 ReadMemoryRequest(
                     uri=uri,
-                    level=level.value,
+                    level="L1" if level is Level.L1 else "L2",
                     expand_relations=relations > 0,
                     max_relations=relations,
                     offset=offset,

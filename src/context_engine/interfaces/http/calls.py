@@ -42,7 +42,14 @@ from context_engine.schema.compact import (
 )
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest, LookupResult
-from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
+from context_engine.schema.memory import (
+    AddMemoryResult,
+    MemoryDetail,
+    MemoryItem,
+    MemoryListPage,
+    MemoryWriteResult,
+    Message,
+)
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.uri import parse_uri
@@ -261,7 +268,7 @@ def add_memory(service: ContextEngineService, req: AddMemoryRequest, ctx: Reques
 
 def add_memories(service: ContextEngineService, req: AddMemoriesRequest, ctx: RequestContext) -> MemoryWriteResult:
     """``service.add_memories``: one all-or-nothing write, one outcome per item in input order."""
-    items = [i.model_dump(exclude_none=True) for i in req.items]
+    items: list[MemoryItem | dict[str, Any]] = [i.model_dump(exclude_none=True) for i in req.items]
     result = service.add_memories(items, ctx, policy=req.policy)
     log.info(
         "add_memories", items=len(items), nodes=result.nodes, unchanged=result.unchanged, duplicates=result.duplicates
@@ -272,7 +279,7 @@ def add_memories(service: ContextEngineService, req: AddMemoriesRequest, ctx: Re
 def add_messages(service: ContextEngineService, req: AddMessagesRequest, ctx: RequestContext) -> MemoryWriteResult:
     """``service.add_messages``: the messages of one session, one all-or-nothing write; ``items[i].uri`` is message
     ``i``'s memory. A missing ``content`` is sent as empty text, so it fails like a blank one (``WRT-4221``)."""
-    messages = [m.model_dump(exclude_none=True) for m in req.messages]
+    messages: list[Message | dict[str, Any]] = [m.model_dump(exclude_none=True) for m in req.messages]
     result = service.add_messages(messages, req.session_id, ctx)
     log.info("add_messages", session_id=req.session_id, messages=len(messages), nodes=result.nodes)
     return result

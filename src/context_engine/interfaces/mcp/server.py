@@ -18,9 +18,9 @@ tools) or ``WRT-4002`` (write and memory tools); invalid Unicode in any argument
 ``WRT-4221``; unexpected errors ``API-5001`` with a generic message (the traceback goes to the log, on stderr). An
 unknown tool name is a protocol error: a JSON-RPC error ``-32602`` (invalid params), not a tool result.
 
-Transports: stdio (``context-engine mcp``; the caller's RequestContext is the CLI's ``--as``, default
-``default:admin``; the transport of :mod:`context_engine.interfaces.mcp.stdio`, which answers every line: a line
-that is not JSON gets ``-32700``) and streamable HTTP mounted on the HTTP server (the context comes from the request's API key, see
+Transports: stdio (``context-engine mcp``; the caller's RequestContext is the CLI's ``--as``, default ``default:admin``;
+the transport of :mod:`context_engine.interfaces.mcp.stdio`, which answers every line: a line that is not JSON gets
+``-32700``) and streamable HTTP mounted on the HTTP server (the context comes from the request's API key, see
 :mod:`context_engine.interfaces.http.app`). Logs go to stderr only: stdout belongs to the stdio protocol.
 
 Cold start (issue 12): over stdio the engine opens on a background thread
@@ -163,7 +163,7 @@ def _error(err: ContextEngineError, request_id: str) -> CallToolResult:
 
 
 def _invalid(err: ValidationError, code: ErrorCode) -> ContextEngineError:
-    errors = [
+    errors: list[dict[str, Any]] = [
         {"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": e.get("type")}
         for e in err.errors()[:20]
     ]
@@ -189,8 +189,14 @@ class EngineMCPServer(MCPServer):
         # built with only the fields that have a value: the stdio transport sends every field that was set
         out = []
         for t in await super().list_tools():
-            fields = {"name": t.name, "description": t.description, "input_schema": lean_schema(t.input_schema)}
-            out.append(MCPTool(**fields, **({"annotations": t.annotations} if t.annotations else {})))
+            fields: dict[str, Any] = {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": lean_schema(t.input_schema),
+            }
+            if t.annotations:
+                fields["annotations"] = t.annotations
+            out.append(MCPTool(**fields))
         return out
 
     write_tools: frozenset[str] = frozenset(

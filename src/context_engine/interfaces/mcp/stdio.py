@@ -33,7 +33,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import anyio
 import anyio.lowlevel
@@ -178,7 +178,7 @@ def _encode(message: types.JSONRPCMessage) -> str:
         )
 
 
-def _claim(fd: int, mode: str, diversion: int) -> tuple[BinaryIO, int | None]:
+def _claim(fd: int, mode: str, diversion: int) -> tuple[IO[bytes], int | None]:
     """The wire of a standard descriptor as a private duplicate, with ``fd`` pointed at ``diversion``; returns the
     file and the duplicate (``None`` when the descriptor could not be duplicated: the stream is used in place)."""
     stream = sys.stdin if fd == 0 else sys.stdout
@@ -218,6 +218,7 @@ async def stdio_transport(limits: StdioLimits | None = None) -> AsyncIterator[tu
     write_stream, write_reader = create_context_streams[SessionMessage](0)
 
     async def reader() -> None:
+        answer: types.JSONRPCError | None
         try:
             async with read_writer:
                 while True:
@@ -234,7 +235,7 @@ async def stdio_transport(limits: StdioLimits | None = None) -> AsyncIterator[tu
                     if answer is not None:
                         log.warning("mcp_stdio_bad_line", code=answer.error.code, id=str(answer.id))
                         await write_stream.send(SessionMessage(answer))
-                    else:
+                    elif message is not None:  # one of the two is set (parse_line)
                         await read_writer.send(SessionMessage(message))
         except anyio.ClosedResourceError:
             await anyio.lowlevel.checkpoint()

@@ -38,7 +38,7 @@ from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.redaction import redact_output
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest
-from context_engine.schema.query import ReadMemoryRequest, SearchMemoryRequest
+from context_engine.schema.query import ReadLevel, ReadMemoryRequest, SearchMemoryRequest
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -186,7 +186,11 @@ def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> H
     view = _redacted_abstract(service, service.tree(record.uri, ctx, max_depth=0))
     levels: dict[str, Any] = {}
     relations: list[Any] = []
-    for level, present in (("L1", record.has_overview), ("L2", record.has_content and not record.is_dir)):
+    readable: tuple[tuple[ReadLevel, bool], ...] = (
+        ("L1", record.has_overview),
+        ("L2", record.has_content and not record.is_dir),
+    )
+    for level, present in readable:
         if not present:
             continue
         try:
@@ -206,8 +210,9 @@ def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> H
 @router.post(F + "/search", response_class=HTMLResponse, tags=["retrieval"])
 def search_fragment(request: Request, req: SearchMemoryRequest, service: Service, ctx: Caller) -> HTMLResponse:
     """``search_memory`` (the body is the API's request) with the detailed trace, rendered."""
-    req = req.model_copy(update={"include_debug": True, "trace_level": "detailed"})
-    resp = calls.search_memory(service, req, ctx)
+    # the console renders the full answer whatever the body asked (a compact one has no trace to show)
+    req = req.model_copy(update={"include_debug": True, "trace_level": "detailed", "response_format": "full"})
+    resp = service.search_memory(req, ctx)
     return _fragment(request, "search.html", resp=resp, **search_details(resp.thinking_trace or {}))
 
 
