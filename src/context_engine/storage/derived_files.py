@@ -217,7 +217,12 @@ class DerivedFiles:
                 "store_id": self.store_id(create=True),
                 "params": dict(params),
                 "meta": dict(meta),
-                "crc32": {name: zlib.crc32(memoryview(arr).cast("B")) for name, arr in contiguous.items() if arr.size},
+                # numpy's stubs do not declare ndarray a buffer; it is one (PEP 3118)
+                "crc32": {
+                    name: zlib.crc32(memoryview(arr).cast("B"))  # type: ignore[arg-type]
+                    for name, arr in contiguous.items()
+                    if arr.size
+                },
             }
             data = safetensors.numpy.save(contiguous, metadata={_META_KEY: json.dumps(header, ensure_ascii=False)})
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from context_engine.errors import ContextEngineError, ErrorCode
 
 if TYPE_CHECKING:
+    from obstore.store import S3Config  # a TypedDict of the stubs only
+
     from context_engine.settings import RetrievalSettings, Settings
     from context_engine.storage.content.s3 import S3ContentStore
     from context_engine.storage.derived_files import DerivedFiles
@@ -248,7 +250,7 @@ def _open_s3(settings: Settings, on_failure: Callable[[str], None] | None) -> S3
             "content.s3_secret_access_key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
             {"setting": "content.url"},
         )
-    config: dict[str, Any] = {"region": cs.s3_region}
+    config: S3Config = {"region": cs.s3_region}
     if endpoint:
         if urlsplit(endpoint).scheme not in ("http", "https") or urlsplit(endpoint).password:
             raise ContextEngineError(
@@ -296,7 +298,7 @@ def _safe_endpoint(endpoint: str) -> str:
     parts = urlsplit(endpoint)
     if parts.username is None and parts.password is None:
         return endpoint
-    return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl()
+    return parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")).geturl()
 
 
 def open_vector_index(

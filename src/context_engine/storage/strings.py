@@ -24,7 +24,8 @@ _MATCH_DECODED = 24  # up to this many rows are compared one by one (cheaper tha
 def _part(data: np.ndarray, offsets: np.ndarray) -> tuple[memoryview, memoryview, np.ndarray, np.ndarray]:
     """One part of a column as readers take it in one attribute read: views of the bytes and the offsets for single
     rows (a memoryview indexes in tens of nanoseconds, a numpy array in hundreds), then the arrays themselves."""
-    return memoryview(data), memoryview(offsets).cast("B").cast("q"), data, offsets
+    # numpy's stubs do not declare ndarray a buffer; it is one (PEP 3118)
+    return memoryview(data), memoryview(offsets).cast("B").cast("q"), data, offsets  # type: ignore[arg-type]
 
 
 def _matches(data: np.ndarray, starts: np.ndarray, want: np.ndarray) -> np.ndarray:
@@ -133,7 +134,7 @@ class PackedStrings:
                     tail = self._tail
                     view, at = tail[0], tail[1]
                     i -= h  # type: ignore[operator]
-                return view[at[i] : at[i + 1]].tobytes().decode("utf-8", _ERRORS)  # type: ignore[operator]
+                return view[at[i] : at[i + 1]].tobytes().decode("utf-8", _ERRORS)  # type: ignore[operator, index]
         except TypeError:  # a slice does not compare with an int
             if not isinstance(i, slice):
                 raise

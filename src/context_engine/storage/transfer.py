@@ -100,7 +100,7 @@ def copy_content(
     for account in accounts:
         for uri in source.node_uris(account):
             levels = {level: source.read_level(account, uri, level) for level in Level}
-            present = {level: value for level, value in levels.items() if value is not None}
+            present: dict[Level, str | None] = {level: value for level, value in levels.items() if value is not None}
             if present:
                 target.write_levels(account, uri, present)
                 copied += 1

@@ -387,6 +387,7 @@ class PartitionView:
         contrib *= np.repeat(weights.astype(np.float32), per_term)
         # Every contribution is > 0 except where idf is 0 (robertson, atire): "summed > 0" is "shares a token with
         # the query and scores above 0". The masks are applied after summing (a gather per candidate, not posting).
+        scores: np.ndarray
         if rows.size * 8 > self.n:
             summed = np.bincount(rows, weights=contrib, minlength=self.n)
             cand = np.flatnonzero(summed > 0)

@@ -390,8 +390,8 @@ class LanceDBVectorIndex:
         # The ANN knobs are set even without an index (LanceDB ignores them then), so a handle that has not seen an
         # index built by another process still probes enough partitions and returns exact, refined distances.
         result = (
-            self._table.search(query, vector_column_name="vector")
-            .distance_type("cosine")
+            self._table.search(query, vector_column_name="vector")  # a vector query builder (typed as the base)
+            .distance_type("cosine")  # type: ignore[attr-defined]
             .where(predicate, prefilter=True)
             .select([*_RESULT_COLUMNS, "_distance"])
             .minimum_nprobes(self._settings.nprobes)
@@ -586,7 +586,7 @@ def _last_per_id(records: Sequence[VectorRecord]) -> list[VectorRecord]:
     return list(latest.values()) if len(latest) != len(records) else list(records)
 
 
-def _describe(err: Exception) -> str:
+def _describe(err: BaseException) -> str:
     """``Type: message`` of a vendor error, cut to 300 characters (messages can quote whole SQL predicates)."""
     text = f"{type(err).__name__}: {err}"
     return text if len(text) <= 300 else text[:297] + "..."
