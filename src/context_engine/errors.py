@@ -57,6 +57,7 @@ class ErrorCode(StrEnum):
     INTERNAL = "API-5001"  # an unexpected server error: generic message to the client, details in the server log
     UNREACHABLE = "API-5021"  # client side (context_engine.client): no answer, or no envelope, from the server
     NOT_READY = "API-5031"  # the engine is still starting or is shutting down (retryable)
+    ADDRESS_IN_USE = "API-4092"  # `serve`: the host:port is taken by another process (checked before the model loads)
 
     @property
     def http_status(self) -> int:
@@ -65,7 +66,10 @@ class ErrorCode(StrEnum):
 
     @property
     def exit_code(self) -> int:
-        """CLI exit code: 2 for caller errors (4xx), 3 for denials (401/403), 4 for server-side failures (5xx)."""
+        """CLI exit code: 2 for caller errors (4xx), 3 for denials (401/403), 4 for server-side failures (5xx), 5 for
+        ``serve`` on an address already in use (``API-4092``: start it on another port, or stop the other server)."""
+        if self is ErrorCode.ADDRESS_IN_USE:
+            return 5
         status = self.http_status
         if status in (401, 403):
             return 3

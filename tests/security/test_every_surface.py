@@ -57,6 +57,7 @@ ALICE = RequestContext(account_id="acme", role="user", user_space="alice", agent
 NO_STORED_TEXT: dict[tuple[str, str], str] = {
     ("GET", "/healthz"): "a constant",
     ("GET", "/readyz"): "model and backend names, the process id",
+    ("GET", "/api/v1/stats"): "counts, model and index names and states (admin keys): no stored text",
     ("GET", "/metrics"): "Prometheus counters: code and route labels, no stored text",
     ("GET", "/openapi.json"): "the schema",
     ("HEAD", "/openapi.json"): "the schema",

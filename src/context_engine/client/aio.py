@@ -29,6 +29,7 @@ from context_engine.interfaces.http.models import (
     MemoryItemIn,
     MessageIn,
     ReadyResponse,
+    StatsResponse,
     ToolInvocationList,
     TreeResponse,
 )
@@ -190,6 +191,11 @@ class AsyncClient:
     async def tree(self, uri: str = "ctx://resources/", max_depth: int = 3) -> TreeResponse:
         """``GET /api/v1/tree``: a subtree (``max_depth`` levels below ``uri``) with L0 abstracts."""
         return await self._call("tree", {"uri": uri, "max_depth": max_depth}, TreeResponse)
+
+    async def stats(self) -> StatsResponse:
+        """``GET /api/v1/stats``: counts of the account's nodes and the index's state (an admin key; others get
+        ``403 RET-4032``). What ``context-engine stats`` prints."""
+        return await self._call("stats", None, StatsResponse)
 
     # ---- resources --------------------------------------------------------------------------------------------------
     async def add_resource_text(self, text: str, uri: str) -> IngestReport:

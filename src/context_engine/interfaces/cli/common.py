@@ -1,7 +1,9 @@
 """Shared CLI plumbing: the typer app, global options, engine opening, output and error envelopes.
 
 Global options: ``--home PATH`` (``CE_HOME``), ``--json`` (machine-readable output), ``--as
-account:role:user_space:agent_space`` (the RequestContext; default: account ``default``, role ``admin``).
+account:role:user_space:agent_space`` (the RequestContext; default: account ``default``, role ``admin``), ``--url``
+(``CE_URL``) and ``--api-key`` (``CE_API_KEY``): send the read and write commands to a running server instead of
+opening a home (:mod:`context_engine.interfaces.cli.remote`).
 Errors print the envelope ``{code, message, details, request_id}`` and exit with the code's exit status.
 
 Cold start (issue 12): the command modules import only typer, rich and :mod:`context_engine.errors` at module level;
@@ -78,6 +80,8 @@ err_console = Console(stderr=True, emoji=False)
 class _State:
     home: Path | None = None
     json: bool = False
+    url: str | None = None  # --url: commands go to this server (open_engine yields a RemoteEngine)
+    api_key: str | None = None
     shared_engine: Any = None  # set by `batch`: every command of the batch uses this engine
     _ctx: RequestContext | None = None  # None: DEFAULT_CONTEXT, imported when first asked for
 
@@ -113,10 +117,36 @@ def _main(
         str | None,
         typer.Option("--as", help="Act as account:role:user_space:agent_space (default: default:admin)."),
     ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="CE_URL",
+            help="Send the command to a running server (e.g. http://127.0.0.1:8420) instead of opening a home: "
+            "search, read, ls, tree, lookup, add-memory, add-messages, memories, get-memory, update-memory, "
+            "delete-memory, stats.",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="CE_API_KEY", help="The API key for --url (prefer CE_API_KEY: not in ps)."),
+    ] = None,
 ) -> None:
     state.home = home
     state.json = json_out
+    state.url = url or None
+    state.api_key = api_key or None
     state.ctx = None  # reset to the default: one process may run several invocations (tests, shells)
+    if as_ and state.url:
+        from context_engine.errors import ErrorCode
+
+        fail(
+            ContextEngineError(
+                ErrorCode.REQUEST_INVALID,
+                "--as sets who acts on a local home; with --url the API key (--api-key, CE_API_KEY) says who you are",
+                {"option": "--as"},
+            )
+        )
     if as_:
         from context_engine.schema.context import RequestContext
 
@@ -161,6 +191,10 @@ def open_engine(*, recover: bool = True) -> Iterator[Any]:
         except ContextEngineError as e:
             fail(e)
         return
+    if state.url:
+        with _remote_engine() as remote:
+            yield remote
+        return
     # Opening allocates most of a process's long-lived objects (the engine's imports, an index's id tables); at the
     # default thresholds the cyclic collector scans them again and again: ~0.15 s of a one-shot `search` (issue 12).
     # Collect rarely while opening, then move what is open out of the collector's way (gc.freeze) until the engine is
@@ -186,6 +220,22 @@ def open_engine(*, recover: bool = True) -> Iterator[Any]:
     finally:
         engine.close()
         gc.unfreeze()
+
+
+@contextmanager
+def _remote_engine() -> Iterator[Any]:
+    """A :class:`~context_engine.interfaces.cli.remote.RemoteEngine` on ``--url``: the client only (no store, no
+    model); closed at the end of the command."""
+    from context_engine.client import Client
+    from context_engine.interfaces.cli.remote import RemoteEngine
+
+    engine = RemoteEngine(Client(state.url or "", state.api_key))
+    try:
+        yield engine
+    except ContextEngineError as e:
+        fail(e)
+    finally:
+        engine.close()
 
 
 def short_uri(uri: str, width: int) -> str:

@@ -88,14 +88,6 @@ def serve(
     ] = 1,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs) and the MCP streamable HTTP endpoint (/mcp) with uvicorn."""
-    import os
-
-    import uvicorn
-
-    from context_engine.interfaces.http import create_app
-    from context_engine.interfaces.http.auth import is_loopback_host
-    from context_engine.observability.logging import configure_logging, get_logger
-
     http: dict[str, Any] = {}
     if host is not None:
         http["host"] = host
@@ -106,6 +98,15 @@ def serve(
     if allow_host:
         http["allowed_hosts"] = tuple(allow_host)
     settings = _settings(http=http) if http else _settings()
+    _check_address_free(settings.http.host, settings.http.port)  # before the model loads: fail fast (issue 29)
+    import os
+
+    import uvicorn
+
+    from context_engine.interfaces.http import create_app
+    from context_engine.interfaces.http.auth import is_loopback_host
+    from context_engine.observability.logging import configure_logging, get_logger
+
     configure_logging(settings.logging)
     h = settings.http
     with _key_store(settings) as keys:
@@ -161,6 +162,42 @@ def serve(
     # uvicorn's supervisor kills a worker that misses a 5 s health ping; a worker loading the model on a busy
     # machine can hold the GIL that long, and its in-flight connections were reset: give it a minute.
     uvicorn.run(WORKER_APP_FACTORY, factory=True, workers=workers, timeout_worker_healthcheck=60, **common)
+
+
+def _check_address_free(host: str, port: int) -> None:
+    """Fail with ``API-4092`` (exit status 5) when ``host:port`` cannot be bound, before anything heavy is loaded.
+
+    It binds and releases a socket as uvicorn will (``SO_REUSEADDR``: a port in ``TIME_WAIT`` is free); port 0 (any
+    free port) is not checked. A bind refused for another reason (an address not on this host, a privileged port)
+    gets the same code with the system's reason in ``details``.
+    """
+    import errno
+    import socket
+
+    from context_engine.errors import ErrorCode
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as err:
+        fail(ContextEngineError(ErrorCode.CONFIG_INVALID, f"cannot resolve the bind address {host!r}: {err}"))
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            taken = err.errno == errno.EADDRINUSE
+            shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            message = (
+                f"{shown} is already in use (another server, perhaps another context-engine serve); stop it or "
+                "choose another --port"
+                if taken
+                else f"cannot listen on {shown}: {err.strerror}"
+            )
+            details = {"host": host, "port": port, "errno": err.errno}
+            fail(ContextEngineError(ErrorCode.ADDRESS_IN_USE, message, details))
 
 
 #: The ASGI app factory that ``serve --workers N`` (N > 1) hands to uvicorn by import string.

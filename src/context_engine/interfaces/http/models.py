@@ -249,6 +249,21 @@ class HealthResponse(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class StatsResponse(BaseModel):
+    """``GET /api/v1/stats``: counts of the key's account and the index's state (``ContextEngineService.stats``); the
+    node counts (``nodes``, ``files``, ``directories``, ``pending``...) and, when present, ``index_problem`` and
+    ``derived_files`` come as further fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    account_id: str
+    index_backend: str
+    index_records: int | None = None
+    index_status: str
+    embedding_model: str
+    embedding_dim: int
+
+
 class ReadyResponse(BaseModel):
     status: Literal["ready", "degraded"] = Field(
         "ready",

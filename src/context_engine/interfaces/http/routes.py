@@ -53,6 +53,7 @@ from context_engine.interfaces.http.models import (
     MoveRequest,
     ReadyResponse,
     SimilarSearchRequest,
+    StatsResponse,
     ToolInvocationList,
     TreeResponse,
     UpdateMemoryRequest,
@@ -277,6 +278,24 @@ def verify_evidence(req: VerifyEvidenceRequest, service: Service, ctx: Caller) -
 
 
 # ---- browsing -------------------------------------------------------------------------------------------------------
+@router.get(
+    "/api/v1/stats",
+    response_model=StatsResponse,
+    tags=["browse"],
+    responses=READ_ERRORS,
+    operation_id="stats",
+    summary="Counts of the account's nodes and the index's state (admin keys)",
+)
+def stats(service: Service, ctx: Caller) -> StatsResponse:
+    """What ``context-engine stats`` prints (issue 29: the CLI's ``--url`` mode). Account-wide counts: an admin key
+    only (``403 RET-4032`` for others, who see part of the account)."""
+    if not ctx.is_admin:
+        raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "stats of the account need an admin key")
+    info = service.stats(ctx)
+    info.pop("home", None)  # the server's own path is no business of a remote caller
+    return StatsResponse(**info)
+
+
 @router.get(
     "/api/v1/ls",
     response_model=LsResponse,
