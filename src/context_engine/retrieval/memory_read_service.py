@@ -326,7 +326,9 @@ class MemoryReadService:
                 content = self._redactor.redact(chunk).text
             if self._metrics is not None:
                 self._metrics.reads.labels(level=lv.value).inc()
-        recommendation = "read_l2" if lv is not Level.L2 and not node.is_dir and node.has_content else "none"
+        recommendation: Literal["none", "read_l2"] = (
+            "read_l2" if lv is not Level.L2 and not node.is_dir and node.has_content else "none"
+        )
         block = RetrievedBlock(
             uri=node.uri,
             level_hit=lv.value,

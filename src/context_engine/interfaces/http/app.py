@@ -155,6 +155,10 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
             finally:
                 state.authenticator = None
 
+    # every answer's strings pass the pattern redaction last (docs/security.md "Secret redaction")
+    redacted: dict[str, Any] = (
+        {"default_response_class": RedactedJSONResponse} if settings.retrieval.redaction.enabled else {}
+    )
     # Swagger UI (/docs) and ReDoc (/redoc) from the assets the fastapi-offline wheel ships, served under
     # /static-offline-docs: the pages render with no network access (FastAPI's defaults load them from a CDN).
     app = FastAPIOffline(
@@ -163,8 +167,7 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
         description=API_DESCRIPTION,
         lifespan=lifespan,
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from validator.swagger.io
-        # every answer's strings pass the pattern redaction last (docs/security.md "Secret redaction")
-        **({"default_response_class": RedactedJSONResponse} if settings.retrieval.redaction.enabled else {}),
+        **redacted,
         openapi_tags=[
             {"name": "retrieval", "description": "search_memory / read_memory (docs/search_memory.md)."},
             {"name": "knowledge", "description": "lookup_knowledge and its audit trail (docs/lookup_knowledge.md)."},
