@@ -33,8 +33,17 @@ TEXT = (
     "evicted.\n\n## Fix\n\nPrune unused container images with `crictl rmi --prune` and rotate logs under /var/log.\n"
 )
 #: Modules that opening a home or loading the model would import; a --url command imports none of them.
+#: The CLI's entry point in a child process that prints, at exit, which of HEAVY it imported.
+PROBE = (
+    "import atexit, json, sys\n"
+    "heavy = {heavy!r}\n"
+    "atexit.register(lambda: sys.stderr.write('MODULES=' + json.dumps([m for m in heavy if m in sys.modules])))\n"
+    "from context_engine.interfaces.cli.app import main\n"
+    "main()\n"
+)
 SERVER_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")
 HEAVY = ("torch", "sentence_transformers", "lancedb", "sqlalchemy", "fastapi", "context_engine.service")
+PROBE = PROBE.format(heavy=HEAVY)
 
 
 @pytest.fixture(scope="module")
@@ -134,12 +143,7 @@ def test_stats_errors_and_refusals(remote, server, tmp_path):
 
 def test_a_url_command_imports_nothing_of_the_engine(server, tmp_path):
     url, _, alice_key, _ = server
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: sys.stderr.write('MODULES=' + json.dumps([m for m in {HEAVY!r} if m in sys.modules])))\n"
-        "from context_engine.interfaces.cli.app import main\n"
-        "main()\n"
-    )
+    probe = PROBE
     env = {**os.environ, "CE_URL": url, "CE_API_KEY": alice_key, "CE_HOME": str(tmp_path / "none")}
     proc = subprocess.run(
         [sys.executable, "-c", probe, "--json", "search", "disk space", "--top-k", "1"],
@@ -159,12 +163,7 @@ def test_serve_on_a_busy_port_fails_fast_with_its_own_exit_status(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        probe = (
-            "import atexit, json, sys\n"
-            f"atexit.register(lambda: sys.stderr.write('MODULES=' + json.dumps([m for m in {HEAVY!r} if m in sys.modules])))\n"
-            "from context_engine.interfaces.cli.app import main\n"
-            "main()\n"
-        )
+        probe = PROBE
         home = str(tmp_path / "home")
         proc = subprocess.run(
             [sys.executable, "-c", probe, "--home", home, "serve", "--port", str(port)],
