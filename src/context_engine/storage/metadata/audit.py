@@ -4,8 +4,9 @@ Three kinds of rows, all scoped by ``account_id``, all portable SQL (SQLite embe
 
 * ``tool_invocations``: one audit row per tool call (seed 001 §7), with ``retrieval_details`` as JSON and the
   ``principal`` (``role:user_space:agent_space``) that made it: reads filter on it unless the caller is an admin.
-* ``retrieved_docs``: the per-session ledger of :class:`~context_engine.knowledge.retrieved_doc_tracker.RetrievedDocTracker`
-  (``session_id + doc_key`` with an expiry time), kept in the database so replicas share it (DESIGN §13).
+* ``retrieved_docs``: the per-session ledger of
+  :class:`~context_engine.knowledge.retrieved_doc_tracker.RetrievedDocTracker` (``session_id + doc_key`` with an expiry
+  time), kept in the database so replicas share it (DESIGN §13).
 * ``knowledge_hint_docs`` / ``knowledge_hint_terms``: the hint layer's keyword index, derived at ingest; a per-account
   generation counter in ``meta`` (``hint_generation:<account>``) is bumped in the same transaction as every change so
   every process knows when its in-memory copy is stale.
@@ -25,7 +26,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from typing import cast as type_cast  # `cast` here is SQL CAST
 
 from sqlalchemy import (
     BigInteger,
@@ -43,13 +45,16 @@ from context_engine.schema.knowledge import ToolInvocation
 from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.engine import SqlDatabase
 from context_engine.storage.metadata.tables import (
+    HINT_DOCS,
+    HINT_TERMS,
     IN_BATCH,
     META,
-    HintDocRow,
-    HintTermRow,
-    RetrievedDocRow,
-    ToolInvocationRow,
+    RETRIEVED_DOCS,
+    TOOL_INVOCATIONS,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import CursorResult
 
 _HINT_GENERATION = "hint_generation:{account}"
 _HINT_VERSION = "hint_version:{account}"
@@ -136,7 +141,7 @@ class SqlAuditStore:
         values["principal"] = principal = _caller_principal(row.caller)
         existing: dict[str, LedgerEntry] = {}
         with self._use(write=True) as s:
-            s.execute(insert(ToolInvocationRow.__table__), [values])
+            s.execute(insert(TOOL_INVOCATIONS), [values])
             if ledger_keys and row.session_id is not None:
                 existing = self._mark(
                     s,
@@ -161,7 +166,7 @@ class SqlAuditStore:
         now: datetime,
         ttl_s: int,
     ) -> dict[str, LedgerEntry]:
-        table = RetrievedDocRow.__table__
+        table = RETRIEVED_DOCS
         rows = self._ledger_rows(s, account_id, principal, session_id, keys)
         expires = now + timedelta(seconds=ttl_s)
         live: dict[str, LedgerEntry] = {}
@@ -182,7 +187,7 @@ class SqlAuditStore:
                     }
                 )
             elif found.expires_at <= now:
-                renewed = s.execute(
+                renew = (
                     update(table)
                     .where(
                         table.c.account_id == account_id,
@@ -192,7 +197,9 @@ class SqlAuditStore:
                         table.c.expires_at <= now,
                     )
                     .values(invocation_id=invocation_id, retrieved_at=now, expires_at=expires)
-                ).rowcount
+                )
+                # a DML statement's result is a CursorResult (typed as the plain Result)
+                renewed = type_cast("CursorResult[Any]", s.execute(renew)).rowcount
                 if not renewed:
                     lost.append(key)
             else:
@@ -209,7 +216,7 @@ class SqlAuditStore:
     def _ledger_rows(
         self, s: Session, account_id: str, principal: str, session_id: str, keys: Sequence[str]
     ) -> dict[str, LedgerEntry]:
-        table = RetrievedDocRow.__table__
+        table = RETRIEVED_DOCS
         out: dict[str, LedgerEntry] = {}
         unique = sorted(set(keys))
         for start in range(0, len(unique), IN_BATCH):
@@ -229,7 +236,7 @@ class SqlAuditStore:
     ) -> ToolInvocation | None:
         """The invocation with this id in the account (made by ``principal`` unless it is ``None``), or ``None``
         (also for another account's or another principal's id)."""
-        table = ToolInvocationRow.__table__
+        table = TOOL_INVOCATIONS
         stmt = select(table).where(table.c.account_id == account_id, table.c.invocation_id == invocation_id)
         if principal is not None:
             stmt = stmt.where(table.c.principal == principal)
@@ -255,7 +262,7 @@ class SqlAuditStore:
 
         Ordered by ``(created_at, seq)``, newest first unless ``newest_first`` is false; ``limit``/``offset`` page.
         """
-        table = ToolInvocationRow.__table__
+        table = TOOL_INVOCATIONS
         stmt = select(table).where(table.c.account_id == account_id)
         if principal is not None:
             stmt = stmt.where(table.c.principal == principal)
@@ -287,9 +294,10 @@ class SqlAuditStore:
         """Delete every ledger row expired at ``now`` (all accounts); returns how many (none for a read-only home)."""
         if self.read_only:
             return 0
-        table = RetrievedDocRow.__table__
+        table = RETRIEVED_DOCS
         with self._use(write=True) as s:
-            return s.execute(delete(table).where(table.c.expires_at <= now)).rowcount or 0
+            deleted = type_cast("CursorResult[Any]", s.execute(delete(table).where(table.c.expires_at <= now)))
+            return deleted.rowcount or 0
 
     # ---- hint index -----------------------------------------------------------------------------------------------
     def hint_state(self, account_id: str) -> tuple[int, str | None]:
@@ -311,7 +319,7 @@ class SqlAuditStore:
     ) -> None:
         """Drop the hint rows of ``uris`` (or of the whole account with ``clear_all``), insert ``docs`` and ``terms``,
         set the version when given, and bump the account's hint generation, in one transaction."""
-        docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
+        docs_t, terms_t = HINT_DOCS, HINT_TERMS
         drop = sorted(set(uris) | {d.uri for d in docs})
         with self._use(write=True) as s:
             if clear_all:
@@ -352,7 +360,7 @@ class SqlAuditStore:
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
-        docs_t, terms_t = HintDocRow.__table__, HintTermRow.__table__
+        docs_t, terms_t = HINT_DOCS, HINT_TERMS
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
         with self._store.snapshot() as s:
             meta = dict(s.execute(select(META.c.key, META.c.value).where(META.c.key.in_([gen_key, ver_key]))).all())

@@ -150,10 +150,12 @@ def insert_ignore(dialect: str, table: Any) -> Any:
 
 def _insert(dialect: str, table: Any) -> Any:
     if dialect == POSTGRESQL:
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    return dialect_insert(table)
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        return postgresql_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)
 
 
 def lock_key(name: str) -> int:

@@ -200,8 +200,9 @@ class SqlDatabase:
                 {"operation": operation, "waited_s": self._busy_timeout_s},
                 retryable=True,
             )
-        if getattr(self, "_on_failure", None) is not None:
-            self._on_failure(operation)
+        on_failure = getattr(self, "_on_failure", None)  # unset while the constructor runs
+        if on_failure is not None:
+            on_failure(operation)
         return ContextEngineError(
             ErrorCode.STORAGE_FAILED,
             f"metadata store {operation} failed: {reason}",

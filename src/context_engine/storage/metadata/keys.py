@@ -33,14 +33,15 @@ from sqlalchemy import func, insert, select, update
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.context import RequestContext, Role
 from context_engine.storage.metadata.engine import SqlDatabase
-from context_engine.storage.metadata.tables import ApiKeyRow
+from context_engine.storage.metadata.tables import API_KEYS
+from context_engine.storage.metadata.tables import ApiKeyRow as ApiKeyRow  # re-exported: the table's mapped class
 
 TOKEN_PREFIX = "ce_"
 _TOKEN_RE = re.compile(r"^ce_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 _LAST_USED_EVERY = timedelta(seconds=60)  # write last_used_at at most this often per key (no write per request)
 
 
-_TABLE = ApiKeyRow.__table__
+_TABLE = API_KEYS
 
 
 class ApiKeyInfo(BaseModel):

@@ -35,6 +35,7 @@ from context_engine.storage.metadata.tables import (
     IN_BATCH,
     META,
     NODES,
+    RELATIONS,
     VERSIONS,
     NodeRow,
     RelationRow,
@@ -76,7 +77,7 @@ class NodeRows(SqlDatabase):
             return
         if bulk:
             with self._use(write=True) as s:
-                table = NodeRow.__table__
+                table = NODES
                 rows = [{("metadata_json" if k == "meta_json" else k): v for k, v in row.items()} for row in values]
                 for start in range(0, len(rows), IN_BATCH):
                     stmt = self._upsert(table, ["account_id", "uri_key"], keep=("id", "created_at"))
@@ -173,13 +174,13 @@ class NodeRows(SqlDatabase):
         with self._use(write=True) as s:
             for chunk in chunks(forms):
                 s.execute(
-                    delete(RelationRow.__table__).where(
+                    delete(RELATIONS).where(
                         RelationRow.account_id == account_id,
                         or_(RelationRow.from_uri.in_(chunk), RelationRow.to_uri.in_(chunk)),
                     )
                 )
             for chunk in chunks(keys):
-                s.execute(delete(NodeRow.__table__).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk)))
+                s.execute(delete(NODES).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk)))
                 s.execute(delete(VERSIONS).where(VERSIONS.c.account_id == account_id, VERSIONS.c.uri_key.in_(chunk)))
 
     # ---- memories (issue 11) --------------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ class NodeRows(SqlDatabase):
                     NodeRow.is_dir.is_(False),
                 )
                 for row in sorted(s.scalars(stmt), key=lambda r: r.uri):
-                    if row.uri.startswith(prefix) and row.content_hash not in out:
+                    if row.content_hash is not None and row.uri.startswith(prefix) and row.content_hash not in out:
                         out[row.content_hash] = node_record(row)
         return out
 
@@ -372,7 +373,7 @@ class NodeRows(SqlDatabase):
         with self._use(write=True) as s:
             for chunk in chunks(keys):
                 s.execute(
-                    update(NodeRow.__table__)
+                    update(NODES)
                     .where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
                     .values(index_status=status)
                 )

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -33,13 +34,19 @@ from context_engine.schema.nodes import NodeRecord, VectorRecord
 from context_engine.schema.uri import ContextURI
 
 __all__ = [
+    "API_KEYS",
     "CHANGES",
     "GENERATIONS",
+    "HINT_DOCS",
+    "HINT_TERMS",
     "IN_BATCH",
     "JSON_VARIANT",
     "JOURNAL",
     "META",
     "NODES",
+    "RELATIONS",
+    "RETRIEVED_DOCS",
+    "TOOL_INVOCATIONS",
     "VECTORS",
     "VERSIONS",
     "ApiKeyRow",
@@ -62,6 +69,7 @@ __all__ = [
     "node_record",
     "node_values",
     "slash_forms",
+    "table_of",
     "vector_record",
     "vector_values",
 ]
@@ -242,13 +250,21 @@ class SchemaVersionRow(Base):
     version: Mapped[int] = mapped_column(Integer)
 
 
-VECTORS = VectorRow.__table__
-NODES = NodeRow.__table__
-META = MetaRow.__table__
-GENERATIONS = IndexGenerationRow.__table__
-CHANGES = IndexChangeRow.__table__
-VERSIONS = NodeVersionRow.__table__
-JOURNAL = WriteJournalRow.__table__
+def table_of(row: type[Base]) -> Table:
+    """The Core table of a mapped class (SQLAlchemy types ``__table__`` as the wider ``FromClause``)."""
+    table = row.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+VECTORS = table_of(VectorRow)
+NODES = table_of(NodeRow)
+RELATIONS = table_of(RelationRow)
+META = table_of(MetaRow)
+GENERATIONS = table_of(IndexGenerationRow)
+CHANGES = table_of(IndexChangeRow)
+VERSIONS = table_of(NodeVersionRow)
+JOURNAL = table_of(WriteJournalRow)
 
 
 # ---- the audit trail and the hint index (audit.py) --------------------------------------------------------
@@ -354,6 +370,13 @@ class ApiKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+TOOL_INVOCATIONS = table_of(ToolInvocationRow)
+RETRIEVED_DOCS = table_of(RetrievedDocRow)
+HINT_DOCS = table_of(HintDocRow)
+HINT_TERMS = table_of(HintTermRow)
+API_KEYS = table_of(ApiKeyRow)
 
 
 # ---- rows and records ---------------------------------------------------------------------------------------------

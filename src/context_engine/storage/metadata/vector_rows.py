@@ -9,6 +9,7 @@ the caller's transaction; readers catch up with :meth:`VectorRows.changes_since`
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from sqlalchemy import (
@@ -21,6 +22,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import CursorResult
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorRecord
@@ -102,10 +106,13 @@ class VectorRows(SqlDatabase):
     def _log_changes(self, s: Session, account_id: str, ids: Sequence[str], *, reload: bool = False) -> int:
         """Bump the account generation and log ``ids`` at the new value; prune the log now and then. ``reload``:
         move the log floor to the new generation (readers behind it reload)."""
-        bumped = s.execute(
-            update(GENERATIONS)
-            .where(GENERATIONS.c.account_id == account_id)
-            .values(generation=GENERATIONS.c.generation + 1)
+        bumped = cast(  # a DML statement's result is a CursorResult (typed as the plain Result)
+            "CursorResult[Any]",
+            s.execute(
+                update(GENERATIONS)
+                .where(GENERATIONS.c.account_id == account_id)
+                .values(generation=GENERATIONS.c.generation + 1)
+            ),
         ).rowcount
         if not bumped:
             s.execute(self._insert_ignore(GENERATIONS).values(account_id=account_id, generation=0, log_floor=0))

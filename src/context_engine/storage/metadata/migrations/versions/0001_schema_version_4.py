@@ -37,7 +37,7 @@ def _id() -> sa.Column[Any]:
 
 def upgrade() -> None:
     _upgrade_pre_alembic_tables()
-    create = {"if_not_exists": True}
+    create: dict[str, Any] = {"if_not_exists": True}
     op.create_table(
         "nodes",
         _id(),
