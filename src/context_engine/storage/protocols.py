@@ -158,11 +158,33 @@ class NodeLedger(Protocol):
         """Files under ``uri_prefix`` whose ``content_hash`` is one of ``content_hashes``, keyed by hash."""
         ...
 
-    def query_files(self, account_id: str, **narrowing: Any) -> tuple[list[NodeRecord], int]:
+    def query_files(
+        self,
+        account_id: str,
+        *,
+        uri_prefixes: Sequence[str],
+        context_type: str | None = None,
+        occurred_start: datetime | None = None,
+        occurred_end: datetime | None = None,
+        metadata_equals: dict[str, Any] | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> tuple[list[NodeRecord], int]:
         """Files under prefixes narrowed by type, ``coalesce(occurred_at, created_at)`` and metadata; paged."""
         ...
 
-    def select_file_uris(self, account_id: str, **narrowing: Any) -> list[tuple[str, str]]:
+    def select_file_uris(
+        self,
+        account_id: str,
+        *,
+        uri_prefixes: Sequence[str] = (),
+        parent_uri: str | None = None,
+        context_type: str | None = None,
+        occurred_start: datetime | None = None,
+        occurred_end: datetime | None = None,
+        metadata_equals: dict[str, Any] | None = None,
+    ) -> list[tuple[str, str]]:
         """``(uri, owner_space)`` of the files ``query_files`` selects (two columns read)."""
         ...
 
