@@ -181,3 +181,16 @@ def test_serve_on_a_busy_port_fails_fast_with_its_own_exit_status(tmp_path):
     assert json_proc.returncode == 5
     env = json.loads(json_proc.stdout)
     assert env["code"] == "API-4092" and env["details"]["port"] == port
+
+
+def test_user_space_narrows_an_admin_key_only(remote, server):
+    _, admin_key, _, service = server
+    uri = service.add_memory("Alice keeps her bike in the blue shed.", ALICE).uris[0]
+    code, out = remote("--json", "memories", "--user-space", "alice", key=admin_key)
+    assert code == 0 and uri in [m["uri"] for m in json.loads(out)["items"]]
+    code, out = remote("--json", "search", "where is the bike kept", "--user-space", "alice", key=admin_key)
+    assert code == 0 and uri in [h["uri"] for h in json.loads(out)]
+    code, out = remote("--json", "memories", "--user-space", "carol")  # alice's key cannot act for carol
+    assert code == 3 and json.loads(out)["code"] == "RET-4031"
+    code, out = remote("--json", "search", "bike", "--user-space", "carol")
+    assert code == 3 and json.loads(out)["code"] == "RET-4031"

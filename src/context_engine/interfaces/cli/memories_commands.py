@@ -202,11 +202,14 @@ def memories(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Only this conversation session.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Page size, 1..200.")] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Memories to skip.")] = 0,
+    user_space: Annotated[
+        str | None, typer.Option("--user-space", help="An admin: list this user's memories.")
+    ] = None,
 ) -> None:
     """List the caller's memories, newest first (updated, UTC), with their L0 abstracts."""
     with open_engine() as engine:
         page: MemoryListPage = engine.list_memories(
-            state.ctx, category=category, session_id=session, limit=limit, offset=offset
+            state.ctx, category=category, session_id=session, limit=limit, offset=offset, user_space=user_space
         )
     if state.json:
         emit(page.model_dump(mode="json"))

@@ -102,6 +102,10 @@ def search(
         list[str] | None,
         typer.Option("--meta", help="KEY=VALUE metadata filter on memories (repeat a key for any of several values)."),
     ] = None,
+    user_space: Annotated[
+        str | None,
+        typer.Option("--user-space", help="An admin: search as this user (its memories and the shared resources)."),
+    ] = None,
 ) -> None:
     """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
     from pydantic import ValidationError
@@ -128,6 +132,7 @@ def search(
             session_id=session_id,
             time_range=time_range,
             metadata_filter=metadata_filter,
+            user_space=user_space,
         )
     except ValidationError as err:
         fields = [".".join(map(str, e["loc"])) for e in err.errors()]
