@@ -640,9 +640,9 @@ class ContextEngineService:
         session_id: str | None = None,
         limit: int = 20,
         offset: int = 0,
+        user_space: str | None = None,
     ) -> MemoryListPage:
         """The caller's memories, newest first (``updated_at`` descending, then URI), paged by ``limit``/``offset``,
-        user_space: str | None = None,
         optionally one category's or one session's. Reads L0 only (one file per listed memory). ``user_space``
         (issue 29): an admin lists that user's memories (:meth:`RequestContext.for_user`); others may only name their
         own.
@@ -654,9 +654,9 @@ class ContextEngineService:
         """
         if not 1 <= limit <= 200 or offset < 0:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "limit must be in 1..200 and offset >= 0")
+        ctx = ctx.for_user(user_space, ErrorCode.URI_INVALID)
         space = ctx.user_space or ("default" if ctx.is_admin else None)
         if space is None:
-        ctx = ctx.for_user(user_space, ErrorCode.URI_INVALID)
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
         root = ContextURI.parse(f"ctx://user/{space}/memories/")
         if session_id is not None:
