@@ -348,7 +348,8 @@ def migrate_home(
             )
         index = open_vector_index(settings, dst_meta, embedder.dim, model_name=embedder.model_name)
         try:  # a shared vector store (Milvus) already stamped by a deployment is not empty
-            if callable(getattr(type(index), "read_stamp", None)) and index.read_stamp() is not None:
+            read_stamp = getattr(type(index), "read_stamp", None)  # a stamped backend (Milvus) only
+            if callable(read_stamp) and read_stamp(index) is not None:
                 raise ContextEngineError(
                     ErrorCode.CONFIG_INVALID,
                     "the target vector collection (vector.milvus.collection_prefix) belongs to a deployment already; "
