@@ -281,6 +281,47 @@ class _StatusOnInitialize:
         return result
 
 
+class _ToolRunner:
+    """One tool call: the caller's context from the transport request, the typed request built (a validation error
+    becomes ``code``), the service call in a worker thread, and the answer or the error envelope."""
+
+    def __init__(self, service: ServiceProvider, resolve_ctx: ContextResolver) -> None:
+        self._service = service
+        self._resolve_ctx = resolve_ctx
+
+    async def __call__(
+        self,
+        mcp_ctx: Context | None,
+        code: ErrorCode,
+        build: Callable[[], BaseModel],
+        call: Callable[[ContextEngineService, Any, RequestContext], BaseModel],
+    ) -> CallToolResult:
+        request = _request_of(mcp_ctx)
+        request_id = _new_id(request)
+        try:
+            ctx = self._resolve_ctx(request)
+        except ContextEngineError as err:
+            return _error(err, request_id)
+        with bind_request(request_id, ctx, interface="mcp"):
+            try:
+                try:
+                    req = build()
+                except ValidationError as err:
+                    raise _invalid(err, code) from None
+                # service() runs in the worker thread: over stdio it blocks until the engine is open
+                def invoke() -> tuple[BaseModel, bool]:
+                    svc = self._service()
+                    return call(svc, req, ctx), svc.settings.retrieval.redaction.enabled
+
+                out, redact = await anyio.to_thread.run_sync(invoke)
+                return _result(out, redact=redact)
+            except ContextEngineError as err:
+                log.info("tool_error", code=err.code.value, message=err.message)
+                return _error(err, request_id)
+            except Exception:  # the API-5001 envelope; the traceback goes to the log (stderr)
+                log.exception("tool_crashed")
+                return _error(ContextEngineError(ErrorCode.INTERNAL, "internal error; see the server log"), request_id)
+
 def build_mcp_server(
     service: ServiceProvider,
     resolve_ctx: ContextResolver,
@@ -317,37 +358,7 @@ def build_mcp_server(
     root.handlers[:] = handlers
     root.setLevel(level)
 
-    async def run(
-        mcp_ctx: Context | None,
-        code: ErrorCode,
-        build: Callable[[], BaseModel],
-        call: Callable[[ContextEngineService, Any, RequestContext], BaseModel],
-    ) -> CallToolResult:
-        request = _request_of(mcp_ctx)
-        request_id = _new_id(request)
-        try:
-            ctx = resolve_ctx(request)
-        except ContextEngineError as err:
-            return _error(err, request_id)
-        with bind_request(request_id, ctx, interface="mcp"):
-            try:
-                try:
-                    req = build()
-                except ValidationError as err:
-                    raise _invalid(err, code) from None
-                # service() runs in the worker thread: over stdio it blocks until the engine is open
-                def invoke() -> tuple[BaseModel, bool]:
-                    svc = service()
-                    return call(svc, req, ctx), svc.settings.retrieval.redaction.enabled
-
-                out, redact = await anyio.to_thread.run_sync(invoke)
-                return _result(out, redact=redact)
-            except ContextEngineError as err:
-                log.info("tool_error", code=err.code.value, message=err.message)
-                return _error(err, request_id)
-            except Exception:  # the API-5001 envelope; the traceback goes to the log (stderr)
-                log.exception("tool_crashed")
-                return _error(ContextEngineError(ErrorCode.INTERNAL, "internal error; see the server log"), request_id)
+    run = _ToolRunner(service, resolve_ctx)
 
     # Only the hints that differ from the MCP defaults (readOnly false, destructive true, idempotent false,
     # openWorld true) are set, and delete_memory's destructive one: the rest would be bytes that say nothing.
