@@ -292,7 +292,7 @@ def test_openapi_documents_the_memory_routes(client):
     assert set(schemas["MessageIn"]["properties"]) == {"role", "content", "speaker", "name", "type", "timestamp", "metadata"}
     assert schemas["AddMemoryRequest"]["properties"]["policy"]["anyOf"][0]["enum"] == ["skip", "keep", "replace"]
     params = {p["name"] for p in paths["/api/v1/memories"]["get"]["parameters"]}
-    assert params == {"category", "session_id", "limit", "offset"}
+    assert params == {"category", "session_id", "limit", "offset", "user_space"}
 
 
 def test_search_memory_filters_over_http(client, tenants):
