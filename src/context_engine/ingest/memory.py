@@ -293,6 +293,28 @@ class MemoryWriter:
         return start, lines
 
     # ------------------------------------------------------------------------------------------------ memories
+    def _batch_item(
+        self, i: int, raw: MemoryItem | dict[str, Any], root: ContextURI
+    ) -> tuple[_Prepared, ContextURI, str]:
+        """Item ``i`` of an ``add_memories`` batch checked and prepared: its document, URI and text hash."""
+        try:
+            item = raw if isinstance(raw, MemoryItem) else MemoryItem.model_validate(raw)
+        except ValidationError as err:
+            fields = [".".join(map(str, e["loc"])) for e in err.errors()]
+            raise _error(ErrorCode.REQUEST_INVALID, f"not a memory ({', '.join(fields)})", i, fields=fields) from err
+        text = self._text(i, item.text)
+        try:
+            base = root.child(item.category or "general", is_dir=True)
+        except ContextEngineError as err:
+            raise _error(ErrorCode.URI_INVALID, f"bad category: {err.message}", i, field="category") from err
+        metadata = self._metadata_object(i, item.metadata)
+        if metadata is not None:
+            self._check_metadata_size(i, metadata)
+        prepared = _Prepared(
+            text, memory_abstract(text, self._settings.l0_max_chars), self._timestamp(i, item.occurred_at), metadata
+        )
+        return prepared, base.child(_slug(text) + ".md"), memory_hash(text)
+
     def add_memories(
         self,
         account_id: str,
@@ -318,39 +340,9 @@ class MemoryWriter:
         if policy not in ("skip", "keep", "replace"):
             raise _error(ErrorCode.REQUEST_INVALID, f"unknown dedup policy {str(policy)[:20]!r}: skip, keep or replace")
         root = ContextURI.parse(f"ctx://user/{space}/memories/")
-        parsed: list[tuple[_Prepared, ContextURI, str]] = []
-        for i, raw in enumerate(items):
-            try:
-                item = raw if isinstance(raw, MemoryItem) else MemoryItem.model_validate(raw)
-            except ValidationError as err:
-                fields = [".".join(map(str, e["loc"])) for e in err.errors()]
-                raise _error(
-                    ErrorCode.REQUEST_INVALID, f"not a memory ({', '.join(fields)})", i, fields=fields
-                ) from err
-            text = self._text(i, item.text)
-            try:
-                base = root.child(item.category or "general", is_dir=True)
-            except ContextEngineError as err:
-                raise _error(ErrorCode.URI_INVALID, f"bad category: {err.message}", i, field="category") from err
-            metadata = self._metadata_object(i, item.metadata)
-            if metadata is not None:
-                self._check_metadata_size(i, metadata)
-            prepared = _Prepared(
-                text, memory_abstract(text, self._settings.l0_max_chars), self._timestamp(i, item.occurred_at), metadata
-            )
-            parsed.append((prepared, base.child(_slug(text) + ".md"), memory_hash(text)))
+        parsed = [self._batch_item(i, raw, root) for i, raw in enumerate(items)]
         stored = self._metadata.find_by_hash(account_id, [h for _, _, h in parsed], uri_prefix=str(root))
-        outcomes: list[MemoryOutcome | None] = [None] * len(parsed)
-        todo: list[int] = []
-        seen_hash: dict[str, int] = {}
-        for i, (_p, uri, digest) in enumerate(parsed):
-            if digest in stored:
-                outcomes[i] = MemoryOutcome(uri=stored[digest].uri, status="unchanged", version=stored[digest].version)
-            elif digest in seen_hash:  # the same text twice in one batch: one memory
-                outcomes[i] = MemoryOutcome(uri=str(uri), status="unchanged")
-            else:
-                seen_hash[digest] = i
-                todo.append(i)
+        outcomes, todo = _unchanged(parsed, stored)
         replacements: list[tuple[int, NodeRecord]] = []
         if todo and policy != "keep":
             for i, (uri_of, similarity) in self._near_duplicates(account_id, space, parsed, todo).items():
@@ -604,6 +596,24 @@ class MemoryWriter:
                 limit_bytes=limit,
             )
 
+
+def _unchanged(
+    parsed: Sequence[tuple[_Prepared, ContextURI, str]], stored: dict[str, NodeRecord]
+) -> tuple[list[MemoryOutcome | None], list[int]]:
+    """The outcomes of a batch's items whose text is stored already or repeats an earlier item (``unchanged``), and
+    the indexes of the others, still to write, in order."""
+    outcomes: list[MemoryOutcome | None] = [None] * len(parsed)
+    todo: list[int] = []
+    seen_hash: dict[str, int] = {}
+    for i, (_p, uri, digest) in enumerate(parsed):
+        if digest in stored:
+            outcomes[i] = MemoryOutcome(uri=stored[digest].uri, status="unchanged", version=stored[digest].version)
+        elif digest in seen_hash:  # the same text twice in one batch: one memory
+            outcomes[i] = MemoryOutcome(uri=str(uri), status="unchanged")
+        else:
+            seen_hash[digest] = i
+            todo.append(i)
+    return outcomes, todo
 
 class _LazySpecifics:
     """The :func:`~context_engine.ingest.dedup.specifics` of a batch's texts, each computed on first use (a long
