@@ -520,8 +520,9 @@ class ContextEngineService:
             **memory_abstract_of(body, self.settings.memory, metadata=metadata, occurred_at=occurred_at),
         )
         written = self.pipeline.write_documents(ctx.account_id, [doc])
-        status = "unchanged" if written.unchanged and not written.nodes else "added"
-        outcome = MemoryOutcome(uri=str(target), status=status)
+        outcome = MemoryOutcome(
+            uri=str(target), status="unchanged" if written.unchanged and not written.nodes else "added"
+        )
         return AddMemoryResult(**written.model_dump(), items=[outcome])
 
     def add_memories(
