@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -32,6 +32,10 @@ from context_engine.interfaces.cli.memories_commands import (
     json_object_option,
     timestamp_option,
 )
+
+if TYPE_CHECKING:
+    from context_engine.settings import Settings
+    from context_engine.storage.protocols import Embedder, MetadataStore
 
 
 @app.command()
@@ -321,7 +325,7 @@ def migrate_home(
     from context_engine.settings import load_settings
     from context_engine.storage import transfer
     from context_engine.storage.content.local import LocalContentStore
-    from context_engine.storage.factory import open_content, open_metadata, open_vector_index
+    from context_engine.storage.factory import open_content, open_metadata
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
     home = source.expanduser().resolve()
@@ -340,23 +344,7 @@ def migrate_home(
         dst_meta = open_metadata(settings)
         transfer.check_transfer(src_meta, dst_meta)
         embedder = build_embedder(settings.embedding, home=settings.home_path)
-        stamp = src_meta.get_meta("embedding_model")
-        if stamp is not None and stamp != embedder.model_name:
-            raise ContextEngineError(
-                ErrorCode.INDEX_MODEL_MISMATCH,
-                f"the source was indexed with {stamp} but the target is configured with {embedder.model_name}",
-            )
-        index = open_vector_index(settings, dst_meta, embedder.dim, model_name=embedder.model_name)
-        try:  # a shared vector store (Milvus) already stamped by a deployment is not empty
-            read_stamp = getattr(type(index), "read_stamp", None)  # a stamped backend (Milvus) only
-            if callable(read_stamp) and read_stamp(index) is not None:
-                raise ContextEngineError(
-                    ErrorCode.CONFIG_INVALID,
-                    "the target vector collection (vector.milvus.collection_prefix) belongs to a deployment already; "
-                    "migrate-home copies into empty stores only",
-                )
-        finally:
-            index.close()
+        _check_vector_target(settings, src_meta, dst_meta, embedder)
         src_content = LocalContentStore(home / "content")
         accounts = sorted(set(src_meta.accounts()) | set(src_content.account_ids()))
         nodes = sum(src_meta.count_nodes(a)["nodes"] for a in accounts)
@@ -412,6 +400,32 @@ def migrate_home(
         f"migrated {len(accounts)} accounts from {escape(str(home))}: {report.content_nodes} nodes' content, "
         f"{rows} metadata rows, {vectors} vectors indexed"
     )
+
+
+def _check_vector_target(
+    settings: Settings, src_meta: MetadataStore, dst_meta: MetadataStore, embedder: Embedder
+) -> None:
+    """migrate-home's vector checks: the source was indexed with the target's model (``IDX-4091``), and the target
+    vector store is not a deployment's already (``CFG-4001``)."""
+    from context_engine.storage.factory import open_vector_index
+
+    stamp = src_meta.get_meta("embedding_model")
+    if stamp is not None and stamp != embedder.model_name:
+        raise ContextEngineError(
+            ErrorCode.INDEX_MODEL_MISMATCH,
+            f"the source was indexed with {stamp} but the target is configured with {embedder.model_name}",
+        )
+    index = open_vector_index(settings, dst_meta, embedder.dim, model_name=embedder.model_name)
+    try:  # a shared vector store (Milvus) already stamped by a deployment is not empty
+        read_stamp = getattr(type(index), "read_stamp", None)  # a stamped backend (Milvus) only
+        if callable(read_stamp) and read_stamp(index) is not None:
+            raise ContextEngineError(
+                ErrorCode.CONFIG_INVALID,
+                "the target vector collection (vector.milvus.collection_prefix) belongs to a deployment already; "
+                "migrate-home copies into empty stores only",
+            )
+    finally:
+        index.close()
 
 
 def _print_migration(info: dict[str, Any], current: bool) -> None:
