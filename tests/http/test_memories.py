@@ -289,7 +289,8 @@ def test_openapi_documents_the_memory_routes(client):
             assert ref.endswith("ErrorEnvelope"), (path, status)
         assert op["tags"] == ["memories"]
     schemas = spec["components"]["schemas"]
-    assert set(schemas["MessageIn"]["properties"]) == {"role", "content", "speaker", "name", "type", "timestamp", "metadata"}
+    message_fields = {"role", "content", "speaker", "name", "type", "timestamp", "metadata"}
+    assert set(schemas["MessageIn"]["properties"]) == message_fields
     assert schemas["AddMemoryRequest"]["properties"]["policy"]["anyOf"][0]["enum"] == ["skip", "keep", "replace"]
     params = {p["name"] for p in paths["/api/v1/memories"]["get"]["parameters"]}
     assert params == {"category", "session_id", "limit", "offset", "user_space"}

@@ -112,7 +112,8 @@ def test_a_compact_top5_search_answer_fits_1_5_kb_on_the_runbooks(runbooks):
     assert sizes[worst] <= COMPACT_SEARCH_MAX_BYTES, (worst, sizes[worst])
     # the same hits as the full answer, at a fraction of its size
     full = _answers(service, [("search_memory", {"query": queries[0], "top_k": 5, "response_format": "full"})])[0]
-    assert [h["uri"] for h in full.structured_content["hits"]] == [h["uri"] for h in compact[0].structured_content["hits"]]
+    compact_uris = [h["uri"] for h in compact[0].structured_content["hits"]]
+    assert [h["uri"] for h in full.structured_content["hits"]] == compact_uris
     assert 3 * sizes[queries[0]] < len(full.content[0].text.encode())
 
 

@@ -30,7 +30,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -394,10 +394,8 @@ class MilvusVectorIndex:
             except Exception as err:  # noqa: BLE001 - every way of not reaching it: refused, timeout, bad token, no db
                 failure = err
                 if client is not None:
-                    try:
+                    with suppress(Exception):  # the connection error below is what matters
                         client.close()
-                    except Exception:  # noqa: BLE001, S110 - the connection error below is what matters
-                        pass
         raise ContextEngineError(
             ErrorCode.CONFIG_INVALID,
             f"vector.milvus.uri: cannot use Milvus at {self._address} (database {self._settings.db_name!r}): "
