@@ -558,16 +558,8 @@ class WritePipeline:
         return report
 
     # ------------------------------------------------------------------------------------------------ move
-    def move(self, account_id: str, src: ContextURI, dst: ContextURI) -> IngestReport:
-        """Move a node and its subtree as one write; vectors are re-keyed, not re-embedded. The summaries of both
-        sides refresh in the same write.
-
-        A destination that is an existing directory receives the node under its own name.
-
-        Raises:
-            ContextEngineError: ``WRT-4042`` no source; ``WRT-4091`` destination exists, lies inside the source, or
-                sits below a file; ``WRT-4001`` destination outside a context-type root; ``WRT-4002`` for a root.
-        """
+    def _move_ends(self, account_id: str, src: ContextURI, dst: ContextURI) -> tuple[ContextURI, ContextURI]:
+        """The source as stored and the checked destination of a move (errors: see :meth:`move`)."""
         node = self._metadata.get_node(account_id, str(src))
         if node is None:
             raise ContextEngineError(ErrorCode.NODE_NOT_FOUND, f"no node at {src}")
@@ -592,6 +584,19 @@ class WritePipeline:
         for a in self._metadata.get_nodes(account_id, [str(a) for a in dst.ancestors()]).values():
             if not a.is_dir:
                 raise ContextEngineError(ErrorCode.CONFLICT, f"{a.uri} is a file, so it cannot hold other nodes")
+        return src, dst
+
+    def move(self, account_id: str, src: ContextURI, dst: ContextURI) -> IngestReport:
+        """Move a node and its subtree as one write; vectors are re-keyed, not re-embedded. The summaries of both
+        sides refresh in the same write.
+
+        A destination that is an existing directory receives the node under its own name.
+
+        Raises:
+            ContextEngineError: ``WRT-4042`` no source; ``WRT-4091`` destination exists, lies inside the source, or
+                sits below a file; ``WRT-4001`` destination outside a context-type root; ``WRT-4002`` for a root.
+        """
+        src, dst = self._move_ends(account_id, src, dst)
         old_prefix, new_prefix = str(src), str(dst)
         report = IngestReport(uris=[new_prefix])
 
