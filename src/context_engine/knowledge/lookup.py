@@ -229,21 +229,7 @@ class LookupKnowledgeService:
         pack = self.packer.pack(blocks, request.context_token_budget)
         t = call.lap("pack", t)
 
-        status: EvidenceStatus
-        if semantic.failed:
-            status = "search_failed"
-        elif not blocks:
-            status = "no_evidence"
-        elif all(b.relevance_level == RelevanceLevel.DEDUPED for b in blocks):
-            status = "all_deduped"
-        elif all(
-            b.below_floor and b.strong_match not in RANKED_FIRST
-            for b in blocks
-            if b.relevance_level != RelevanceLevel.DEDUPED
-        ):
-            status = "weak_evidence"  # the nearest documents, not an answer: nothing reached the usual floor
-        else:
-            status = "found"
+        status = _evidence_status(semantic, blocks)
         level = min((b.relevance_level for b in blocks), key=lambda lv: lv.rank, default=None)
         dedup_reason = _dedup_summary(blocks)
         traces = LookupTraces(
@@ -712,6 +698,24 @@ def _pack_summary(pack: ContextPack) -> dict[str, object]:
         "omitted": [o.model_dump() for o in pack.omitted],
         "truncated": any(e.truncated for e in pack.entries),
     }
+
+
+def _evidence_status(semantic: SemanticSearchResult, blocks: list[EvidenceBlock]) -> EvidenceStatus:
+    """``search_failed``, ``no_evidence``, ``all_deduped``, ``weak_evidence`` (no fresh block reached the usual
+    floor or is a strong match) or ``found``."""
+    if semantic.failed:
+        return "search_failed"
+    if not blocks:
+        return "no_evidence"
+    if all(b.relevance_level == RelevanceLevel.DEDUPED for b in blocks):
+        return "all_deduped"
+    if all(
+        b.below_floor and b.strong_match not in RANKED_FIRST
+        for b in blocks
+        if b.relevance_level != RelevanceLevel.DEDUPED
+    ):
+        return "weak_evidence"  # the nearest documents, not an answer: nothing reached the usual floor
+    return "found"
 
 
 def _dedup_summary(blocks: list[EvidenceBlock]) -> str | None:
