@@ -509,33 +509,47 @@ class BM25Index(DerivedIndex[BM25Account]):
             account = self._current(account_id, generation)
             if account is None:
                 return [[] for _ in flts]
-            with account.view_lock:
-                views = [
-                    part.capture(q_tokens, [f if f.levels is None or level in f.levels else None for f in flts])
-                    for level, part in sorted(account.parts.items())
-                    if any(f.levels is None or level in f.levels for f in flts)
-                ]
-            found: list[list[tuple[float, str, PartitionView, int]]] = [[] for _ in flts]
-            for view in views:
-                if view is not None:
-                    for i, tops in enumerate(view.top(top_k, self.settings)):
-                        found[i].extend((s, rid, view, r) for s, rid, r in tops)
-            out: list[list[KeywordHit]] = []
-            for hits in found:
-                hits.sort(key=lambda h: (-h[0], h[1]))
-                if with_text:
-                    out.append(self._hits(account_id, hits[:top_k]))
-                else:
-                    out.append(
-                        [_hit(view.part.row(row), score, view.bound, ("", "")) for score, _, view, row in hits[:top_k]]
-                    )
-            return out
+            return self._search_account(account, q_tokens, top_k, flts, with_text=with_text)
         except ContextEngineError as err:
             if err.code == ErrorCode.VECTOR_SEARCH_FAILED:
                 raise
             raise _search_failed(err) from err
         except (ValueError, IndexError, TypeError, KeyError, MemoryError) as err:
             raise _search_failed(err) from err
+
+    def _search_account(
+        self,
+        account: BM25Account,
+        q_tokens: list[str],
+        top_k: int,
+        flts: Sequence[VectorFilter],
+        *,
+        with_text: bool,
+    ) -> list[list[KeywordHit]]:
+        """The body of :meth:`search_many` on one loaded account: capture the partitions' views under the lock,
+        score once, one best-first hit list per filter."""
+        account_id = flts[0].account_id
+        with account.view_lock:
+            views = [
+                part.capture(q_tokens, [f if f.levels is None or level in f.levels else None for f in flts])
+                for level, part in sorted(account.parts.items())
+                if any(f.levels is None or level in f.levels for f in flts)
+            ]
+        found: list[list[tuple[float, str, PartitionView, int]]] = [[] for _ in flts]
+        for view in views:
+            if view is not None:
+                for i, tops in enumerate(view.top(top_k, self.settings)):
+                    found[i].extend((s, rid, view, r) for s, rid, r in tops)
+        out: list[list[KeywordHit]] = []
+        for hits in found:
+            hits.sort(key=lambda h: (-h[0], h[1]))
+            if with_text:
+                out.append(self._hits(account_id, hits[:top_k]))
+            else:
+                out.append(
+                    [_hit(view.part.row(row), score, view.bound, ("", "")) for score, _, view, row in hits[:top_k]]
+                )
+        return out
 
     def _hits(self, account_id: str, found: list[tuple[float, str, PartitionView, int]]) -> list[KeywordHit]:
         texts: dict[str, tuple[str, str]] = {}
