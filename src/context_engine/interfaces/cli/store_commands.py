@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -349,18 +350,7 @@ def migrate_home(
         accounts = sorted(set(src_meta.accounts()) | set(src_content.account_ids()))
         nodes = sum(src_meta.count_nodes(a)["nodes"] for a in accounts)
         with progress_bar() as tick:
-            done = [0, 0]
-
-            def content_step(n: int) -> None:
-                done[0] += n
-                if tick:
-                    tick("content", done[0], nodes)
-
-            def metadata_step(n: int) -> None:
-                done[1] += n
-                if tick:
-                    tick("metadata rows", done[1], done[1])
-
+            content_step, metadata_step = _copy_steps(tick, nodes)
             report = transfer.TransferReport(accounts=accounts)
             dst_content = open_content(settings)
             if dst_content.account_ids():
@@ -400,6 +390,23 @@ def migrate_home(
         f"migrated {len(accounts)} accounts from {escape(str(home))}: {report.content_nodes} nodes' content, "
         f"{rows} metadata rows, {vectors} vectors indexed"
     )
+
+
+def _copy_steps(tick: Any, nodes: int) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """migrate-home's progress callbacks: content nodes copied (of ``nodes``), metadata rows copied."""
+    done = [0, 0]
+
+    def content_step(n: int) -> None:
+        done[0] += n
+        if tick:
+            tick("content", done[0], nodes)
+
+    def metadata_step(n: int) -> None:
+        done[1] += n
+        if tick:
+            tick("metadata rows", done[1], done[1])
+
+    return content_step, metadata_step
 
 
 def _check_vector_target(
