@@ -472,6 +472,27 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
                 text=text,
             )
         )
+    write_rows(engine, nodes, vectors, vector_index)
+    (home / "settings.json").write_text(json.dumps({"vector_index": vector_index}), encoding="utf-8")
+    # content for a sample (read_memory figures) and the directories above it
+    sample = random.Random(3).sample(files, min(500, len(files)))
+    for account, uri, text in sample:
+        body = f"# {text.split(':')[0]}\n\n{text}\n\n## Diagnosis\n\nCheck the dashboards.\n\n## Mitigation\n\n{text}\n"
+        engine.content.write_levels(
+            account, uri, {Level.L0: text, Level.L1: f"{text}\n- Diagnosis\n- Mitigation", Level.L2: body}
+        )
+    engine.close()
+    build_hints(home, embedder, vector_index)
+    marker.write_text(json.dumps({"nodes": len(nodes), "vectors": len(vectors)}), encoding="utf-8")
+    (home / "sample.json").write_text(json.dumps([[a, u] for a, u, _ in sample]), encoding="utf-8")
+    (home / "callers.json").write_text(json.dumps(callers(files)), encoding="utf-8")
+    print(f"  store built in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def write_rows(
+    engine: ContextEngineService, nodes: list[NodeRecord], vectors: list[VectorRecord], vector_index: bool
+) -> None:
+    """The bulk path: node and vector rows in batches of 50,000 per transaction, then the vector index."""
     print(f"  writing {len(nodes)} node rows and {len(vectors)} vector rows ...", flush=True)
     t = time.perf_counter()
     for start in range(0, len(nodes), 50_000):
@@ -491,20 +512,6 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
             f"(ANN index: {getattr(engine.index, 'has_ann_index', 'n/a')})",
             flush=True,
         )
-    (home / "settings.json").write_text(json.dumps({"vector_index": vector_index}), encoding="utf-8")
-    # content for a sample (read_memory figures) and the directories above it
-    sample = random.Random(3).sample(files, min(500, len(files)))
-    for account, uri, text in sample:
-        body = f"# {text.split(':')[0]}\n\n{text}\n\n## Diagnosis\n\nCheck the dashboards.\n\n## Mitigation\n\n{text}\n"
-        engine.content.write_levels(
-            account, uri, {Level.L0: text, Level.L1: f"{text}\n- Diagnosis\n- Mitigation", Level.L2: body}
-        )
-    engine.close()
-    build_hints(home, embedder, vector_index)
-    marker.write_text(json.dumps({"nodes": len(nodes), "vectors": len(vectors)}), encoding="utf-8")
-    (home / "sample.json").write_text(json.dumps([[a, u] for a, u, _ in sample]), encoding="utf-8")
-    (home / "callers.json").write_text(json.dumps(callers(files)), encoding="utf-8")
-    print(f"  store built in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def build_hints(home: Path, embedder, vector_index: bool) -> None:
