@@ -259,15 +259,7 @@ class Redactor:
             for number, line in enumerate(lines):
                 if not line.strip() or "[REDACTED:" in line and len(line) < 40:
                     continue
-                values: set[str] = set()
-                kinds: list[str] = []
-                for plugin in plugins:
-                    # A YAML file name selects the detectors' most permissive "key: value" grammar.
-                    for secret in plugin.analyze_line(filename="content.yaml", line=line, line_number=number):
-                        value = secret.secret_value or ""
-                        if len(value) >= _MIN_LIBRARY_SECRET and "[REDACTED" not in value:
-                            values.add(value)
-                            kinds.append(secret.type)
+                values, kinds = _line_secrets(plugins, line, number)
                 for value in sorted(values, key=len, reverse=True):
                     if value in line:
                         line = line.replace(value, "[REDACTED:secret]")
@@ -287,6 +279,21 @@ class Redactor:
 
 
 # ---- module-level helpers -----------------------------------------------------------------------------------------
+def _line_secrets(plugins: list[Any], line: str, number: int) -> tuple[set[str], list[str]]:
+    """The secret values the detect-secrets plugins find in one line (long enough, not a redaction mark already)
+    and their types, one per finding."""
+    values: set[str] = set()
+    kinds: list[str] = []
+    for plugin in plugins:
+        # A YAML file name selects the detectors' most permissive "key: value" grammar.
+        for secret in plugin.analyze_line(filename="content.yaml", line=line, line_number=number):
+            value = secret.secret_value or ""
+            if len(value) >= _MIN_LIBRARY_SECRET and "[REDACTED" not in value:
+                values.add(value)
+                kinds.append(secret.type)
+    return values, kinds
+
+
 _MARK_RE = re.compile(r"\[REDACTED:[^\]\s]*\]")
 
 
