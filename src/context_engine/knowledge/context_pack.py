@@ -76,23 +76,10 @@ class ContextPacker:
         used = estimate_tokens(base.text)
         cap = self._s.block_max_tokens
         reach = self._s.neighbour_chunks
-        sec_lo = sec_hi = anchor  # the anchor's section: the run of chunks sharing its breadcrumb
-        while sec_lo - 1 in by_index and by_index[sec_lo - 1].breadcrumb == base.breadcrumb:
-            sec_lo -= 1
-        while sec_hi + 1 in by_index and by_index[sec_hi + 1].breadcrumb == base.breadcrumb:
-            sec_hi += 1
+        sec_lo, sec_hi = _section(by_index, anchor)
 
         def priority(i: int) -> int | None:
-            c = by_index.get(i)
-            if c is None:
-                return None
-            if c.breadcrumb == base.breadcrumb:
-                return 0
-            if i in matched:
-                return 1
-            if sec_lo - reach <= i <= sec_hi + reach:
-                return 2
-            return None
+            return _priority(by_index.get(i), i, base, matched, (sec_lo - reach, sec_hi + reach))
 
         while True:
             options = [(p, 0 if i > anchor else 1, i) for i in (hi + 1, lo - 1) if (p := priority(i)) is not None]
@@ -222,6 +209,33 @@ def _heading_line(chunk: ChunkText) -> str:
     parts = split_breadcrumb(chunk.breadcrumb)
     depth = max(2, min(6, len(parts)))
     return f"{'#' * depth} {parts[-1]}" if parts else ""
+
+
+def _section(by_index: dict[int, ChunkText], anchor: int) -> tuple[int, int]:
+    """The first and last chunk index of the anchor's section: the run of chunks sharing its breadcrumb."""
+    breadcrumb = by_index[anchor].breadcrumb
+    lo = hi = anchor
+    while lo - 1 in by_index and by_index[lo - 1].breadcrumb == breadcrumb:
+        lo -= 1
+    while hi + 1 in by_index and by_index[hi + 1].breadcrumb == breadcrumb:
+        hi += 1
+    return lo, hi
+
+
+def _priority(
+    chunk: ChunkText | None, i: int, base: ChunkText, matched: set[int], reach: tuple[int, int]
+) -> int | None:
+    """Which neighbour to add first: 0 the anchor's section, 1 a chunk the semantic layer matched, 2 a chunk within
+    ``reach`` of the section; ``None``: not to add (absent, or out of reach)."""
+    if chunk is None:
+        return None
+    if chunk.breadcrumb == base.breadcrumb:
+        return 0
+    if i in matched:
+        return 1
+    if reach[0] <= i <= reach[1]:
+        return 2
+    return None
 
 
 def _heading_cost(chunk: ChunkText, base: ChunkText) -> int:
