@@ -30,6 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.garbage import GarbageCollector, GarbageReport
 from context_engine.ingest.journal import RecoveryReport, WriteJournal
 from context_engine.ingest.loader import SourceDoc
 from context_engine.ingest.parse import MarkdownChunker, MarkdownParser, embedding_input, format_breadcrumb, parse_plain
@@ -652,7 +653,7 @@ class WritePipeline:
         for acc in accounts:
             if full:
                 nodes = self._metadata.list_all_nodes(acc)
-                self._sweep(acc, GarbageReport())
+                self._garbage_collector().sweep(acc, GarbageReport())
             else:
                 nodes = self._metadata.pending_nodes(acc)
             uris = [n.uri for n in nodes]
@@ -669,100 +670,11 @@ class WritePipeline:
         return report
 
     def collect_garbage(self, account_id: str | None = None) -> GarbageReport:
-        """``reindex --gc``: remove the content and the vector-index rows that no node owns, on any content store.
+        """``reindex --gc``: see :meth:`GarbageCollector.collect <context_engine.ingest.garbage.GarbageCollector>`."""
+        return self._garbage_collector().collect(account_id)
 
-        Orphans are what a write left that neither its commit nor its undo records account for (a write whose
-        content could not be undone and whose row was lost, content written by versions before the write journal,
-        a metadata database restored from an older backup). First the journal is recovered (so the content of a
-        crashed write is rolled back, not taken for an orphan), then each account is swept under the write lock.
-        O(store): every content object and every vector row of the accounts is listed.
-
-        Args:
-            account_id: one account, or ``None`` for every account the metadata or the content store knows.
-
-        Raises:
-            ContextEngineError: ``WRT-5001`` (retryable) when a store fails; what was removed before stays removed.
-        """
-        self.journal.recover(repair=True)
-        if account_id is not None:
-            accounts = [account_id]
-        else:
-            lister = getattr(self._content, "account_ids", None)
-            accounts = sorted(set(self._metadata.accounts()) | set(lister() if lister else ()))
-        if accounts and not self._metadata.accounts():
-            # every node would look orphaned: the metadata database is empty or not this deployment's (a wrong or
-            # missing metadata.url beside shared content and vector stores); refuse rather than delete it all
-            raise ContextEngineError(
-                ErrorCode.CONFIG_INVALID,
-                "reindex --gc: the metadata database holds no nodes but the content store holds accounts "
-                f"{', '.join(accounts[:5])}: check metadata.url (nothing was removed)",
-                {"accounts": accounts[:20]},
-            )
-        report = GarbageReport()
-        for acc in accounts:
-            self._sweep(acc, report)
-        return report
-
-    def _sweep(self, account_id: str, report: GarbageReport) -> None:
-        report.accounts += 1
-        report.content_nodes += self._remove_orphan_content(account_id)
-        report.vector_rows += self._remove_orphan_vectors(account_id)
-
-    def _remove_orphan_content(self, account_id: str) -> int:
-        """Remove the content of nodes the metadata does not know, under the write lock (so no write in flight is
-        mistaken for an orphan). A folder that still holds live descendants loses only its own level files.
-
-        The crashed writes' content changes are rolled back first, inside the same lock: a moved subtree's new place
-        has no node until the move commits, and must be moved back, not removed."""
-        lister = getattr(self._content, "node_uris", None)
-        if lister is None:
-            return 0
-        removed = 0
-        with self._metadata.transaction():
-            self._metadata.lock_writes()
-            self.journal.recover_prepared()
-            on_disk = lister(account_id)
-            known = self._metadata.get_nodes(account_id, on_disk)
-            for uri in on_disk:
-                if uri in known:
-                    continue
-                live = any(k.startswith(uri) for k in known) if uri.endswith("/") else False
-                if live:
-                    self._content.write_levels(account_id, uri, {lv: None for lv in Level})
-                else:
-                    self._content.delete(account_id, uri)
-                removed += 1
-        if removed:
-            _LOG.warning("removed the content of %d nodes unknown to the metadata (account %s)", removed, account_id)
-        return removed
-
-    def _remove_orphan_vectors(self, account_id: str) -> int:
-        """Delete from the vector index the rows the metadata store does not hold (left by versions before the
-        write journal). Rows written meanwhile are in the metadata store first, so they are never taken for orphans."""
-        lister = getattr(self._index, "ids", None)
-        if lister is None:
-            return 0
-        kept = {i for batch in self._metadata.iter_vectors(account_id) for i in (v.id for v in batch)}
-        orphans = [i for i in lister(account_id) if i not in kept]
-        if orphans:
-            self.journal.sync(account_id, orphans)  # under the sync lock, from the metadata rows: absent -> deleted
-            _LOG.warning("removed %d vector-index rows unknown to the metadata (account %s)", len(orphans), account_id)
-        return len(orphans)
-
-
-@dataclass
-class GarbageReport:
-    """What ``reindex --gc`` removed.
-
-    Attributes:
-        accounts: accounts swept.
-        content_nodes: nodes whose content (level objects or files) no node owned, removed.
-        vector_rows: vector-index rows no metadata row owned, removed.
-    """
-
-    accounts: int = 0
-    content_nodes: int = 0
-    vector_rows: int = 0
+    def _garbage_collector(self) -> GarbageCollector:
+        return GarbageCollector(self._content, self._metadata, self._index, self.journal)
 
 
 @dataclass
