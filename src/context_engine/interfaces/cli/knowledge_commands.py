@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,6 +13,9 @@ from rich.text import Text
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, short_uri, state
+
+if TYPE_CHECKING:
+    from context_engine.schema.knowledge import LookupResult
 
 _LEVEL_STYLE = {"PRECISE": "bold green", "HIGHLY_RELEVANT": "green", "REFERENCE": "yellow", "DEDUPED": "dim"}
 
@@ -57,6 +60,12 @@ def lookup(
         else:
             emit(result.model_dump(mode="json"))
         return
+    _print_evidence(result)
+    _print_texts_and_trace(result, full)
+
+
+def _print_evidence(result: LookupResult) -> None:
+    """The hints, the evidence table and the deduplicated documents of a lookup, as ``lookup`` prints them."""
     h = result.hints
     hints = Table.grid(padding=(0, 1))
     hints.add_row("[bold]hints[/]", Text(f"keywords: {', '.join(h.matched_keywords) or '-'}"))
@@ -96,6 +105,10 @@ def lookup(
     for b in result.evidence_blocks:
         if b.dedup_reason:
             out.print(Text(f"deduped {b.doc_id}: {b.dedup_reason}", style="dim"), soft_wrap=True)
+
+
+def _print_texts_and_trace(result: LookupResult, full: bool) -> None:
+    """Every block's text (``--full``) or the context pack, then the invocation's timings, attempts and warnings."""
     if full:
         for i, b in enumerate(result.evidence_blocks, 1):
             if b.text:
