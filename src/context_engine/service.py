@@ -284,6 +284,7 @@ class ContextEngineService:
     def _init_retrieval(self) -> None:
         """search_memory / read_memory (DESIGN §5-6): the stages, each with its settings section, and the level-0
         similarity source (vector index, or the in-memory level-0 matrix kept current from the change log)."""
+        from context_engine.knowledge.search_audit import SearchAudit
         from context_engine.retrieval.assembler import RetrievalAssembler
         from context_engine.retrieval.candidate_rechecker import CandidateRechecker
         from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
@@ -326,6 +327,7 @@ class ContextEngineService:
             redactor=self.redactor,
             metrics=self.metrics,
             settings=rs,
+            audit=SearchAudit(self.knowledge.recorder, self.settings.knowledge),  # one row per call, as lookups
         )
         self.read_pipeline = ReadMemoryPipeline(self.reader)
 

@@ -166,9 +166,10 @@ def test_lookup_shows_evidence_attempts_and_the_invocation_and_verifies_excerpts
     page.wait_for_selector("body[data-ready=true]")
     rows = page.locator("table caption:has-text('Invocations') >> xpath=.. >> tbody tr")
     assert rows.count() == 2  # newest first: the repeat withheld the document the first call returned
-    assert NO_LEADER in rows.nth(1).locator("td").nth(4).inner_text()  # returned as evidence
-    assert NO_LEADER not in rows.nth(0).locator("td").nth(4).inner_text()
-    assert NO_LEADER in rows.nth(0).locator("td").nth(5).inner_text()  # deduped
+    assert rows.nth(0).locator("td").nth(2).inner_text() == "etcd cluster has no leader for a minute"  # the question
+    assert NO_LEADER in rows.nth(1).locator("td").nth(5).inner_text()  # returned as evidence
+    assert NO_LEADER not in rows.nth(0).locator("td").nth(5).inner_text()
+    assert NO_LEADER in rows.nth(0).locator("td").nth(6).inner_text()  # deduped
     assert "invocation count\n2" in page.inner_text("#sum-h + dl")
     assert tab.errors == []
 
@@ -274,3 +275,26 @@ def test_eval_pages_are_for_admin_keys(tab_factory, console):
     assert cells[-3:] == [*expected, f"{b['metrics']['nDCG@10'] - a['metrics']['nDCG@10']:+.4f}"]
     page = admin.open("/console/eval/report?run=..%2F..%2Fetc")
     assert "WRT-4041" in page.inner_text("#eval-report")
+
+
+def test_a_search_is_recorded_and_every_invocation_shows_its_question_and_parameters(tab_factory):
+    """search_memory leaves a tool_invocation row (issue 29 item 5): the search page shows it, and the sessions
+    pages show each call's question and parameters, a search's and a lookup's alike."""
+    tab = tab_factory("user_a")
+    page = tab.open("/console/search?query=which+answers+does+alice+prefer&top_k=4&session_id=console-search")
+    inv = page.locator("#inv-h ~ dl[data-invocation]")
+    assert "which answers does alice prefer" in inv.locator("dd.question").inner_text()
+    params = inv.locator("dd.params").inner_text()
+    assert "top_k=4" in params and "session_id=console-search" in params
+    assert "search_memory" in inv.inner_text()
+    page = tab.open("/console/sessions")
+    sessions = page.locator("#sessions-result table").first.locator("tbody tr")
+    assert "which answers does alice prefer" in sessions.filter(has_text="console-search").inner_text()
+    recent = page.locator("table.recent tbody tr")
+    first = recent.first.locator("td").all_inner_texts()
+    assert first[1:3] == ["search_memory", "which answers does alice prefer"] and "top_k=4" in first[3]
+    assert any(r.startswith("lookup_knowledge") for r in recent.evaluate_all("rs => rs.map(r => r.cells[1].innerText)"))
+    page = tab.open("/console/sessions?session_id=console-search")
+    assert "which answers does alice prefer" in page.locator("#sessions-result section.card h3[id^=inv-]").first.inner_text()
+    assert serious_violations(page) == []
+    assert tab.errors == []

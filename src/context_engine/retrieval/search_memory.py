@@ -35,7 +35,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.metrics import Metrics
@@ -74,7 +75,7 @@ from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import Embedder, MetadataStore
 from context_engine.storage.vector.l0_source import L0Source
 
-__all__ = ["ReadMemoryPipeline", "SearchMemoryPipeline"]
+__all__ = ["ReadMemoryPipeline", "SearchAuditor", "SearchMemoryPipeline"]
 
 _LOG = logging.getLogger("context_engine.retrieval")
 _DEGRADED_SEARCH = (ErrorCode.VECTOR_SEARCH_FAILED, ErrorCode.EMBEDDING_FAILED)
@@ -82,6 +83,22 @@ _DEGRADED_SEARCH = (ErrorCode.VECTOR_SEARCH_FAILED, ErrorCode.EMBEDDING_FAILED)
 
 def _new_request_id() -> str:
     return uuid.uuid4().hex
+
+
+class SearchAuditor(Protocol):
+    """Where a search_memory call leaves its audit row (implemented by ``knowledge.search_audit.SearchAudit``)."""
+
+    def record(
+        self,
+        request: SearchMemoryRequest,
+        ctx: RequestContext,
+        *,
+        request_id: str,
+        created_at: datetime,
+        duration_ms: float,
+        response: SearchMemoryResponse | None = None,
+        error: ContextEngineError | None = None,
+    ) -> None: ...
 
 
 class SearchMemoryPipeline:
@@ -97,6 +114,8 @@ class SearchMemoryPipeline:
         settings: the ``retrieval`` section.
         rater: labels each answer's ``match_quality`` (default: from ``settings.match_quality`` on the scorer's
             similarity scale).
+        audit: records one ``tool_invocation`` row per call, answered or rejected (``None``: no row; the service
+            passes :class:`context_engine.knowledge.search_audit.SearchAudit`).
     """
 
     def __init__(
@@ -115,8 +134,10 @@ class SearchMemoryPipeline:
         metrics: Metrics,
         settings: RetrievalSettings,
         rater: MatchQualityRater | None = None,
+        audit: SearchAuditor | None = None,
     ) -> None:
         self.planner = planner
+        self.audit = audit
         self.retriever = retriever
         self.searcher = searcher
         self.rechecker = rechecker
@@ -143,7 +164,8 @@ class SearchMemoryPipeline:
 
     # ------------------------------------------------------------------------------------------------ search
     def run(self, request: SearchMemoryRequest, ctx: RequestContext) -> SearchMemoryResponse:
-        """Execute one search_memory request for ``ctx`` (DESIGN §5; seed 000 §4.1.1).
+        """Execute one search_memory request for ``ctx`` (DESIGN §5; seed 000 §4.1.1) and record its audit row
+        (``audit``; a rejected request's row too, with its error code).
 
         Returns:
             The response; degradations are in ``trace.warnings`` (see the module docstring), never raised.
@@ -154,7 +176,27 @@ class SearchMemoryPipeline:
                 (the same whether or not it exists); ``WRT-5001`` when the metadata store fails.
         """
         started = time.perf_counter()
+        created_at = datetime.now(UTC)
         request_id = _new_request_id()
+        try:
+            response = self._search(request, ctx, request_id, started)
+        except ContextEngineError as err:
+            if self.audit is not None:
+                elapsed = (time.perf_counter() - started) * 1000.0
+                self.audit.record(
+                    request, ctx, request_id=request_id, created_at=created_at, duration_ms=elapsed, error=err
+                )
+            raise
+        if self.audit is not None:
+            elapsed = (time.perf_counter() - started) * 1000.0
+            self.audit.record(
+                request, ctx, request_id=request_id, created_at=created_at, duration_ms=elapsed, response=response
+            )
+        return response
+
+    def _search(
+        self, request: SearchMemoryRequest, ctx: RequestContext, request_id: str, started: float
+    ) -> SearchMemoryResponse:
         detailed = request.include_debug and request.trace_level == "detailed"
         trace = TraceRecorder(detailed=detailed, metrics=self._metrics)
         self._metrics.search_requests.inc()

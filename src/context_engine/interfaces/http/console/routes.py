@@ -209,11 +209,16 @@ def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> H
 
 @router.post(F + "/search", response_class=HTMLResponse, tags=["retrieval"])
 def search_fragment(request: Request, req: SearchMemoryRequest, service: Service, ctx: Caller) -> HTMLResponse:
-    """``search_memory`` (the body is the API's request) with the detailed trace, rendered."""
+    """``search_memory`` (the body is the API's request) with the detailed trace, rendered, and the
+    ``tool_invocation`` row it recorded."""
     # the console renders the full answer whatever the body asked (a compact one has no trace to show)
     req = req.model_copy(update={"include_debug": True, "trace_level": "detailed", "response_format": "full"})
     resp = service.search_memory(req, ctx)
-    return _fragment(request, "search.html", resp=resp, **search_details(resp.thinking_trace or {}))
+    rows = service.list_invocations(ctx, tool_name="search_memory", limit=20)  # its audit row (none: read-only home)
+    invocation = next((r for r in rows if r.invocation_id == resp.request_id), None)
+    return _fragment(
+        request, "search.html", resp=resp, invocation=invocation, **search_details(resp.thinking_trace or {})
+    )
 
 
 def search_details(thinking: dict[str, Any]) -> dict[str, Any]:
@@ -250,6 +255,19 @@ def lookup_fragment(request: Request, req: LookupRequest, service: Service, ctx:
     return _fragment(request, "lookup.html", result=result, invocation=invocation)
 
 
+#: Newest invocations listed on the sessions page, with or without a session.
+RECENT = 20
+
+
+def question_of(row: Any) -> str:
+    """The question an invocation asked, as recorded (``knowledge.audit_query_text`` off: said so)."""
+    query = row.input_params.get("query")
+    return str(query) if query is not None else "(question not kept)"
+
+
+templates.env.filters["question"] = question_of
+
+
 @router.get(F + "/sessions", response_class=HTMLResponse, tags=["knowledge"])
 def sessions_fragment(
     request: Request,
@@ -264,11 +282,18 @@ def sessions_fragment(
         seen: dict[str, dict[str, Any]] = {}
         for r in rows:
             if r.session_id and r.session_id not in seen:
-                seen[r.session_id] = {"session_id": r.session_id, "last": r.created_at, "count": 0}
+                seen[r.session_id] = {
+                    "session_id": r.session_id,
+                    "last": r.created_at,
+                    "count": 0,
+                    "question": question_of(r),
+                }
             if r.session_id:
                 seen[r.session_id]["count"] += 1
         unsessioned = sum(not r.session_id for r in rows)
-        return _fragment(request, "sessions.html", sessions=list(seen.values()), unsessioned=unsessioned)
+        return _fragment(
+            request, "sessions.html", sessions=list(seen.values()), unsessioned=unsessioned, recent=rows[:RECENT]
+        )
     rows = service.list_invocations(ctx, session_id=session_id, limit=200)
     summary = service.session_trace_summary(session_id, ctx)
     return _fragment(request, "session.html", session_id=session_id, rows=rows, summary=summary)
