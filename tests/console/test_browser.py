@@ -119,9 +119,13 @@ def test_search_shows_score_components_timings_typed_queries_and_recheck_exclusi
     assert rows.first.get_attribute("data-uri") == NO_LEADER
     uris = rows.evaluate_all("rs => rs.map(r => r.dataset.uri)")
     assert FSYNC not in uris
-    headers = page.locator("table.hits thead th").all_inner_texts()
-    for component in ("similarity", "vector", "hierarchy", "category", "target", "final"):
-        assert component in headers
+    # one score per column, each with its meaning; the final score is shown once, the clamped similarity not at all
+    columns = page.locator("table.hits thead th[data-score]").evaluate_all("ths => ths.map(t => t.dataset.score)")
+    assert columns == ["final", "similarity", "hierarchy", "category", "target"]
+    headers = page.locator("table.hits thead th[data-score]").all_inner_texts()
+    assert "0–1, ranks the hits" in headers[0] and "cosine" in headers[1]
+    final = float(rows.first.locator("td.num").first.inner_text())
+    assert 0.0 <= final <= 1.0
     assert [b.split("\n")[0] for b in page.locator(".bars li .bar-label").all_inner_texts()][:2] == ["planner", "embed"]
     typed = page.locator("#tq-h + table tbody tr td:first-child").all_inner_texts()
     assert typed == ["memory", "skill", "resource"]
@@ -147,6 +151,10 @@ def test_lookup_shows_evidence_attempts_and_the_invocation_and_verifies_excerpts
     assert page.locator("p.status strong").first.inner_text() == "found"
     assert page.locator("p.status strong").nth(1).inner_text() in ("PRECISE", "RELATED")
     assert page.locator("#att-h ~ table tbody tr").count() >= 1
+    # one score per term with its meaning: the rank score and the similarity, never a distance beside them
+    terms = first.locator("dl.scores dt").all_inner_texts()
+    assert terms[:3] == ["Rank score", "Similarity", "Hint boost"]
+    assert "higher is closer" in first.locator("dl.scores").inner_text()
     invocation = page.locator("dl[data-invocation]").get_attribute("data-invocation")
     assert invocation and len(invocation) == 32
     excerpt = first.locator("blockquote").inner_text()[:60]

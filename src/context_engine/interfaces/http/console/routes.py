@@ -221,13 +221,23 @@ def search_fragment(request: Request, req: SearchMemoryRequest, service: Service
     )
 
 
+#: The search page's score columns: (component of the trace's ``assemble.scores``, heading, meaning). One score per
+#: column, each on its own scale: the final score (``hit.score``) ranks the hits; ``vector`` (``max(similarity, 0)``)
+#: repeats the similarity and is not shown; ``final`` is the hit's own score.
+SCORE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("final", "Final score", "0–1, ranks the hits"),
+    ("similarity", "Similarity", "cosine, −1–1, higher is closer"),
+    ("hierarchy", "Hierarchy", "0–1, path consistency"),
+    ("category", "Category boost", "0–1"),
+    ("target", "Target boost", "0–1"),
+)
+
+
 def search_details(thinking: dict[str, Any]) -> dict[str, Any]:
     """What the search page shows from a detailed trace: score components per URI, stage timings (ms, in
     pipeline order) and the recheck's exclusions with their reasons."""
     stages = thinking.get("stages") or {}
     scores = {row["uri"]: row for row in (stages.get("assemble") or {}).get("scores", []) if "uri" in row}
-    components = [k for row in scores.values() for k in row if k not in ("uri", "source")]
-    columns = list(dict.fromkeys(components))
     timings = thinking.get("timings_ms") or {}
     order = ["planner", "embed", "seed", "hierarchical", "recheck", "assemble"]
     bars = [(k, float(timings[k])) for k in order if k in timings]
@@ -238,7 +248,7 @@ def search_details(thinking: dict[str, Any]) -> dict[str, Any]:
     ]
     return {
         "scores": scores,
-        "score_columns": columns,
+        "score_columns": SCORE_COLUMNS,
         "timings": [(k, v, 100.0 * v / longest) for k, v in bars],
         "excluded": excluded,
         "drops": thinking.get("drops") or {},
