@@ -184,7 +184,7 @@ class EngineConversationRetriever:
         embedder: the embedding model (shared; not closed here).
         settings: engine settings; ``home`` is replaced by the cached home (see the module docstring).
         cache_dir: root of the cached homes.
-        engine_factory: ``settings -> service`` (default :class:`~context_engine.service.ContextEngineService` with
+        engine_factory: ``settings -> service`` (default :func:`~context_engine.engine_factory.build_engine` with
             ``embedder``); the service needs ``add_messages(messages, session_id, ctx)`` returning a report with
             ``uris`` (one per message, in order), ``search_memory(query, ctx, top_k=...)`` and ``close()``.
         account_id: the account every conversation is written under.
@@ -254,9 +254,9 @@ class EngineConversationRetriever:
         settings = self._settings.model_copy(update={"home": home})
         if self._factory is not None:
             return self._factory(settings)
-        from context_engine.service import ContextEngineService
+        from context_engine.engine_factory import build_engine
 
-        return ContextEngineService(settings, embedder=self.embedder)
+        return build_engine(settings, embedder=self.embedder)
 
     def prepare(self, dataset: EvalDataset | None = None) -> None:
         """Open the cached home, or write every conversation into a fresh one (see the module docstring).

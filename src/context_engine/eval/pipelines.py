@@ -97,7 +97,7 @@ class PipelineRetriever:
 
     def prepare(self, dataset: EvalDataset) -> None:
         """Write the corpus as markdown (once) and ingest it into this model's engine home (idempotent)."""
-        from context_engine.service import ContextEngineService
+        from context_engine.engine_factory import build_engine
 
         base = self._cache_dir / "pipelines" / f"{dataset.name}-{dataset.corpus_hash[:12]}"
         docs_dir = base / "docs"
@@ -112,7 +112,7 @@ class PipelineRetriever:
         key = hashlib.sha1(f"{label}|{self.embedder.dim}".encode()).hexdigest()[:10]
         home = base / key
         settings = self._settings.model_copy(update={"home": home})
-        self._engine = ContextEngineService(settings, embedder=self.embedder)
+        self._engine = build_engine(settings, embedder=self.embedder)
         self._engine.add_resource(docs_dir, URI_ROOT)
         if self._progress:
             self._progress(len(dataset.corpus))

@@ -202,12 +202,12 @@ def open_engine(*, recover: bool = True) -> Iterator[Any]:
     thresholds = gc.get_threshold()
     gc.set_threshold(100_000, 50, 50)
     try:
-        from context_engine.service import ContextEngineService
+        from context_engine.engine_factory import build_engine
         from context_engine.settings import load_settings
 
         try:
             settings = load_settings(state.home) if state.home else load_settings()
-            engine = ContextEngineService(settings, recover_writes=recover)
+            engine = build_engine(settings, recover_writes=recover)
         except ContextEngineError as e:
             fail(e)
     finally:

@@ -234,9 +234,9 @@ def mcp() -> None:
     ctx = state.ctx
 
     def open_service() -> Any:
-        from context_engine.service import ContextEngineService
+        from context_engine.engine_factory import build_engine
 
-        return ContextEngineService(settings)
+        return build_engine(settings)
 
     engine = BackgroundEngine(open_service)
 

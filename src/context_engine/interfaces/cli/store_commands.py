@@ -320,9 +320,9 @@ def migrate_home(
     """
     import uuid
 
+    from context_engine.engine_factory import build_engine
     from context_engine.providers.embedder import build_embedder
     from context_engine.schema.context import RequestContext
-    from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
     from context_engine.storage import transfer
     from context_engine.storage.content.local import LocalContentStore
@@ -365,7 +365,7 @@ def migrate_home(
             dst_meta.close()
             dst_meta = None
             vectors = 0
-            with ContextEngineService(settings, embedder=embedder) as engine:
+            with build_engine(settings, embedder=embedder) as engine:
                 for account in accounts:
                     ctx = RequestContext(account_id=account, role="admin")
                     vectors += engine.reindex(ctx, full=True, progress=tick).vectors

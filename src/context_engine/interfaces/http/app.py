@@ -123,11 +123,9 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             if service is None:
-                from context_engine.service import ContextEngineService
+                from context_engine.engine_factory import build_engine
 
-                state.service = await anyio.to_thread.run_sync(
-                    lambda: ContextEngineService(settings, embedder=embedder)
-                )
+                state.service = await anyio.to_thread.run_sync(lambda: build_engine(settings, embedder=embedder))
                 state.owns_service = True
                 stack.callback(_close, state)
             else:

@@ -33,7 +33,7 @@ class BackgroundEngine:
     """Opens a service on a daemon thread and hands it to tool calls once it is open.
 
     Args:
-        open_service: builds the service (``ContextEngineService(settings)``); runs on the background thread.
+        open_service: builds the service (``build_engine(settings)``); runs on the background thread.
 
     The thread opens the service, then loads its embedding model (``service.embedder.warm_up()``, when the embedder
     has one). :meth:`get` blocks until the service is open (not until the model has loaded: read-only tools that
