@@ -21,11 +21,18 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Any
 
 from context_engine.errors import ContextEngineError
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.schema.context import RequestContext
-from context_engine.schema.knowledge import NO_EVIDENCE_PATH, EvidenceRef, RetrievalDetails, ToolInvocation
+from context_engine.schema.knowledge import (
+    NO_EVIDENCE_PATH,
+    EvidenceRef,
+    EvidenceStatus,
+    RetrievalDetails,
+    ToolInvocation,
+)
 from context_engine.schema.query import SearchMemoryRequest, SearchMemoryResponse
 from context_engine.settings import KnowledgeSettings
 
@@ -99,7 +106,7 @@ def search_invocation(
 ) -> ToolInvocation:
     """The ``tool_invocation`` row of one search_memory call (see the module docstring for its fields)."""
     caller = {"role": ctx.role, "user_space": ctx.user_space, "agent_space": ctx.agent_space}
-    base = {
+    base: dict[str, Any] = {
         "invocation_id": request_id,
         "account_id": ctx.account_id,
         "session_id": request.session_id,
@@ -135,7 +142,7 @@ def search_invocation(
             error_message=message[:1000],
         )
     hits = response.hits
-    status = "search_failed" if response.retryable and not hits else ("found" if hits else "no_evidence")
+    status: EvidenceStatus = "found" if hits else ("search_failed" if response.retryable else "no_evidence")
     refs = [EvidenceRef(raw_path=f"$.hits[{i}]", text=h.abstract or "", doc_id=h.uri) for i, h in enumerate(hits)]
     if not refs:
         why = (
