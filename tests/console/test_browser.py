@@ -101,8 +101,8 @@ def test_browse_expands_the_tree_lazily_and_by_keyboard(tab_factory):
     assert len(trees()) == 3
     tab.shot("browse-expanded")
     link.click()
-    page.wait_for_selector("body[data-ready=true] #l2 pre")
-    assert "etcd" in page.inner_text("#l2 pre").lower()
+    page.wait_for_selector("body[data-ready=true] #l2 .md")
+    assert "etcd" in page.inner_text("#l2 .md").lower()
     assert page.inner_text("#l0 p").startswith("etcdNoLeader")
     assert "Created" in page.inner_text("dl.meta") and "runbooks" in page.inner_text("dl.meta")
     assert tab.errors == []
@@ -134,8 +134,8 @@ def test_search_shows_score_components_timings_typed_queries_and_recheck_exclusi
     assert "exclude_terms" in page.url  # the form is kept in the URL: the page can be reloaded or shared
     tab.shot("search-flow", scroll_to="#search-result")
     rows.first.locator("td.reads a", has_text="L2").click()
-    page.wait_for_selector("body[data-ready=true] #l2 pre")
-    assert "leader" in page.inner_text("#l2 pre").lower()
+    page.wait_for_selector("body[data-ready=true] #l2 .md")
+    assert "leader" in page.inner_text("#l2 .md").lower()
     assert tab.errors == []
 
 
@@ -157,7 +157,7 @@ def test_lookup_shows_evidence_attempts_and_the_invocation_and_verifies_excerpts
     assert "higher is closer" in first.locator("dl.scores").inner_text()
     invocation = page.locator("dl[data-invocation]").get_attribute("data-invocation")
     assert invocation and len(invocation) == 32
-    excerpt = first.locator("blockquote").inner_text()[:60]
+    excerpt = first.locator("details.source pre").text_content()[:60]  # the text as returned, as an agent quotes it
     page.fill(f"#excerpt-{invocation}", excerpt)
     page.click("form.verify button")
     page.wait_for_selector(f"#verify-{invocation} [data-verified]")
@@ -301,8 +301,42 @@ def test_a_search_is_recorded_and_every_invocation_shows_its_question_and_parame
     recent = page.locator("table.recent tbody tr")
     first = recent.first.locator("td").all_inner_texts()
     assert first[1:3] == ["search_memory", "which answers does alice prefer"] and "top_k=4" in first[3]
-    assert any(r.startswith("lookup_knowledge") for r in recent.evaluate_all("rs => rs.map(r => r.cells[1].innerText)"))
+    tools = recent.evaluate_all("rs => rs.map(r => r.cells[1].innerText)")
+    assert "lookup_knowledge" in tools
     page = tab.open("/console/sessions?session_id=console-search")
-    assert "which answers does alice prefer" in page.locator("#sessions-result section.card h3[id^=inv-]").first.inner_text()
+    heading = page.locator("#sessions-result section.card h3[id^=inv-]").first.inner_text()
+    assert "which answers does alice prefer" in heading
     assert serious_violations(page) == []
     assert tab.errors == []
+
+
+def test_excerpts_are_rendered_markdown_sanitised(tab_factory, console):
+    """Evidence and levels are rendered from markdown, and the document's own HTML is sanitised (issue 29 item 5):
+    runbooks' <details> blocks are rendered, not shown as text; a script, a style attribute, an event handler and
+    an image are removed; the text as returned stays one click away."""
+    uri = "ctx://resources/notes/console-markdown.md"
+    text = (
+        "# Markdown note\n\nSome **bold** words and `code`.\n\n<details><summary>Full query</summary>\n\n"
+        "quokka ledger</details>\n\n<script>document.title = 'owned'</script>\n\n"
+        '<p style="color: red" onclick="alert(1)">styled</p> <img src="http://example.invalid/x.png">\n'
+    )
+    console.service.add_text(text, uri, ADMIN_A)
+    tab = tab_factory("admin_a")
+    page = tab.open("/console/node?uri=" + quote(uri))
+    md = page.locator("#l2 .md")
+    assert md.locator("strong").inner_text() == "bold" and md.locator("code").first.inner_text() == "code"
+    assert md.locator("details summary").inner_text() == "Full query"
+    html = md.inner_html()
+    for unsafe in ("<script", "style=", "onclick", "<img", "<h1"):
+        assert unsafe not in html, (unsafe, html)
+    assert "&lt;details" not in html and "<details" not in page.inner_text("#l2 .md")
+    assert "<details>" in page.locator("#l2 details.source pre").text_content()
+    assert page.evaluate("document.title") != "owned"
+    assert page.locator("h1").count() == 1
+    assert serious_violations(page) == []
+    assert tab.errors == []
+    tab = tab_factory("admin_a")
+    page = tab.open("/console/lookup?query=etcd+has+no+leader")
+    assert page.locator("article.evidence .excerpt.md").count() >= 1
+    excerpts = page.locator("article.evidence .excerpt.md").evaluate_all("es => es.map(e => e.innerHTML)")
+    assert all("&lt;details" not in h for h in excerpts)

@@ -25,6 +25,7 @@ from fastapi.templating import Jinja2Templates
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.interfaces.http import calls
 from context_engine.interfaces.http.console import charts
+from context_engine.interfaces.http.console.markdown import render_markdown
 from context_engine.interfaces.http.console.reports import EvalReports, ReportView
 from context_engine.interfaces.http.errors import MEMORY_TAG, WRITE_TAG
 from context_engine.interfaces.http.models import (
@@ -45,6 +46,7 @@ templates = Jinja2Templates(directory=HERE / "templates")
 # An element id from a URI (tree nodes expand into it): stable, and free of characters a selector would trip on.
 templates.env.filters["domid"] = lambda uri: "n-" + hashlib.sha1(str(uri).encode("utf-8")).hexdigest()[:16]
 templates.env.filters["zip"] = lambda a, b: list(zip(a, b, strict=False))
+templates.env.filters["markdown"] = render_markdown  # excerpts: markdown-it-py, then nh3 (console/markdown.py)
 
 
 def _plain(value: Any) -> str:
