@@ -167,6 +167,8 @@ def test_limit_queries_is_compared_like_for_like_or_skipped_with_the_reason(tiny
     statuses = {(c["metric"], c["status"]) for c in report["checks"]}
     assert statuses == {(m, "SKIP") for m in whole}
     assert "cannot be restricted to these 1 queries" in output and "FAIL" not in output
+    # one reason for every check: one line says so, not a table repeating it (issue 29, the README's eval example)
+    assert f"{len(whole)} checks skipped (--limit-queries 1:" in output and "| status |" not in output
     assert run("--limit-queries", "1", "--update-baselines")[0] == 0
     assert json.loads((base / "tiny-test-q1.json").read_text())["dataset"] == "tiny/test~q1"
     code, output = run("--limit-queries", "1")

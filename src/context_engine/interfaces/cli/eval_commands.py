@@ -304,7 +304,11 @@ def _print(report: Any) -> None:
         lines += ["", *report.category_table()]
         if getattr(report, "no_answer", None):
             lines += ["", *report.no_answer_table()]
-    if report.checks:
+    reasons = {c.reason for c in report.checks if c.status == "SKIP"}
+    if report.checks and len(reasons) == 1 and all(c.status == "SKIP" for c in report.checks):
+        # one reason for every check (a --limit-queries slice, another configuration): one line, not a table of it
+        lines += ["", f"baseline {report.baseline_path}: {len(report.checks)} checks skipped ({reasons.pop()})"]
+    elif report.checks:
         lines += [
             "",
             f"baseline {report.baseline_path}:",
