@@ -194,6 +194,69 @@ class SearchMemoryPipeline:
             )
         return response
 
+    def _gather_seeds(
+        self,
+        typed: list[TypedQuery],
+        ctx: RequestContext,
+        trace: TraceRecorder,
+        allowed: frozenset[str] | None,
+    ) -> tuple[SearchRun | None, list[list[SeedHit]]]:
+        """The seeds of every typed query and the request's run; ``(None, no seeds)`` when the query embedding or the
+        vector search failed (``RET-5001`` recorded: no hits this time, retryable)."""
+        run: SearchRun | None = None
+        seeds: list[list[SeedHit]] = [[] for _ in typed]
+        try:
+            with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
+                vector = self._transformer.vector(self._embedder, typed[0].text, trace)
+            # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
+            # commits while the seeds are gathered, gather them again once, from the new generation.
+            for attempt in (1, 2):
+                generation = self._metadata.account_generation(ctx.account_id)
+                scorer = self.source.scorer(ctx.account_id, vector, generation)
+                run = SearchRun(
+                    scorer,
+                    RequestNodes(self._metadata, ctx.account_id),
+                    trace,
+                    allowed=allowed,
+                    generation=generation,
+                )
+                seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
+                if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
+                    break
+                trace.event("seed", "generation_moved", generation=generation)
+        except ContextEngineError as err:
+            if err.code not in _DEGRADED_SEARCH:
+                raise
+            what = "query embedding" if err.code is ErrorCode.EMBEDDING_FAILED else "vector search"
+            trace.warn(
+                ErrorCode.VECTOR_SEARCH_FAILED,
+                f"{what} failed ({err.code.value}); no hits this time, retry later",
+                stage="seed",
+            )
+            return None, seeds
+        return run, seeds
+
+    def _recheck_all(
+        self,
+        typed: list[TypedQuery],
+        scored: list[list[NodeHit]],
+        ctx: RequestContext,
+        trace: TraceRecorder,
+        allowed: frozenset[str] | None,
+    ) -> list[list[NodeHit]]:
+        """Each typed query's scored hits rechecked, the counts and drop reasons recorded."""
+        kept: list[list[NodeHit]] = []
+        for tq, hits in zip(typed, scored, strict=True):
+            kept.append(self.rechecker.recheck(tq, hits, ctx, trace=trace, allowed=allowed))
+        total_in, total_out = sum(len(h) for h in scored), sum(len(h) for h in kept)
+        self._metrics.recheck_input.inc(total_in)
+        self._metrics.recheck_pass.inc(total_out)
+        for reason, count in trace.drop_reasons("recheck").items():
+            self._metrics.recheck_drop.labels(reason=reason).inc(count)
+        trace.detail("recheck", "in", total_in)
+        trace.detail("recheck", "out", total_out)
+        return kept
+
     def _search(
         self, request: SearchMemoryRequest, ctx: RequestContext, request_id: str, started: float
     ) -> SearchMemoryResponse:
@@ -209,39 +272,9 @@ class SearchMemoryPipeline:
         if detailed:
             trace.detail("planner", "typed_queries", [tq.model_dump(mode="json") for tq in typed])
 
-        run: SearchRun | None = None
-        seeds: list[list[SeedHit]] = [[] for _ in typed]
-        retryable = False
         with trace.stage("seed"):
-            try:
-                with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
-                    vector = self._transformer.vector(self._embedder, typed[0].text, trace)
-                # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
-                # commits while the seeds are gathered, gather them again once, from the new generation.
-                for attempt in (1, 2):
-                    generation = self._metadata.account_generation(ctx.account_id)
-                    scorer = self.source.scorer(ctx.account_id, vector, generation)
-                    run = SearchRun(
-                        scorer,
-                        RequestNodes(self._metadata, ctx.account_id),
-                        trace,
-                        allowed=allowed,
-                        generation=generation,
-                    )
-                    seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
-                    if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
-                        break
-                    trace.event("seed", "generation_moved", generation=generation)
-            except ContextEngineError as err:
-                if err.code not in _DEGRADED_SEARCH:
-                    raise
-                what = "query embedding" if err.code is ErrorCode.EMBEDDING_FAILED else "vector search"
-                trace.warn(
-                    ErrorCode.VECTOR_SEARCH_FAILED,
-                    f"{what} failed ({err.code.value}); no hits this time, retry later",
-                    stage="seed",
-                )
-                retryable, run = True, None
+            run, seeds = self._gather_seeds(typed, ctx, trace, allowed)
+        retryable = run is None
         self._metrics.seed_hits.inc(sum(len(s) for s in seeds))
         if run is None:
             return self._respond(request, ctx, request_id, typed, [], [], trace, started, retryable)
@@ -252,16 +285,7 @@ class SearchMemoryPipeline:
             scored = [self.scorer.score(tq, hits) for tq, hits in zip(typed, expanded, strict=True)]
 
         with trace.stage("recheck"):
-            kept: list[list[NodeHit]] = []
-            for tq, hits in zip(typed, scored, strict=True):
-                kept.append(self.rechecker.recheck(tq, hits, ctx, trace=trace, allowed=allowed))
-            total_in, total_out = sum(len(h) for h in scored), sum(len(h) for h in kept)
-            self._metrics.recheck_input.inc(total_in)
-            self._metrics.recheck_pass.inc(total_out)
-            for reason, count in trace.drop_reasons("recheck").items():
-                self._metrics.recheck_drop.labels(reason=reason).inc(count)
-            trace.detail("recheck", "in", total_in)
-            trace.detail("recheck", "out", total_out)
+            kept = self._recheck_all(typed, scored, ctx, trace, allowed)
 
         with trace.stage("assemble"):
             origin: dict[int, int] = {}
