@@ -474,7 +474,7 @@ class ContextEngineService:
         uri: str | None = None,
         category: str | None = None,
         metadata: dict[str, Any] | None = None,
-        occurred_at: datetime | str | None = None,
+        occurred_at: datetime | str | int | float | None = None,
         policy: DedupPolicy | None = None,
     ) -> AddMemoryResult:
         """Store one memory under ``ctx://user/<user_space>/memories/<category>/`` (DESIGN §4; issue 11).
@@ -502,8 +502,8 @@ class ContextEngineService:
                 vectors=result.vectors,
                 unchanged=result.unchanged,
                 pending=result.pending,
-                items=result.items,
                 uris=result.uris,
+                items=result.items,
             )
             report.duplicates = result.duplicates
             return report
@@ -599,7 +599,7 @@ class ContextEngineService:
         ctx: RequestContext = DEFAULT_CONTEXT,
         *,
         metadata: dict[str, Any] | None = None,
-        occurred_at: datetime | str | None = None,
+        occurred_at: datetime | str | int | float | None = None,
     ) -> MemoryWriteResult:
         """Replace a memory's text: re-embedded, ``version`` + 1, the previous text kept (:meth:`get_memory`).
 

@@ -94,7 +94,7 @@ def memory_abstract_of(
     settings: MemorySettings,
     *,
     metadata: dict[str, Any] | None = None,
-    occurred_at: datetime | str | None = None,
+    occurred_at: datetime | str | int | float | None = None,
 ) -> dict[str, Any]:
     """The memory fields of a :class:`SourceDoc` for a memory written at an explicit URI (``add_memory(uri=...)``).
 
@@ -390,7 +390,7 @@ class MemoryWriter:
         text: str,
         *,
         metadata: dict[str, Any] | None = None,
-        occurred_at: datetime | str | None = None,
+        occurred_at: datetime | str | int | float | None = None,
     ) -> MemoryWriteResult:
         """Replace the text of the memory ``node`` (already checked visible and writable), keeping the previous text
         as version ``node.version``; metadata and ``occurred_at`` are kept unless given.
