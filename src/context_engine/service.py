@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
@@ -25,9 +23,12 @@ from context_engine.knowledge.hint_index import KnowledgeIndexService
 from context_engine.knowledge.lookup import LookupKnowledgeService
 from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
 from context_engine.knowledge.semantic_search import VectorSearchService
+from context_engine.knowledge.similar_search import SIMILAR_MAX_QUERY_CHARS as SIMILAR_MAX_QUERY_CHARS
+from context_engine.knowledge.similar_search import SimilarSearch
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
+from context_engine.retrieval.browse import NodeBrowser
 from context_engine.retrieval.compact import compact_search
 from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
@@ -46,12 +47,10 @@ from context_engine.schema.memory import (
     MemoryItem,
     MemoryListPage,
     MemoryOutcome,
-    MemoryVersion,
-    MemoryView,
     MemoryWriteResult,
     Message,
 )
-from context_engine.schema.nodes import SKIPPED_FILES_LISTED, IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.nodes import SKIPPED_FILES_LISTED, IngestReport, Level, NodeRecord
 from context_engine.schema.query import (
     ReadMemoryRequest,
     ReadMemoryResponse,
@@ -59,25 +58,20 @@ from context_engine.schema.query import (
     SearchMemoryResponse,
 )
 from context_engine.schema.similarity import dense_weight_of, scale_of
-from context_engine.schema.text import QUERY_MAX_CHARS, check_query_text, require_valid_text
-from context_engine.schema.uri import ContextURI, parse_read_target, parse_uri
-from context_engine.schema.views import NodeView, SimilarHit, SimilarSearchResult
+from context_engine.schema.text import require_valid_text
+from context_engine.schema.uri import ContextURI, parse_uri
+from context_engine.schema.views import NodeView, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.derived_files import DerivedFiles
 from context_engine.storage.factory import home_read_only, open_audit, open_content, open_metadata, open_vector_index
+from context_engine.storage.health import derived_files_health, engine_problems, index_health
 from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
+from context_engine.storage.stamps import check_model_stamp, check_store_owner
 
 _LOG = logging.getLogger("context_engine.service")
-_STAMP_MODEL = "embedding_model"
-_STORE_ID = "store_id"  # the deployment's identity, shared by its metadata database and its content store
-_STAMP_DIM = "embedding_dim"
 
 
-_SPACE_SCOPES = {"ctx://user": "user", "ctx://agent": "agent"}
-SIMILAR_MAX_QUERY_CHARS = QUERY_MAX_CHARS
-"""Longest query of ``similar_search`` (characters), as search_memory's: ``RET-4001`` beyond."""
-"""Scopes whose root holds one directory per space; ``ls``/``tree`` of the bare scope list the visible spaces."""
 
 
 class ContextEngineService:
@@ -129,9 +123,9 @@ class ContextEngineService:
             self.content = content or open_content(
                 settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
             )
-            self._check_stamp()
+            check_model_stamp(self.metadata, self.embedder, read_only=self.read_only)
             self.index = index or self._build_index(home)
-            self._check_owner()
+            check_store_owner(self.metadata, self.content, self.index, read_only=self.read_only)
         except BaseException:  # e.g. S3 or Milvus unreachable (CFG-4001): release what was opened, then report it
             if metadata is None:
                 self.metadata.close()
@@ -204,50 +198,6 @@ class ContextEngineService:
                 len(found.finished),
                 len(found.orphan_records),
             )
-
-    def _check_stamp(self) -> None:
-        """The index records the model that built it; refuse to mix models (DESIGN §3)."""
-        model, dim = self.metadata.get_meta(_STAMP_MODEL), self.metadata.get_meta(_STAMP_DIM)
-        if model is None and self.read_only:
-            return  # nothing was indexed yet, and nothing may be stamped
-        if model is None:
-            self.metadata.set_meta(_STAMP_MODEL, self.embedder.model_name)
-            self.metadata.set_meta(_STAMP_DIM, str(self.embedder.dim))
-            return
-        if model != self.embedder.model_name or dim != str(self.embedder.dim):
-            raise ContextEngineError(
-                ErrorCode.INDEX_MODEL_MISMATCH,
-                f"this data directory was indexed with {model} ({dim} dimensions) but the engine is configured with "
-                f"{self.embedder.model_name} ({self.embedder.dim}); use the same model or another --home",
-                {"index_model": model, "index_dim": dim, "configured_model": self.embedder.model_name},
-            )
-
-    def _check_owner(self) -> None:
-        """The content store (and a shared vector index: Milvus) belong to this metadata database (docs/deployment.md,
-        "Scale-out"): each carries the deployment's identity, stamped on first use. A store stamped by another
-        database (a wrong or missing ``metadata.url`` beside a shared bucket or collection) is refused before
-        anything is written to it, or deleted from it."""
-        if self.read_only:
-            store_id = self.metadata.get_meta(_STORE_ID)
-            if store_id is None:
-                return  # never stamped: nothing was written to the stores by this database, and nothing may be now
-        else:
-            store_id = self.metadata.ensure_meta(_STORE_ID, uuid.uuid4().hex)
-        shared: list[tuple[str, Any]] = [("content.url", self.content)]
-        if callable(getattr(type(self.index), "read_stamp", None)):  # the class: a lazy index is not opened for it
-            shared.append(("vector.milvus.collection_prefix", self.index))
-        for setting, store in shared:
-            stamp = store.read_stamp()
-            if stamp is None:
-                if not self.read_only:
-                    store.write_stamp(store_id)
-            elif stamp != store_id:
-                raise ContextEngineError(
-                    ErrorCode.CONFIG_INVALID,
-                    f"{setting} names a store of another deployment (another metadata database): check metadata.url "
-                    f"and {setting}, they must name the stores of one deployment",
-                    {"setting": setting, "store_stamp": stamp, "metadata_store_id": store_id},
-                )
 
     def _init_knowledge(self) -> None:
         """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction), the semantic
@@ -569,28 +519,7 @@ class ContextEngineService:
         return self.memory_writer.add_messages(ctx.account_id, self._memory_space(ctx), messages, session_id)
 
     def _memory_node(self, uri: str, ctx: RequestContext, *, write: bool) -> NodeRecord:
-        """The memory file at ``uri`` if the caller may see (and, with ``write``, change) it.
-
-        Raises:
-            ContextEngineError: ``RET-4041`` (404) when the caller may see and change the space but no memory is
-                there (its own memory, deleted: issue 29; decided after a check that reads the context alone, so it
-                tells nothing of other spaces); else ``RET-4032`` (403), one body whether the URI is invisible, not
-                writable or not a memory file (no existence leak).
-        """
-        u = parse_uri(uri)
-        node = None
-        allowed = u.context_type == "memory" and ctx.can_see_uri(u) and (not write or ctx.can_write_uri(u))
-        if allowed:
-            node = self.metadata.get_node(ctx.account_id, str(u))
-            if node is None:
-                from context_engine.retrieval.memory_read_service import not_found
-
-                raise not_found(str(u))
-        if node is None or node.is_dir or node.context_type != "memory":
-            raise ContextEngineError(
-                ErrorCode.URI_FORBIDDEN, "the URI does not exist or is not visible to this caller", {"uri": str(u)}
-            )
-        return node
+        return self._browser().memory_node(uri, ctx, write=write)
 
     def update_memory(
         self,
@@ -621,20 +550,6 @@ class ContextEngineService:
         node = self._memory_node(uri, ctx, write=True)
         return self.pipeline.delete(ctx.account_id, parse_uri(node.uri), recursive=False)
 
-    def _memory_view(self, node: NodeRecord, ctx: RequestContext) -> MemoryView:
-        md = node.metadata or {}
-        return MemoryView(
-            uri=node.uri,
-            category=node.category,
-            abstract=self._stored_text(self.content.read_level(ctx.account_id, node.uri, Level.L0) or ""),
-            created_at=node.created_at,
-            updated_at=node.updated_at,
-            occurred_at=node.occurred_at,
-            metadata=md,
-            version=node.version,
-            session_id=md.get("session_id") if isinstance(md.get("session_id"), str) else None,
-        )
-
     def list_memories(
         self,
         ctx: RequestContext = DEFAULT_CONTEXT,
@@ -655,28 +570,9 @@ class ContextEngineService:
                 ``WRT-4001`` a malformed category, session id or user space; ``RET-4031`` another user space
                 named by a non-admin.
         """
-        if not 1 <= limit <= 200 or offset < 0:
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "limit must be in 1..200 and offset >= 0")
-        ctx = ctx.for_user(user_space, ErrorCode.URI_INVALID)
-        space = ctx.user_space or ("default" if ctx.is_admin else None)
-        if space is None:
-            raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
-        root = ContextURI.parse(f"ctx://user/{space}/memories/")
-        if session_id is not None:
-            root = root.child("sessions", is_dir=True).child(session_id, is_dir=True)
-        elif category is not None:
-            root = root.child(category, is_dir=True)
-        page, total = self.metadata.query_files(
-            ctx.account_id,
-            uri_prefixes=[str(root)],
-            context_type="memory",
-            newest_first=True,
-            limit=limit,
-            offset=offset,
+        return self._browser().list_memories(
+            ctx, category=category, session_id=session_id, limit=limit, offset=offset, user_space=user_space
         )
-        items = [self._memory_view(n, ctx) for n in page if ctx.can_see(n.owner_space)]
-        nxt = offset + limit if offset + limit < total else None
-        return MemoryListPage(items=items, total=total, offset=offset, limit=limit, next_offset=nxt)
 
     def get_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> MemoryDetail:
         """One memory with its full text (secrets redacted as read_memory redacts) and its earlier versions.
@@ -684,19 +580,7 @@ class ContextEngineService:
         Raises:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see, the same as a missing one.
         """
-        node = self._memory_node(uri, ctx, write=False)
-        view = self._memory_view(node, ctx)
-        text = self.content.read_level(ctx.account_id, node.uri, Level.L2) or ""
-        history = [
-            MemoryVersion(
-                version=v["version"],
-                text=self.redactor.redact(v["text"]).text,
-                created_at=v["created_at"],
-                replaced_at=v["replaced_at"],
-            )
-            for v in self.metadata.get_versions(ctx.account_id, node.uri)
-        ]
-        return MemoryDetail(**view.model_dump(), text=self.redactor.redact(text).text, history=history)
+        return self._browser().get_memory(uri, ctx)
 
     def add_skill(
         self,
@@ -791,48 +675,19 @@ class ContextEngineService:
         ``unavailable`` (another failure, e.g. a vector server that does not answer). ``problem`` says what and how to
         fix it. Opens the index if it was not yet (LanceDB: reads one int32 column of every data file).
         """
-        try:
-            self.index.check()
-            records = self.index.count()
-        except ContextEngineError as err:
-            status = "damaged" if err.code is ErrorCode.INDEX_DAMAGED else "unavailable"
-            return {"status": status, "records": None, "problem": f"{err.code.value}: {err.message}"}
-        expected = self.metadata.count_vectors() if records == 0 and self.index.name != "exact" else 0
-        if expected > 0:
-            return {
-                "status": "missing",
-                "records": 0,
-                "problem": f"the vector index holds no records but the metadata database holds {expected} vectors "
-                "(its files were deleted): run `context-engine reindex --full`",
-            }
-        return {"status": "ok", "records": records, "problem": None}
+        return index_health(self.index, self.metadata)
 
     def derived_files_health(self, account_id: str) -> dict[str, str]:
         """Per kind (``l0``, ``bm25``), the state of the account's derived file: ``absent``, ``ok``, or why it is not
         used (damaged: it does not parse or fails its CRC-32; another format or database). Such a file is a cache:
         the account's next search ignores it, loads from the metadata database and writes it anew. Reads the files."""
-        if self.derived_files is None:
-            return {}
-        found: dict[str, str] = {}
-        for kind in ("l0", "bm25"):
-            problem = self.derived_files.check(kind, account_id)
-            if problem is not None:
-                found[kind] = f"not used, rebuilt at the next search: {problem}"
-            else:
-                found[kind] = "ok" if self.derived_files.path(kind, account_id).exists() else "absent"
-        return found
+        return derived_files_health(self.derived_files, account_id)
 
     def health(self) -> list[str]:
         """What degrades this engine now (``/readyz``), each a sentence saying how to fix it; ``[]`` when nothing
         does: the vector index (:meth:`index_health`) and the derived files this process found unusable and has not
         replaced yet."""
-        problems: list[str] = []
-        index = self.index_health()
-        if index["problem"]:
-            problems.append(f"vector index {index['status']}: {index['problem']}")
-        if self.derived_files is not None:
-            problems.extend(f"derived file {p}" for p in self.derived_files.current_problems())
-        return problems
+        return engine_problems(self.index_health(), self.derived_files)
 
     def check_writes(self, ctx: RequestContext = DEFAULT_CONTEXT, *, repair: bool = False) -> RecoveryReport:
         """``reindex --check``: the leftovers of interrupted writes (every account's; the journal is per home),
@@ -860,45 +715,14 @@ class ContextEngineService:
         return self.pipeline.collect_garbage()
 
     # ------------------------------------------------------------------------------------------------ reads
-    @staticmethod
-    def _read_uri(uri: str) -> ContextURI:
-        """``uri`` of a read (ls, tree, read, stat) parsed with the read code: ``RET-4001``, never ``WRT-4001``."""
-        try:
-            return parse_uri(uri)
-        except ContextEngineError as err:
-            if err.code is not ErrorCode.URI_INVALID:
-                raise
-            raise ContextEngineError(
-                ErrorCode.QUERY_INVALID, f"uri is not a valid URI: {err.message}", {"field": "uri"}
-            ) from err
+    def _browser(self) -> NodeBrowser:
+        """The browse reads over the engine's current stores (retrieval/browse.py), built per call: cheap, and a store
+        swapped on a live engine (tests) is the one read."""
+        return NodeBrowser(self.metadata, self.content, self.redactor)
 
     def _visible_node(self, uri: ContextURI, ctx: RequestContext) -> NodeRecord:
         """The node at ``uri`` if the caller may see it; the same ``RET-4032`` otherwise (no existence leak)."""
-        node = self.metadata.get_node(ctx.account_id, str(uri)) if ctx.can_see_uri(uri) else None
-        if node is None:
-            raise ContextEngineError(
-                ErrorCode.URI_FORBIDDEN, "the URI does not exist or is not visible to this caller", {"uri": str(uri)}
-            )
-        return node
-
-    def _stored_text(self, text: str) -> str:
-        """Stored derived text (L0, titles) as returned: redacted again by the patterns, for nodes written before
-        write-time redaction (docs/security.md)."""
-        return self.redactor.redact(text, library=False).text
-
-    def _view(self, node: NodeRecord, ctx: RequestContext) -> NodeView:
-        return NodeView(
-            uri=node.uri,
-            is_dir=node.is_dir,
-            context_type=node.context_type,
-            category=node.category,
-            owner_space=node.owner_space,
-            title=self._stored_text(node.title),
-            abstract=self._stored_text(self.content.read_level(ctx.account_id, node.uri, Level.L0) or ""),
-            has_overview=node.has_overview,
-            has_content=node.has_content,
-            index_status=node.index_status,
-        )
+        return self._browser().visible_node(uri, ctx)
 
     def stat(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> NodeRecord:
         """One node's metadata row (times, category, owner space, version, metadata), after the same ACL check as a
@@ -907,34 +731,12 @@ class ContextEngineService:
         Raises:
             ContextEngineError: ``RET-4032`` invisible or missing (one body for both); ``RET-4001`` malformed URI.
         """
-        return self._visible_node(self._read_uri(uri), ctx)
-
-    def _space_roots(self, uri: str, ctx: RequestContext) -> list[NodeRecord] | None:
-        """For ``ctx://user/`` or ``ctx://agent/`` (a scope without a space): the space roots the caller sees,
-        ordered by URI; ``None`` for any other URI."""
-        scope = _SPACE_SCOPES.get(uri.strip().rstrip("/"))
-        if scope is None:
-            return None
-        return [n for n in self.metadata.list_space_roots(ctx.account_id, scope) if ctx.can_see(n.owner_space)]
+        return self._browser().stat(uri, ctx)
 
     def ls(self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT) -> list[NodeView]:
         """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty;
         ``ctx://user/`` and ``ctx://agent/`` list the space roots the caller sees."""
-        roots = self._space_roots(uri, ctx)
-        if roots is not None:
-            return [self._view(n, ctx) for n in roots]
-        parsed = self._read_uri(uri)
-        u = parsed.as_dir() if not parsed.segments else parsed
-        if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u)) is None:
-            return []
-        node = self._visible_node(u, ctx)
-        if not node.is_dir:
-            return [self._view(node, ctx)]
-        return [
-            self._view(c, ctx)
-            for c in self.metadata.list_children(ctx.account_id, node.uri)
-            if ctx.can_see(c.owner_space)
-        ]
+        return self._browser().ls(uri, ctx)
 
     def tree(
         self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT, *, max_depth: int = 3
@@ -942,44 +744,7 @@ class ContextEngineService:
         """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract. ``ctx://user/`` and
         ``ctx://agent/`` give a directory view of the scope (no abstract) over the space roots the caller sees;
         ``None`` when it sees none."""
-        roots = self._space_roots(uri, ctx)
-        if roots is not None:
-            return self._scope_tree(uri, roots, ctx, max_depth) if roots else None
-        u = self._read_uri(uri)
-        if not u.segments and ctx.can_see_uri(u) and self.metadata.get_node(ctx.account_id, str(u.as_dir())) is None:
-            return None
-        root = self._visible_node(u, ctx)
-
-        def build(node: NodeRecord, depth: int) -> NodeView:
-            view = self._view(node, ctx)
-            if node.is_dir and depth < max_depth:
-                view.children = [build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)]
-            return view
-
-        return build(root, 0)
-
-    def _scope_tree(self, uri: str, roots: list[NodeRecord], ctx: RequestContext, max_depth: int) -> NodeView:
-        scope = _SPACE_SCOPES[uri.strip().rstrip("/")]
-
-        def build(node: NodeRecord, depth: int) -> NodeView:
-            view = self._view(node, ctx)
-            if node.is_dir and depth < max_depth:
-                view.children = [build(c, depth + 1) for c in self.metadata.list_children(ctx.account_id, node.uri)]
-            return view
-
-        return NodeView(
-            uri=f"ctx://{scope}/",
-            is_dir=True,
-            context_type=None,
-            category=None,
-            owner_space=scope,
-            title=scope,
-            abstract="",
-            has_overview=False,
-            has_content=False,
-            index_status="indexed",
-            children=[build(r, 1) for r in roots] if max_depth > 0 else None,
-        )
+        return self._browser().tree(uri, ctx, max_depth=max_depth)
 
     def read(self, uri: str, level: Level | str = Level.L1, ctx: RequestContext = DEFAULT_CONTEXT) -> str:
         """The text of one level of a node. ACL is checked before any content is touched.
@@ -988,17 +753,7 @@ class ContextEngineService:
             ContextEngineError: ``RET-4032`` invisible or missing; ``RET-4004`` L2 of a directory (directories have
                 only L0 and L1) or a level the node lacks.
         """
-        lv = Level(level)
-        node = self._visible_node(self._read_uri(uri), ctx)
-        if lv is Level.L2 and node.is_dir:
-            raise ContextEngineError(
-                ErrorCode.LEVEL_NOT_AVAILABLE,
-                f"{node.uri} is a directory: it has L0 and L1 only; read a file below it for L2",
-            )
-        text = self.content.read_level(ctx.account_id, node.uri, lv)
-        if text is None:
-            raise ContextEngineError(ErrorCode.LEVEL_NOT_AVAILABLE, f"{node.uri} has no {lv.value}")
-        return text
+        return self._browser().read(uri, level, ctx)
 
     def similar_search(
         self,
@@ -1028,76 +783,17 @@ class ContextEngineService:
                 target, everything the caller sees). A failing vector search
                 is not an error: the result is empty, ``retryable`` and carries a ``RET-5001`` warning.
         """
-        started = time.perf_counter()
-        # the one query check of every read tool: a megabyte query would hold the embedder, a NUL the tokenizers
-        check_query_text(query, max_chars=SIMILAR_MAX_QUERY_CHARS)
-        require_valid_text(
-            {"query": query, "categories": categories, "context_types": context_types}, ErrorCode.QUERY_INVALID
-        )
-        if not 1 <= top_k <= 1000:
-            raise ContextEngineError(ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be in 1..1000, got {top_k}")
-        if level not in (0, 2):
-            raise ContextEngineError(ErrorCode.QUERY_INVALID, f"level must be 0 or 2, got {level}")
-        prefix = None
-        t = parse_read_target(target_uri)  # RET-4001 when malformed; None for ctx:// (everything visible)
-        if t is not None:
-            if not ctx.can_see_uri(t):
-                raise ContextEngineError(ErrorCode.TARGET_FORBIDDEN, "target_uri is not visible to this caller")
-            prefix = str(t.as_dir()) if t.segments else t.root
-        if context_types is None and level == 2:
-            context_types = list(self.settings.knowledge.context_types)
-        flt = VectorFilter(
-            account_id=ctx.account_id,
-            owner_spaces=ctx.visible_owner_spaces(),
-            levels=[level],
-            context_types=context_types or None,
-            categories=categories or None,
-            uri_prefix=prefix,
-        )
-        mode = mode or self.settings.knowledge.mode
-        fetch = top_k * 2 + 5 if level == 0 else min(top_k * 8 + 20, 4000)
-        found = self.knowledge.search.search_similar_documents(
-            self.embedder.embed_query(query), flt, top_k=fetch, min_similarity=-1.0, mode=mode
-        )
-        warnings = []
-        if found.failed:
-            warnings.append(f"{ErrorCode.VECTOR_SEARCH_FAILED.value}: vector search failed ({found.error_code})")
-        best: dict[str, Any] = {}
-        for h in found.hits:  # score descending: the first record of a document is its best
-            doc = h.doc_id or h.uri
-            if doc not in best:
-                best[doc] = h
-        nodes = self.metadata.get_nodes(ctx.account_id, [h.uri for h in best.values()])
-        results: list[SimilarHit] = []
-        for doc, h in sorted(best.items(), key=lambda kv: (-kv[1].score, kv[0])):
-            node = nodes.get(h.uri)
-            if node is None or node.index_status != "indexed" or not ctx.can_see(node.owner_space):
-                continue
-            results.append(
-                SimilarHit(
-                    rank=len(results) + 1,
-                    doc_id=doc,
-                    uri=node.uri,
-                    score=h.score,
-                    title=self._stored_text(node.title),
-                    category=node.category or h.category or "",
-                    level=h.level,
-                    chunk_index=h.chunk_index,
-                    breadcrumb=self._stored_text(h.breadcrumb),  # headings: as titles, patterns (issue 27)
-                    text=self.redactor.redact(h.text).text,  # read-time redaction, as every text that leaves
-                )
-            )
-            if len(results) == top_k:
-                break
-        return SimilarSearchResult(
-            results=results,
+        return SimilarSearch(
+            self.settings.knowledge, self.knowledge.search, self.embedder, self.metadata, self.redactor
+        ).search(
+            query,
+            ctx,
+            top_k=top_k,
             level=level,
             mode=mode,
-            backend=found.backend,
-            fallback_reason=found.fallback_reason,
-            warnings=warnings,
-            retryable=found.failed,
-            took_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            context_types=context_types,
+            categories=categories,
+            target_uri=target_uri,
         )
 
     # ------------------------------------------------------------------------------------------------ lookup_knowledge
