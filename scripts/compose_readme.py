@@ -55,7 +55,8 @@ def compose(top: str) -> str:
         "embedding models, pipelines): [eval/README.md](eval/README.md).\n\n```bash\n"
         "# a slice: 50 queries over 500 documents, about 1.5 min on 2 cores with progress bars\n"
         "context-engine eval --dataset ../shared/data/scifact --split test --limit-queries 50 --max-docs 500\n"
-        "# the whole test set, baselines checked (every method, two models: tens of minutes on 2 cores the first time; document vectors are cached)\n"
+        "# the whole test set, baselines checked (every method, two models: tens of minutes on 2 cores the first time; "
+        "document vectors are cached)\n"
         "context-engine eval --dataset ../shared/data/scifact --split test\n```\n"
     )
     return top.rstrip() + "\n" + MARKER + "\n" + sm + "\n" + mem + "\n" + lk + "\n" + it + ev
