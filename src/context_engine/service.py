@@ -1,31 +1,29 @@
-"""``ContextEngineService``: the composition root (DESIGN.md §2, §10). The only place where parts are wired.
+"""``ContextEngineService``: the engine's one facade (DESIGN.md §2, §10); ``engine_factory.build_engine`` opens it.
+
+It opens the stores and the embedder, and wires the rest from engine_parts.py; its methods check the request once
+(rights, read-only home, text) and delegate to the write path, the pipelines, browse and similar_search.
 
 Interfaces (CLI, HTTP, MCP, Python API) call these methods with an explicit :class:`RequestContext`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import ValidationError
-
+from context_engine.engine_parts import build_knowledge, build_retrieval, calibrate, open_index
+from context_engine.engine_parts import recover_writes as recover_writes_at_start
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.journal import RecoveryReport, WriteJournal
-from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
-from context_engine.ingest.memory import MemoryWriter, memory_abstract_of, memory_hash
+from context_engine.ingest.memory import MemoryWriter
 from context_engine.ingest.pipeline import GarbageReport, Progress, WritePipeline
+from context_engine.ingest.requests import load_resources, memory_doc, skill_doc, text_doc
 from context_engine.knowledge.compact import compact_lookup
-from context_engine.knowledge.hint_index import KnowledgeIndexService
-from context_engine.knowledge.lookup import LookupKnowledgeService
-from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
-from context_engine.knowledge.semantic_search import VectorSearchService
+from context_engine.knowledge.lookup import lookup_request
 from context_engine.knowledge.similar_search import SIMILAR_MAX_QUERY_CHARS as SIMILAR_MAX_QUERY_CHARS
 from context_engine.knowledge.similar_search import SimilarSearch
-from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
 from context_engine.retrieval.browse import NodeBrowser
@@ -57,21 +55,23 @@ from context_engine.schema.query import (
     SearchMemoryRequest,
     SearchMemoryResponse,
 )
-from context_engine.schema.similarity import dense_weight_of, scale_of
 from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarSearchResult
 from context_engine.settings import Settings, load_settings
 from context_engine.storage.derived_files import DerivedFiles
-from context_engine.storage.factory import home_read_only, open_audit, open_content, open_metadata, open_vector_index
-from context_engine.storage.health import derived_files_health, engine_problems, index_health
+from context_engine.storage.factory import home_read_only, open_content, open_metadata
+from context_engine.storage.health import (
+    account_stats,
+    derived_files_health,
+    drop_unusable_derived_files,
+    engine_problems,
+    index_health,
+    prepare_full_rebuild,
+)
 from context_engine.storage.keyword.bm25_index import BM25Index
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 from context_engine.storage.stamps import check_model_stamp, check_store_owner
-
-_LOG = logging.getLogger("context_engine.service")
-
-
 
 
 class ContextEngineService:
@@ -99,19 +99,8 @@ class ContextEngineService:
                 ErrorCode.CONFIG_INVALID, f"cannot use {home} as the data directory: {err.strerror}"
             ) from err
         self.embedder = embedder or build_embedder(settings.embedding, home=home)
-        # The model's cosine -> the engine's calibrated relevance scale, on which every threshold is set.
-        try:
-            self.similarity_scale = scale_of(
-                self.embedder, settings.embedding.similarity_low, settings.embedding.similarity_high
-            )
-        except ValueError as err:
-            raise ContextEngineError(ErrorCode.CONFIG_INVALID, f"embedding.similarity_low/high: {err}") from err
-        # The keyword section with the fusion weight resolved for this model (keyword.dense_weight or its tuned one).
-        self.keyword_settings = settings.keyword.model_copy(
-            update={
-                "dense_weight": dense_weight_of(self.embedder, settings.keyword.dense_weight, settings.keyword.fusion)
-            }
-        )
+        # the model's relevance scale (every threshold is set on it) and the keyword section with its fusion weight
+        self.similarity_scale, self.keyword_settings = calibrate(self.embedder, settings)
         self.metrics = Metrics()  # before the stores: their failure and retry hooks count into it
         # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
         self.metadata = metadata or open_metadata(
@@ -124,7 +113,7 @@ class ContextEngineService:
                 settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
             )
             check_model_stamp(self.metadata, self.embedder, read_only=self.read_only)
-            self.index = index or self._build_index(home)
+            self.index = index or open_index(self)
             check_store_owner(self.metadata, self.content, self.index, read_only=self.read_only)
         except BaseException:  # e.g. S3 or Milvus unreachable (CFG-4001): release what was opened, then report it
             if metadata is None:
@@ -146,10 +135,18 @@ class ContextEngineService:
         # BM25 over the same records (DESIGN §14): opened from its file or loaded on its first search, then kept
         # current from the change log.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata, files=self.derived_files)
-        self._init_knowledge()
-        self._init_retrieval()
+        # the read side (engine_parts.py): lookup_knowledge's layer first, search_memory's calls are recorded by it
+        self.audit, self.hint_index, self.knowledge = build_knowledge(self)
+        (
+            self.l0_matrix,
+            self.l0_source,
+            self.redactor,
+            self.reader,
+            self.search_pipeline,
+            self.read_pipeline,
+        ) = build_retrieval(self)
         if recover_writes:  # the startup check (off only for `reindex --check`, which reports what it would do)
-            self._recover_writes()
+            recover_writes_at_start(self.journal, read_only=self.read_only)
 
     # ------------------------------------------------------------------------------------------------ set-up
     @classmethod
@@ -158,128 +155,6 @@ class ContextEngineService:
         if isinstance(path_or_settings, Settings):
             return cls(path_or_settings, **kwargs)
         return cls(load_settings(path_or_settings), **kwargs)
-
-    def _build_index(self, home: Path) -> VectorIndex:
-        return open_vector_index(
-            self.settings,
-            self.metadata,
-            self.embedder.dim,
-            on_retry=lambda operation: self.metrics.vector_commit_retries.labels(operation).inc(),
-            model_name=self.embedder.model_name,
-            on_failure=lambda operation: self.metrics.storage_failures.labels("vector", operation).inc(),
-        )
-
-    def _recover_writes(self) -> None:
-        """The startup check: undo or finish what writes killed mid-way left (the write journal, O(leftovers)).
-
-        A store failure here is logged, not raised: the leftovers stay in the journal for ``reindex`` or the next
-        start, and nothing half-written is visible meanwhile (its nodes are ``pending``, or its commit never
-        happened and its content is undone by the next write before that write changes anything). A read-only home
-        is only checked: its leftovers are logged and left for a writable open.
-        """
-        if self.read_only:
-            try:
-                left = self.journal.recover(repair=False).leftovers
-            except ContextEngineError as err:
-                _LOG.warning("startup check of the write journal failed: %s", err.message)
-                return
-            if left:
-                _LOG.warning("read-only home: %d interrupted writes left unrepaired (open it writable to repair)", left)
-            return
-        try:
-            found = self.journal.recover(repair=True)
-        except ContextEngineError as err:
-            _LOG.warning("startup check of the write journal failed: %s", err.message)
-            return
-        if found.leftovers:
-            _LOG.warning(
-                "startup check: rolled back %d and finished %d interrupted writes, removed %d orphan undo records",
-                len(found.rolled_back),
-                len(found.finished),
-                len(found.orphan_records),
-            )
-
-    def _init_knowledge(self) -> None:
-        """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction), the semantic
-        layer with the exact fallback, session dedup and the audit trail, whose tables live in the metadata database."""
-        from context_engine.redaction import Redactor
-        from context_engine.storage.vector.exact import ExactVectorIndex
-
-        ks = self.settings.knowledge
-        self.audit = open_audit(self.metadata)
-        self.audit.read_only = self.read_only  # lookups are served but not recorded
-        self.hint_index = KnowledgeIndexService(self.audit, self.metadata, ks)
-        self.pipeline.add_listener(self.hint_index)
-        exact = self.index if self.index.name == "exact" else ExactVectorIndex(self.metadata)
-        redactor = Redactor(self.settings.retrieval.redaction, self.metrics)  # excerpts and audit rows
-        self.knowledge = LookupKnowledgeService(
-            ks,
-            hints=self.hint_index,
-            search=VectorSearchService(
-                self.index,
-                exact,
-                scale=self.similarity_scale,
-                keyword=self.keyword_index,
-                keyword_settings=self.keyword_settings,
-                metadata=self.metadata,
-            ),
-            metadata=self.metadata,
-            embedder=self.embedder,
-            tracker=RetrievedDocTracker(self.audit, ks.dedup_ttl_s),
-            recorder=ToolInvocationRecorder(self.audit, ks, redactor),
-            metrics=self.metrics,
-            redactor=redactor,
-        )
-
-    def _init_retrieval(self) -> None:
-        """search_memory / read_memory (DESIGN §5-6): the stages, each with its settings section, and the level-0
-        similarity source (vector index, or the in-memory level-0 matrix kept current from the change log)."""
-        from context_engine.knowledge.search_audit import SearchAudit
-        from context_engine.retrieval.assembler import RetrievalAssembler
-        from context_engine.retrieval.candidate_rechecker import CandidateRechecker
-        from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
-        from context_engine.retrieval.l0_retriever import L0Retriever
-        from context_engine.retrieval.memory_read_service import MemoryReadService
-        from context_engine.retrieval.query_planner import QueryPlanner
-        from context_engine.retrieval.redaction import Redactor
-        from context_engine.retrieval.scoring import Scorer
-        from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
-        from context_engine.storage.factory import open_l0_source
-
-        rs = self.settings.retrieval
-        self.l0_matrix, self.l0_source = open_l0_source(rs, self.index, self.metadata, self.derived_files)
-        self.redactor = Redactor(rs.redaction, self.metrics)
-        self.reader = MemoryReadService(self.content, self.metadata, self.redactor, rs.read, self.metrics)
-        scorer = Scorer(
-            rs.scoring,
-            self.similarity_scale,
-            recency_half_life_days=self.settings.memory.recency_half_life_days,
-            recency_weight=self.settings.memory.recency_weight,
-        )
-        self.search_pipeline = SearchMemoryPipeline(
-            planner=QueryPlanner(rs.planner),
-            retriever=L0Retriever(
-                self.l0_source,
-                self.metadata,
-                self.embedder,
-                rs.seed,
-                keyword=self.keyword_index,
-                keyword_settings=self.keyword_settings,
-                scale=self.similarity_scale,
-            ),
-            searcher=HierarchicalSearcher(rs.hierarchy, scorer),
-            rechecker=CandidateRechecker(),
-            scorer=scorer,
-            assembler=RetrievalAssembler(rs.assembly, self.redactor),
-            source=self.l0_source,
-            embedder=self.embedder,
-            metadata=self.metadata,
-            redactor=self.redactor,
-            metrics=self.metrics,
-            settings=rs,
-            audit=SearchAudit(self.knowledge.recorder, self.settings.knowledge),  # one row per call, as lookups
-        )
-        self.read_pipeline = ReadMemoryPipeline(self.reader)
 
     def close(self) -> None:
         """Release the stores. The engine can be reopened on the same directory."""
@@ -354,23 +229,10 @@ class ContextEngineService:
         target = self._writable(target_uri, ctx)
         if target.context_type != "resource":
             raise ContextEngineError(ErrorCode.URI_INVALID, "resources go under ctx://resources/")
-        src = Path(path).expanduser()
-        found = collect(src, target, self.settings.ingest, follow_symlinks=follow_symlinks)
-        single = src.is_file()
-        docs: list[SourceDoc] = []
-        report_failures: list[dict[str, str]] = []
-        for fpath, uri in found.files:
-            try:
-                docs.append(load_file(fpath, uri, self.settings.ingest))
-            except ContextEngineError as err:
-                if single or strict:
-                    raise
-                report_failures.append(
-                    {"path": str(fpath.relative_to(src)), "code": err.code.value, "error": err.message}
-                )
-        if strict and found.skipped:
-            rel, why = found.skipped[0]
-            raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
+        found = load_resources(
+            Path(path).expanduser(), target, self.settings.ingest, strict=strict, follow_symlinks=follow_symlinks
+        )
+        docs = found.docs
         report = (
             self.pipeline.write_documents(ctx.account_id, docs, progress=progress, cancel=cancel)
             if docs
@@ -378,8 +240,8 @@ class ContextEngineService:
         )
         report.skipped = len(found.skipped)
         report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped[:SKIPPED_FILES_LISTED]]
-        report.failed = len(report_failures)
-        report.failures = report_failures
+        report.failed = len(found.failures)
+        report.failures = found.failures
         return report
 
     def add_text(
@@ -400,10 +262,7 @@ class ContextEngineService:
         u = self._writable(uri, ctx)
         if u.is_dir:
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{u} names a directory; give a file URI")
-        # surrogatepass: a lone surrogate becomes bytes that are not UTF-8, which decode_text refuses (WRT-4221)
-        body = decode_text(text.encode("utf-8", "surrogatepass"), str(u), self.settings.ingest)
-        hint = title_hint or u.name.rsplit(".", 1)[0]
-        doc = SourceDoc(u, body, kind, "text", content_hash(body, kind), hint)
+        doc = text_doc(u, text, kind, title_hint, self.settings.ingest)
         return self.pipeline.write_documents(ctx.account_id, [doc], cancel=cancel)
 
     def _memory_space(self, ctx: RequestContext) -> str:
@@ -461,15 +320,8 @@ class ContextEngineService:
         if target.context_type != "memory":
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{target} is not under .../memories/")
         self._writable(target, ctx)
-        body = decode_text(text.encode("utf-8", "surrogatepass"), str(target), self.settings.ingest)
-        doc = SourceDoc(
-            target,
-            body,
-            "plain",
-            "memory",
-            memory_hash(body),
-            target.name.rsplit(".", 1)[0],
-            **memory_abstract_of(body, self.settings.memory, metadata=metadata, occurred_at=occurred_at),
+        doc = memory_doc(
+            target, text, self.settings.ingest, self.settings.memory, metadata=metadata, occurred_at=occurred_at
         )
         written = self.pipeline.write_documents(ctx.account_id, [doc])
         outcome = MemoryOutcome(
@@ -608,10 +460,7 @@ class ContextEngineService:
         if category:
             base = base.child(category, is_dir=True)
         target = self._writable(base.child(name if name.endswith(".md") else f"{name}.md"), ctx)
-        body = f"# {name}\n\n{description.strip()}\n\n{content.strip()}\n"
-        body = decode_text(body.encode("utf-8", "surrogatepass"), str(target), self.settings.ingest)
-        abstract = f"{name}: {' '.join(description.split())}"[: self.settings.ingest.l0_max_chars]
-        doc = SourceDoc(target, body, "markdown", "skill", content_hash(body, "skill"), name)
+        doc, abstract = skill_doc(target, name, description, content, self.settings.ingest)
         return self.pipeline.write_documents(ctx.account_id, [doc], abstracts={str(target): abstract})
 
     def delete(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT, *, recursive: bool = False) -> IngestReport:
@@ -644,26 +493,11 @@ class ContextEngineService:
         """
         self._require_writable()
         account: str | None = ctx.account_id
-        if full:
-            health = self.index_health()
-            if health["status"] == "damaged":
-                dropper = getattr(self.index, "drop", None)
-                if dropper is None:
-                    raise ContextEngineError(
-                        ErrorCode.INDEX_DAMAGED, str(health["problem"]), {"index": self.index.name}
-                    )
-                _LOG.warning("reindex --full: dropping the damaged vector index (%s)", health["problem"])
-                dropper()
-                account = None
-            elif health["status"] == "missing":
-                account = None
+        if full and prepare_full_rebuild(self.index, self.index_health()):
+            account = None  # a damaged index was dropped, or a missing one: every account (the table is shared)
         report = self.pipeline.reindex(account, full=full, progress=progress)
         if full and self.derived_files is not None:
-            # a derived file that would not be used goes now; the account's next search loads and writes it anew
-            for acc in [account] if account else self.metadata.accounts():
-                for kind in ("l0", "bm25"):
-                    if self.derived_files.check(kind, acc) is not None:
-                        self.derived_files.path(kind, acc).unlink(missing_ok=True)
+            drop_unusable_derived_files(self.derived_files, [account] if account else self.metadata.accounts())
         return report
 
     def index_health(self) -> dict[str, Any]:
@@ -822,26 +656,15 @@ class ContextEngineService:
                 ``RET-4003`` invalid min_similarity, ``RET-4031`` target not visible. A failing vector search is not
                 an error: the result is empty with ``evidence_status='search_failed'`` and a ``RET-5001`` warning.
         """
-        if isinstance(query, LookupRequest):
-            request = query
-        else:
-            try:
-                request = LookupRequest(
-                    query=query,
-                    session_id=session_id,
-                    top_k=top_k,
-                    mode=mode,
-                    min_similarity=min_similarity,
-                    target_uri=target_uri,
-                    context_token_budget=context_token_budget,
-                )
-            except ValidationError as err:
-                fields = [".".join(map(str, e["loc"])) for e in err.errors()]
-                raise ContextEngineError(
-                    ErrorCode.QUERY_INVALID,
-                    f"invalid lookup_knowledge request: {', '.join(fields)}",
-                    {"fields": fields},
-                ) from err
+        request = query if isinstance(query, LookupRequest) else lookup_request(
+            query,
+            session_id=session_id,
+            top_k=top_k,
+            mode=mode,
+            min_similarity=min_similarity,
+            target_uri=target_uri,
+            context_token_budget=context_token_budget,
+        )
         require_valid_text(request, ErrorCode.QUERY_INVALID)  # a lone surrogate: RET-4001, not a crash deep inside
         result = self.knowledge.lookup(request, ctx)
         if self.read_only:
@@ -961,20 +784,9 @@ class ContextEngineService:
     def stats(self, ctx: RequestContext = DEFAULT_CONTEXT) -> dict[str, Any]:
         """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model; the
         index's state (``index_status``, ``index_problem``: :meth:`index_health`) and the account's derived files'."""
-        counts = self.metadata.count_nodes(ctx.account_id)
-        index = self.index_health()  # a damaged index shows as such, never with the stale count of its manifest
-        return {
-            "home": str(self.settings.home_path),
-            "account_id": ctx.account_id,
-            **counts,
-            "index_backend": self.index.name,
-            "index_records": index["records"],
-            "index_status": index["status"],
-            **({"index_problem": index["problem"]} if index["problem"] else {}),
-            **({"derived_files": self.derived_files_health(ctx.account_id)} if self.derived_files is not None else {}),
-            "embedding_model": self.embedder.model_name,
-            "embedding_dim": self.embedder.dim,
-        }
+        return account_stats(
+            self.metadata, self.index, self.embedder, self.derived_files, self.settings.home_path, ctx.account_id
+        )
 
 
 ContextEngine = ContextEngineService

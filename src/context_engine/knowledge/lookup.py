@@ -32,6 +32,9 @@ import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.knowledge.context_pack import ChunkText, ContextPacker
@@ -735,3 +738,19 @@ def _preview(result: LookupResult, limit: int) -> str:
     else:
         text = f"{result.evidence_status}: no evidence"
     return text[:limit]
+
+
+def lookup_request(query: str, **fields: Any) -> LookupRequest:
+    """A :class:`LookupRequest` from the query and keyword options (``session_id``, ``top_k``, ``mode``, ...; ``None``
+    takes the configured default), as ``ContextEngineService.lookup_knowledge`` takes them.
+
+    Raises:
+        ContextEngineError: ``RET-4001`` naming the fields that do not validate.
+    """
+    try:
+        return LookupRequest(query=query, **fields)
+    except ValidationError as err:
+        names = [".".join(map(str, e["loc"])) for e in err.errors()]
+        raise ContextEngineError(
+            ErrorCode.QUERY_INVALID, f"invalid lookup_knowledge request: {', '.join(names)}", {"fields": names}
+        ) from err

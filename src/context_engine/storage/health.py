@@ -7,14 +7,16 @@ delegate here.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.storage.derived_files import DerivedFiles
-from context_engine.storage.protocols import MetadataStore, VectorIndex
+from context_engine.storage.protocols import Embedder, MetadataStore, VectorIndex
 
 __all__ = [
     "DERIVED_KINDS",
+    "account_stats",
     "derived_files_health",
     "drop_unusable_derived_files",
     "engine_problems",
@@ -111,3 +113,29 @@ def drop_unusable_derived_files(files: DerivedFiles, accounts: list[str]) -> Non
         for kind in DERIVED_KINDS:
             if files.check(kind, acc) is not None:
                 files.path(kind, acc).unlink(missing_ok=True)
+
+
+def account_stats(
+    metadata: MetadataStore,
+    index: VectorIndex,
+    embedder: Embedder,
+    files: DerivedFiles | None,
+    home: Path,
+    account_id: str,
+) -> dict[str, Any]:
+    """``stats``: counts for the account and the index: nodes, files, directories, pending, vectors, model; the
+    index's state (``index_status``, ``index_problem``: :func:`index_health`) and the account's derived files'."""
+    counts = metadata.count_nodes(account_id)
+    health = index_health(index, metadata)  # a damaged index shows as such, never with the stale count of its manifest
+    return {
+        "home": str(home),
+        "account_id": account_id,
+        **counts,
+        "index_backend": index.name,
+        "index_records": health["records"],
+        "index_status": health["status"],
+        **({"index_problem": health["problem"]} if health["problem"] else {}),
+        **({"derived_files": derived_files_health(files, account_id)} if files is not None else {}),
+        "embedding_model": embedder.model_name,
+        "embedding_dim": embedder.dim,
+    }
