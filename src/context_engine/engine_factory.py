@@ -1,9 +1,9 @@
 """``build_engine``: the one composition root the interfaces and the evaluation open an engine through (issue 28).
 
 The CLI (``open_engine``, ``migrate-home``, ``mcp``), the HTTP app, the MCP server's background engine and the eval
-pipelines all call :func:`build_engine` instead of constructing the service themselves, so the wiring of the stores,
-the embedder and the pipelines has one entry point (today the service's constructor, which opens the stores the
-settings name).
+pipelines all call :func:`build_engine` instead of constructing the service themselves, so opening an engine has one
+entry point: the service opens the stores and the embedder the settings name, and :mod:`context_engine.engine_parts`
+builds the rest over them.
 
 The service module is imported on the first call, not with this module: it imports the stores and the models (about
 a second), which a CLI command that fails early or a remote client never needs. It is looked up on
