@@ -122,7 +122,7 @@ def test_the_node_page_redacts_l2_as_read_memory_does(client_and_keys):
     service.add_text(text, uri, ADMIN)
     page = client.get(f"/console/fragments/node?uri={uri}", headers=keys["admin"])
     assert page.status_code == 200 and "pa55w0rd" not in page.text
-    assert page.text.count("[REDACTED:connection_string]") == 3  # L0, L1 and L2
+    assert page.text.count("[REDACTED:connection_string]") == 5  # L0; L1 and L2 each rendered and as returned
     listing = client.get("/console/fragments/tree?uri=ctx://resources/ops/", headers=keys["admin"])
     assert "[REDACTED:connection_string]" in listing.text and "pa55w0rd" not in listing.text
 

@@ -37,6 +37,7 @@ from context_engine.interfaces.http.models import (
 from context_engine.interfaces.http.routes import Caller, Service
 from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.redaction import redact_output
+from context_engine.retrieval.compact import is_informational
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import LookupRequest
 from context_engine.schema.query import ReadLevel, ReadMemoryRequest, SearchMemoryRequest
@@ -47,6 +48,8 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["domid"] = lambda uri: "n-" + hashlib.sha1(str(uri).encode("utf-8")).hexdigest()[:16]
 templates.env.filters["zip"] = lambda a, b: list(zip(a, b, strict=False))
 templates.env.filters["markdown"] = render_markdown  # excerpts: markdown-it-py, then nh3 (console/markdown.py)
+# RET-4221 (the planner preferred no context type) reports a decision, not a degradation: shown as a note
+templates.env.tests["informational"] = is_informational
 
 
 def _plain(value: Any) -> str:
@@ -64,14 +67,16 @@ templates.env.filters["plain"] = _plain
 # invalid Unicode in a query parameter or a JSON body: 400/422 before anything runs, as on the API
 router = APIRouter(prefix="/console", include_in_schema=False, dependencies=[Depends(reject_invalid_text)])
 
-#: Navigation: (path, label). The login page is not in it.
-NAV: tuple[tuple[str, str], ...] = (
-    ("/console/browse", "Browse"),
-    ("/console/search", "Search"),
-    ("/console/lookup", "Lookup"),
-    ("/console/sessions", "Sessions"),
-    ("/console/eval", "Evaluation"),
-    ("/console/write", "Write"),
+#: Navigation: (path, label, who may use it). The login page is not in it. A tab that needs ``admin`` (the reports)
+#: or ``write`` (a key that can write somewhere: :func:`capabilities`) is hidden until the whoami fragment says the
+#: key may use it (``console.js``); the page itself still answers, and its fragments refuse as the API does.
+NAV: tuple[tuple[str, str, str], ...] = (
+    ("/console/browse", "Browse", ""),
+    ("/console/search", "Search", ""),
+    ("/console/lookup", "Lookup", ""),
+    ("/console/sessions", "Sessions", ""),
+    ("/console/eval", "Evaluation", "admin"),
+    ("/console/write", "Write", "write"),
 )
 _URI = Annotated[str, Query(min_length=1, max_length=4096)]
 

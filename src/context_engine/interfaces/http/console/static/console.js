@@ -176,6 +176,10 @@
       if (form.dataset.autorun === "always" || location.search) loads.push(submitFragmentForm(form));
     }
     await Promise.all(loads);
+    // tabs a key may use: the whoami fragment says what this key may do (data-may); others stay hidden
+    const who = document.querySelector("#whoami .identity");
+    const may = who ? (who.dataset.may || "").split(" ") : [];
+    for (const li of document.querySelectorAll("nav li[data-needs]")) li.hidden = !may.includes(li.dataset.needs);
     if (location.hash) {
       const anchor = document.getElementById(location.hash.slice(1));
       if (anchor) anchor.scrollIntoView();
