@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from context_engine.errors import ContextEngineError
-from tests.console.conftest import ADMIN_A, SESSION_A
+from tests.console.conftest import ADMIN_A, MEMORY_A, SESSION_A, USER_A
 
 Axe = pytest.importorskip(
     "axe_playwright_python.sync_playwright", reason="axe-playwright-python (axe-core) is not installed"
@@ -28,6 +28,7 @@ PAGES = {
     "search": "/console/search?query=etcd+cluster+has+no+leader&top_k=5",
     "lookup": f"/console/lookup?query=etcd+has+no+leader&session_id={SESSION_A}",
     "sessions": "/console/sessions",
+    "memories": "/console/memories?user_space=alice",
     "session": f"/console/sessions?session_id={SESSION_A}",
     "eval": "/console/eval",
     "eval-report": "/console/eval/report?run=po-bm25-dense",
@@ -85,7 +86,7 @@ def test_browse_expands_the_tree_lazily_and_by_keyboard(tab_factory):
     tab.settle(lambda: len(tab.fragments) >= 2)
     assert sorted(u.split("/console/fragments/")[1].split("?")[0] for u, _, _ in tab.fragments) == ["roots", "whoami"]
     toggle = page.locator("button[data-tree='ctx://resources/']")
-    for _ in range(10):  # Tab through the skip link, the navigation and the sign-out button to the first toggle
+    for _ in range(15):  # Tab through the skip link, the navigation and the sign-out button to the first toggle
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.dataset.tree") == "ctx://resources/":
             break
@@ -369,8 +370,8 @@ def test_tabs_are_shown_only_to_keys_that_may_use_them(tab_factory):
     for key in ("admin_a", "user_a", "reader_a"):
         page = tab_factory(key).open("/console/browse")
         shown[key] = page.locator("nav a:visible").all_inner_texts()
-    assert shown["admin_a"] == ["Browse", "Search", "Lookup", "Sessions", "Evaluation", "Write"]
-    assert shown["user_a"] == ["Browse", "Search", "Lookup", "Sessions", "Write"]
+    assert shown["admin_a"] == ["Browse", "Search", "Lookup", "Memories", "Sessions", "Evaluation", "Write"]
+    assert shown["user_a"] == ["Browse", "Search", "Lookup", "Memories", "Sessions", "Write"]
     assert shown["reader_a"] == ["Browse", "Search", "Lookup", "Sessions"]
 
 
@@ -382,3 +383,30 @@ def test_an_unclassified_query_gets_a_note_not_a_warning(tab_factory):
     assert any("RET-4221" in n for n in notes), notes
     assert not any("RET-4221" in w for w in page.locator("#search-result ul.warnings li").all_inner_texts())
     assert serious_violations(page) == []
+
+
+def test_a_users_memories_with_filters_and_a_session_as_its_transcript(tab_factory, console):
+    """The memory view (issue 29 item 5): a user's memories by category, a conversation session as a transcript
+    (oldest first, with speakers), an admin choosing the user; another account's user sees none of them."""
+    from context_engine.schema.memory import Message
+
+    messages = [
+        Message(role="user", speaker="alice", content="We moved the etcd backups to the eu-west bucket."),
+        Message(role="assistant", speaker="bot", content="Noted: etcd backups now go to eu-west."),
+    ]
+    console.service.add_messages(messages, "console-chat", USER_A)
+    tab = tab_factory("user_a")
+    page = tab.open("/console/memories")
+    assert MEMORY_A[:30] in page.inner_text("table.memories")
+    page = tab.open("/console/memories?category=preference")
+    assert page.locator("table.memories tbody tr").count() >= 1
+    assert all(c == "preference" for c in page.locator("table.memories tbody td:nth-child(2)").all_inner_texts())
+    page = tab.open("/console/memories?session_id=console-chat")
+    items = page.locator("ol.transcript li")
+    assert items.count() >= 1 and "etcd backups" in page.inner_text("ol.transcript")
+    assert serious_violations(page) == []
+    admin = tab_factory("admin_a").open("/console/memories?user_space=alice")
+    assert MEMORY_A[:30] in admin.inner_text("table.memories")
+    other = tab_factory("user_b").open("/console/memories?session_id=console-chat")
+    assert "etcd backups" not in other.content()
+    assert tab.errors == []

@@ -40,6 +40,7 @@ FRAGMENTS = [
     ("POST", "/console/fragments/search", {"query": "node not ready"}),
     ("POST", "/console/fragments/lookup", {"query": "node not ready"}),
     ("GET", "/console/fragments/sessions", None),
+    ("GET", "/console/fragments/memories", None),
     ("POST", "/console/fragments/verify", {"invocation_id": "0" * 32, "excerpt": "kubelet stopped posting"}),
     ("GET", "/console/fragments/eval", None),
     ("GET", "/console/fragments/eval/report?run=x", None),

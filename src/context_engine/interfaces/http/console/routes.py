@@ -67,13 +67,15 @@ templates.env.filters["plain"] = _plain
 # invalid Unicode in a query parameter or a JSON body: 400/422 before anything runs, as on the API
 router = APIRouter(prefix="/console", include_in_schema=False, dependencies=[Depends(reject_invalid_text)])
 
-#: Navigation: (path, label, who may use it). The login page is not in it. A tab that needs ``admin`` (the reports)
-#: or ``write`` (a key that can write somewhere: :func:`capabilities`) is hidden until the whoami fragment says the
-#: key may use it (``console.js``); the page itself still answers, and its fragments refuse as the API does.
+#: Navigation: (path, label, who may use it). The login page is not in it. A tab that needs ``admin`` (the reports),
+#: ``memory`` (a user space, or an admin) or ``write`` (a key that can write somewhere: :func:`capabilities`) is
+#: hidden until the whoami fragment says the key may use it (``console.js``); the page itself still answers, and its
+#: fragments refuse as the API does.
 NAV: tuple[tuple[str, str, str], ...] = (
     ("/console/browse", "Browse", ""),
     ("/console/search", "Search", ""),
     ("/console/lookup", "Lookup", ""),
+    ("/console/memories", "Memories", "memory"),
     ("/console/sessions", "Sessions", ""),
     ("/console/eval", "Evaluation", "admin"),
     ("/console/write", "Write", "write"),
@@ -110,6 +112,7 @@ PAGES: dict[str, tuple[str, str]] = {
     "/search": ("search.html", "Search"),
     "/lookup": ("lookup.html", "Lookup"),
     "/sessions": ("sessions.html", "Sessions"),
+    "/memories": ("memories.html", "Memories"),
     "/eval": ("eval.html", "Evaluation"),
     "/eval/report": ("eval_report.html", "Evaluation report"),
     "/eval/compare": ("eval_compare.html", "Compare two runs"),
@@ -320,6 +323,34 @@ def sessions_fragment(
 def verify_fragment(request: Request, req: VerifyEvidenceRequest, service: Service, ctx: Caller) -> HTMLResponse:
     """``verify_evidence``: is the excerpt backed by an evidence ref recorded for the invocation?"""
     return _fragment(request, "verify.html", v=service.verify_evidence(req.invocation_id, req.excerpt, ctx))
+
+
+@router.get(F + "/memories", response_class=HTMLResponse, tags=[MEMORY_TAG])
+def memories_fragment(
+    request: Request,
+    service: Service,
+    ctx: Caller,
+    user_space: Annotated[str | None, Query(max_length=256)] = None,
+    category: Annotated[str | None, Query(max_length=256)] = None,
+    session_id: Annotated[str | None, Query(max_length=256)] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    """A user's memories (``GET /api/v1/memories``: ``service.list_memories``, newest first, 50 a page), by category
+    or conversation session; a session's memories are shown as its transcript, oldest first. ``user_space``: an
+    admin's choice of user (another key may only name its own)."""
+    page = service.list_memories(
+        ctx,
+        category=category or None,
+        session_id=session_id or None,
+        limit=50,
+        offset=offset,
+        user_space=user_space or None,
+    )
+    transcript = []
+    if session_id:
+        transcript = sorted(page.items, key=lambda m: (m.occurred_at or m.created_at or m.updated_at, m.uri))
+    query = {"user_space": user_space or "", "category": category or "", "session_id": session_id or ""}
+    return _fragment(request, "memories.html", page=page, transcript=transcript, session_id=session_id, query=query)
 
 
 # ---- evaluation reports ---------------------------------------------------------------------------------------------
