@@ -295,6 +295,8 @@ def exercise_http(call: Recorder, p: Planted, admin: dict, alice: dict, path_fil
                                                            "session_id": lookup_session})
     call("GET", "/console/fragments/sessions", admin)
     call("GET", "/console/fragments/sessions", admin, params={"session_id": lookup_session})
+    call("GET", "/console/fragments/memories", alice)
+    call("GET", "/console/fragments/memories", admin, params={"user_space": "alice"})
     call("POST", "/console/fragments/verify", admin, json={"invocation_id": invocation, "excerpt": "Run the promotion"})
     call("POST", "/console/fragments/write/text", admin, json={
         "text": f"# Console doc {p.line('console doc title')}\n\n{p.line('console doc body')}\n",
