@@ -64,6 +64,10 @@ def test_migrate_home_copies_everything_and_the_target_answers_alike(source_home
         scaled = ContextEngineService(load_settings(tmp_path / "target", **target), embedder=embedder)
         try:
             assert scaled.metadata.dialect == "postgresql" and type(scaled.content).__name__ == "S3ContentStore"
+            # the audit trail as copied, compared before the searches below add search_memory rows to each store
+            assert [i.invocation_id for i in scaled.list_invocations()] == [
+                i.invocation_id for i in source.list_invocations()
+            ]
             for query in ("how do I handle a node that is not ready?", "disk is almost full"):
                 a = [(h.uri, round(h.score, 5)) for h in source.search_memory(query, top_k=5).hits]
                 b = [(h.uri, round(h.score, 5)) for h in scaled.search_memory(query, top_k=5).hits]
@@ -72,9 +76,6 @@ def test_migrate_home_copies_everything_and_the_target_answers_alike(source_home
             assert scaled.read(uri, "L2") == source.read(uri, "L2")
             detail = scaled.get_memory(source.list_memories(ALICE).items[0].uri, ALICE)
             assert detail.text.endswith("no sugar.") and len(detail.history) == 1
-            assert [i.invocation_id for i in scaled.list_invocations()] == [
-                i.invocation_id for i in source.list_invocations()
-            ]
             # new writes on the target get fresh ids after the copied ones (sequences moved past them)
             scaled.update_memory(detail.uri, "Alice prefers dark roast coffee with oat milk.", ALICE)
             assert len(scaled.get_memory(detail.uri, ALICE).history) == 2
