@@ -2,8 +2,9 @@
 
 :class:`~context_engine.service.ContextEngineService` opens the stores and the embedder, then asks this module for
 the vector index (:func:`open_index`), the lookup_knowledge layer (:func:`build_knowledge`), the search_memory and
-read_memory pipelines (:func:`build_retrieval`) and runs the startup check of the write journal
-(:func:`recover_writes`). :func:`context_engine.engine_factory.build_engine` is the entry point that opens an engine.
+read_memory pipelines (:func:`build_retrieval`), the memory event history (:func:`build_memory_events`) and runs the
+startup check of the write journal (:func:`recover_writes`). :func:`context_engine.engine_factory.build_engine` is the
+entry point that opens an engine.
 
 Heavy modules (the retrieval stages, the exact index) are imported when an engine is built, not with this module.
 """
@@ -26,6 +27,7 @@ from context_engine.storage.factory import open_audit, open_vector_index
 from context_engine.storage.protocols import Embedder, VectorIndex
 
 if TYPE_CHECKING:
+    from context_engine.ingest.memory_events import MemoryEventReader
     from context_engine.redaction import Redactor
     from context_engine.retrieval.memory_read_service import MemoryReadService
     from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
@@ -38,6 +40,7 @@ __all__ = [
     "KnowledgeParts",
     "RetrievalParts",
     "build_knowledge",
+    "build_memory_events",
     "build_retrieval",
     "calibrate",
     "open_index",
@@ -183,6 +186,18 @@ def build_retrieval(engine: ContextEngineService) -> RetrievalParts:
         audit=SearchAudit(engine.knowledge.recorder, settings.knowledge),  # one row per call, as lookups
     )
     return RetrievalParts(l0_matrix, l0_source, redactor, reader, search_pipeline, ReadMemoryPipeline(reader))
+
+
+def build_memory_events(engine: ContextEngineService) -> MemoryEventReader:
+    """The memory event history (issue 29): its recorder is added to the engine's write pipeline as a listener (the
+    events are written inside each write's transaction); the reader answers ``list_memory_events`` with the
+    engine's redactor (built by :func:`build_retrieval`)."""
+    from context_engine.ingest.memory_events import MemoryEventReader, MemoryEventRecorder
+    from context_engine.storage.factory import open_memory_events
+
+    events = open_memory_events(engine.metadata)
+    engine.pipeline.add_listener(MemoryEventRecorder(events, engine.metadata))
+    return MemoryEventReader(events, engine.redactor)
 
 
 def recover_writes(journal: WriteJournal, *, read_only: bool) -> None:

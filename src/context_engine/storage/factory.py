@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from context_engine.storage.metadata.audit import SqlAuditStore
     from context_engine.storage.metadata.engine import SqlDatabase
     from context_engine.storage.metadata.keys import ApiKeyStore
+    from context_engine.storage.metadata.memory_events import SqlMemoryEventStore
     from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
     from context_engine.storage.protocols import ContentStore, MetadataStore, VectorIndex
     from context_engine.storage.vector.l0_source import L0Source
@@ -37,6 +38,7 @@ __all__ = [
     "open_audit",
     "open_content",
     "open_l0_source",
+    "open_memory_events",
     "open_metadata",
     "open_vector_index",
 ]
@@ -146,6 +148,18 @@ def open_api_keys(metadata: MetadataStore, *, cache_ttl_s: float = 5.0) -> ApiKe
     from context_engine.storage.metadata.keys import ApiKeyStore
 
     return ApiKeyStore(_sql_database(metadata, "API keys"), cache_ttl_s=cache_ttl_s)
+
+
+def open_memory_events(metadata: MetadataStore) -> SqlMemoryEventStore:
+    """The memory event history (``memory_events``, issue 29) in the metadata store's own database, sharing its pool
+    and transactions.
+
+    Raises:
+        ContextEngineError: ``CFG-4001`` when the metadata store keeps no SQL database.
+    """
+    from context_engine.storage.metadata.memory_events import SqlMemoryEventStore
+
+    return SqlMemoryEventStore(_sql_database(metadata, "the memory event history"))
 
 
 def open_l0_source(

@@ -1,8 +1,9 @@
 """The metadata database's tables, in one SQLAlchemy ``MetaData`` (DESIGN.md §3): the ORM rows of the metadata
 store (nodes, versions, relations, vector rows, the change feed, the write journal, meta, the schema version), of the
-audit trail and hint index (:mod:`.audit`) and of the API keys (:mod:`.keys`), and the conversions between rows and
-records. Every module of this package that touches a table imports it from here; nothing imports a private name of
-another module, and the schema (:mod:`.migrate`) is the one ``Base.metadata``.
+audit trail and hint index (:mod:`.audit`), of the memory event history (:mod:`.memory_events`) and of the API keys
+(:mod:`.keys`), and the conversions between rows and records. Every module of this package that touches a table
+imports it from here; nothing imports a private name of another module, and the schema (:mod:`.migrate`) is the one
+``Base.metadata``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "IN_BATCH",
     "JSON_VARIANT",
     "JOURNAL",
+    "MEMORY_EVENTS",
     "META",
     "NODES",
     "RELATIONS",
@@ -55,6 +57,7 @@ __all__ = [
     "HintTermRow",
     "IndexChangeRow",
     "IndexGenerationRow",
+    "MemoryEventRow",
     "MetaRow",
     "NodeRow",
     "NodeVersionRow",
@@ -353,6 +356,33 @@ class HintTermRow(Base):
     kind: Mapped[str] = mapped_column(String(32))
 
 
+# ---- the memory event history (memory_events.py) -------------------------------------------------------------
+class MemoryEventRow(Base):
+    """``memory_events``: one row per change of a memory (issue 29): ``ADD``, ``UPDATE`` or ``DELETE``, written in
+    the transaction of the write that made it (a failed write leaves none). ``seq`` orders them (commit order: the
+    writes of a home hold one write lock). The abstracts are the memory's L0 as stored (redacted at write time);
+    ``*_before`` are empty for an ``ADD``, ``*_after`` for a ``DELETE``."""
+
+    __tablename__ = "memory_events"
+    __table_args__ = (
+        Index("ix_memory_events_account_space", "account_id", "owner_space", "seq"),
+        Index("ix_memory_events_account_uri", "account_id", "uri_key", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    owner_space: Mapped[str] = mapped_column(String(320))
+    uri: Mapped[str] = mapped_column(String(1024))
+    uri_key: Mapped[str] = mapped_column(String(1024))
+    event: Mapped[str] = mapped_column(String(8))
+    category: Mapped[str | None] = mapped_column(Text, nullable=True)
+    version_before: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    version_after: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    abstract_before: Mapped[str | None] = mapped_column(Text, nullable=True)
+    abstract_after: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 # ---- API keys (keys.py) ---------------------------------------------------------------------------------------
 class ApiKeyRow(Base):
     """``api_keys``: one row per key; ``secret_hash`` is the hex SHA-256 of the whole token."""
@@ -377,6 +407,7 @@ RETRIEVED_DOCS = table_of(RetrievedDocRow)
 HINT_DOCS = table_of(HintDocRow)
 HINT_TERMS = table_of(HintTermRow)
 API_KEYS = table_of(ApiKeyRow)
+MEMORY_EVENTS = table_of(MemoryEventRow)
 
 
 # ---- rows and records ---------------------------------------------------------------------------------------------
