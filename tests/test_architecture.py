@@ -1,0 +1,268 @@
+"""The import graph of ``src/context_engine`` keeps the shape docs/architecture.md states (issue 28).
+
+The graph is built with the standard library alone (``ast``) from every ``import`` statement of every module: at
+module level, inside functions and methods (deferred imports), and under ``if TYPE_CHECKING:``; an edge goes to the
+module imported (``from a.b import c`` to ``a.b.c`` when that is a module, else to ``a.b``). Two checks:
+
+- no cycles between modules;
+- no upward arrow: a module of one layer imports only its own layer and those below it, in the order of
+  docs/architecture.md ("Layers"), which this test reads from that page; the modules beside the layers (settings,
+  providers, observability, redaction) import only each other and the bottom of the stack (errors, schema and the
+  storage protocols), never a pipeline.
+
+A deliberate exception is listed below with its reason; an exception that no longer occurs fails the test too, so
+the lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+PACKAGE = "context_engine"
+
+# Edges a cycle may use, each with its reason. Only annotations: the import sits under ``if TYPE_CHECKING:``, never
+# runs, so it orders no import; the cycle it closes is one of types, not of code.
+CYCLE_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("context_engine.engine_parts", "context_engine.service"): (
+        "engine_parts' builders take the service whose stores they wire and are annotated with its class "
+        "(TYPE_CHECKING only); service.py imports engine_parts at run time"
+    ),
+}
+
+# Upward arrows kept on purpose, each with its reason.
+UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("context_engine.interfaces.cli.common", "context_engine.client"): (
+        "the CLI's --url mode (issue 29) is a thin client of a running server: it sends the commands through "
+        "client.Client instead of opening a home (a deferred import, only with --url)"
+    ),
+    ("context_engine.interfaces.cli.remote", "context_engine.client"): (
+        "RemoteEngine, the CLI's --url engine, is typed by the client it wraps (TYPE_CHECKING only)"
+    ),
+}
+
+# Beside the layers (docs/architecture.md): used by several layers, importing none of the pipelines.
+SIDE = ("settings", "providers", "observability", "redaction")
+# What a side module may import besides the side modules: the bottom of the stack.
+SIDE_MAY_IMPORT = ("context_engine.errors", "context_engine.schema", "context_engine.storage.protocols")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in (SRC / PACKAGE).rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            for stmt in node.body:
+                out.update(id(n) for n in ast.walk(stmt))
+    return out
+
+
+def _targets(node: ast.AST, package: str, modules: dict[str, Path]) -> list[str]:
+    """The package's modules an import statement names (none for other statements and other packages)."""
+    targets: list[str] = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            name = alias.name
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                targets.append(name)
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+        else:
+            origin = node.module or ""
+        for alias in node.names:
+            if f"{origin}.{alias.name}" in modules:
+                targets.append(f"{origin}.{alias.name}")
+            elif origin in modules:
+                targets.append(origin)
+    return targets
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int, bool]]:
+    """``(imported module, line, type-checking only)`` for every import of ``module`` that lands in the package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    type_only = _type_checking_nodes(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        for target in _targets(node, package, modules):
+            if target != module:
+                yield target, getattr(node, "lineno", 0), id(node) in type_only
+
+
+def import_graph() -> dict[str, dict[str, tuple[int, bool]]]:
+    """module -> {imported module: (first line, type-checking only)} over ``src/context_engine``."""
+    modules = _modules()
+    graph: dict[str, dict[str, tuple[int, bool]]] = {m: {} for m in modules}
+    for module, path in modules.items():
+        for target, line, type_only in _imports(module, path, modules):
+            seen = graph[module].get(target)
+            # an edge is type-only when every import of it is
+            graph[module][target] = (min(line, seen[0]), type_only and seen[1]) if seen else (line, type_only)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _layers_section() -> str:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    return text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+
+
+def _places(cell: str) -> list[str]:
+    """The module prefixes a cell of the doc names: ``retrieval/`` -> ``context_engine.retrieval``,
+    ``service.py`` -> ``context_engine.service``, ``interfaces/http/`` -> ``context_engine.interfaces.http``."""
+    out = []
+    for name in re.findall(r"`([\w/]+/|[\w/]+\.py)`", cell):
+        dotted = name.removesuffix("/").removesuffix(".py").replace("/", ".")
+        out.append(f"{PACKAGE}.{dotted}")
+    return out
+
+
+def documented_layers() -> list[tuple[str, list[str]]]:
+    """``(layer, the module prefixes of its package column)`` of docs/architecture.md's table, top to bottom."""
+    layers = []
+    rows = _layers_section().split("|---|", 1)[1]  # below the header row
+    for m in re.finditer(r"^\| (\w+) \| ([^|]+) \|", rows, flags=re.MULTILINE):
+        layers.append((m.group(1), _places(m.group(2))))
+    assert layers, "docs/architecture.md: no layer table under '## Layers'"
+    return layers
+
+
+def documented_side_modules() -> list[str]:
+    """The modules the doc places beside the layers (the paragraph after the table that starts "Beside the layers")."""
+    paragraph = _layers_section().split("Beside the layers", 1)[1].split("\n\n", 1)[0]
+    return _places(paragraph)
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of a module by the doc, ``"side"`` for the modules beside the layers, ``"package"`` for the
+    package's ``__init__`` (the public names, imported on first use from every layer), ``None`` when the doc places
+    it nowhere."""
+    if module == PACKAGE:
+        return "package"
+    places = [(prefix, layer) for layer, prefixes in documented_layers() for prefix in prefixes]
+    places += [(prefix, "side") for prefix in documented_side_modules()]
+    for prefix, layer in places:
+        if module == prefix or module.startswith(prefix + "."):
+            return layer
+    # a package whose parts the doc names one by one (interfaces/http/, interfaces/mcp/, ...): their layer
+    parents = {layer for prefix, layer in places if prefix.startswith(module + ".")}
+    return parents.pop() if len(parents) == 1 else None
+
+
+def test_the_graph_sees_deferred_and_type_only_imports() -> None:
+    graph = import_graph()
+    # a deferred import (inside build_embedder) and a type-only one are both edges
+    assert "context_engine.providers.onnx_embedder" in graph["context_engine.providers.embedder"]
+    assert graph["context_engine.interfaces.cli.remote"]["context_engine.client"][1] is True
+    assert len(graph) > 150
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    edges = {m: {t for t in targets if (m, t) not in CYCLE_EXCEPTIONS} for m, targets in graph.items()}
+    assert _cycles(edges) == []
+    for (source, target), reason in CYCLE_EXCEPTIONS.items():
+        assert target in graph[source], f"exception no longer needed: {source} -> {target} ({reason})"
+        assert graph[source][target][1], f"a cycle exception must be type-only: {source} -> {target}"
+    # without the exceptions the cycles are exactly the ones they name
+    closed = {frozenset(c) for c in _cycles({m: set(t) for m, t in graph.items()})}
+    assert closed == {frozenset(pair) for pair in CYCLE_EXCEPTIONS}
+
+
+def test_every_module_belongs_to_a_documented_layer() -> None:
+    nowhere = [module for module in import_graph() if layer_of(module) is None]
+    assert nowhere == [], f"modules docs/architecture.md ('Layers') places in no layer: {nowhere}"
+
+
+def test_no_upward_imports() -> None:
+    order = [layer for layer, _ in documented_layers()]
+    assert order == [
+        "integrations", "client", "interfaces", "eval", "service", "knowledge", "retrieval", "ingest", "storage",
+        "schema", "errors",
+    ]  # fmt: skip
+    assert sorted(documented_side_modules()) == [f"{PACKAGE}.{name}" for name in sorted(SIDE)]
+    rank = {name: i for i, name in enumerate(order)}
+    upward: dict[tuple[str, str], int] = {}
+    for module, targets in import_graph().items():
+        source = layer_of(module)
+        for target, (line, _) in targets.items():
+            if _upward(source, target, layer_of(target), rank):
+                upward[(module, target)] = line
+    unexpected = {edge: line for edge, line in upward.items() if edge not in UPWARD_EXCEPTIONS}
+    assert unexpected == {}, "\n".join(f"{a} -> {b} (line {n})" for (a, b), n in sorted(unexpected.items()))
+    stale = set(UPWARD_EXCEPTIONS) - set(upward)
+    assert stale == set(), f"exceptions that no longer occur: {sorted(stale)}"
+
+
+def _upward(source: str | None, target: str, target_layer: str | None, rank: dict[str, int]) -> bool:
+    """Whether an import from a module of layer ``source`` to ``target`` goes against the doc's order."""
+    if source in (None, "package"):
+        return False  # the package's public names; a module the doc places nowhere fails the test above
+    if source == "side":
+        return target_layer != "side" and not any(
+            target == allowed or target.startswith(allowed + ".") for allowed in SIDE_MAY_IMPORT
+        )
+    if target_layer in (None, "package"):
+        return target_layer == "package"  # the package's __init__ sits above every layer
+    return target_layer != "side" and rank[target_layer] < rank[source]
