@@ -294,6 +294,19 @@ def test_optimize_is_safe_any_time(vector_index: VectorIndex) -> None:
     assert_same_ranking(vector_index.search(vectors[1], 5, flt), reference(records[1:], vectors[1], 5, flt))
 
 
+def test_ids_lists_one_accounts_records_sorted(vector_index: VectorIndex) -> None:
+    """What ``reindex --gc`` compares with the metadata store's vector rows (issue 28: on the protocol)."""
+    rng = np.random.default_rng(29)
+    vectors = unit(rng, 12)
+    names = [f"i{i:02d}" for i in range(12)]
+    accounts = ["acc-a" if i % 3 else "acc-b" for i in range(12)]
+    vector_index.upsert([rec(n, v, account_id=a) for n, v, a in zip(names, vectors, accounts, strict=True)])
+    vector_index.delete(["i01"])
+    assert vector_index.ids("acc-a") == sorted(n for i, n in enumerate(names) if i % 3 and n != "i01")
+    assert vector_index.ids("acc-b") == sorted(n for i, n in enumerate(names) if i % 3 == 0)
+    assert vector_index.ids("acc-none") == []
+
+
 # ---------------------------------------------------------------------------------------------------- filters
 
 
@@ -518,6 +531,35 @@ def test_second_handle_sees_writes_at_once(vector_index_factory: VectorIndexFact
     assert reader.count() == 1 and ids(reader.search(v1, 3, flt)) == ["w2"]
     reader.upsert([rec("w1", v1)])
     assert ids(writer.search(v1, 1, flt)) == ["w1"]
+
+
+def test_drop_removes_what_the_index_stores(vector_index_factory: VectorIndexFactory) -> None:
+    """``reindex --full`` of a damaged index drops it, then writes every account again through a new handle; an
+    index whose rows are the metadata store's (exact, matrix) has nothing of its own to drop and says so."""
+    rng = np.random.default_rng(45)
+    first = vector_index_factory.open()
+    first.upsert([rec(f"x{i}", v) for i, v in enumerate(unit(rng, 5))])
+    dropped = first.drop()
+    vector_index_factory.close(first)
+    again = vector_index_factory.open()
+    if vector_index_factory.backend in ("exact", "matrix"):
+        assert dropped is False and again.count() == 5
+    else:
+        assert dropped is True and again.count() == 0
+        again.upsert([rec("x0", unit(rng, 1)[0])])
+        assert again.ids("acc-a") == ["x0"]
+
+
+def test_only_a_shared_store_carries_a_stamp(vector_index_factory: VectorIndexFactory) -> None:
+    """The deployment's identity (storage/stamps.check_store_owner): Milvus, shared by deployments, keeps it on its
+    collection; a home's own index (LanceDB, exact, matrix) reads ``None`` and records nothing."""
+    index = vector_index_factory.open()
+    assert index.read_stamp() is None
+    index.write_stamp("0123abcd")
+    expected = "0123abcd" if vector_index_factory.backend == "milvus" else None
+    assert index.read_stamp() == expected
+    other = vector_index_factory.open()
+    assert other.read_stamp() == expected
 
 
 def test_dimension_mismatch_on_reopen(vector_index_factory: VectorIndexFactory) -> None:

@@ -65,8 +65,7 @@ class GarbageCollector:
         if account_id is not None:
             accounts = [account_id]
         else:
-            lister = getattr(self._content, "account_ids", None)
-            accounts = sorted(set(self._metadata.accounts()) | set(lister() if lister else ()))
+            accounts = sorted(set(self._metadata.accounts()) | set(self._content.account_ids()))
         if accounts and not self._metadata.accounts():
             # every node would look orphaned: the metadata database is empty or not this deployment's (a wrong or
             # missing metadata.url beside shared content and vector stores); refuse rather than delete it all
@@ -93,14 +92,11 @@ class GarbageCollector:
 
         The crashed writes' content changes are rolled back first, inside the same lock: a moved subtree's new place
         has no node until the move commits, and must be moved back, not removed."""
-        lister = getattr(self._content, "node_uris", None)
-        if lister is None:
-            return 0
         removed = 0
         with self._metadata.transaction():
             self._metadata.lock_writes()
             self.journal.recover_prepared()
-            on_disk = lister(account_id)
+            on_disk = self._content.node_uris(account_id)
             known = self._metadata.get_nodes(account_id, on_disk)
             for uri in on_disk:
                 if uri in known:
@@ -118,11 +114,11 @@ class GarbageCollector:
     def _remove_orphan_vectors(self, account_id: str) -> int:
         """Delete from the vector index the rows the metadata store does not hold (left by versions before the
         write journal). Rows written meanwhile are in the metadata store first, so they are never taken for orphans."""
-        lister = getattr(self._vectors, "ids", None)
-        if lister is None:
+        held = self._vectors.ids(account_id)  # the matrix and exact indexes hold the metadata's rows: no orphans
+        if not held:
             return 0
         kept = {i for batch in self._metadata.iter_vectors(account_id) for i in (v.id for v in batch)}
-        orphans = [i for i in lister(account_id) if i not in kept]
+        orphans = [i for i in held if i not in kept]
         if orphans:
             self.journal.sync(account_id, orphans)  # under the sync lock, from the metadata rows: absent -> deleted
             _LOG.warning("removed %d vector-index rows unknown to the metadata (account %s)", len(orphans), account_id)

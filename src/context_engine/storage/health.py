@@ -45,7 +45,7 @@ def index_health(index: VectorIndex, metadata: MetadataStore) -> dict[str, Any]:
     except ContextEngineError as err:
         status = "damaged" if err.code is ErrorCode.INDEX_DAMAGED else "unavailable"
         return {"status": status, "records": None, "problem": f"{err.code.value}: {err.message}"}
-    expected = metadata.count_vectors() if records == 0 and index.name != "exact" else 0
+    expected = metadata.count_vectors() if records == 0 else 0  # 0 for the exact index: it counts those rows
     if expected > 0:
         return {
             "status": "missing",
@@ -97,11 +97,9 @@ def prepare_full_rebuild(index: VectorIndex, health: dict[str, Any]) -> bool:
         ContextEngineError: ``IDX-5031`` when the index is damaged and cannot be dropped.
     """
     if health["status"] == "damaged":
-        dropper = getattr(index, "drop", None)
-        if dropper is None:
-            raise ContextEngineError(ErrorCode.INDEX_DAMAGED, str(health["problem"]), {"index": index.name})
         _LOG.warning("reindex --full: dropping the damaged vector index (%s)", health["problem"])
-        dropper()
+        if not index.drop():  # an index that stores nothing of its own (matrix, exact) cannot be dropped
+            raise ContextEngineError(ErrorCode.INDEX_DAMAGED, str(health["problem"]), {"index": index.name})
         return True
     return health["status"] == "missing"
 

@@ -479,6 +479,46 @@ class VectorIndex(Protocol):
         """Release what the index holds (a server connection, background work); idempotent."""
         ...
 
+    def ids(self, account_id: str) -> list[str]:
+        """Every record id of ``account_id`` the index holds, sorted (``reindex --gc`` compares them with the
+        metadata store's vector rows to remove the orphans).
+
+        Raises:
+            ContextEngineError: ``RET-5001`` (retryable) when the backend fails.
+        """
+        ...
+
+    def drop(self) -> bool:
+        """Remove what the index stores without reading it (``reindex --full`` of a damaged index, which then
+        writes every account again); whether anything was removed. ``False`` from an index that stores nothing of
+        its own (the matrix and exact indexes: their rows are the metadata store's), which cannot be dropped.
+
+        A handle that holds the store open (LanceDB's table) is not used again after it: the engine's
+        :class:`~context_engine.storage.vector.lazy.LazyVectorIndex` forgets it and opens a new one.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when the store cannot be removed.
+        """
+        ...
+
+    def read_stamp(self) -> str | None:
+        """The identity of the deployment (metadata database) a vector store shared by deployments belongs to
+        (Milvus: a property of its collection); ``None`` when not stamped yet, and always from an index that is a
+        home's own (LanceDB, matrix, exact). Opens nothing a lazily opened index has not opened.
+
+        Raises:
+            ContextEngineError: ``RET-5001`` (retryable) when the backend fails.
+        """
+        ...
+
+    def write_stamp(self, store_id: str) -> None:
+        """Record ``store_id`` as the store's owner; a home's own index records nothing (:meth:`read_stamp`).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the backend fails.
+        """
+        ...
+
 
 @runtime_checkable
 class Embedder(Protocol):

@@ -12,7 +12,6 @@ A read-only home is checked and never stamped. Split out of ``service.py`` (issu
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
@@ -62,9 +61,12 @@ def check_store_owner(metadata: MetadataStore, content: ContentStore, index: Vec
             return  # never stamped: nothing was written to the stores by this database, and nothing may be now
     else:
         store_id = metadata.ensure_meta(STORE_ID, uuid.uuid4().hex)
-    shared: list[tuple[str, Any]] = [("content.url", content)]
-    if callable(getattr(type(index), "read_stamp", None)):  # the class: a lazy index is not opened for it
-        shared.append(("vector.milvus.collection_prefix", index))
+    # a vector index that is a home's own (LanceDB, opened lazily or not; matrix; exact) reads None and records
+    # nothing: only a shared one (Milvus) carries a stamp
+    shared: list[tuple[str, ContentStore | VectorIndex]] = [
+        ("content.url", content),
+        ("vector.milvus.collection_prefix", index),
+    ]
     for setting, store in shared:
         stamp = store.read_stamp()
         if stamp is None:

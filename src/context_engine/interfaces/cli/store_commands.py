@@ -423,9 +423,8 @@ def _check_vector_target(
             f"the source was indexed with {stamp} but the target is configured with {embedder.model_name}",
         )
     index = open_vector_index(settings, dst_meta, embedder.dim, model_name=embedder.model_name)
-    try:  # a shared vector store (Milvus) already stamped by a deployment is not empty
-        read_stamp = getattr(type(index), "read_stamp", None)  # a stamped backend (Milvus) only
-        if callable(read_stamp) and read_stamp(index) is not None:
+    try:  # a shared vector store (Milvus) already stamped by a deployment is not empty (a home's own reads None)
+        if index.read_stamp() is not None:
             raise ContextEngineError(
                 ErrorCode.CONFIG_INVALID,
                 "the target vector collection (vector.milvus.collection_prefix) belongs to a deployment already; "

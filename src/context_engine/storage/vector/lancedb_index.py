@@ -227,6 +227,22 @@ class LanceDBVectorIndex:
     def close(self) -> None:
         """Nothing to release: an embedded table holds no connection (its files are opened per call)."""
 
+    def drop(self) -> bool:
+        """Remove the table's folder (:func:`drop_table`) without reading it; whether there was one. This handle is
+        not used after it (the engine's :class:`~context_engine.storage.vector.lazy.LazyVectorIndex` opens anew).
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` when the folder cannot be removed.
+        """
+        return drop_table(self._path, self._settings.table_name)
+
+    def read_stamp(self) -> str | None:
+        """``None``: the table is a home's own files, never shared by deployments, so never stamped."""
+        return None
+
+    def write_stamp(self, store_id: str) -> None:
+        """Nothing to record (:meth:`read_stamp`)."""
+
     def _damaged(self, err: BaseException) -> ContextEngineError:
         return ContextEngineError(
             ErrorCode.INDEX_DAMAGED,

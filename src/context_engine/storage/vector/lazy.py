@@ -20,7 +20,8 @@ __all__ = ["LazyVectorIndex"]
 
 
 class LazyVectorIndex:
-    """:class:`~context_engine.storage.protocols.VectorIndex` that opens the real one on first use.
+    """:class:`~context_engine.storage.protocols.VectorIndex` that opens the real one on first use: a home's own
+    files (LanceDB), which no other deployment shares, so never stamped (:meth:`read_stamp`).
 
     Args:
         name: the backend's name (``lancedb``), known before opening.
@@ -81,9 +82,15 @@ class LazyVectorIndex:
         return self._get().search(vector, top_k, flt)
 
     def ids(self, account_id: str) -> list[str]:
-        """The wrapped index's record ids of ``account_id`` (for indexes that can list them; else ``[]``)."""
-        lister = getattr(self._get(), "ids", None)
-        return lister(account_id) if lister is not None else []
+        """The wrapped index's record ids of ``account_id``."""
+        return self._get().ids(account_id)
+
+    def read_stamp(self) -> str | None:
+        """``None``, opening nothing: the index opened lazily is a home's own files (LanceDB), never stamped."""
+        return None
+
+    def write_stamp(self, store_id: str) -> None:
+        """Nothing to record (:meth:`read_stamp`)."""
 
     def count(self) -> int:
         return self._get().count()

@@ -164,6 +164,32 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
     def check(self) -> None:
         """Nothing to check: the rows are the metadata store's (derived files are checked when opened)."""
 
+    def ids(self, account_id: str) -> list[str]:
+        """Every record id of ``account_id`` at the index's levels, sorted: the metadata store's vector rows.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the metadata store fails.
+        """
+        levels = self.levels
+        return sorted(
+            r.id
+            for batch in self._metadata.iter_vectors(account_id)
+            for r in batch
+            if levels is None or r.level in levels
+        )
+
+    def drop(self) -> bool:
+        """``False``: nothing to drop, the rows are the metadata store's (the derived files are removed by
+        ``reindex --full`` when unusable)."""
+        return False
+
+    def read_stamp(self) -> str | None:
+        """``None``: the rows are the metadata store's, in no store shared apart from it."""
+        return None
+
+    def write_stamp(self, store_id: str) -> None:
+        """Nothing to record (:meth:`read_stamp`)."""
+
     def optimize(self) -> None:
         """Compact every held segment with tombstones (a new segment is swapped in; readers are not blocked)."""
         for account in self._held_accounts():

@@ -345,14 +345,16 @@ class MilvusVectorIndex:
                 properties={_STAMP_PROPERTY: store_id},
             )
 
-    def drop(self) -> None:
-        """Drop the collection (tests, and moving a deployment off a model). Missing collections are ignored.
+    def drop(self) -> bool:
+        """Drop the collection (tests, ``reindex --full`` of a damaged index, moving a deployment off a model);
+        ``True``: it is gone (a missing collection is ignored).
 
         Raises:
             ContextEngineError: ``WRT-5001`` (retryable) when Milvus fails.
         """
         with self._write_errors("drop the collection"):
             self._call("drop", self._client.drop_collection, self.collection)
+        return True
 
     def check(self) -> None:
         """Nothing to check here: the server keeps the collection's files (``count`` fails when it cannot serve)."""
