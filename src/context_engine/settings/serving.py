@@ -94,6 +94,15 @@ class HttpSettings(SettingsSection):
     key_cache_ttl_s: float = Field(
         5.0, ge=0.0, le=3600.0, description="How long a verified API key is trusted without a database read (s)."
     )
+    warm_up_s: float = Field(
+        30.0,
+        ge=0.0,
+        le=3600.0,
+        description="Seconds the startup warm-up may spend loading accounts' hint indexes, BM25 postings and "
+        "level-0 matrices (at most 64 accounts; one load started runs to its end) before /readyz says ready; the "
+        "model, the tokenizer and the vector index are always warmed first (context_engine/warm_up.py). Accounts "
+        "not reached load on their first request; 0: none.",
+    )
     body_idle_timeout_s: float = Field(
         10.0,
         ge=0.1,

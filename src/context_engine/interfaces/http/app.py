@@ -1,8 +1,9 @@
 """The FastAPI application factory (DESIGN.md §10): thin routes over one :class:`ContextEngineService`.
 
-``create_app(settings)`` builds the app; its lifespan opens the engine once per process (the embedding model loads
-there, ~6 s) unless a ready ``service`` is passed in (tests, embedding in another app). The MCP streamable HTTP
-endpoint (``http.mcp_path``, default ``/mcp``) is mounted on the same server, behind the same API keys.
+``create_app(settings)`` builds the app; its lifespan opens the engine once per process unless a ready ``service`` is
+passed in (tests, embedding in another app), then warms what the first requests need (the model, the tokenizer, the
+vector index, each account's derived indexes: :mod:`context_engine.warm_up`) before the app is ready. The MCP
+streamable HTTP endpoint (``http.mcp_path``, default ``/mcp``) is mounted on the same server, behind the same API keys.
 
 Layers, outermost first: :class:`~.middleware.RequestMiddleware` (request id, body limit, access log, HTTP
 metrics, 500 envelope) -> FastAPI (routing, validation, the envelope handlers of :mod:`.errors`) -> routes
@@ -65,6 +66,7 @@ class EngineState:
     authenticator: Authenticator | None = None
     http_metrics: HttpMetrics | None = None
     mcp: Any = None
+    warm_up: Any = None  # the startup warm-up's WarmUpReport (context_engine.warm_up), once done
 
     def ready(self) -> Any:
         """The open service, or ``API-5031`` while the engine is starting or stopping."""
@@ -130,7 +132,8 @@ def create_app(settings: Settings | None = None, *, service: Any = None, embedde
                 stack.callback(_close, state)
             else:
                 state.service = service
-            await anyio.to_thread.run_sync(warm_up_engine, state.service)
+            # everything the first requests need, before /readyz can answer (issue 26; context_engine/warm_up.py)
+            state.warm_up = await anyio.to_thread.run_sync(lambda: warm_up_engine(state.service, http.warm_up_s))
             state.keys = open_api_keys(state.service.metadata, cache_ttl_s=http.key_cache_ttl_s)
             state.http_metrics = HttpMetrics.on(state.service.metrics.registry)
             anyio.to_thread.current_default_thread_limiter().total_tokens = http.threadpool_workers
@@ -271,11 +274,13 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return spec
 
 
-def warm_up_engine(service: Any) -> None:
-    """Load the embedding model now (once per process), not on the first request."""
-    warm = getattr(service.embedder, "warm_up", None)
-    if callable(warm):
-        warm()
+def warm_up_engine(service: Any, budget_s: float) -> Any:
+    """Load the model, the tokenizer, the vector index and the accounts' derived indexes now (once per process), not
+    on the first request (:func:`context_engine.warm_up.warm_up`; ``budget_s``: ``http.warm_up_s``); returns its
+    report."""
+    from context_engine.warm_up import warm_up
+
+    return warm_up(service, budget_s=budget_s)
 
 
 def _close(state: EngineState) -> None:

@@ -173,6 +173,19 @@ class DerivedIndex(Generic[A]):
             self._too_large[account_id] = generation
             self._accounts.pop(account_id, None)
 
+    def warm(self, account_id: str) -> bool:
+        """Bring the account into memory now, as its first request would (opened from its file and caught up, or
+        loaded wholesale), so that request finds it held (a server's warm-up before it says ready, issue 26).
+
+        Returns:
+            Whether the account is held now (``False`` when it is over the index's limit, or the index is fed
+            directly and does not hold it).
+
+        Raises:
+            ContextEngineError: what the metadata store raises (``WRT-5001``, ...).
+        """
+        return self._current(account_id) is not None
+
     # ---- the rule ---------------------------------------------------------------------------------------------------
     def _current(self, account_id: str, generation: int | None = None) -> A | None:
         """The account at (at least) its committed generation, opened, caught up or reloaded first when needed;

@@ -89,6 +89,23 @@ class L0Source:
                 self._load_in_background(account_id)
         return IndexL0Scorer(self.index, query_vector)
 
+    def warm(self, account_id: str) -> bool:
+        """Load the account's level-0 matrix now when the first :meth:`scorer` of the account would (mode
+        ``memory``; ``auto``: held, with a derived file, or small enough to load at once), without counting a search;
+        an account ``auto`` leaves to the vector index stays there (its matrix loads in the background after
+        ``memory_warm_after_searches`` searches, as without a warm-up). Returns whether the matrix holds it now.
+
+        Raises:
+            ContextEngineError: what the metadata store raises (``WRT-5001``, ...).
+        """
+        matrix = self.matrix
+        mode = self._settings.l0_source
+        if mode == "index" or matrix is None:
+            return False
+        if mode == "memory" or matrix.held(account_id) or self._small(account_id):
+            return matrix.warm(account_id)
+        return False
+
     def _small(self, account_id: str) -> bool:
         assert self.matrix is not None
         if self.matrix.has_file(account_id):
