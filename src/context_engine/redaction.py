@@ -381,8 +381,9 @@ def redact_output(value: Any) -> Any:
     fields = getattr(type(value), "__pydantic_fields__", None)
     if fields is not None and hasattr(value, "model_copy"):
         update = {}
+        stored = getattr(value, "__dict__", {})  # read as stored: a deprecated field's getter warns (schema/renames)
         for name in fields:
-            old = getattr(value, name, None)
+            old = stored[name] if name in stored else getattr(value, name, None)
             new = redact_output(old)
             if new is not old:
                 update[name] = new

@@ -45,8 +45,9 @@ def find_invalid_text(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[str 
         elif isinstance(item, str):
             if has_invalid_unicode(item):
                 return where
-        elif isinstance(item, BaseModel):
-            stack.extend((getattr(item, k), (*where, k)) for k in reversed(type(item).model_fields))
+        elif isinstance(item, BaseModel):  # a deprecated field repeats a field's value under its old name: skipped
+            fields = type(item).model_fields
+            stack.extend((getattr(item, k), (*where, k)) for k in reversed(fields) if fields[k].deprecated is None)
         elif isinstance(item, Mapping):
             entries: list[tuple[Any, tuple[str | int, ...]]] = []
             for k, v in item.items():
