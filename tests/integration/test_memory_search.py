@@ -78,7 +78,7 @@ def test_session_metadata_and_time_filters_select_exactly(make):
     cooking = engine.add_messages(COOKING, "cooking", ANN).uris
     engine.add_memories([{"text": "Ann hikes every weekend in the Black Forest"}], ANN)
 
-    in_session = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="cooking"), ANN))
+    in_session = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", conversation_id="cooking"), ANN))
     assert set(in_session) == set(cooking)  # the other session and the general memory are filtered out
     by_topic = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"topic": "gear"}), ANN))
     assert by_topic == [cooking[1]]
@@ -95,7 +95,7 @@ def test_session_metadata_and_time_filters_select_exactly(make):
     )
     assert [u.rsplit("/", 2)[-2] for u in _uris(engine.search_memory(recent, ANN))] == ["general"]
     # filters never widen tenancy: another user of the account sees none of Ann's memories
-    assert _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="trip"), OTHER)) == []
+    assert _uris(engine.search_memory(SearchMemoryRequest(query="hiking", conversation_id="trip"), OTHER)) == []
 
 
 @pytest.mark.parametrize(
@@ -104,8 +104,8 @@ def test_session_metadata_and_time_filters_select_exactly(make):
         {"time_range": {"start": "2023-05-01T00:00:00Z", "end": "2023-04-01T00:00:00Z"}},
         {"metadata_filter": {"topic": {"nested": 1}}},
         {"metadata_filter": {"topic": []}},
-        {"session_id": "a/b"},
-        {"session_id": ".."},
+        {"conversation_id": "a/b"},
+        {"conversation_id": ".."},
     ],
 )
 def test_malformed_memory_filters_are_ret_4001(make, fields):
@@ -160,7 +160,7 @@ def test_an_admin_without_a_user_space_filters_every_users_memories(make):
         [{"speaker": "Bob", "content": "I am hiking in Norway next week."}], "trip", bob
     ).uris[0]
     admin = RequestContext(account_id="default", role="admin")
-    got = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", session_id="trip"), admin))
+    got = _uris(engine.search_memory(SearchMemoryRequest(query="hiking", conversation_id="trip"), admin))
     assert set(got) == {ann_uri, bob_uri}
     only_ann = _uris(
         engine.search_memory(SearchMemoryRequest(query="hiking", metadata_filter={"speaker": "Ann"}), admin)

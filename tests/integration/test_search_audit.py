@@ -30,7 +30,7 @@ def engine(make_engine):
 
 
 def test_a_search_is_recorded_for_its_caller_with_its_question_and_parameters(engine):
-    resp = engine.search_memory("who runs the etcd cluster?", ALICE, top_k=3, session_id="chat-1")
+    resp = engine.search_memory("who runs the etcd cluster?", ALICE, top_k=3, conversation_id="chat-1")
     rows = engine.list_invocations(ALICE, tool_name="search_memory")
     assert len(rows) == 1
     row = rows[0]
@@ -38,7 +38,7 @@ def test_a_search_is_recorded_for_its_caller_with_its_question_and_parameters(en
     assert row.session_id == "chat-1" and row.success
     assert row.caller == {"role": "user", "user_space": "alice", "agent_space": None}
     assert row.input_params["query"] == "who runs the etcd cluster?"
-    assert row.input_params["top_k"] == 3 and row.input_params["session_id"] == "chat-1"
+    assert row.input_params["top_k"] == 3 and row.input_params["conversation_id"] == "chat-1"
     assert row.input_params["query_sha256"] == hashlib.sha256(b"who runs the etcd cluster?").hexdigest()
     assert [b["doc_id"] for b in row.retrieval_details.evidence_blocks] == [h.uri for h in resp.hits]
     assert row.relevance_level == resp.match_quality.upper()

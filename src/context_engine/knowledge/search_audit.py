@@ -8,7 +8,8 @@ read-only home records nothing. A rejected request leaves a row with ``success=f
 What differs from a lookup row, because the call differs:
 
 * ``invocation_id`` is the response's ``request_id`` (one id to quote for the call);
-* ``session_id`` is the request's ``session_id`` (the conversation whose memories were asked for);
+* ``session_id`` is the request's ``conversation_id`` (the conversation whose memories were asked for; a search has
+  no diagnosis session, and the row's column keeps the seed's name);
 * ``retrieval_layer`` is ``l0+hierarchical``; ``l0_match_count`` counts the seed hits that passed the recheck and
   ``l1_match_count`` is 0 (search_memory never reads L1 or L2);
 * ``relevance_level`` is the answer's ``match_quality`` in capitals (``STRONG``, ``WEAK``, ``NONE``);
@@ -109,7 +110,7 @@ def search_invocation(
     base: dict[str, Any] = {
         "invocation_id": request_id,
         "account_id": ctx.account_id,
-        "session_id": request.session_id,
+        "session_id": request.conversation_id,
         "tool_name": TOOL_NAME,
         "request_id": request_id,
         "created_at": created_at,

@@ -1,9 +1,10 @@
 """MemoryFilter: a search_memory request's memory filters -> the set of memory URIs they select (issue 11).
 
 ``time_range`` (on ``occurred_at``, else ``created_at``), ``metadata_filter`` (equality / membership on top-level
-metadata keys) and ``session_id`` are answered by the metadata store in one query over the caller's visible memory
-roots: the user's own ``ctx://user/<space>/memories/`` (an admin without a user space: every user's memories, and a
-session then matches on the ``session_id`` metadata key every message carries). The pipeline uses the set twice: as a
+metadata keys) and ``conversation_id`` are answered by the metadata store in one query over the caller's visible
+memory roots: the user's own ``ctx://user/<space>/memories/`` (an admin without a user space: every user's memories,
+and a conversation then matches on the ``session_id`` metadata key every message carries: the stored key keeps its
+first name, schema/renames.py). The pipeline uses the set twice: as a
 pre-filter of the first round (``doc_ids``: a selective filter still fills ``top_k``) and in the recheck
 (``outside_memory_filter``), so nothing outside it is returned, expansion included.
 """
@@ -49,10 +50,10 @@ class MemoryFilter:
         Raises:
             ContextEngineError: ``RET-4001`` for a malformed filter: a time range with ``start >= end``, metadata
                 keys that are not strings (at most 16) or values that are not strings, numbers or booleans (at most
-                100 per key), a session id that is not one path segment.
+                100 per key), a conversation id that is not one path segment.
         """
-        window, wanted, session = request.time_range, request.metadata_filter, request.session_id
-        if window is None and not wanted and session is None:
+        window, wanted, conversation = request.time_range, request.metadata_filter, request.conversation_id
+        if window is None and not wanted and conversation is None:
             return None
         start = end = None
         if window is not None:
@@ -71,20 +72,22 @@ class MemoryFilter:
             root, roots = None, ["ctx://user/"]
         else:
             return frozenset()  # no user space: no memories are visible
-        session_dir = None
-        if session is not None:
-            if not isinstance(session, str) or not session.strip() or "/" in session:
-                raise _invalid("session_id", "must be one path segment (no '/')")
+        conversation_dir = None
+        if conversation is not None:
+            if not isinstance(conversation, str) or not conversation.strip() or "/" in conversation:
+                raise _invalid("conversation_id", "must be one path segment (no '/')")
             try:
-                session_dir = ContextURI.parse("ctx://user/x/memories/sessions/").child(session.strip(), is_dir=True)
+                conversation_dir = ContextURI.parse("ctx://user/x/memories/sessions/").child(
+                    conversation.strip(), is_dir=True
+                )
             except ContextEngineError as err:
-                raise _invalid("session_id", err.message) from err
+                raise _invalid("conversation_id", err.message) from err
         parent = None
-        if session_dir is not None:
-            if root is not None:  # one session directory: its direct children, through the parent index
-                parent, roots = str(root.child("sessions", is_dir=True).child(session_dir.name, is_dir=True)), []
+        if conversation_dir is not None:
+            if root is not None:  # one conversation's directory: its direct children, through the parent index
+                parent, roots = str(root.child("sessions", is_dir=True).child(conversation_dir.name, is_dir=True)), []
             else:
-                equals["session_id"] = session_dir.name
+                equals["session_id"] = conversation_dir.name  # the stored metadata key
         found = self._metadata.select_file_uris(
             ctx.account_id,
             uri_prefixes=roots,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from context_engine.schema.hits import RetrievedBlock, SeedHit
+from context_engine.schema.renames import CONVERSATION, RenamedFields
 
 ContextTypeName = Literal["memory", "skill", "resource"]
 TraceLevel = Literal["basic", "detailed"]
@@ -153,7 +154,7 @@ class PlannerHints(_Model):
     time_range: TimeRange | None = None
 
 
-class SearchMemoryRequest(_Model):
+class SearchMemoryRequest(_Model, RenamedFields):
     """``search_memory`` request (seed 000 §4.1.1).
 
     ``top_k`` (1..50), ``score_threshold`` (finite, 0..1, compared with the final score) and ``query`` (non-empty)
@@ -167,7 +168,9 @@ class SearchMemoryRequest(_Model):
     * ``time_range``: ``[start, end)`` on a memory's ``occurred_at``, or its ``created_at`` when it has none;
     * ``metadata_filter``: ``{key: value}`` (equality) or ``{key: [v1, v2]}`` (membership) on the top-level keys of
       a memory's metadata, every key must match; values are strings, numbers or booleans;
-    * ``session_id``: only the messages of that conversation session (``.../memories/sessions/<session_id>/``).
+    * ``conversation_id``: only the messages of that conversation (``add_messages``; stored under
+      ``.../memories/sessions/<conversation_id>/``). ``session_id`` is its deprecated name (issue 29): accepted,
+      mapped, never in dumps; both with different values is a validation error.
 
     ``response_format`` (issue 15): ``full`` (the default here and over HTTP) answers :class:`SearchMemoryResponse`,
     ``compact`` (the MCP default) :class:`~context_engine.schema.compact.SearchMemoryCompact`; ``include_debug``
@@ -176,6 +179,8 @@ class SearchMemoryRequest(_Model):
     ``user_space`` (issue 29) narrows an admin caller to one user for this call: it searches as that user would (the
     shared resources and that user's space); a non-admin may only name its own user space (else ``RET-4031``).
     """
+
+    renamed = CONVERSATION
 
     query: str
     top_k: int = TOP_K_DEFAULT
@@ -190,9 +195,15 @@ class SearchMemoryRequest(_Model):
     trace_level: TraceLevel = "basic"
     time_range: TimeRange | None = None
     metadata_filter: dict[str, Any] | None = None
-    session_id: str | None = None
+    conversation_id: str | None = None
     response_format: ResponseFormat = "full"
     user_space: str | None = None
+    session_id: str | None = Field(
+        None,
+        deprecated="use conversation_id (the same value)",
+        exclude=True,
+        description="Deprecated: the same as conversation_id.",
+    )
 
 
 class NextActions(_Model):
