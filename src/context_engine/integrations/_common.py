@@ -35,7 +35,8 @@ class RetrieverConfig(BaseModel):
         level: the text of each result: ``L0`` (default for search_memory), ``L1`` or ``L2`` (one ``read_memory``
             per hit); lookup_knowledge returns L2 evidence only (``None`` or ``L2``).
         top_k: results wanted, 1..50 (the server's range; ``RET-4002`` otherwise).
-        options: other request fields of the tool (``target_uri``, ``categories``, ``session_id``, ...).
+        options: other request fields of the tool (``target_uri``, ``categories``; ``conversation_id`` for
+            search_memory, ``session_id``, the diagnosis session, for lookup_knowledge; ...).
     """
 
     model_config = ConfigDict(extra="forbid")
