@@ -1,10 +1,15 @@
-"""The compact ``search_memory`` answer (issue 15; models in :mod:`context_engine.schema.compact`)."""
+"""The compact ``search_memory`` answer (issue 15; models in :mod:`context_engine.schema.compact`, imported by
+:func:`compact_search`: the CLI's ``search`` table needs only :func:`is_informational`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from context_engine.errors import ErrorCode
-from context_engine.schema.compact import SCORE_DECIMALS, CompactHit, SearchMemoryCompact, SearchMemoryDebug
-from context_engine.schema.query import SearchMemoryResponse
+
+if TYPE_CHECKING:
+    from context_engine.schema.compact import SearchMemoryCompact
+    from context_engine.schema.query import SearchMemoryResponse
 
 INFORMATIONAL_CODES: frozenset[str] = frozenset({ErrorCode.PLANNER_UNCLASSIFIED.value})
 """Trace warnings that report a decision, not a degradation (``RET-4221``: every context type searched alike)."""
@@ -41,6 +46,8 @@ def compact_search(
         A :class:`SearchMemoryCompact` with the response's ``match_quality``; its ``warnings`` are the trace
         warnings less the informational notes.
     """
+    from context_engine.schema.compact import SCORE_DECIMALS, CompactHit, SearchMemoryCompact, SearchMemoryDebug
+
     hits = [
         CompactHit(
             uri=h.uri,

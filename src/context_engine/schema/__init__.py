@@ -19,9 +19,9 @@ if TYPE_CHECKING:
         Relation,
         VectorFilter,
         VectorHit,
-        VectorRecord,
     )
     from context_engine.schema.uri import ContextURI, parse_uri
+    from context_engine.schema.vector_record import VectorRecord
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -48,7 +48,7 @@ _HOMES = {
     "Relation": "nodes",
     "VectorFilter": "nodes",
     "VectorHit": "nodes",
-    "VectorRecord": "nodes",
+    "VectorRecord": "vector_record",
     "ContextURI": "uri",
     "parse_uri": "uri",
 }

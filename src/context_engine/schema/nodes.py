@@ -1,15 +1,22 @@
-"""Node, chunk and vector-record models shared by the stores and the pipelines (DESIGN.md §3-4). Pure data."""
+"""Node, chunk and vector-record models shared by the stores and the pipelines (DESIGN.md §3-4). Pure data.
+
+:class:`VectorRecord`, the one model with a numpy field, lives in :mod:`context_engine.schema.vector_record` and is
+re-exported here on first access (PEP 562): the models an HTTP client decodes (:class:`IngestReport`, through the
+memory models) do not import numpy (issue 29: a ``--url`` command starts without it).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from context_engine.schema.levels import Level as Level  # re-exported; its own module keeps the CLI light
 from context_engine.schema.uri import ContextType
+
+if TYPE_CHECKING:
+    from context_engine.schema.vector_record import VectorRecord as VectorRecord
 
 IndexStatus = Literal["indexed", "pending"]
 
@@ -65,32 +72,6 @@ class Chunk(BaseModel):
     category: str | None = None
     source: str | None = None
     token_estimate: int = 0
-
-
-class VectorRecord(BaseModel):
-    """One row of the vector index (DESIGN §3): a node's abstract at ``level=0`` or an L2 chunk at ``level=2``.
-
-    ``vector`` is an L2-normalised float32 array of shape ``(dim,)``.
-    """
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-    id: str
-    vector: np.ndarray
-    uri: str
-    parent_uri: str | None
-    account_id: str
-    owner_space: str
-    context_type: str
-    category: str = ""
-    level: int
-    doc_id: str = ""
-    chunk_index: int = 0
-    text: str = ""
-    breadcrumb: str = ""  # display form; the list lives in the content store
-    # Indexed with the text but never shown: a message's preceding turn(s) of its session, which make a reply such
-    # as "Yes, I went there yesterday" findable (embedding input and BM25 text; ingest/pipeline.py).
-    context: str = ""
 
 
 class VectorFilter(BaseModel):
@@ -156,3 +137,13 @@ class IngestReport(BaseModel):
         "SKIPPED_FILES_LISTED (100) of them; `skipped` counts them all.",
     )
     uris: list[str] = Field(default_factory=list)
+
+
+def __getattr__(name: str) -> Any:
+    """``VectorRecord``, imported (with numpy) when first asked for."""
+    if name == "VectorRecord":
+        from context_engine.schema.vector_record import VectorRecord
+
+        globals()[name] = VectorRecord  # later lookups skip this function
+        return VectorRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
