@@ -2,7 +2,8 @@
 ``httpx``. Methods return the server's own pydantic models (``context_engine.schema``); error answers raise
 :class:`ApiError`, a :class:`~context_engine.errors.ContextEngineError` carrying the server's code. See docs/clients.md.
 
-Importing it loads pydantic, httpx and tenacity, never the engine (FastAPI, torch, LanceDB).
+Importing it loads pydantic, httpx and tenacity, never the engine (FastAPI, torch, LanceDB) nor numpy; the models of
+a route are imported when it is first called (:mod:`context_engine.client.endpoints`).
 """
 
 from __future__ import annotations
