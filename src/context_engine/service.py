@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
-from context_engine.engine_parts import build_knowledge, build_retrieval, calibrate, open_index
+from context_engine.engine_parts import build_knowledge, build_memory_events, build_retrieval, calibrate, open_index
 from context_engine.engine_parts import recover_writes as recover_writes_at_start
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.journal import RecoveryReport, WriteJournal
@@ -48,6 +48,7 @@ from context_engine.schema.memory import (
     MemoryWriteResult,
     Message,
 )
+from context_engine.schema.memory_events import MemoryEventPage
 from context_engine.schema.nodes import SKIPPED_FILES_LISTED, IngestReport, Level, NodeRecord
 from context_engine.schema.query import (
     ReadMemoryRequest,
@@ -55,6 +56,7 @@ from context_engine.schema.query import (
     SearchMemoryRequest,
     SearchMemoryResponse,
 )
+from context_engine.schema.renames import renamed_argument
 from context_engine.schema.text import require_valid_text
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarSearchResult
@@ -145,6 +147,7 @@ class ContextEngineService:
             self.search_pipeline,
             self.read_pipeline,
         ) = build_retrieval(self)
+        self.memory_events = build_memory_events(self)  # ADD/UPDATE/DELETE, recorded inside each write's transaction
         if recover_writes:  # the startup check (off only for `reindex --check`, which reports what it would do)
             recover_writes_at_start(self.journal, read_only=self.read_only)
 
@@ -352,23 +355,36 @@ class ContextEngineService:
     def add_messages(
         self,
         messages: list[Message | dict[str, Any]],
-        session_id: str,
+        conversation_id: str | None = None,
         ctx: RequestContext = DEFAULT_CONTEXT,
+        *,
+        session_id: str | None = None,
     ) -> MemoryWriteResult:
-        """Store conversation messages ``{role, content, speaker?, timestamp?, metadata?}`` of one session as memories
-        under ``ctx://user/<user_space>/memories/sessions/<session_id>/`` (issue 11; ingest/memory.py).
+        """Store conversation messages ``{role, content, speaker?, timestamp?, metadata?}`` of one conversation as
+        memories under ``ctx://user/<user_space>/memories/sessions/<conversation_id>/`` (issue 11; ingest/memory.py;
+        the URI segment ``sessions`` keeps its name).
 
-        One batch is one write (all or nothing); appending to a session continues its numbering, and its directory
-        gets an extractive L0/L1. ``result.uris`` are the message URIs in input order.
+        One batch is one write (all or nothing); appending to a conversation continues its numbering, and its
+        directory gets an extractive L0/L1. ``result.uris`` are the message URIs in input order. ``session_id`` is the
+        deprecated name of ``conversation_id`` (issue 29): it warns (``DeprecationWarning``) and is used as
+        ``conversation_id``.
 
         Raises:
-            ContextEngineError: ``WRT-4001`` session id with ``/``, ``..`` or other invalid segment; ``WRT-4002``
-                empty batch, unknown role or field, unparsable timestamp, metadata not a JSON object; ``WRT-4131``
-                batch over ``memory.max_batch_items``, metadata over ``memory.max_metadata_bytes``; ``WRT-4221`` a
-                message without content. Nothing of the batch is written then.
+            ContextEngineError: ``WRT-4001`` conversation id with ``/``, ``..`` or other invalid segment; ``WRT-4002``
+                no conversation id, or ``conversation_id`` and ``session_id`` that differ, empty batch, unknown role
+                or field, unparsable timestamp, metadata not a JSON object; ``WRT-4131`` batch over
+                ``memory.max_batch_items``, metadata over ``memory.max_metadata_bytes``; ``WRT-4221`` a message
+                without content. Nothing of the batch is written then.
         """
+        conversation_id = renamed_argument(
+            "add_messages", "conversation_id", conversation_id, "session_id", session_id
+        )
+        if conversation_id is None:
+            raise ContextEngineError(
+                ErrorCode.REQUEST_INVALID, "add_messages needs a conversation_id", {"field": "conversation_id"}
+            )
         self._require_writable()
-        return self.memory_writer.add_messages(ctx.account_id, self._memory_space(ctx), messages, session_id)
+        return self.memory_writer.add_messages(ctx.account_id, self._memory_space(ctx), messages, conversation_id)
 
     def _memory_node(self, uri: str, ctx: RequestContext, *, write: bool) -> NodeRecord:
         return self._browser().memory_node(uri, ctx, write=write)
@@ -407,23 +423,28 @@ class ContextEngineService:
         ctx: RequestContext = DEFAULT_CONTEXT,
         *,
         category: str | None = None,
-        session_id: str | None = None,
+        conversation_id: str | None = None,
         limit: int = 20,
         offset: int = 0,
         user_space: str | None = None,
+        session_id: str | None = None,
     ) -> MemoryListPage:
         """The caller's memories, newest first (``updated_at`` descending, then URI), paged by ``limit``/``offset``,
-        optionally one category's or one session's. Reads L0 only (one file per listed memory). ``user_space``
-        (issue 29): an admin lists that user's memories (:meth:`RequestContext.for_user`); others may only name their
-        own.
+        optionally one category's or one conversation's (``conversation_id`` wins over ``category``). Reads L0 only
+        (one file per listed memory). ``user_space`` (issue 29): an admin lists that user's memories
+        (:meth:`RequestContext.for_user`); others may only name their own. ``session_id`` is the deprecated name of
+        ``conversation_id`` (issue 29): it warns (``DeprecationWarning``) and is used as ``conversation_id``.
 
         Raises:
-            ContextEngineError: ``WRT-4002`` limit outside 1..200 or negative offset, or no user space;
-                ``WRT-4001`` a malformed category, session id or user space; ``RET-4031`` another user space
-                named by a non-admin.
+            ContextEngineError: ``WRT-4002`` limit outside 1..200 or negative offset, no user space, or
+                ``conversation_id`` and ``session_id`` that differ; ``WRT-4001`` a malformed category, conversation
+                id or user space; ``RET-4031`` another user space named by a non-admin.
         """
+        conversation_id = renamed_argument(
+            "list_memories", "conversation_id", conversation_id, "session_id", session_id
+        )
         return self._browser().list_memories(
-            ctx, category=category, session_id=session_id, limit=limit, offset=offset, user_space=user_space
+            ctx, category=category, conversation_id=conversation_id, limit=limit, offset=offset, user_space=user_space
         )
 
     def get_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> MemoryDetail:
@@ -433,6 +454,12 @@ class ContextEngineService:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see, the same as a missing one.
         """
         return self._browser().get_memory(uri, ctx)
+
+    def list_memory_events(self, ctx: RequestContext = DEFAULT_CONTEXT, *, user_space: str | None = None,
+                           uri: str | None = None, limit: int = 50, offset: int = 0) -> MemoryEventPage:
+        """A user's memory events (ADD, UPDATE, DELETE), newest first, paged; ``uri``: one memory's, deleted or not.
+        Tenancy as :meth:`list_memories`; abstracts redacted. Rules and codes: ingest/memory_events.py."""
+        return self.memory_events.page(ctx, user_space=user_space, uri=uri, limit=limit, offset=offset)
 
     def add_skill(
         self,
@@ -743,10 +770,11 @@ class ContextEngineService:
                 are in ``response.trace.warnings`` (``RET-5001`` also sets ``response.retryable``).
 
         Always the full response, whatever the request's ``response_format``: :meth:`search_memory_compact`
-        answers the compact form.
+        answers the compact form. ``session_id=`` is the deprecated name of ``conversation_id=`` (issue 29): it warns
+        (``DeprecationWarning``) and is used as ``conversation_id``; both with different values is ``RET-4001``.
         """
         if isinstance(request, str):
-            request = SearchMemoryRequest(query=request, **fields)
+            request = SearchMemoryRequest(query=request, **_search_fields("search_memory", fields))
         require_valid_text(request, ErrorCode.QUERY_INVALID)
         return self.search_pipeline.run(request, ctx.for_user(request.user_space))
 
@@ -758,7 +786,7 @@ class ContextEngineService:
         ``include_debug`` adds the typed queries, seed hits, next actions and trace. Same arguments and errors as
         :meth:`search_memory`."""
         if isinstance(request, str):
-            request = SearchMemoryRequest(query=request, **fields)
+            request = SearchMemoryRequest(query=request, **_search_fields("search_memory_compact", fields))
         return compact_search(
             self.search_memory(request, ctx),  # the one path: the same checks and codes as the full answer
             include_debug=request.include_debug,
@@ -787,6 +815,19 @@ class ContextEngineService:
         return account_stats(
             self.metadata, self.index, self.embedder, self.derived_files, self.settings.home_path, ctx.account_id
         )
+
+
+def _search_fields(where: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """search_memory's keyword fields with ``session_id`` (deprecated, issue 29) given as ``conversation_id``: a
+    ``DeprecationWarning`` at the caller's line; ``RET-4001`` when both are given and differ."""
+    if fields.get("session_id") is None:
+        return fields
+    out = dict(fields)
+    old = out.pop("session_id")
+    new = out.get("conversation_id")
+    code = ErrorCode.QUERY_INVALID
+    out["conversation_id"] = renamed_argument(where, "conversation_id", new, "session_id", old, code=code, stacklevel=4)
+    return out
 
 
 ContextEngine = ContextEngineService

@@ -146,8 +146,8 @@ def test_path_parameters() -> None:
 def test_query_parameters() -> None:
     page = {"items": [], "total": 0, "offset": 0, "limit": 5, "next_offset": None}
     server = Server(httpx.Response(200, json=page))
-    client(server).list_memories(session_id="s1", limit=5)
-    assert dict(server.requests[0].url.params) == {"session_id": "s1", "limit": "5", "offset": "0"}
+    client(server).list_memories(conversation_id="s1", limit=5)
+    assert dict(server.requests[0].url.params) == {"conversation_id": "s1", "limit": "5", "offset": "0"}
 
 
 def test_a_body_that_does_not_match_the_model() -> None:

@@ -32,6 +32,7 @@ SAMPLE_VALUES = {
     "name": "restart-pod",
     "description": "Restart a pod",
     "session_id": "s-1",
+    "conversation_id": "c-1",
     "invocation_id": "0" * 32,
     "excerpt": "disk",
     "category": "preference",
@@ -196,7 +197,7 @@ def test_invalid_unicode_in_every_string_field_is_a_400_with_a_code(live, spec, 
 
 
 def test_the_error_names_the_field(live, tenants):
-    body = {"session_id": "s", "messages": [{"content": "fine"}, {"content": "bad " + SURROGATE}]}
+    body = {"conversation_id": "s", "messages": [{"content": "fine"}, {"content": "bad " + SURROGATE}]}
     resp = httpx.post(
         f"{live.url}/api/v1/memories/messages",
         content=json.dumps(body),

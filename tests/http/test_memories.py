@@ -39,7 +39,7 @@ def listed(client, headers, **params):
 
 def test_messages_list_get_update_history_delete(client, tenants, service):
     body = {
-        "session_id": "trip-1",
+        "conversation_id": "trip-1",
         "messages": [
             {
                 "role": "user",
@@ -57,17 +57,17 @@ def test_messages_list_get_update_history_delete(client, tenants, service):
     assert [first, second] == [f"{ALICE_SESSIONS}trip-1/000001.md", f"{ALICE_SESSIONS}trip-1/000002.md"]
     assert [i["status"] for i in r.json()["items"]] == ["added", "added"] and r.json()["nodes"] == 2
 
-    page = listed(client, tenants.alice, session_id="trip-1")
+    page = listed(client, tenants.alice, conversation_id="trip-1")
     assert page["total"] == 2 and page["next_offset"] is None
     by_uri = {m["uri"]: m for m in page["items"]}
     assert by_uri[first]["abstract"] == "Alice: I visited Lisbon last May."
     assert by_uri[first]["occurred_at"] == "2023-05-08T13:56:00Z"
     assert by_uri[first]["metadata"]["topic"] == "travel" and by_uri[first]["metadata"]["role"] == "user"
     assert by_uri[second]["occurred_at"] == "2023-05-08T13:57:00Z"  # Unix seconds, 60 s later
-    assert by_uri[first]["session_id"] == "trip-1"
+    assert by_uri[first]["conversation_id"] == "trip-1"
 
     # the same page from the service itself
-    direct = service.list_memories(ALICE, session_id="trip-1", limit=200).model_dump(mode="json")
+    direct = service.list_memories(ALICE, conversation_id="trip-1", limit=200).model_dump(mode="json")
     assert page == direct
 
     r = client.post(
@@ -86,7 +86,7 @@ def test_messages_list_get_update_history_delete(client, tenants, service):
 
     r = client.post("/api/v1/memories/delete", json={"uri": second}, headers=tenants.alice)
     assert r.status_code == 200 and r.json()["uris"] == [second], r.text
-    assert [m["uri"] for m in listed(client, tenants.alice, session_id="trip-1")["items"]] == [first]
+    assert [m["uri"] for m in listed(client, tenants.alice, conversation_id="trip-1")["items"]] == [first]
     gone = client.get("/api/v1/memories/item", params={"uri": second}, headers=tenants.alice)
     assert gone.status_code == 404 and gone.json()["code"] == "RET-4041"  # her own deleted memory (issue 29)
 
@@ -142,36 +142,36 @@ def test_batch_outcomes_in_input_order(client, tenants):
 
 
 BAD_MESSAGES = [
-    ("no content", {"session_id": "bad", "messages": [{"content": "fine"}, {"role": "user"}]}, 422, "WRT-4221"),
-    ("blank content", {"session_id": "bad", "messages": [{"content": "  "}]}, 422, "WRT-4221"),
-    ("unknown role", {"session_id": "bad", "messages": [{"content": "hi", "role": "robot"}]}, 400, "WRT-4002"),
+    ("no content", {"conversation_id": "bad", "messages": [{"content": "fine"}, {"role": "user"}]}, 422, "WRT-4221"),
+    ("blank content", {"conversation_id": "bad", "messages": [{"content": "  "}]}, 422, "WRT-4221"),
+    ("unknown role", {"conversation_id": "bad", "messages": [{"content": "hi", "role": "robot"}]}, 400, "WRT-4002"),
     (
         "bad timestamp",
-        {"session_id": "bad", "messages": [{"content": "hi", "timestamp": "last tuesday"}]},
+        {"conversation_id": "bad", "messages": [{"content": "hi", "timestamp": "last tuesday"}]},
         400,
         "WRT-4002",
     ),
     (
         "metadata not an object",
-        {"session_id": "bad", "messages": [{"content": "hi", "metadata": [1, 2]}]},
+        {"conversation_id": "bad", "messages": [{"content": "hi", "metadata": [1, 2]}]},
         400,
         "WRT-4002",
     ),
     (
         "metadata too large",
-        {"session_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "x" * 5000}}]},
+        {"conversation_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "x" * 5000}}]},
         413,
         "WRT-4131",
     ),
     (
         "over the batch limit",
-        {"session_id": "bad", "messages": [{"content": f"m{i}"} for i in range(BATCH_LIMIT + 1)]},
+        {"conversation_id": "bad", "messages": [{"content": f"m{i}"} for i in range(BATCH_LIMIT + 1)]},
         413,
         "WRT-4131",
     ),
-    ("session with /", {"session_id": "a/b", "messages": [{"content": "hi"}]}, 400, "WRT-4001"),
-    ("session ..", {"session_id": "..", "messages": [{"content": "hi"}]}, 400, "WRT-4001"),
-    ("empty batch", {"session_id": "bad", "messages": []}, 400, "WRT-4002"),
+    ("session with /", {"conversation_id": "a/b", "messages": [{"content": "hi"}]}, 400, "WRT-4001"),
+    ("session ..", {"conversation_id": "..", "messages": [{"content": "hi"}]}, 400, "WRT-4001"),
+    ("empty batch", {"conversation_id": "bad", "messages": []}, 400, "WRT-4002"),
 ]
 
 
@@ -214,7 +214,7 @@ def test_bad_list_parameters(client, tenants):
     for params in ({"limit": 0}, {"limit": 201}, {"offset": -1}, {"limit": "many"}):
         r = client.get("/api/v1/memories", params=params, headers=tenants.alice)
         assert r.status_code == 400 and r.json()["code"] == "WRT-4002", (params, r.text)
-    r = client.get("/api/v1/memories", params={"session_id": "a/b"}, headers=tenants.alice)
+    r = client.get("/api/v1/memories", params={"conversation_id": "a/b"}, headers=tenants.alice)
     assert r.status_code == 400 and r.json()["code"] == "WRT-4001"
 
 
@@ -234,7 +234,7 @@ def test_another_users_memory_is_the_same_403_as_a_missing_one(client, tenants, 
     other = tenants.bob if who == "bob" else carol
     r = client.post(
         "/api/v1/memories/messages",
-        json={"session_id": f"private-{who}", "messages": [{"content": "My PIN is not something I share."}]},
+        json={"conversation_id": f"private-{who}", "messages": [{"content": "My PIN is not something I share."}]},
         headers=tenants.alice,
     )
     uri = r.json()["items"][0]["uri"]
@@ -293,7 +293,7 @@ def test_openapi_documents_the_memory_routes(client):
     assert set(schemas["MessageIn"]["properties"]) == message_fields
     assert schemas["AddMemoryRequest"]["properties"]["policy"]["anyOf"][0]["enum"] == ["skip", "keep", "replace"]
     params = {p["name"] for p in paths["/api/v1/memories"]["get"]["parameters"]}
-    assert params == {"category", "session_id", "limit", "offset", "user_space"}
+    assert params == {"category", "conversation_id", "limit", "offset", "user_space", "session_id"}
 
 
 def test_search_memory_filters_over_http(client, tenants):
@@ -302,7 +302,7 @@ def test_search_memory_filters_over_http(client, tenants):
         ("filt-b", "We booked a table at the sushi bar.", "food"),
     ):
         body = {
-            "session_id": session,
+            "conversation_id": session,
             "messages": [
                 {
                     "role": "user",
@@ -315,7 +315,7 @@ def test_search_memory_filters_over_http(client, tenants):
         }
         assert client.post("/api/v1/memories/messages", json=body, headers=tenants.alice).status_code == 200
     r = client.post(
-        "/api/v1/search_memory", json={"query": "what did we book?", "session_id": "filt-b"}, headers=tenants.alice
+        "/api/v1/search_memory", json={"query": "what did we book?", "conversation_id": "filt-b"}, headers=tenants.alice
     )
     assert r.status_code == 200, r.text
     assert [h["uri"] for h in r.json()["hits"]] == [f"{ALICE_SESSIONS}filt-b/000001.md"]

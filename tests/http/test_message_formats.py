@@ -22,7 +22,8 @@ def test_openai_messages_keep_their_names_and_join_their_text_parts(client, tena
         {"role": "assistant", "content": [{"type": "text", "text": "Noted,"}, {"type": "text", "text": "Lisbon."}]},
         {"role": "developer", "content": "Answer in English."},
     ]
-    r = client.post("/api/v1/memories/messages", json={"session_id": "oa", "messages": messages}, headers=tenants.alice)
+    body = {"conversation_id": "oa", "messages": messages}
+    r = client.post("/api/v1/memories/messages", json=body, headers=tenants.alice)
     assert r.status_code == 200, r.text
     uris = [item["uri"] for item in r.json()["items"]]
     assert [_stored(client, tenants.alice, u) for u in uris] == [
@@ -37,7 +38,8 @@ def test_langchain_message_dicts_map_human_and_ai(client, tenants):
         {"type": "human", "content": "My sister teaches chemistry in Leeds."},
         {"type": "ai", "data": {"content": "Good to know.", "name": "helper", "additional_kwargs": {}}},
     ]
-    r = client.post("/api/v1/memories/messages", json={"session_id": "lc", "messages": messages}, headers=tenants.alice)
+    body = {"conversation_id": "lc", "messages": messages}
+    r = client.post("/api/v1/memories/messages", json=body, headers=tenants.alice)
     assert r.status_code == 200, r.text
     uris = [item["uri"] for item in r.json()["items"]]
     assert [_stored(client, tenants.alice, u) for u in uris] == [
@@ -47,9 +49,9 @@ def test_langchain_message_dicts_map_human_and_ai(client, tenants):
 
 
 def test_an_unknown_role_or_field_is_still_refused(client, tenants):
-    bad_role = {"session_id": "x", "messages": [{"role": "narrator", "content": "Once upon a time."}]}
+    bad_role = {"conversation_id": "x", "messages": [{"role": "narrator", "content": "Once upon a time."}]}
     r = client.post("/api/v1/memories/messages", json=bad_role, headers=tenants.alice)
     assert r.status_code == 400 and r.json()["code"] == "WRT-4002", r.text
-    bad_field = {"session_id": "x", "messages": [{"role": "user", "content": "x", "tool_calls": []}]}
+    bad_field = {"conversation_id": "x", "messages": [{"role": "user", "content": "x", "tool_calls": []}]}
     r = client.post("/api/v1/memories/messages", json=bad_field, headers=tenants.alice)
     assert r.status_code in (400, 422) and r.json()["code"] in ("WRT-4002", "RET-4001"), r.text

@@ -29,7 +29,7 @@ def test_parallel_writers_to_one_session_keep_every_message(make_engine):
     with ThreadPoolExecutor(max_workers=4) as pool:
         written = [u for uris in pool.map(write, range(4)) for u in uris]
     assert len(written) == len(set(written)) == 24  # no two messages share a URI
-    page = engine.list_memories(ALICE, session_id="race", limit=200)
+    page = engine.list_memories(ALICE, conversation_id="race", limit=200)
     assert page.total == 25
     texts = {engine.get_memory(u, ALICE).text for u in written}
     assert texts == {f"writer {n} {verb} {i}" for n in range(4) for i in range(3) for verb in ("says", "adds")}

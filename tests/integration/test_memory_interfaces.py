@@ -112,14 +112,14 @@ def test_readme_memory_example_prints_what_the_readme_says(cli, tmp_path):
 def test_add_messages_batches_by_the_limit_and_continues_the_session(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("CE_MEMORY__MAX_BATCH_ITEMS", "2")
     f = write_jsonl(tmp_path / "s.jsonl", [{"content": f"message number {i}"} for i in range(1, 6)])
-    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "s1")
+    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--conversation", "s1")
     assert code == 0, out
     body = json.loads(out)
     assert [i["uri"].rsplit("/", 1)[1] for i in body["items"]] == [f"00000{i}.md" for i in range(1, 6)]
     assert body["nodes"] == 5
-    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "s1")
+    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--conversation", "s1")
     assert json.loads(out)["items"][0]["uri"].endswith("/s1/000006.md")
-    code, out = cli(*ALICE, "--json", "memories", "--session", "s1", "--limit", "3", "--offset", "3")
+    code, out = cli(*ALICE, "--json", "memories", "--conversation", "s1", "--limit", "3", "--offset", "3")
     page = json.loads(out)
     assert page["total"] == 10 and len(page["items"]) == 3 and page["next_offset"] == 6
 
@@ -128,7 +128,7 @@ def test_a_bad_line_in_a_later_batch_is_named_and_earlier_batches_are_reported(c
     monkeypatch.setenv("CE_MEMORY__MAX_BATCH_ITEMS", "2")
     lines = [{"content": "one"}, {"content": "two"}, {"content": "three"}, {"content": "four", "role": "robot"}]
     f = write_jsonl(tmp_path / "s.jsonl", lines)
-    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "s2")
+    code, out = cli(*ALICE, "--json", "add-messages", str(f), "--conversation", "s2")
     assert code == 2, out
     env = json.loads(out)
     assert env["code"] == "WRT-4002" and env["details"]["line"] == 4 and env["details"]["written"] == 2
@@ -152,7 +152,7 @@ BAD_FILES = [
 @pytest.mark.parametrize(("case", "lines", "code", "line"), BAD_FILES, ids=[c[0] for c in BAD_FILES])
 def test_bad_jsonl_names_the_line_and_writes_nothing(cli, tmp_path, case, lines, code, line):
     f = write_jsonl(tmp_path / "bad.jsonl", ["", *lines])  # a leading blank line: numbering counts it
-    exit_code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", "bad")
+    exit_code, out = cli(*ALICE, "--json", "add-messages", str(f), "--conversation", "bad")
     assert exit_code == 2, out
     env = json.loads(out)
     assert env["code"] == code and env["details"]["line"] == line + 1, env
@@ -162,7 +162,7 @@ def test_bad_jsonl_names_the_line_and_writes_nothing(cli, tmp_path, case, lines,
 
 def test_bad_json_is_a_plain_error_naming_the_line(cli, tmp_path):
     f = write_jsonl(tmp_path / "bad.jsonl", ['{"content": "ok"}', "{nope"])
-    code, out = cli(*ALICE, "add-messages", str(f), "--session", "s")
+    code, out = cli(*ALICE, "add-messages", str(f), "--conversation", "s")
     flat = " ".join(out.split())  # the error console wraps long lines
     assert code == 2 and "error WRT-4002" in flat
     assert "bad.jsonl line 2: not valid JSON (Expecting property name enclosed in double quotes at column 2)" in flat
@@ -171,7 +171,7 @@ def test_bad_json_is_a_plain_error_naming_the_line(cli, tmp_path):
 @pytest.mark.parametrize(("session", "code"), [("a/b", "WRT-4001"), ("..", "WRT-4001")])
 def test_bad_session_ids(cli, tmp_path, session, code):
     f = write_jsonl(tmp_path / "s.jsonl", [{"content": "hello"}])
-    exit_code, out = cli(*ALICE, "--json", "add-messages", str(f), "--session", session)
+    exit_code, out = cli(*ALICE, "--json", "add-messages", str(f), "--conversation", session)
     assert exit_code == 2 and json.loads(out)["code"] == code, out
     assert total(cli) == 0
 
@@ -273,13 +273,68 @@ def test_search_with_memory_filters(cli, tmp_path):
             "timestamp": "2023-08-01T10:00:00Z",
         },
     ]
-    assert cli(*ALICE, "add-messages", str(write_jsonl(tmp_path / "s.jsonl", rows)), "--session", "plans")[0] == 0
+    assert cli(*ALICE, "add-messages", str(write_jsonl(tmp_path / "s.jsonl", rows)), "--conversation", "plans")[0] == 0
     code, out = cli(*ALICE, "--json", "search", "what did we book?", "--meta", "topic=food")
     assert code == 0, out
     assert [h["uri"] for h in json.loads(out)] == ["ctx://user/alice/memories/sessions/plans/000002.md"]
     code, out = cli(*ALICE, "--json", "search", "what did we book?", "--since", "2023-06-01", "--until", "2023-07-15")
     assert [h["uri"] for h in json.loads(out)] == ["ctx://user/alice/memories/sessions/plans/000001.md"]
-    code, out = cli(*ALICE, "--json", "search", "what did we book?", "--session-id", "plans")
+    code, out = cli(*ALICE, "--json", "search", "what did we book?", "--conversation", "plans")
     assert len(json.loads(out)) == 2
     code, out = cli(*ALICE, "search", "x", "--since", "not a time")
     assert code != 0 and "RET-4001" in out
+
+
+# ---- renamed options (issue 29: one word per concept) --------------------------------------------------------------
+def test_old_option_names_still_work_hidden_with_a_note(cli, tmp_path):
+    """``--conversation`` is the conversation of add-messages, memories and search; ``--session`` (add-messages,
+    memories), ``--session-id`` (search) and search's ``--session FILE`` (now ``--session-archive``) still work,
+    hidden from --help, with a note on stderr; an old and a new option with different values is WRT-4002."""
+    home = str(tmp_path / "home")
+
+    def run(*args: str):
+        return CliRunner().invoke(app, ["--home", home, *ALICE, *args], env={"COLUMNS": "100"})
+
+    f = write_jsonl(tmp_path / "c.jsonl", [{"speaker": "Alice", "content": "We hiked to the glacier on Sunday."}])
+    new = run("--json", "add-messages", str(f), "--conversation", "trip")
+    old = run("--json", "add-messages", str(f), "--session", "trip")
+    short = run("--json", "add-messages", str(f), "-s", "trip")
+    assert [r.exit_code for r in (new, old, short)] == [0, 0, 0], (new.output, old.output)
+    uris = [json.loads(r.stdout)["items"][0]["uri"] for r in (new, old, short)]
+    assert uris == [f"ctx://user/alice/memories/sessions/trip/00000{i}.md" for i in (1, 2, 3)]
+    assert new.stderr == "" and "--session is deprecated; use --conversation" in old.stderr
+    both = run("--json", "add-messages", str(f), "--conversation", "trip", "--session", "other")
+    assert both.exit_code == 2 and json.loads(both.stdout)["code"] == "WRT-4002"
+    assert "--session is the deprecated name of --conversation" in json.loads(both.stdout)["message"]
+    neither = run("--json", "add-messages", str(f))
+    assert neither.exit_code == 2 and "--conversation" in json.loads(neither.stdout)["message"]
+
+    listed = [run("--json", "memories", flag, "trip") for flag in ("--conversation", "--session", "-s")]
+    assert [json.loads(r.stdout)["total"] for r in listed] == [3, 3, 3] and "deprecated" in listed[1].stderr
+    item = json.loads(listed[0].stdout)["items"][0]
+    assert item["conversation_id"] == item["session_id"] == "trip"
+    both = run("--json", "memories", "--conversation", "trip", "--session", "other")
+    assert both.exit_code == 2 and json.loads(both.stdout)["code"] == "WRT-4002"
+    assert "conversation: trip" in run("get-memory", uris[0]).stdout
+
+    found = [run("--json", "search", "glacier", flag, "trip") for flag in ("--conversation", "--session-id")]
+    assert [len(json.loads(r.stdout)) for r in found] == [3, 3] and "--session-id is deprecated" in found[1].stderr
+    both = run("--json", "search", "glacier", "--conversation", "trip", "--session-id", "other")
+    assert both.exit_code == 2 and json.loads(both.stdout)["code"] == "WRT-4002"
+
+    archive = tmp_path / "recent.json"
+    archive.write_text(json.dumps([{"role": "user", "content": "how do I restart a pod?"}]), encoding="utf-8")
+    flags = ("--session-archive", "--session")
+    answers = [run("--json", "search", "and then?", "--full", flag, str(archive)) for flag in flags]
+    assert [r.exit_code for r in answers] == [0, 0], answers[0].output
+    assert "--session is deprecated; use --session-archive" in answers[1].stderr
+    queries = [[q["text"] for q in json.loads(r.stdout)["typed_queries"]] for r in answers]
+    assert queries[0] == queries[1] and queries[0][0] == "and then? how do I restart a pod?"  # the archive was read
+
+    for command, shown, hidden in (
+        ("add-messages", "--conversation", ("--session",)),
+        ("memories", "--conversation", ("--session",)),
+        ("search", "--conversation", ("--session-id", "--session ")),
+    ):
+        text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+        assert shown in text and not any(h in text for h in hidden), command

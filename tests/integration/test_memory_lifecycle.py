@@ -113,11 +113,11 @@ def test_a_message_keeps_speaker_role_session_and_time(engine):
         "topic": "music",
         "role": "assistant",
         "speaker": "Melanie",
-        "session_id": "s1",
+        "session_id": "s1",  # the stored key keeps its first name
         "timestamp": "2023-05-08T13:01:00+00:00",
     }
     assert detail.occurred_at is not None and detail.occurred_at.isoformat() == "2023-05-08T13:01:00+00:00"
-    assert detail.session_id == "s1" and detail.version == 1 and detail.history == []
+    assert detail.conversation_id == "s1" and detail.version == 1 and detail.history == []
     assert detail.abstract == "Melanie: Turn 1: I bought 3 tickets for the concert in hall 7."
     assert detail.text == "Turn 1: I bought 3 tickets for the concert in hall 7."
     no_speaker = engine.add_messages([{"content": "Just a note."}], "s3", ALICE).uris[0]
@@ -182,7 +182,7 @@ def test_a_long_session_gets_a_summary_with_the_right_counts_at_bounded_cost(mak
     assert counting.reads == [(session, Level.L0), (session, Level.L1)]
     # Listing a page of it: one L0 per listed memory.
     counting.reads.clear()
-    page = engine.list_memories(ALICE, session_id="long", limit=5)
+    page = engine.list_memories(ALICE, conversation_id="long", limit=5)
     assert page.total == 40 and len(page.items) == 5 and len(counting.reads) == 5
 
     # Appending one message costs the same number of content reads at 40 and at 70 messages.
@@ -352,8 +352,8 @@ def test_list_memories_of_a_session_and_a_category(engine):
     engine.add_messages(messages(0, 3), "s1", ALICE)
     engine.add_memories([{"text": "Alice is vegetarian.", "category": "preference"}], ALICE)
     assert engine.list_memories(ALICE).total == 4
-    session = engine.list_memories(ALICE, session_id="s1")
-    assert session.total == 3 and {m.session_id for m in session.items} == {"s1"}
+    session = engine.list_memories(ALICE, conversation_id="s1")
+    assert session.total == 3 and {m.conversation_id for m in session.items} == {"s1"}
     pref = engine.list_memories(ALICE, category="preference")
     assert [m.abstract for m in pref.items] == ["Alice is vegetarian."] and pref.items[0].category == "preference"
 
@@ -482,11 +482,11 @@ def test_a_message_without_content_is_wrt_4221(seeded, message):
     assert exc.value.code is ErrorCode.CONTENT_INVALID
 
 
-@pytest.mark.parametrize("session_id", ["a/b", "..", ".", "../alice", "a\\b", "", "   ", "a\x00", "x" * 300])
-def test_a_bad_session_id_is_wrt_4001_and_writes_nothing(seeded, session_id):
+@pytest.mark.parametrize("conversation_id", ["a/b", "..", ".", "../alice", "a\\b", "", "   ", "a\x00", "x" * 300])
+def test_a_bad_conversation_id_is_wrt_4001_and_writes_nothing(seeded, conversation_id):
     before = snapshot(seeded)
     with pytest.raises(ContextEngineError) as exc:
-        seeded.add_messages([OK], session_id, ALICE)
+        seeded.add_messages([OK], conversation_id, ALICE)
     assert exc.value.code is ErrorCode.URI_INVALID
     assert snapshot(seeded) == before
 

@@ -2,7 +2,10 @@
 constraint. Checked per tool with jsonschema on many argument values, and on small schemas by hand.
 
 One documented difference (issue 29, MCP Inspector ``--strict``): an optional argument whose default is ``null``
-does not advertise ``null``: it is left out to mean the default (the tools still accept an explicit null)."""
+does not advertise ``null``: it is left out to mean the default (the tools still accept an explicit null). And one
+more (issue 29, one word per concept): an argument kept under its old name (``session_id`` for ``conversation_id``,
+marked ``deprecated``) is still accepted but not advertised, and the new name is listed as required where the old
+one was (``REQUIRED_ARGS``)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import jsonschema
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from context_engine.interfaces.mcp.server import EngineMCPServer, build_mcp_server, lean_schema
+from context_engine.interfaces.mcp.server import REQUIRED_ARGS, EngineMCPServer, build_mcp_server, lean_schema
 from context_engine.schema.context import RequestContext
 
 CANDIDATES = [None, 0, -1, 7, 51, 250, 0.5, 2.5, "x", "", "compact", "full", "L2", "skip", True, [], ["a"], [1], {}]
@@ -42,16 +45,22 @@ def _valid(schema: dict, instance: object) -> bool:
 def test_lean_schema_accepts_exactly_what_the_generated_one_accepts(tool):
     generated, lean = GENERATED[tool], LEAN[tool]
     assert len(str(lean)) < len(str(generated))
-    required = generated.get("required", [])
+    required = lean.get("required", [])  # the generated list, and REQUIRED_ARGS
+    assert set(generated.get("required", [])) <= set(required) and set(required) - set(
+        generated.get("required", [])
+    ) == set(REQUIRED_ARGS.get(tool, ()))
     base = {}
     for name in required:  # a valid value for each required property, by its own subschema
-        alone = {"$defs": generated.get("$defs", {}), **generated["properties"][name]}
-        base[name] = next(v for v in CANDIDATES if jsonschema.Draft202012Validator(alone).is_valid(v))
+        alone = [{"$defs": schema.get("$defs", {}), **schema["properties"][name]} for schema in (generated, lean)]
+        base[name] = next(v for v in CANDIDATES if all(_valid(a, v) for a in alone))
     assert _valid(generated, base) and _valid(lean, base)
     checked = 0
     for name, value in itertools.product(generated["properties"], CANDIDATES):
         instance = {**base, name: value}
         prop = generated["properties"][name]
+        if prop.get("deprecated") is True:  # an old name: accepted by the tool, not advertised
+            assert name not in lean["properties"], (tool, name)
+            continue
         if value is None and "default" in prop and prop["default"] is None:  # null means "not given": leave it out
             assert _valid(generated, instance) and not _valid(lean, instance) and _valid(lean, base), (tool, name)
         else:

@@ -61,7 +61,7 @@ def test_memory_tools_are_listed_with_compact_descriptions(service):
     for name in MEMORY_TOOLS:
         desc = tools[name].description or ""
         assert 0 < len(desc) <= 200 and desc.count(". ") <= 1, (name, desc)
-    assert tools["add_messages"].input_schema["required"] == ["session_id", "messages"]
+    assert tools["add_messages"].input_schema["required"] == ["messages", "conversation_id"]
     assert tools["list_memories"].annotations.read_only_hint is True
     assert tools["get_memory"].annotations.read_only_hint is True
     assert tools["delete_memory"].annotations.destructive_hint is True
@@ -82,7 +82,7 @@ def test_messages_list_get_update_delete_equal_the_service(service):
         ALICE,
         "add_messages",
         {
-            "session_id": "s1",
+            "conversation_id": "s1",
             "messages": [
                 {"content": "We adopted a dog named Pixel.", "speaker": "Alice", "timestamp": "2024-03-02T10:00:00Z"},
                 {"role": "assistant", "content": "What breed is Pixel?"},
@@ -97,8 +97,8 @@ def test_messages_list_get_update_delete_equal_the_service(service):
     ]
     assert json.loads(res.content[0].text) == res.structured_content
 
-    page = call(service, ALICE, "list_memories", {"session_id": "s1"}).structured_content
-    assert page == service.list_memories(ALICE, session_id="s1").model_dump(mode="json")
+    page = call(service, ALICE, "list_memories", {"conversation_id": "s1"}).structured_content
+    assert page == service.list_memories(ALICE, conversation_id="s1").model_dump(mode="json")
     assert page["total"] == 2 and {m["abstract"] for m in page["items"]} == {
         "Alice: We adopted a dog named Pixel.",
         "assistant: What breed is Pixel?",
@@ -119,7 +119,7 @@ def test_messages_list_get_update_delete_equal_the_service(service):
     deleted = call(service, ALICE, "delete_memory", {"uri": uris[1]})
     assert not deleted.is_error and deleted.structured_content["uris"] == [uris[1]]
     assert [
-        m["uri"] for m in call(service, ALICE, "list_memories", {"session_id": "s1"}).structured_content["items"]
+        m["uri"] for m in call(service, ALICE, "list_memories", {"conversation_id": "s1"}).structured_content["items"]
     ] == [uris[0]]
 
 
@@ -155,18 +155,26 @@ def test_add_memory_and_batch(service):
 
 
 BAD = [
-    ("add_messages", {"session_id": "bad", "messages": [{"role": "user"}]}, "WRT-4221"),
-    ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "role": "narrator"}]}, "WRT-4002"),
-    ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "timestamp": "31/02/2024"}]}, "WRT-4002"),
-    ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "metadata": "tag"}]}, "WRT-4002"),
-    ("add_messages", {"session_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "z" * 5000}}]}, "WRT-4131"),
+    ("add_messages", {"conversation_id": "bad", "messages": [{"role": "user"}]}, "WRT-4221"),
+    ("add_messages", {"conversation_id": "bad", "messages": [{"content": "hi", "role": "narrator"}]}, "WRT-4002"),
     (
         "add_messages",
-        {"session_id": "bad", "messages": [{"content": str(i)} for i in range(BATCH_LIMIT + 1)]},
+        {"conversation_id": "bad", "messages": [{"content": "hi", "timestamp": "31/02/2024"}]},
+        "WRT-4002",
+    ),
+    ("add_messages", {"conversation_id": "bad", "messages": [{"content": "hi", "metadata": "tag"}]}, "WRT-4002"),
+    (
+        "add_messages",
+        {"conversation_id": "bad", "messages": [{"content": "hi", "metadata": {"a": "z" * 5000}}]},
         "WRT-4131",
     ),
-    ("add_messages", {"session_id": "x/y", "messages": [{"content": "hi"}]}, "WRT-4001"),
-    ("add_messages", {"session_id": "..", "messages": [{"content": "hi"}]}, "WRT-4001"),
+    (
+        "add_messages",
+        {"conversation_id": "bad", "messages": [{"content": str(i)} for i in range(BATCH_LIMIT + 1)]},
+        "WRT-4131",
+    ),
+    ("add_messages", {"conversation_id": "x/y", "messages": [{"content": "hi"}]}, "WRT-4001"),
+    ("add_messages", {"conversation_id": "..", "messages": [{"content": "hi"}]}, "WRT-4001"),
     ("add_memories", {"items": [{"text": f"fact {i}"} for i in range(BATCH_LIMIT + 1)]}, "WRT-4131"),
     ("add_memories", {"items": [{"text": "ok"}], "policy": "merge"}, "WRT-4002"),
     ("add_memory", {"text": "a", "metadata": [1]}, "WRT-4002"),
@@ -207,7 +215,7 @@ def test_search_memory_tool_takes_the_memory_filters(service):
         ALICE,
         "add_messages",
         {
-            "session_id": "mcp-filter",
+            "conversation_id": "mcp-filter",
             "messages": [
                 {
                     "role": "user",
@@ -224,7 +232,7 @@ def test_search_memory_tool_takes_the_memory_filters(service):
         "search_memory",
         {
             "query": "when does the plumber come?",
-            "session_id": "mcp-filter",
+            "conversation_id": "mcp-filter",
             "time_range": {"start": "2023-09-01T00:00:00Z"},
         },
     )

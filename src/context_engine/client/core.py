@@ -50,10 +50,23 @@ class ApiError(ContextEngineError):
         self.request_id = request_id
 
 
-def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | None:
+_CONVERSATION = {"session_id": "conversation_id"}  # schema/renames.py CONVERSATION
+
+#: Client method -> its deprecated request field names -> their new names (issue 29; docs/clients.md, "Deprecated,
+#: still accepted"). ``add_messages`` takes its conversation as an argument (:func:`messages_first`).
+RENAMED_FIELDS: dict[str, dict[str, str]] = {
+    "search_memory": _CONVERSATION,
+    "search_memory_compact": _CONVERSATION,
+    "list_memories": _CONVERSATION,
+}
+
+
+def build_payload(name: str, data: dict[str, Any] | BaseModel, stacklevel: int = 4) -> BaseModel | None:
     """The request model of client method ``name`` from keyword arguments (or a ready model), validated locally.
 
-    The method's fixed fields (``Endpoint.fixed``) are set here.
+    The method's fixed fields (``Endpoint.fixed``) are set here. A deprecated field name (:data:`RENAMED_FIELDS`,
+    e.g. ``session_id`` for ``conversation_id``) raises a ``DeprecationWarning`` at the line ``stacklevel`` frames up
+    (4: the caller of the client method, through ``_call``); the request model maps it.
 
     Raises:
         ApiError: the route's validation code (``RET-4001`` or ``WRT-4002``) when a field is unknown or mistyped,
@@ -65,6 +78,12 @@ def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | No
         return None
     if isinstance(data, BaseModel):  # a ready model: the fields its caller set, validated again as the route's
         data = {k: getattr(data, k) for k in data.model_fields_set}
+    else:
+        for old, new in RENAMED_FIELDS.get(name, {}).items():  # the model maps it (two different values: refused)
+            if data.get(old) is not None:
+                warnings.warn(
+                    f"{name}({old}=...) is deprecated; use {new}= (the same value)", DeprecationWarning, stacklevel
+                )
     for key, value in endpoint.fixed.items():
         if key in data and data[key] != value:
             raise ApiError(
@@ -83,27 +102,44 @@ def build_payload(name: str, data: dict[str, Any] | BaseModel) -> BaseModel | No
         raise ApiError(endpoint.invalid_code, f"invalid request: {where}", {"errors": errors}) from err
 
 
-def messages_first(messages: Any, session_id: Any) -> dict[str, Any]:
-    """The body of ``add_messages`` from its two positional arguments, in the Python API's order
-    ``(messages, session_id)`` (issue 29: one argument order everywhere).
+def messages_first(messages: Any, conversation_id: Any, session_id: Any = None) -> dict[str, Any]:
+    """The body of ``add_messages`` from its arguments, in the Python API's order ``(messages, conversation_id)``
+    (issue 29: one argument order and one word everywhere).
 
-    The client's first order, ``(session_id, messages)``, is still accepted and warns: it is recognised by types (a
+    Deprecated, still accepted, each with a ``DeprecationWarning`` at the caller's line: ``session_id=``, the first
+    name of ``conversation_id``; the client's first order, ``(conversation_id, messages)``, recognised by types (a
     string first, a list or tuple second).
 
     Raises:
-        ApiError: ``WRT-4002`` when ``session_id`` is missing.
+        ApiError: ``WRT-4002`` when the conversation is missing, or ``conversation_id`` and ``session_id`` differ.
     """
-    if isinstance(messages, str) and isinstance(session_id, list | tuple):
+    if session_id is not None:
         warnings.warn(
-            "add_messages(session_id, messages) is deprecated; call add_messages(messages, session_id), the order "
-            "of the Python API",
+            "add_messages(session_id=...) is deprecated; use conversation_id= (the same value)",
             DeprecationWarning,
             stacklevel=3,
         )
-        messages, session_id = session_id, messages
-    if session_id is None:
-        raise ApiError(ErrorCode.REQUEST_INVALID, "add_messages needs a session_id", {"field": "session_id"})
-    return {"session_id": session_id, "messages": messages}
+        if conversation_id is not None and conversation_id != session_id:
+            raise ApiError(
+                ErrorCode.REQUEST_INVALID,
+                "invalid request: conversation_id and session_id differ: session_id is the deprecated name of "
+                "conversation_id; give conversation_id only",
+                {"errors": [{"loc": [], "msg": "two values for one field", "type": "renamed_field_conflict"}]},
+            )
+        conversation_id = session_id
+    if isinstance(messages, str) and isinstance(conversation_id, list | tuple):
+        warnings.warn(
+            "add_messages(conversation_id, messages) is deprecated; call add_messages(messages, conversation_id), "
+            "the order of the Python API",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        messages, conversation_id = conversation_id, messages
+    if conversation_id is None:
+        raise ApiError(
+            ErrorCode.REQUEST_INVALID, "add_messages needs a conversation_id", {"field": "conversation_id"}
+        )
+    return {"conversation_id": conversation_id, "messages": messages}
 
 
 def request_args(endpoint: Endpoint, payload: BaseModel | None) -> dict[str, Any]:

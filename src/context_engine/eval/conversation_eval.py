@@ -185,7 +185,7 @@ class EngineConversationRetriever:
         settings: engine settings; ``home`` is replaced by the cached home (see the module docstring).
         cache_dir: root of the cached homes.
         engine_factory: ``settings -> service`` (default :func:`~context_engine.engine_factory.build_engine` with
-            ``embedder``); the service needs ``add_messages(messages, session_id, ctx)`` returning a report with
+            ``embedder``); the service needs ``add_messages(messages, conversation_id, ctx)`` returning a report with
             ``uris`` (one per message, in order), ``search_memory(query, ctx, top_k=...)`` and ``close()``.
         account_id: the account every conversation is written under.
         progress: called with the number of turns written after each ``add_messages`` call.

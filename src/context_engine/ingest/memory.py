@@ -5,10 +5,12 @@ path (:class:`~context_engine.ingest.pipeline.WritePipeline`), so a batch is one
 (a bad item fails the whole batch with its index, and nothing is written), embedded in one pass, committed in one
 metadata transaction, with one directory-summary refresh per batch.
 
-* ``add_messages(messages, session_id)``: message ``i`` becomes ``.../memories/sessions/<session_id>/<seq>.md``,
-  ``seq`` a zero-padded counter continuing the session. Its L0 is ``"<speaker>: <content>"`` (whole up to
-  ``memory.l0_max_chars``, else :func:`~context_engine.ingest.memory_abstract.memory_abstract`); role, speaker,
-  session and timestamp go into its metadata and the timestamp into ``occurred_at``. What a message is indexed with
+* ``add_messages(messages, conversation_id)``: message ``i`` becomes
+  ``.../memories/sessions/<conversation_id>/<seq>.md``, ``seq`` a zero-padded counter continuing the conversation (the
+  URI segment ``sessions`` and the metadata key ``session_id`` keep their first names: schema/renames.py). Its L0 is
+  ``"<speaker>: <content>"`` (whole up to ``memory.l0_max_chars``, else
+  :func:`~context_engine.ingest.memory_abstract.memory_abstract`); role, speaker, conversation and timestamp go into
+  its metadata and the timestamp into ``occurred_at``. What a message is indexed with
   (embedding input and BM25 text, never shown) is role-aware (:mod:`context_engine.ingest.conversation`): a user
   turn with the ``memory.context_messages`` messages before it and the assistant's reply after it; an assistant
   turn, an acknowledgement or a question back alone. Messages are events, so they are never deduplicated.
@@ -172,28 +174,28 @@ class MemoryWriter:
 
     # ------------------------------------------------------------------------------------------------ messages
     def add_messages(
-        self, account_id: str, space: str, messages: Sequence[Message | dict[str, Any]], session_id: str
+        self, account_id: str, space: str, messages: Sequence[Message | dict[str, Any]], conversation_id: str
     ) -> MemoryWriteResult:
-        """Store a batch of conversation messages as memories of one session (module docstring).
+        """Store a batch of conversation messages as memories of one conversation (module docstring).
 
         Args:
             account_id: the tenant.
-            space: the user space the session belongs to.
+            space: the user space the conversation belongs to.
             messages: ``Message`` objects or dicts with their fields, in conversation order.
-            session_id: one URI segment (no ``/``, not ``.`` or ``..``).
+            conversation_id: one URI segment (no ``/``, not ``.`` or ``..``).
 
         Returns:
             One ``added`` outcome per message, in input order (``result.uris`` are the message URIs).
 
         Raises:
-            ContextEngineError: ``WRT-4001`` bad session id; ``WRT-4002`` empty batch, unknown field or role,
+            ContextEngineError: ``WRT-4001`` bad conversation id; ``WRT-4002`` empty batch, unknown field or role,
                 unparsable timestamp, metadata that is not a JSON object; ``WRT-4131`` batch over
                 ``memory.max_batch_items`` or metadata over ``memory.max_metadata_bytes`` or a text over the size
                 limit; ``WRT-4221`` a message without content or with invalid text. Nothing of the batch is written.
         """
         self._check_batch(messages, "messages")
-        session_dir = self._session_dir(space, session_id)
-        parsed = [self._message(i, m, session_id) for i, m in enumerate(messages)]
+        session_dir = self._session_dir(space, conversation_id)
+        parsed = [self._message(i, m, conversation_id) for i, m in enumerate(messages)]
         return self._append(account_id, session_dir, parsed)
 
     def _append(self, account_id: str, session_dir: ContextURI, parsed: Sequence[_Prepared]) -> MemoryWriteResult:
@@ -232,17 +234,18 @@ class MemoryWriter:
             raise
         return _result(report, [MemoryOutcome(uri=str(d.uri), status="added") for d in docs])
 
-    def _session_dir(self, space: str, session_id: str) -> ContextURI:
-        if not isinstance(session_id, str) or not session_id.strip() or "/" in session_id or "\\" in session_id:
-            raise _error(ErrorCode.URI_INVALID, "session_id must be one non-empty path segment (no '/')")
+    def _session_dir(self, space: str, conversation_id: str) -> ContextURI:
+        cid = conversation_id
+        if not isinstance(cid, str) or not cid.strip() or "/" in cid or "\\" in cid:
+            raise _error(ErrorCode.URI_INVALID, "conversation_id must be one non-empty path segment (no '/')")
         try:
-            return ContextURI.parse(f"ctx://user/{space}/memories/sessions/").child(session_id.strip(), is_dir=True)
+            return ContextURI.parse(f"ctx://user/{space}/memories/sessions/").child(cid.strip(), is_dir=True)
         except ContextEngineError as err:
             raise _error(
-                ErrorCode.URI_INVALID, f"session_id {session_id[:60]!r} is not a valid path segment: {err.message}"
+                ErrorCode.URI_INVALID, f"conversation_id {cid[:60]!r} is not a valid path segment: {err.message}"
             ) from err
 
-    def _message(self, index: int, raw: Message | dict[str, Any], session_id: str) -> _Prepared:
+    def _message(self, index: int, raw: Message | dict[str, Any], conversation_id: str) -> _Prepared:
         raw = message_fields(raw)  # OpenAI and LangChain formats (schema/memory.py)
         if isinstance(raw, dict) and (raw.get("content") is None or raw.get("content") == ""):
             raise _error(ErrorCode.CONTENT_INVALID, "the message has no content", index, field="content")
@@ -264,7 +267,8 @@ class MemoryWriter:
         speaker = self._speaker(index, msg.speaker) or msg.role
         occurred_at = self._timestamp(index, msg.timestamp)
         metadata = dict(self._metadata_object(index, msg.metadata) or {})
-        metadata.update(role=msg.role, speaker=speaker, session_id=session_id.strip())
+        # the conversation under its stored key, session_id (existing homes are read as they are)
+        metadata.update(role=msg.role, speaker=speaker, session_id=conversation_id.strip())
         if occurred_at is not None:
             metadata["timestamp"] = occurred_at.isoformat()
         self._check_metadata_size(index, metadata)

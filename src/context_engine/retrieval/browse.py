@@ -194,7 +194,7 @@ class NodeBrowser:
     def memory_view(self, node: NodeRecord, ctx: RequestContext) -> MemoryView:
         """A memory as listed: its row's fields and its L0 abstract (redacted)."""
         md = node.metadata or {}
-        session_id = md.get("session_id")
+        conversation_id = md.get("session_id")  # the stored key keeps its first name (schema/renames.py)
         return MemoryView(
             uri=node.uri,
             category=node.category,
@@ -204,7 +204,7 @@ class NodeBrowser:
             occurred_at=node.occurred_at,
             metadata=md,
             version=node.version,
-            session_id=session_id if isinstance(session_id, str) else None,
+            conversation_id=conversation_id if isinstance(conversation_id, str) else None,
         )
 
     def list_memories(
@@ -212,7 +212,7 @@ class NodeBrowser:
         ctx: RequestContext,
         *,
         category: str | None,
-        session_id: str | None,
+        conversation_id: str | None,
         limit: int,
         offset: int,
         user_space: str | None,
@@ -225,8 +225,8 @@ class NodeBrowser:
         if space is None:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no user_space")
         root = ContextURI.parse(f"ctx://user/{space}/memories/")
-        if session_id is not None:
-            root = root.child("sessions", is_dir=True).child(session_id, is_dir=True)
+        if conversation_id is not None:  # its messages: .../memories/sessions/<conversation_id>/
+            root = root.child("sessions", is_dir=True).child(conversation_id, is_dir=True)
         elif category is not None:
             root = root.child(category, is_dir=True)
         page, total = self._metadata.query_files(

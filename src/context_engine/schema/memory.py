@@ -5,8 +5,9 @@ A *memory* is a file node under ``ctx://user/<space>/memories/``. Besides the no
 given by the caller: a message's timestamp), a small JSON ``metadata`` object and a ``version`` (1 on creation, +1 per
 ``update_memory``; earlier versions stay readable).
 
-A conversation message becomes one memory under ``.../memories/sessions/<session_id>/<seq>.md`` (``seq`` is a
-zero-padded, per-session counter), with ``role``, ``speaker`` and ``timestamp`` kept in its metadata.
+A conversation message becomes one memory under ``.../memories/sessions/<conversation_id>/<seq>.md`` (``seq`` is a
+zero-padded, per-conversation counter), with ``role``, ``speaker``, ``timestamp`` and the conversation (the stored key
+``session_id``: the storage keeps its first name, schema/renames.py) kept in its metadata.
 Pure data: validation of sizes against settings happens in the service.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from context_engine.schema.nodes import IngestReport
+from context_engine.schema.renames import CONVERSATION, RenamedFields
 
 __all__ = [
     "AddMemoryResult",
@@ -231,8 +233,14 @@ class AddMemoryResult(IngestReport):
     items: list[MemoryOutcome] = Field(default_factory=list)
 
 
-class MemoryView(_Model):
-    """A memory as ``list_memories`` returns it: its L0 abstract and lifecycle fields (no L2 read)."""
+class MemoryView(_Model, RenamedFields):
+    """A memory as ``list_memories`` returns it: its L0 abstract and lifecycle fields (no L2 read).
+
+    ``conversation_id``: the conversation a message belongs to (``add_messages``), ``None`` for other memories.
+    ``session_id`` is its deprecated name (issue 29), still sent with the same value; reading it warns.
+    """
+
+    renamed = CONVERSATION
 
     uri: str
     category: str | None
@@ -242,7 +250,10 @@ class MemoryView(_Model):
     occurred_at: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     version: int = 1
-    session_id: str | None = None
+    conversation_id: str | None = None
+    session_id: str | None = Field(
+        None, deprecated="use conversation_id (the same value)", description="Deprecated: the same as conversation_id."
+    )
 
     @field_validator("metadata", mode="before")
     @classmethod

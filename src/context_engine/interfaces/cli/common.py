@@ -181,6 +181,21 @@ def fail(e: ContextEngineError) -> None:
     raise typer.Exit(e.code.exit_code)
 
 
+def renamed_option(command: str, new_flag: str, new: Any, old_flag: str, old: Any) -> Any:
+    """The value of an option renamed in issue 29 ("one word per concept"): ``new``, or ``old`` when only the old
+    option (hidden from ``--help``, still accepted) was given, with a note on stderr. Both with different values:
+    ``WRT-4002`` (exit 2)."""
+    if old is None:
+        return new
+    from context_engine.schema.renames import renamed_argument
+
+    err_console.print(f"[yellow]note[/]: {old_flag} is deprecated; use {new_flag}", highlight=False)
+    try:
+        return renamed_argument(command, new_flag, new, old_flag, old, warn=False)
+    except ContextEngineError as err:
+        fail(err)
+
+
 @contextmanager
 def open_engine(*, recover: bool = True) -> Iterator[Any]:
     """The engine of ``--home``; ``recover=False`` skips the startup check of the write journal (``reindex --check``

@@ -2,11 +2,11 @@
 ``update-memory``, ``delete-memory``. Thin over the service, like every command; ``add-memory`` is in
 ``store_commands.py``.
 
-``add-messages FILE --session S`` reads one JSON message ``{role, content, speaker?, timestamp?, metadata?}`` per
-line (blank lines skipped) and sends them in batches of ``memory.max_batch_items``: each batch is one all-or-nothing
-write, and every line is checked to be a JSON object of message fields before the first batch is sent. An error
-names the file's line (``details.line``) and, when earlier batches were already written, how many messages they held
-(``details.written``).
+``add-messages FILE --conversation ID`` (``--session``: its deprecated name, issue 29) reads one JSON message
+``{role, content, speaker?, timestamp?, metadata?}`` per line (blank lines skipped) and sends them in batches of
+``memory.max_batch_items``: each batch is one all-or-nothing write, and every line is checked to be a JSON object of
+message fields before the first batch is sent. An error names the file's line (``details.line``) and, when earlier
+batches were already written, how many messages they held (``details.written``).
 
 Text that comes from the user (abstracts, memory text, metadata) is printed escaped, never as rich markup.
 """
@@ -34,6 +34,7 @@ from context_engine.interfaces.cli.common import (
     out,
     print_report,
     progress_bar,
+    renamed_option,
     short_uri,
     state,
 )
@@ -152,11 +153,19 @@ def _at_line(err: ContextEngineError, path: Path, lines: list[int], written: int
 @app.command("add-messages")
 def add_messages(
     file: Annotated[Path, typer.Argument(help="JSONL: one {role, content, speaker?, timestamp?, metadata?} per line.")],
-    session: Annotated[str, typer.Option("--session", "-s", help="The conversation session id (one URI segment).")],
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", help="The conversation id (one URI segment).")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", hidden=True, help="Deprecated: --conversation.")
+    ] = None,
 ) -> None:
-    """Store conversation messages as memories of one session (batches of memory.max_batch_items)."""
+    """Store conversation messages as memories of one conversation (batches of memory.max_batch_items)."""
     from context_engine.schema.memory import MemoryWriteResult
 
+    conversation = renamed_option("add-messages", "--conversation", conversation, "--session", session)
+    if conversation is None:
+        fail(ContextEngineError(ErrorCode.REQUEST_INVALID, "add-messages needs --conversation ID"))
     numbered = _read_messages(file)
     outcomes: list[MemoryOutcome] = []
     totals = MemoryWriteResult(items=[])
@@ -167,7 +176,7 @@ def add_messages(
         for start in range(0, len(numbered), size):
             batch = numbered[start : start + size]
             try:
-                result = engine.add_messages([m for _, m in batch], session, state.ctx)
+                result = engine.add_messages([m for _, m in batch], conversation, state.ctx)
             except ContextEngineError as err:
                 raise _at_line(err, file, [n for n, _ in batch], len(outcomes)) from None
             outcomes.extend(result.items)
@@ -182,8 +191,8 @@ def add_messages(
     first, last = outcomes[0].uri, outcomes[-1].uri
     span = escape(first) if first == last else f"{escape(first)} .. {escape(last.rsplit('/', 1)[-1])}"
     out.print(
-        f"[green]{len(outcomes)} messages added[/] to session {escape(session)}: {span}: nodes={totals.nodes} "
-        f"directories={totals.directories} vectors={totals.vectors}"
+        f"[green]{len(outcomes)} messages added[/] to conversation {escape(conversation)}: {span}: "
+        f"nodes={totals.nodes} directories={totals.directories} vectors={totals.vectors}"
         + (f" [yellow]pending={totals.pending} (run `context-engine reindex`)[/]" if totals.pending else ""),
         highlight=False,
         soft_wrap=True,  # one line: its URIs stay whole
@@ -199,17 +208,28 @@ def _when(value: Any) -> str:
 @app.command("memories")
 def memories(
     category: Annotated[str | None, typer.Option("--category", "-c", help="Only this category.")] = None,
-    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this conversation session.")] = None,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", help="Only this conversation's messages.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Page size, 1..200.")] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Memories to skip.")] = 0,
     user_space: Annotated[
         str | None, typer.Option("--user-space", help="An admin: list this user's memories.")
     ] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", hidden=True, help="Deprecated: --conversation.")
+    ] = None,
 ) -> None:
     """List the caller's memories, newest first (updated, UTC), with their L0 abstracts."""
+    conversation = renamed_option("memories", "--conversation", conversation, "--session", session)
     with open_engine() as engine:
         page: MemoryListPage = engine.list_memories(
-            state.ctx, category=category, session_id=session, limit=limit, offset=offset, user_space=user_space
+            state.ctx,
+            category=category,
+            conversation_id=conversation,
+            limit=limit,
+            offset=offset,
+            user_space=user_space,
         )
     if state.json:
         emit(page.model_dump(mode="json"))
@@ -248,7 +268,7 @@ def get_memory(uri: Annotated[str, typer.Argument(help="The memory's URI.")]) ->
     out.print(f"[bold]{escape(detail.uri)}[/]  version {detail.version}", highlight=False)
     fields = {
         "category": detail.category,
-        "session": detail.session_id,
+        "conversation": detail.conversation_id,
         "created": _iso(detail.created_at),
         "updated": _iso(detail.updated_at),
         "occurred": _iso(detail.occurred_at),

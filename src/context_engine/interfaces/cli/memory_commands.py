@@ -32,6 +32,7 @@ from context_engine.interfaces.cli.common import (
     fail,
     open_engine,
     out,
+    renamed_option,
     short_uri,
     state,
     uri_width,
@@ -48,7 +49,7 @@ def _session(path: Path | None) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        fail(ContextEngineError(ErrorCode.QUERY_INVALID, f"--session {path}: not a readable JSON file ({err})"))
+        fail(ContextEngineError(ErrorCode.QUERY_INVALID, f"--session-archive {path}: not a readable JSON file ({err})"))
     if isinstance(data, list):
         return {"messages": data}
     return data
@@ -70,8 +71,11 @@ def search(
     context_type: Annotated[
         str | None, typer.Option(help="Force the context type (memory, skill or resource) instead of planning it.")
     ] = None,
-    session: Annotated[
-        Path | None, typer.Option(help="JSON file with recent messages (a list, or {messages: [...]}).")
+    session_archive: Annotated[
+        Path | None,
+        typer.Option(
+            "--session-archive", help="JSON file with recent messages (a list, or {messages: [...]}): session_archive."
+        ),
     ] = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Include the detailed thinking trace (with --json --full).")
@@ -89,8 +93,8 @@ def search(
         Path | None,
         typer.Option("--queries", help="UTF-8 file with one query per line, all run in this one process."),
     ] = None,
-    session_id: Annotated[
-        str | None, typer.Option("--session-id", help="Only the messages of this conversation session (memories).")
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", help="Only the messages of this conversation (memories).")
     ] = None,
     since: Annotated[
         str | None, typer.Option("--since", help="Only memories that occurred at or after this ISO 8601 time.")
@@ -106,14 +110,22 @@ def search(
         str | None,
         typer.Option("--user-space", help="An admin: search as this user (its memories and the shared resources)."),
     ] = None,
+    session: Annotated[
+        Path | None, typer.Option("--session", hidden=True, help="Deprecated: --session-archive.")
+    ] = None,
+    session_id: Annotated[
+        str | None, typer.Option("--session-id", hidden=True, help="Deprecated: --conversation.")
+    ] = None,
 ) -> None:
     """search_memory: L0-first retrieval (plan, L0 recall, hierarchical expansion, recheck, assemble)."""
     from pydantic import ValidationError
 
     if full and compact:
         fail(ContextEngineError(ErrorCode.QUERY_INVALID, "give at most one of --full and --compact"))
+    session_archive = renamed_option("search", "--session-archive", session_archive, "--session", session)
+    conversation = renamed_option("search", "--conversation", conversation, "--session-id", session_id)
     texts = _queries(query, queries)
-    archive = _session(session)
+    archive = _session(session_archive)
     time_range = {"start": since, "end": until} if since or until else None
     try:
         metadata_filter = _meta_filter(meta)
@@ -129,7 +141,7 @@ def search(
             planner_hints={"intent": context_type} if context_type else None,
             include_debug=debug,
             trace_level="detailed" if debug else "basic",
-            session_id=session_id,
+            conversation_id=conversation,
             time_range=time_range,
             metadata_filter=metadata_filter,
             user_space=user_space,

@@ -277,11 +277,11 @@ def add_memories(service: ContextEngineService, req: AddMemoriesRequest, ctx: Re
 
 
 def add_messages(service: ContextEngineService, req: AddMessagesRequest, ctx: RequestContext) -> MemoryWriteResult:
-    """``service.add_messages``: the messages of one session, one all-or-nothing write; ``items[i].uri`` is message
-    ``i``'s memory. A missing ``content`` is sent as empty text, so it fails like a blank one (``WRT-4221``)."""
+    """``service.add_messages``: the messages of one conversation, one all-or-nothing write; ``items[i].uri`` is
+    message ``i``'s memory. A missing ``content`` is sent as empty text, so it fails like a blank one (``WRT-4221``)."""
     messages: list[Message | dict[str, Any]] = [m.model_dump(exclude_none=True) for m in req.messages]
-    result = service.add_messages(messages, req.session_id, ctx)
-    log.info("add_messages", session_id=req.session_id, messages=len(messages), nodes=result.nodes)
+    result = service.add_messages(messages, req.conversation_id, ctx)
+    log.info("add_messages", conversation_id=req.conversation_id, messages=len(messages), nodes=result.nodes)
     return result
 
 
@@ -290,7 +290,7 @@ def list_memories(service: ContextEngineService, req: ListMemoriesRequest, ctx: 
     return service.list_memories(
         ctx,
         category=req.category,
-        session_id=req.session_id,
+        conversation_id=req.conversation_id,
         limit=req.limit,
         offset=req.offset,
         user_space=req.user_space,

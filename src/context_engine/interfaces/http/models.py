@@ -16,11 +16,15 @@ from context_engine.schema.compact import BrowseLevel
 from context_engine.schema.knowledge import SemanticMode, SessionTraceSummary, ToolInvocation
 from context_engine.schema.memory import DedupPolicy, message_fields
 from context_engine.schema.query import ContextTypeName
+from context_engine.schema.renames import CONVERSATION, RenamedFields
 from context_engine.schema.views import NodeView
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+_DEPRECATED_CONVERSATION = "use conversation_id (the same value)"
 
 
 # ---- raw semantic search (live evaluation) --------------------------------------------------------------------------
@@ -107,16 +111,23 @@ class MessageIn(_Request):
         return message_fields(raw)
 
 
-class AddMessagesRequest(_Request):
-    """Store the messages of one conversation session as memories under
-    ``ctx://user/<space>/memories/sessions/<session_id>/<seq>.md`` (numbering continues the session).
+class AddMessagesRequest(_Request, RenamedFields):
+    """Store the messages of one conversation as memories under
+    ``ctx://user/<space>/memories/sessions/<conversation_id>/<seq>.md`` (numbering continues the conversation; the
+    URI segment ``sessions`` keeps its name).
 
-    One request is one write, all or nothing: at most ``memory.max_batch_items`` messages (``WRT-4131``); a session
-    id with ``/`` or ``..`` is ``WRT-4001``; a bad message fails the whole batch with its index in ``details``.
+    One request is one write, all or nothing: at most ``memory.max_batch_items`` messages (``WRT-4131``); a
+    conversation id with ``/`` or ``..`` is ``WRT-4001``; a bad message fails the whole batch with its index in
+    ``details``. ``session_id`` is the deprecated name of ``conversation_id`` (issue 29), still accepted.
     """
 
-    session_id: str = Field(description="The session: one URI segment (no '/', not '..').")
+    renamed = CONVERSATION
+
     messages: list[MessageIn] = Field(description="The messages, in conversation order.")
+    conversation_id: str = Field(description="The conversation: one URI segment (no '/', not '..').")
+    session_id: str | None = Field(
+        None, deprecated=_DEPRECATED_CONVERSATION, exclude=True, description="Deprecated: the same as conversation_id."
+    )
 
 
 class MemoryItemIn(_Request):
@@ -146,16 +157,26 @@ class UpdateMemoryRequest(_Request):
     occurred_at: Timestamp | None = Field(None, description="New occurred_at (default: kept).")
 
 
-class ListMemoriesRequest(_Request):
+class ListMemoriesRequest(_Request, RenamedFields):
     """One page of the caller's memories, newest first (``updated_at`` descending, then URI); at most one of
-    ``category`` and ``session_id`` narrows it (``session_id`` wins)."""
+    ``category`` and ``conversation_id`` narrows it (``conversation_id`` wins). ``session_id`` is the deprecated name
+    of ``conversation_id`` (issue 29), still accepted."""
+
+    renamed = CONVERSATION
 
     category: str | None = Field(None, max_length=255, description="Only this category.")
-    session_id: str | None = Field(None, max_length=255, description="Only this conversation session.")
+    conversation_id: str | None = Field(None, max_length=255, description="Only this conversation's messages.")
     limit: int = Field(20, ge=1, le=200, description="Page size, 1..200.")
     offset: int = Field(0, ge=0, le=1_000_000_000, description="Memories to skip.")
     user_space: str | None = Field(
         None, max_length=255, description="An admin key: list this user's memories. Others: only their own."
+    )
+    session_id: str | None = Field(
+        None,
+        max_length=255,
+        deprecated=_DEPRECATED_CONVERSATION,
+        exclude=True,
+        description="Deprecated: the same as conversation_id.",
     )
 
 

@@ -71,6 +71,7 @@ from context_engine.schema.knowledge import (
     ToolInvocation,
 )
 from context_engine.schema.memory import AddMemoryResult, MemoryDetail, MemoryListPage, MemoryWriteResult
+from context_engine.schema.memory_events import MemoryEventPage
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.query import ReadMemoryRequest, ReadMemoryResponse, SearchMemoryRequest, SearchMemoryResponse
 from context_engine.schema.views import SimilarSearchResult
@@ -421,11 +422,12 @@ def add_memories(req: AddMemoriesRequest, service: Service, ctx: Caller, request
     tags=[MEMORY_TAG],
     responses=MEMORY_ERRORS,
     operation_id="add_messages",
-    summary="Store conversation messages of one session as memories",
+    summary="Store the messages of one conversation as memories",
 )
 def add_messages(req: AddMessagesRequest, service: Service, ctx: Caller, request: Request) -> MemoryWriteResult:
-    """Message ``i`` becomes ``ctx://user/<space>/memories/sessions/<session_id>/<seq>.md`` (``items[i].uri``);
-    one all-or-nothing write, numbering continuing the session."""
+    """Message ``i`` becomes ``ctx://user/<space>/memories/sessions/<conversation_id>/<seq>.md`` (``items[i].uri``);
+    one all-or-nothing write, numbering continuing the conversation. ``session_id``: the deprecated name of
+    ``conversation_id``, still accepted."""
     return timed(request, calls.add_messages, service, req, ctx)
 
 
@@ -459,6 +461,31 @@ def get_memory(
     """The current text (secrets redacted) and ``history`` (earlier versions, oldest first). Missing and not
     visible give the same ``403 RET-4032`` body."""
     return calls.get_memory(service, MemoryUriRequest(uri=uri), ctx)
+
+
+@router.get(
+    "/api/v1/memories/events",
+    response_model=MemoryEventPage,
+    tags=[MEMORY_TAG],
+    responses=MEMORY_ERRORS,
+    operation_id="list_memory_events",
+    summary="A user's memory events (ADD, UPDATE, DELETE), newest first, one page",
+)
+def list_memory_events(
+    service: Service,
+    ctx: Caller,
+    user_space: Annotated[
+        str | None, Query(max_length=255, description="An admin key: this user's events. Others: only their own.")
+    ] = None,
+    uri: Annotated[str | None, Query(max_length=4096, description="Only this memory's events, deleted or not.")] = None,
+    limit: Annotated[int, Query(ge=1, le=200, description="Page size, 1..200.")] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000, description="Events to skip.")] = 0,
+) -> MemoryEventPage:
+    """Each change of a memory, recorded with its write: ``ADD`` (``version_after``, ``abstract_after``), ``UPDATE``
+    (both versions and abstracts), ``DELETE`` (what the memory was). The caller's own user space; an admin key names
+    the user with ``user_space``; another account's events are never read. A ``uri`` that is no memory the caller
+    may see is ``403 RET-4032``, the same whether or not it ever existed."""
+    return service.list_memory_events(ctx, user_space=user_space, uri=uri, limit=limit, offset=offset)
 
 
 @router.post(

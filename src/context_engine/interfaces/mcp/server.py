@@ -7,7 +7,8 @@ bounded), ``add_memory``, ``add_resource``, ``add_skill``, and the memory lifecy
 on every call, so it is kept under 9 KB as sent (issue 15; ``bench/payload_sizes.py`` measures it): one-line
 descriptions, exact but lean input schemas in the portable subset of MCP Inspector's ``--strict``
 (:func:`lean_schema`: types, bounds, enums and required fields kept, generated titles dropped, no ``type`` arrays)
-and no output schemas. Each tool calls the same function as the HTTP route
+and no output schemas. A renamed argument's old name (``session_id``, now ``conversation_id``: issue 29) is still
+accepted and left out of the tool list (:data:`DEPRECATED`). Each tool calls the same function as the HTTP route
 (:mod:`context_engine.interfaces.http.calls`), so answers are identical; ``search_memory`` and ``lookup_knowledge``
 answer in the compact form by default (``response_format="compact"``, :mod:`context_engine.schema.compact`), the
 full one on request.
@@ -96,6 +97,14 @@ INSTRUCTIONS = (
 
 
 _UNIT = {"minimum": 0, "maximum": 1}
+
+DEPRECATED = {"deprecated": True}
+"""``json_schema_extra`` of an argument kept under its old name (issue 29): still accepted, mapped by the request
+model, but not advertised: :meth:`EngineMCPServer.list_tools` leaves it out (an agent reads the list on every call)."""
+
+REQUIRED_ARGS: dict[str, tuple[str, ...]] = {"add_messages": ("conversation_id",)}
+"""Arguments listed as required although the tool's signature lets them out, because a deprecated name may stand
+in for them (``session_id``); a call with neither is refused by the request model."""
 
 
 def _result(model: BaseModel, *, redact: bool = True) -> CallToolResult:
@@ -192,7 +201,7 @@ class EngineMCPServer(MCPServer):
             fields: dict[str, Any] = {
                 "name": t.name,
                 "description": t.description,
-                "input_schema": lean_schema(t.input_schema),
+                "input_schema": _advertised(t.name, lean_schema(t.input_schema)),
             }
             if t.annotations:
                 fields["annotations"] = t.annotations
@@ -245,6 +254,19 @@ class EngineMCPServer(MCPServer):
                 code = ErrorCode.REQUEST_INVALID if write else ErrorCode.QUERY_INVALID
                 return _error(_invalid(cause, code), _new_id(_request_of(context)))
             raise
+
+
+def _advertised(tool: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without its deprecated arguments (:data:`DEPRECATED`), with :data:`REQUIRED_ARGS` required."""
+    props = schema.get("properties") or {}
+    old = {name for name, sub in props.items() if isinstance(sub, dict) and sub.get("deprecated") is True}
+    required = [*(r for r in schema.get("required", []) if r not in old), *REQUIRED_ARGS.get(tool, ())]
+    if not old and not REQUIRED_ARGS.get(tool):
+        return schema
+    out = {**schema, "properties": {k: v for k, v in props.items() if k not in old}}
+    if required:
+        out["required"] = list(dict.fromkeys(required))
+    return out
 
 
 def _printable(name: str) -> str:
@@ -381,20 +403,21 @@ def build_mcp_server(  # noqa: C901 - one nested function per MCP tool (known de
         planner_hints: Annotated[dict[str, Any] | None, Field(description="{intent, terms, ...}")] = None,
         include_debug: bool = False,
         trace_level: Literal["basic", "detailed"] = "basic",
-        session_id: Annotated[str | None, Field(description="Memories of this session.")] = None,
+        conversation_id: Annotated[str | None, Field(description="Messages of this conversation.")] = None,
         time_range: Annotated[
             dict[str, Any] | None, Field(description="{start, end}: ISO 8601, on occurred_at.")
         ] = None,
         metadata_filter: Annotated[dict[str, Any] | None, Field(description="{key: value or [values]}")] = None,
         response_format: ResponseFormat = "compact",
         user_space: Annotated[str | None, Field(description="Admin: as this user.")] = None,
+        session_id: Annotated[str | None, Field(json_schema_extra=DEPRECATED)] = None,  # conversation_id's old name
         ctx: Context | None = None,
     ) -> CallToolResult:
         args = _arguments(locals())
         return await run(
             ctx,
             ErrorCode.QUERY_INVALID,
-            lambda: SearchMemoryRequest(**{k: v for k, v in args.items() if v is not None}),
+            lambda: SearchMemoryRequest.model_validate({k: v for k, v in args.items() if v is not None}),
             calls.search_memory,
         )
 
@@ -487,24 +510,30 @@ def build_mcp_server(  # noqa: C901 - one nested function per MCP tool (known de
 
     @mcp.tool(annotations=audited, description="Store a conversation's messages as memories, all or nothing.")
     async def add_messages(
-        session_id: str,
         messages: list[MessageIn],
+        conversation_id: Annotated[str | None, Field(description="One URI segment.")] = None,  # required: REQUIRED_ARGS
+        session_id: Annotated[str | None, Field(json_schema_extra=DEPRECATED)] = None,  # conversation_id's old name
         ctx: Context | None = None,
     ) -> CallToolResult:
-        args = _arguments(locals())
-        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: AddMessagesRequest(**args), calls.add_messages)
+        args = {k: v for k, v in _arguments(locals()).items() if v is not None}
+        return await run(
+            ctx, ErrorCode.REQUEST_INVALID, lambda: AddMessagesRequest.model_validate(args), calls.add_messages
+        )
 
     @mcp.tool(annotations=read_only, description="The caller's memories, newest first.")
     async def list_memories(
         category: Annotated[str | None, Field(max_length=255)] = None,
-        session_id: Annotated[str | None, Field(max_length=255)] = None,
+        conversation_id: Annotated[str | None, Field(max_length=255)] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         offset: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0,
         user_space: Annotated[str | None, Field(max_length=255, description="Admin: this user's.")] = None,
+        session_id: Annotated[str | None, Field(max_length=255, json_schema_extra=DEPRECATED)] = None,  # old name
         ctx: Context | None = None,
     ) -> CallToolResult:
         args = _arguments(locals())
-        return await run(ctx, ErrorCode.REQUEST_INVALID, lambda: ListMemoriesRequest(**args), calls.list_memories)
+        return await run(
+            ctx, ErrorCode.REQUEST_INVALID, lambda: ListMemoriesRequest.model_validate(args), calls.list_memories
+        )
 
     @mcp.tool(annotations=read_only, description="One memory's text and history.")
     async def get_memory(
