@@ -32,6 +32,7 @@ class MemoryL0Scorer:
     """
 
     name = "memory"
+    concurrent = False  # CPU-bound Python: a thread pool would only add contention
 
     def __init__(self, view: MatrixView, query_vector: np.ndarray) -> None:
         self._view = view

@@ -61,9 +61,12 @@ class L0Scorer(Protocol):
 
     Attributes:
         name: ``index`` or ``memory`` (recorded in the trace).
+        concurrent: whether a request's questions are best asked concurrently (they wait on I/O that releases the
+            GIL: a vector index), rather than one after the other (CPU-bound Python: the in-memory matrix).
     """
 
     name: str
+    concurrent: bool
 
     def top(self, flt: VectorFilter, k: int) -> list[L0Match]:
         """The best ``k`` records passing ``flt``, by similarity descending, then URI ascending."""
@@ -106,6 +109,7 @@ class IndexL0Scorer:
     """
 
     name = "index"
+    concurrent = True  # each question waits on the index
 
     def __init__(self, index: VectorIndex, query_vector: np.ndarray) -> None:
         self._index = index
