@@ -4,10 +4,14 @@ rolled back. Runs on every content backend (tests/storage/conftest.py: ``local``
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import Level
+from context_engine.storage.content.local import LocalContentStore
 
 A, B = "ctx://resources/d/a.md", "ctx://resources/d/b.md"
 
@@ -130,3 +134,50 @@ def test_journaled_changes_of_missing_nodes_record_nothing(store, content_backen
 def test_node_uris_lists_every_node_folder(store):
     assert store.node_uris("acc") == ["ctx://resources/d/", A, B]
     assert store.node_uris("other") == []
+
+
+def test_a_journal_of_per_change_manifests_still_rolls_back(tmp_path):
+    """Journals written before issue 26 hold one ``<seq>.json`` manifest per change (local store): a write killed by
+    an older version is still undone, and a new record continues their numbering."""
+    store = LocalContentStore(tmp_path / "content")
+    store.write_levels("acc", A, {Level.L0: "a0", Level.L2: "a2"})
+    folder = store.root / "@journal" / "8"
+    (folder / "1").mkdir(parents=True)
+    node = store.root / "acc" / "resources" / "d" / "a.md"
+    for name in (".abstract.md", ".content.md"):
+        os.link(node / name, folder / "1" / name)
+    record = {"op": "stash", "path": "acc/resources/d/a.md", "existed": [".abstract.md", ".content.md"]}
+    (folder / "1.json").write_text(json.dumps(record), encoding="utf-8")
+    store.write_levels("acc", A, {Level.L0: "A0", Level.L2: "A2"})
+    store.stash("8", "acc", B)  # a new node, recorded as the journal's second change
+    store.write_levels("acc", B, {Level.L0: "b0"})
+    assert json.loads((folder / "records.jsonl").read_text(encoding="utf-8"))["seq"] == 2
+    store.rollback("8")
+    assert (store.read_level("acc", A, Level.L0), store.read_level("acc", A, Level.L2)) == ("a0", "a2")
+    assert not store.exists("acc", B) and store.journal_ids() == []
+
+
+def test_a_journal_line_cut_short_is_a_change_never_made(tmp_path):
+    """A line that does not parse (its one write never completed) is skipped; the records before it are undone."""
+    store = LocalContentStore(tmp_path / "content")
+    store.write_levels("acc", A, {Level.L0: "a0"})
+    store.stash("6", "acc", A)
+    store.write_levels("acc", A, {Level.L0: "A0"})
+    with open(store.root / "@journal" / "6" / "records.jsonl", "a", encoding="utf-8") as log:
+        log.write('{"seq": 2, "op": "sta')
+    store.rollback("6")
+    assert store.read_level("acc", A, Level.L0) == "a0" and store.journal_ids() == []
+
+
+def test_new_nodes_are_written_in_place_and_existing_ones_replaced(tmp_path):
+    """A node folder the write creates gets its files directly; an existing node's files are replaced through a
+    temporary file (none is left); either way the files are private to the owner, as tempfile made them."""
+    store = LocalContentStore(tmp_path / "content")
+    store.write_levels("acc", A, {Level.L0: "a0", Level.L1: None, Level.L2: "a2"})
+    store.write_levels("acc", A, {Level.L0: "A0", Level.L1: "A1"})
+    node = store.root / "acc" / "resources" / "d" / "a.md"
+    assert sorted(p.name for p in node.iterdir()) == [".abstract.md", ".content.md", ".overview.md"]
+    assert [store.read_level("acc", A, lv) for lv in Level] == ["A0", "A1", "a2"]
+    assert {oct(p.stat().st_mode & 0o777) for p in node.iterdir()} == {"0o600"}
+    store.write_levels("acc", A, {Level.L1: None})
+    assert store.read_level("acc", A, Level.L1) is None

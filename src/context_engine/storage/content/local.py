@@ -2,13 +2,17 @@
 
 Layout: ``<root>/<account_id>/<scope>/[<space>/]<segment>/.../`` is one folder per node, holding ``.abstract.md``
 (L0), ``.overview.md`` (L1) and, for files, ``.content.md`` (L2). Children are sub-folders. URI validation reserves
-those names, so no node can collide with a level file. Every file is written atomically: a temporary file in the
-same folder, then ``os.replace``.
+those names, so no node can collide with a level file. Every file of an existing node is replaced atomically: a
+temporary file in the same folder, then ``os.replace``; a new node's folder is filled in place before any reader can
+know it (:meth:`LocalContentStore.write_levels`).
 
 Undo records of the write protocol (docs/security.md, "Crash safety and concurrent writers") live in
-``<root>/@journal/<journal id>/`` (``@`` cannot start an account id): one ``<seq>.json`` manifest per journaled change
-and, beside it, ``<seq>/`` with what the change replaced. Each manifest is written (atomically) before its change, so
-after a crash at any point :meth:`LocalContentStore.rollback` knows exactly what to put back:
+``<root>/@journal/<journal id>/`` (``@`` cannot start an account id): one line per journaled change in
+``records.jsonl`` (``{"seq": n, "op": ...}``) and, beside it, ``<seq>/`` with what the change replaced. Each line is
+appended with one ``write`` before its change (a killed process leaves it whole or absent; a line that does not parse
+is a record whose change never started), so after a crash at any point :meth:`LocalContentStore.rollback` knows
+exactly what to put back. A record undone by a rollback gets an ``{"undone": n}`` line. Journals written before
+issue 26 hold one ``<seq>.json`` manifest per change instead (each removed once undone); rollback reads both.
 
 * ``stash``: the node's current level files are hard-linked into ``<seq>/`` (no copy: the write that follows replaces
   the files by rename, so the links keep the old ones); a node that did not exist is recorded as new.
@@ -18,21 +22,27 @@ after a crash at any point :meth:`LocalContentStore.rollback` knows exactly what
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import functools
+import itertools
 import json
 import os
 import shutil
-import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import Level
 from context_engine.schema.uri import ContextURI
 
 LEVEL_FILES: dict[Level, str] = {Level.L0: ".abstract.md", Level.L1: ".overview.md", Level.L2: ".content.md"}
+RECORDS_FILE = "records.jsonl"  # a journal's undo records, one JSON line each (module docstring)
+_TMP_SEQ = itertools.count()  # with the pid and the thread id: a temporary name no other writer uses
 JOURNAL_DIR = "@journal"
 STAMP_FILE = "@store-id"  # the metadata database this content belongs to (``@`` cannot start an account id)
 
@@ -42,40 +52,68 @@ class LocalContentStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._root = os.fspath(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._journal_root = self.root / JOURNAL_DIR
         self._seq: dict[str, int] = {}
         self._seq_lock = threading.Lock()
 
     def _node_dir(self, account_id: str, uri: str) -> Path:
+        return Path(self._node_path(account_id, uri))
+
+    def _node_rel(self, account_id: str, uri: str) -> str:
+        """The node's folder relative to the root, ``/``-separated (as the undo records hold it)."""
         u = ContextURI.parse(uri)
         parts = [account_id, u.scope]
         if u.space is not None:
             parts.append(u.space)
         parts.extend(u.segments)
-        return self.root.joinpath(*parts)
+        return "/".join(parts)
+
+    def _node_path(self, account_id: str, uri: str) -> str:
+        # strings, not pathlib: a write of 100 messages builds 200 of these (pathlib was a third of its content work)
+        return os.path.join(self._root, self._node_rel(account_id, uri))
 
     def write_levels(self, account_id: str, uri: str, levels: dict[Level, str | None]) -> None:
-        """Write the given levels of one node; ``None`` removes a level. Each file is replaced atomically.
+        """Write the given levels of one node; ``None`` removes a level.
+
+        An existing node's files are each replaced atomically (a temporary file, then a rename). A node whose folder
+        this call creates gets its files written in place: no reader knows the folder before the write that creates
+        it commits (its metadata row commits after its content), and a write cut short leaves a folder no node
+        names, which its undo record removes (:meth:`stash` recorded the node as new) or ``reindex --gc`` sweeps.
+        That saves three of a new node's ten file-system calls (issue 26: a conversation message is a new node).
 
         Raises:
             ContextEngineError: ``WRT-5001`` when the file system refuses the write.
         """
-        node = self._node_dir(account_id, uri)
+        node = self._node_path(account_id, uri)
         try:
-            node.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(node)
+                new = True
+            except FileExistsError:
+                new = False
+            except FileNotFoundError:  # a parent is missing too
+                os.makedirs(node, exist_ok=True)
+                new = True
             for level, text in levels.items():
-                target = node / LEVEL_FILES[level]
+                target = os.path.join(node, LEVEL_FILES[level])
                 if text is None:
-                    target.unlink(missing_ok=True)
+                    if not new:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(target)
                     continue
-                fd, tmp = tempfile.mkstemp(dir=node, prefix=".tmp-", suffix=".part")
+                data = text.encode("utf-8")
+                if new:
+                    _write_new(target, data)
+                    continue
+                tmp = os.path.join(node, f".tmp-{os.getpid()}-{threading.get_ident()}-{next(_TMP_SEQ)}.part")
                 try:
-                    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                        fh.write(text)
+                    _write_new(tmp, data)
                     os.replace(tmp, target)
                 except BaseException:
-                    Path(tmp).unlink(missing_ok=True)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp)
                     raise
         except OSError as err:
             raise ContextEngineError(
@@ -135,19 +173,20 @@ class LocalContentStore:
         Raises:
             ContextEngineError: ``WRT-5001`` when the file system refuses.
         """
-        node = self._node_dir(account_id, uri)
+        rel = self._node_rel(account_id, uri)
+        node = os.path.join(self._root, rel)
         with self._journal_errors(uri):
             seq, data = self._next_record(journal_id)
             existed: list[str] = []
-            if node.is_dir():
+            if os.path.isdir(node):
                 data.mkdir(parents=True, exist_ok=True)
                 for name in LEVEL_FILES.values():
                     try:
-                        os.link(node / name, data / name)
+                        os.link(os.path.join(node, name), data / name)
                     except FileNotFoundError:
                         continue
                     existed.append(name)
-            self._write_manifest(journal_id, seq, {"op": "stash", "path": self._rel(node), "existed": existed})
+            self._write_manifest(journal_id, seq, {"op": "stash", "path": rel, "existed": existed})
 
     def delete_journaled(self, journal_id: str, account_id: str, uri: str) -> None:
         """Delete the node's folder (and subtree) by renaming it into the journal; :meth:`rollback` renames it back.
@@ -182,9 +221,9 @@ class LocalContentStore:
     def rollback(self, journal_id: str) -> None:
         """Undo the journaled changes of ``journal_id``, newest first, then drop its records.
 
-        Idempotent: each record's manifest is removed once its change is undone, and a change half undone (some
-        backups moved back) skips what is back, so a rollback cut short by a crash is simply run again. Folders left
-        empty by the undone changes are removed.
+        Idempotent: each record is marked undone once its change is undone, and a change half undone (some backups
+        moved back) skips what is back, so a rollback cut short by a crash is simply run again. Folders left empty by
+        the undone changes are removed.
 
         Raises:
             ContextEngineError: ``WRT-5001`` when the file system refuses.
@@ -193,10 +232,8 @@ class LocalContentStore:
         if not folder.is_dir():
             return
         with self._journal_errors(journal_id):
-            manifests = sorted((int(p.stem), p) for p in folder.glob("*.json") if p.stem.isdigit())
-            for seq, path in reversed(manifests):
+            for seq, record, undone in reversed(self._records(journal_id)):
                 touched: list[Path] = []
-                record = json.loads(path.read_text(encoding="utf-8"))
                 data = folder / str(seq)
                 if record["op"] == "stash":
                     node = self.root / record["path"]
@@ -223,7 +260,7 @@ class LocalContentStore:
                     self._prune_empty(node)
                 # this record is undone: a rollback cut short after it never undoes it again over what the older
                 # records put back (a stash's "this level was absent" would delete a level an older stash restored)
-                path.unlink()
+                undone()
         self.discard(journal_id)
 
     def discard(self, journal_id: str) -> None:
@@ -303,17 +340,49 @@ class LocalContentStore:
         with self._seq_lock:
             if journal_id not in self._seq:
                 folder.mkdir(parents=True, exist_ok=True)
-                found = [int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()]
-                self._seq[journal_id] = max(found, default=0)
+                self._seq[journal_id] = max((seq for seq, _, _ in self._records(journal_id)), default=0)
             self._seq[journal_id] += 1
             seq = self._seq[journal_id]
         return seq, folder / str(seq)
 
     def _write_manifest(self, journal_id: str, seq: int, record: dict[str, object]) -> None:
+        """Append the record of change ``seq`` to the journal's log, before the change (module docstring)."""
+        self._append(journal_id, {"seq": seq, **record})
+
+    def _append(self, journal_id: str, entry: dict[str, object]) -> None:
+        line = (json.dumps(entry) + "\n").encode("utf-8")
+        fd = os.open(os.path.join(self._journal_root, journal_id, RECORDS_FILE), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            written = os.write(fd, line)  # one write: a process killed around it leaves the line whole or absent
+        finally:
+            os.close(fd)
+        if written != len(line):  # a full disk: the change is not made (the write fails and is undone)
+            raise OSError(errno.ENOSPC, "the journal line was cut short")
+
+    def _records(self, journal_id: str) -> list[tuple[int, dict[str, Any], Callable[[], None]]]:
+        """The journal's records not yet undone, oldest first: ``(seq, record, mark undone)``, from its log and from
+        the per-change manifests of journals written before issue 26."""
         folder = self._journal_root / journal_id
-        tmp = folder / f".{seq}.json.part"
-        tmp.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(tmp, folder / f"{seq}.json")
+        found: dict[int, tuple[dict[str, Any], Callable[[], None]]] = {}
+        for path in folder.glob("*.json"):
+            if path.stem.isdigit():
+                found[int(path.stem)] = (json.loads(path.read_text(encoding="utf-8")), path.unlink)
+        undone: set[int] = set()
+        try:
+            lines = (folder / RECORDS_FILE).read_bytes().splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:  # a line whose write never completed: its change never started
+                continue
+            if "undone" in entry:
+                undone.add(int(entry["undone"]))
+            elif "seq" in entry:
+                seq = int(entry.pop("seq"))
+                found[seq] = (entry, functools.partial(self._append, journal_id, {"undone": seq}))
+        return [(seq, record, mark) for seq, (record, mark) in sorted(found.items()) if seq not in undone]
 
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -337,3 +406,14 @@ class LocalContentStore:
                 f"content store journal failed for {what}: {err.strerror}",
                 retryable=True,
             ) from err
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Create ``path`` (it must not exist) holding ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # as tempfile.mkstemp made them
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
