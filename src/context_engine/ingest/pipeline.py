@@ -242,8 +242,13 @@ class WritePipeline:
             parsed = parse_plain(doc.text, fallback_title=doc.title_hint)
         else:
             parsed = self._parser.parse(doc.text, fallback_title=doc.title_hint)
-        chunks = self._chunker.chunk(parsed, doc_id=str(uri), category=uri.category, source=doc.source)
-        if len(chunks) > self._settings.max_chunks_per_document and not doc.whole_text_l0:
+        # a document indexed whole as its L0 (a message, a short memory) keeps no chunks: none are made
+        chunks = (
+            []
+            if doc.whole_text_l0
+            else self._chunker.chunk(parsed, doc_id=str(uri), category=uri.category, source=doc.source)
+        )
+        if len(chunks) > self._settings.max_chunks_per_document:
             # bounded work per request: refused before anything is embedded (docs/security.md, "Cost bombs")
             raise ContextEngineError(
                 ErrorCode.TOO_MANY_CHUNKS,
@@ -255,8 +260,6 @@ class WritePipeline:
         abstract = abstract or doc.abstract
         # stored derived text is redacted at write time (docs/security.md); L2 stays as written, redacted on read
         summary = self._redacted(Summary(abstract=abstract or summary.abstract, overview=summary.overview))
-        if doc.whole_text_l0:
-            chunks = []
         record = NodeRecord(
             account_id=account_id,
             uri=str(uri),

@@ -66,8 +66,9 @@ class NodeRows(SqlDatabase):
 
         The stored ``uri`` is canonical (NFC; a trailing ``/`` exactly when ``is_dir``), ``parent_uri`` the canonical
         directory form. ``created_at`` defaults to now and is kept on update; ``updated_at`` defaults to now.
-        ``bulk=True`` (loading a store) writes with one ``INSERT ... ON CONFLICT DO UPDATE`` per 500 rows instead of
-        through the ORM: the same result, several times faster for large batches.
+        One ``INSERT ... ON CONFLICT DO UPDATE`` per 500 rows (``id`` and ``created_at`` kept on update): a write's
+        batch of 100 nodes in a third of the time the ORM took (issue 26). ``bulk`` is accepted for callers that
+        load a store; the statement is the same.
 
         Raises:
             ContextEngineError: ``WRT-4001`` for an invalid URI; ``WRT-5001`` (retryable) on a database failure.
@@ -75,32 +76,11 @@ class NodeRows(SqlDatabase):
         values = list({(v["account_id"], v["uri_key"]): v for v in map(node_values, nodes)}.values())
         if not values:
             return
-        if bulk:
-            with self._use(write=True) as s:
-                table = NODES
-                rows = [{("metadata_json" if k == "meta_json" else k): v for k, v in row.items()} for row in values]
-                for start in range(0, len(rows), IN_BATCH):
-                    stmt = self._upsert(table, ["account_id", "uri_key"], keep=("id", "created_at"))
-                    s.execute(stmt, rows[start : start + IN_BATCH])
-            return
         with self._use(write=True) as s:
-            by_account: dict[str, list[dict[str, Any]]] = {}
-            for v in values:
-                by_account.setdefault(v["account_id"], []).append(v)
-            for account_id, items in by_account.items():
-                existing: dict[str, NodeRow] = {}
-                for chunk in chunks(sorted({v["uri_key"] for v in items})):
-                    stmt = select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.uri_key.in_(chunk))
-                    existing.update((row.uri_key, row) for row in s.scalars(stmt))
-                for v in items:
-                    row = existing.get(v["uri_key"])
-                    if row is None:
-                        existing[v["uri_key"]] = row = NodeRow(**v)
-                        s.add(row)
-                    else:
-                        for name, value in v.items():
-                            if name != "created_at":
-                                setattr(row, name, value)
+            rows = [{("metadata_json" if k == "meta_json" else k): v for k, v in row.items()} for row in values]
+            for start in range(0, len(rows), IN_BATCH):
+                stmt = self._upsert(NODES, ["account_id", "uri_key"], keep=("id", "created_at"))
+                s.execute(stmt, rows[start : start + IN_BATCH])
 
     def get_node(self, account_id: str, uri: str) -> NodeRecord | None:
         """The node at ``uri`` (with or without the trailing slash), or ``None``.
