@@ -8,7 +8,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 CE_CONSOLE_SCREENSHOTS="$out" python -m pytest tests/console/test_browser.py -q -p no:randomly "$@"
 mkdir -p docs/img/console
-for name in login browse-expanded node search-flow lookup-flow session memories eval-report eval-compare write-confirm; do
+for name in login browse-expanded node search-flow lookup-flow session memories memory-events eval-report eval-compare write-confirm; do
   cp "$out/$name.png" docs/img/console/
 done
 ls -l docs/img/console

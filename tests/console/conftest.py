@@ -2,9 +2,10 @@
 Playwright (system executable; Playwright's own browser download is never used), axe-core from the
 ``axe-playwright-python`` wheel.
 
-Data: two runbook folders of ../shared/data/runbooks in account ``acme`` (A), a memory of A's user, a session of A's
-lookups; account ``globex`` (B) has one document and one memory of its own. Two ``context-engine eval`` runs (BM25,
-BM25 + dense with more distractors) are written to the server home's ``eval-reports/``.
+Data: two runbook folders of ../shared/data/runbooks in account ``acme`` (A), a memory of A's user alice and her
+memory events (a memory added and updated, one added and deleted), a session of A's lookups, 55 memories of A's user
+carol (paging); account ``globex`` (B) has one document and one memory of its own. Two ``context-engine eval`` runs
+(BM25, BM25 + dense with more distractors) are written to the server home's ``eval-reports/``.
 
 Screenshots go to ``$CE_CONSOLE_SCREENSHOTS`` when set (``docs/img/console`` regenerates the docs' images), else to
 a pytest temporary folder whose path the tests print.
@@ -37,10 +38,16 @@ ADMIN_A = RequestContext(account_id="acme", role="admin")
 USER_A = RequestContext(account_id="acme", role="user", user_space="alice", agent_space="alice-bot")
 READER_A = RequestContext(account_id="acme", role="user")  # no space of its own: can write nowhere
 USER_B = RequestContext(account_id="globex", role="user", user_space="bob")
+USER_C = RequestContext(account_id="acme", role="user", user_space="carol")  # 55 memories: two pages of them
 
 FOLDERS = ("etcd", "alertmanager")  # 14 runbooks: enough for search and lookup, small enough for CI
 SESSION_A = "incident-4711"
 MEMORY_A = "Alice prefers runbook answers with the exact kubectl commands."
+ROTA = ("Alice is on call on Mondays.", "Alice is on call on Tuesdays.")  # an ADD and an UPDATE in A's history
+ROTA_URI = "ctx://user/alice/memories/rota/on-call.md"
+GONE = "Alice's old pager number is 555-0100."  # added, then deleted: an ADD and a DELETE
+GONE_URI = "ctx://user/alice/memories/rota/old-pager.md"
+CAROL = 55  # carol's memories
 DOC_B = "# Globex Billing\n\n## Meaning\n\nInvoices stop when the quokka ledger stalls.\n\n## Fix\n\nRestart it.\n"
 
 
@@ -83,6 +90,12 @@ def console(tmp_path_factory, embedder) -> Iterator[Console]:
         report = service.add_resource(runbooks / folder, f"ctx://resources/runbooks/{folder}/", ADMIN_A)
         assert report.failed == 0 and report.nodes > 0
     memory = service.add_memory(MEMORY_A, USER_A, category="preference").uris[0]
+    service.add_memory(ROTA[0], USER_A, uri=ROTA_URI)
+    service.update_memory(ROTA_URI, ROTA[1], USER_A)
+    service.add_memory(GONE, USER_A, uri=GONE_URI)
+    service.delete_memory(GONE_URI, USER_A)
+    notes = [{"text": f"Carol's note {i}: rack {i} is in row {i % 7}.", "category": "notes"} for i in range(CAROL)]
+    assert [o.status for o in service.add_memories(notes, USER_C).items] == ["added"] * CAROL
     for query in ("etcd cluster has no leader", "etcd has no leader, what do I check?"):
         service.lookup_knowledge(LookupRequest(query=query, session_id=SESSION_A), USER_A)
     admin_b = RequestContext(account_id="globex", role="admin")

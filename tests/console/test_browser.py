@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from context_engine.errors import ContextEngineError
-from tests.console.conftest import ADMIN_A, MEMORY_A, SESSION_A, USER_A
+from tests.console.conftest import ADMIN_A, CAROL, GONE, GONE_URI, MEMORY_A, ROTA, ROTA_URI, SESSION_A, USER_A
 
 Axe = pytest.importorskip(
     "axe_playwright_python.sync_playwright", reason="axe-playwright-python (axe-core) is not installed"
@@ -29,6 +29,9 @@ PAGES = {
     "lookup": f"/console/lookup?query=etcd+has+no+leader&session_id={SESSION_A}",
     "sessions": "/console/sessions",
     "memories": "/console/memories?user_space=alice",
+    "memories-paged": "/console/memories?user_space=carol&offset=50&events_offset=20",
+    "memory-history": f"/console/memories?uri={quote(GONE_URI)}&user_space=alice",
+    "memory-node": f"/console/node?uri={quote(ROTA_URI)}",
     "session": f"/console/sessions?session_id={SESSION_A}",
     "eval": "/console/eval",
     "eval-report": "/console/eval/report?run=po-bm25-dense",
@@ -290,11 +293,11 @@ def test_a_search_is_recorded_and_every_invocation_shows_its_question_and_parame
     """search_memory leaves a tool_invocation row (issue 29 item 5): the search page shows it, and the sessions
     pages show each call's question and parameters, a search's and a lookup's alike."""
     tab = tab_factory("user_a")
-    page = tab.open("/console/search?query=which+answers+does+alice+prefer&top_k=4&session_id=console-search")
+    page = tab.open("/console/search?query=which+answers+does+alice+prefer&top_k=4&conversation_id=console-search")
     inv = page.locator("#inv-h ~ dl[data-invocation]")
     assert "which answers does alice prefer" in inv.locator("dd.question").inner_text()
     params = inv.locator("dd.params").inner_text()
-    assert "top_k=4" in params and "session_id=console-search" in params
+    assert "top_k=4" in params and "conversation_id=console-search" in params
     assert "search_memory" in inv.inner_text()
     page = tab.open("/console/sessions")
     sessions = page.locator("#sessions-result table").first.locator("tbody tr")
@@ -401,12 +404,105 @@ def test_a_users_memories_with_filters_and_a_session_as_its_transcript(tab_facto
     page = tab.open("/console/memories?category=preference")
     assert page.locator("table.memories tbody tr").count() >= 1
     assert all(c == "preference" for c in page.locator("table.memories tbody td:nth-child(2)").all_inner_texts())
-    page = tab.open("/console/memories?session_id=console-chat")
+    page = tab.open("/console/memories?conversation_id=console-chat")
     items = page.locator("ol.transcript li")
     assert items.count() >= 1 and "etcd backups" in page.inner_text("ol.transcript")
+    transcript = page.inner_text("ol.transcript")
+    assert tab.open("/console/memories?session_id=console-chat").inner_text("ol.transcript") == transcript  # old link
     assert serious_violations(page) == []
     admin = tab_factory("admin_a").open("/console/memories?user_space=alice")
     assert MEMORY_A[:30] in admin.inner_text("table.memories")
-    other = tab_factory("user_b").open("/console/memories?session_id=console-chat")
+    other = tab_factory("user_b").open("/console/memories?conversation_id=console-chat")
     assert "etcd backups" not in other.content()
+    assert tab.errors == []
+
+
+def _events(page, scope: str = "table.events") -> list[tuple[str, str]]:
+    """(event, uri) of each row of an event table, top to bottom."""
+    rows = page.locator(f"{scope} tbody tr")
+    return [(r.get_attribute("data-event"), r.get_attribute("data-uri")) for r in rows.all()]
+
+
+def test_a_users_memory_events_newest_first_and_each_memorys_own(tab_factory, console):
+    """The ADD/UPDATE/DELETE history (issue 29 item 5): alice's events newest first with versions and abstracts
+    before and after; a memory's own events (a deleted one's too) and on its page; an admin naming alice sees the
+    same; a user of another account sees only its own."""
+    tab = tab_factory("user_a")
+    page = tab.open("/console/memories")
+    mine = [e for e in _events(page) if e[1] in (ROTA_URI, GONE_URI)]
+    assert mine == [("DELETE", GONE_URI), ("ADD", GONE_URI), ("UPDATE", ROTA_URI), ("ADD", ROTA_URI)]
+    update = page.locator(f"table.events tr[data-event=UPDATE][data-uri='{ROTA_URI}'] td").all_inner_texts()
+    assert update[1:] == ["UPDATE", ROTA_URI, "1 → 2", ROTA[0], ROTA[1]]
+    delete = page.locator(f"table.events tr[data-event=DELETE][data-uri='{GONE_URI}'] td").all_inner_texts()
+    assert delete[1:] == ["DELETE", GONE_URI, "1", GONE, "(deleted)"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", update[0])
+    assert serious_violations(page) == []
+    tab.shot("memory-events", scroll_to="#events-h")
+    # a deleted memory's own events, from its link in the table
+    page.click(f"table.events tr[data-event=DELETE][data-uri='{GONE_URI}'] a")
+    page.wait_for_selector("body[data-ready=true] #memories-result h2")
+    assert "Events of one memory (2)" in page.inner_text("#memories-result h2")
+    assert _events(page) == [("DELETE", GONE_URI), ("ADD", GONE_URI)]
+    assert "deleted" in page.inner_text("#memories-result p") and not page.locator("text=Open the memory").count()
+    # an existing one: its events, then its page with its versions and events
+    page = tab.open(f"/console/memories?uri={quote(ROTA_URI)}")
+    assert _events(page) == [("UPDATE", ROTA_URI), ("ADD", ROTA_URI)]
+    page.click("text=Open the memory")
+    page.wait_for_selector("body[data-ready=true] #events table.events")
+    assert [r.get_attribute("data-event") for r in page.locator("#events tbody tr").all()] == ["UPDATE", "ADD"]
+    assert ROTA[0] in page.inner_text("#events") and ROTA[0] in page.inner_text("#ver-h ~ table")
+    assert serious_violations(page) == []
+    # an admin naming alice sees her history; bob (account globex) sees only his own, nothing of alice's
+    admin = tab_factory("admin_a").open("/console/memories?user_space=alice")
+    assert [e for e in _events(admin) if e[1] in (ROTA_URI, GONE_URI)] == mine
+    other = tab_factory("user_b")
+    page = other.open("/console/memories")
+    assert _events(page) and all(e == "ADD" and u.startswith("ctx://user/bob/") for e, u in _events(page))
+    other.open(f"/console/memories?uri={quote(GONE_URI)}")  # alice's deleted memory, by URI: refused
+    assert page.inner_text("#memories-result").startswith("RET-4032")
+    assert sorted(s for _, s, _ in other.fragments) == [200, 200, 200, 403]  # whoami and memories, twice
+    for _, _, body in other.fragments:
+        assert GONE not in body and ROTA[0] not in body and ROTA[1] not in body
+    assert tab.errors == [] and all("status of 403" in e for e in other.errors)  # the refusal, logged by chromium
+
+
+def test_the_memories_list_pages_by_keyboard_with_its_filters(tab_factory):
+    """The Memories list shows 50 a page: Previous/Next are buttons (keyboard: focus, Enter), the offset is kept in
+    the URL, the events page on their own, and new filters start again at the first page."""
+    tab = tab_factory("admin_a")
+    page = tab.open("/console/memories?user_space=carol")
+    rows = page.locator("table.memories tbody tr")
+    assert rows.count() == 50 and f"Memories ({CAROL})" in page.inner_text("#memories-result h2")
+    memories_pager = "nav.pager[aria-label='Memories: pages']"
+    pager = page.locator(memories_pager)
+    assert "Memories 1–50 of 55" in pager.inner_text()
+    previous, following = pager.locator("button").all()
+    assert previous.is_disabled() and following.is_enabled()
+    first_page = {r.get_attribute("data-uri") for r in rows.all()}
+    following.focus()
+    page.keyboard.press("Enter")
+    # locators, not wait_for_function: that evals its string in the page, which the console's CSP forbids
+    page.locator(memories_pager, has_text="Memories 51–55 of 55").wait_for()
+    assert "offset=50" in page.url and page.locator("table.memories tbody tr").count() == 5
+    second_page = {r.get_attribute("data-uri") for r in page.locator("table.memories tbody tr").all()}
+    assert len(second_page) == 5 and not second_page & first_page
+    # Next is disabled on the last page: the focus is on Previous, and Enter goes back
+    assert page.evaluate("document.activeElement.textContent") == "Previous 50"
+    page.keyboard.press("Enter")
+    page.locator(memories_pager, has_text="Memories 1–50 of 55").wait_for()
+    assert "offset=" not in page.url
+    # the events page on their own (20 a page), the memories stay where they are
+    page.locator("nav.pager[aria-label='Events: pages'] button", has_text="Next").focus()
+    page.keyboard.press("Enter")
+    page.locator("nav.pager[aria-label='Events: pages']", has_text="Events 21–40 of 55").wait_for()
+    assert "events_offset=20" in page.url
+    assert page.evaluate("document.activeElement.textContent") == "Next 20"
+    assert page.locator("table.memories tbody tr").count() == 50
+    # a filter (Enter in its field) starts every list again at its first page
+    page.fill("#mem-cat", "notes")
+    page.press("#mem-cat", "Enter")
+    page.locator("nav.pager[aria-label='Events: pages']", has_text="Events 1–20 of 55").wait_for()
+    assert "category=notes" in page.url and "offset" not in page.url
+    assert page.locator("table.memories tbody tr").count() == 50
+    assert serious_violations(page) == []
     assert tab.errors == []

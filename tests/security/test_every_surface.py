@@ -15,8 +15,8 @@ Then every route of the HTTP app (enumerated from ``app.routes``: a route that i
 :data:`NO_STORED_TEXT` fails the test) and every MCP tool (enumerated from ``tools/list``) is called, at every level
 and format: search_memory full, compact and with the detailed trace; read_memory L1 and L2; similar search at level
 2 and 0; lookup_knowledge full and compact; tool invocations list, get and summary; ls and tree; memories list and
-item; every console fragment. Every string of every answer (JSON keys and values, walked recursively; HTML text
-unescaped) is searched for every planted value: none may appear.
+item; the memory event history; every console fragment. Every string of every answer (JSON keys and values, walked
+recursively; HTML text unescaped) is searched for every planted value: none may appear.
 
 Secrets in an explicit L2 read are redacted too: DESIGN.md §6 says L2 returns the content "with secrets redacted".
 """
@@ -226,7 +226,7 @@ def exercise_http(call: Recorder, p: Planted, admin: dict, alice: dict, path_fil
          "metadata": {"k": p.line("batch metadata value")}},
     ]})
     session = f"s-{p.password('session id (messages)')}"
-    call("POST", "/api/v1/memories/messages", alice, json={"session_id": session, "messages": [
+    call("POST", "/api/v1/memories/messages", alice, json={"conversation_id": session, "messages": [
         {"role": "user", "content": f"The failover {p.line('message content')}", "speaker": p.password("speaker"),
          "metadata": {"m": p.line("message metadata")}},
         {"role": "assistant", "content": f"Noted {p.line('assistant message content')}"},
@@ -244,7 +244,7 @@ def exercise_http(call: Recorder, p: Planted, admin: dict, alice: dict, path_fil
         call("POST", "/api/v1/search_memory", admin, json={"query": q, "top_k": 50, **body})
         call("POST", "/api/v1/search_memory", alice, json={"query": q, "top_k": 50, **body})
     call("POST", "/api/v1/search_memory", alice, json={"query": f"failover {p.line('search query')}",
-                                                       "session_id": session})
+                                                       "conversation_id": session})
     uris = [FAILOVER_URI, memory_uri]
     tree = call("GET", "/api/v1/tree", admin, params={"uri": "ctx://resources/", "max_depth": 5}).json()
     uris += [n for n in re.findall(r'"uri":\s*"([^"]+)"', json.dumps(tree)) if not n.endswith("/")]
@@ -279,7 +279,7 @@ def exercise_http(call: Recorder, p: Planted, admin: dict, alice: dict, path_fil
     call("GET", "/api/v1/tool_invocations/{invocation_id}", admin, path={"invocation_id": invocation})
 
     call("GET", "/api/v1/memories", alice, params={"limit": 200})
-    call("GET", "/api/v1/memories", alice, params={"session_id": session})
+    call("GET", "/api/v1/memories", alice, params={"conversation_id": session})
     call("GET", "/api/v1/memories/item", alice, params={"uri": memory_uri})
 
     # ---- console fragments ----
@@ -310,6 +310,13 @@ def exercise_http(call: Recorder, p: Planted, admin: dict, alice: dict, path_fil
     call("POST", "/console/fragments/write/delete", admin, json={"uri": "ctx://resources/uploads/", "recursive": True})
     call("POST", "/api/v1/memories/delete", alice, json={"uri": memory_uri})
 
+    # ---- the memory event history last: the ADDs, UPDATE and DELETE above, with their abstracts ----
+    call("GET", "/api/v1/memories/events", alice, params={"limit": 200})
+    call("GET", "/api/v1/memories/events", admin, params={"user_space": "alice", "limit": 200})
+    call("GET", "/api/v1/memories/events", alice, params={"uri": memory_uri})
+    call("GET", "/console/fragments/memories", alice)
+    call("GET", "/console/fragments/memories", admin, params={"user_space": "alice", "uri": memory_uri})
+
 
 def exercise_mcp(service: ContextEngineService, p: Planted, path_file) -> dict[str, list[str]]:
     """Every MCP tool, called with planted secrets where it stores text and at every format where it reads."""
@@ -336,7 +343,7 @@ def exercise_mcp(service: ContextEngineService, p: Planted, path_file) -> dict[s
                                                      "metadata": {"v": p.line("mcp metadata")}})
             uri = added["uris"][0]
             await call(alice, "add_memories", {"items": [{"text": f"MCP batch {p.line('mcp batch text')}"}]})
-            await call(alice, "add_messages", {"session_id": f"mcp-{p.password('mcp session id')}", "messages": [
+            await call(alice, "add_messages", {"conversation_id": f"mcp-{p.password('mcp session id')}", "messages": [
                 {"content": f"MCP message {p.line('mcp message')}", "speaker": p.password("mcp speaker")}]})
             await call(alice, "update_memory", {"uri": uri, "text": f"MCP note updated {p.line('mcp updated text')}"})
             await call(alice, "add_skill", {"name": p.password("mcp skill name"),

@@ -15,6 +15,7 @@ Two kinds of route, and only these:
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -64,6 +65,16 @@ def _plain(value: Any) -> str:
 
 
 templates.env.filters["plain"] = _plain
+
+
+def _when(value: Any) -> str:
+    """A time to the second, in UTC (the store's clock): ``2026-12-04 10:01:26 UTC``."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "—" if value is None else str(value)
+
+
+templates.env.filters["when"] = _when
 # invalid Unicode in a query parameter or a JSON body: 400/422 before anything runs, as on the API
 router = APIRouter(prefix="/console", include_in_schema=False, dependencies=[Depends(reject_invalid_text)])
 
@@ -191,7 +202,7 @@ def tree(request: Request, service: Service, ctx: Caller, uri: _URI) -> HTMLResp
 def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> HTMLResponse:
     """A node: metadata (``service.stat``), L0 (``service.tree`` depth 0, as ``/api/v1/tree``, redacted as
     search_memory redacts abstracts), L1 and L2 (``read_memory``, redacted as the API redacts) with relations, and a
-    memory's versions (``get_memory``, redacted)."""
+    memory's versions (``get_memory``, redacted) and events (``list_memory_events``, newest 20)."""
     record = service.stat(uri, ctx)
     view = _redacted_abstract(service, service.tree(record.uri, ctx, max_depth=0))
     levels: dict[str, Any] = {}
@@ -211,9 +222,19 @@ def node_detail(request: Request, service: Service, ctx: Caller, uri: _URI) -> H
         block = resp.block
         levels[level] = {"text": block.overview if level == "L1" else block.content_excerpt}
         relations = relations or list(block.relations)
-    memory = service.get_memory(record.uri, ctx) if record.context_type == "memory" and not record.is_dir else None
+    memory = events = None
+    if record.context_type == "memory" and not record.is_dir:
+        memory = service.get_memory(record.uri, ctx)
+        events = service.list_memory_events(ctx, uri=record.uri, limit=EVENTS_PAGE)
     return _fragment(
-        request, "node.html", record=record, view=view, levels=levels, relations=relations, memory=memory
+        request,
+        "node.html",
+        record=record,
+        view=view,
+        levels=levels,
+        relations=relations,
+        memory=memory,
+        events=events,
     )
 
 
@@ -325,6 +346,11 @@ def verify_fragment(request: Request, req: VerifyEvidenceRequest, service: Servi
     return _fragment(request, "verify.html", v=service.verify_evidence(req.invocation_id, req.excerpt, ctx))
 
 
+#: The Memories page's page sizes: memories (and a conversation's messages), and memory events.
+MEMORIES_PAGE = 50
+EVENTS_PAGE = 20
+
+
 @router.get(F + "/memories", response_class=HTMLResponse, tags=[MEMORY_TAG])
 def memories_fragment(
     request: Request,
@@ -332,25 +358,46 @@ def memories_fragment(
     ctx: Caller,
     user_space: Annotated[str | None, Query(max_length=256)] = None,
     category: Annotated[str | None, Query(max_length=256)] = None,
+    conversation_id: Annotated[str | None, Query(max_length=256)] = None,
     session_id: Annotated[str | None, Query(max_length=256)] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    uri: Annotated[str | None, Query(max_length=4096)] = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    events_offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> HTMLResponse:
-    """A user's memories (``GET /api/v1/memories``: ``service.list_memories``, newest first, 50 a page), by category
-    or conversation session; a session's memories are shown as its transcript, oldest first. ``user_space``: an
-    admin's choice of user (another key may only name its own)."""
+    """A user's memories (``GET /api/v1/memories``: ``service.list_memories``, newest first, 50 a page from
+    ``offset``), by category or conversation (``conversation_id``; ``session_id``, its first name, in addresses kept
+    from before issue 29); a conversation's memories are shown as its transcript, oldest first. Below them the
+    user's memory events (``GET /api/v1/memories/events``: ``service.list_memory_events``, ADD, UPDATE and DELETE,
+    newest first, 20 a page from ``events_offset``). With ``uri``: that memory's events alone, deleted or not.
+    ``user_space``: an admin's choice of user (another key may only name its own)."""
+    space = user_space or None
+    conversation = conversation_id or session_id or None
+    query = {"user_space": user_space or "", "category": category or "", "conversation_id": conversation or ""}
+    if uri:
+        events = service.list_memory_events(ctx, user_space=space, uri=uri, limit=EVENTS_PAGE, offset=events_offset)
+        return _fragment(request, "memories.html", page=None, events=events, uri=uri, query=query)
     page = service.list_memories(
         ctx,
         category=category or None,
-        session_id=session_id or None,
-        limit=50,
+        conversation_id=conversation,
+        limit=MEMORIES_PAGE,
         offset=offset,
-        user_space=user_space or None,
+        user_space=space,
     )
     transcript = []
-    if session_id:
+    if conversation:
         transcript = sorted(page.items, key=lambda m: (m.occurred_at or m.created_at or m.updated_at, m.uri))
-    query = {"user_space": user_space or "", "category": category or "", "session_id": session_id or ""}
-    return _fragment(request, "memories.html", page=page, transcript=transcript, session_id=session_id, query=query)
+    events = service.list_memory_events(ctx, user_space=space, limit=EVENTS_PAGE, offset=events_offset)
+    return _fragment(
+        request,
+        "memories.html",
+        page=page,
+        transcript=transcript,
+        conversation_id=conversation,
+        events=events,
+        uri=None,
+        query=query,
+    )
 
 
 # ---- evaluation reports ---------------------------------------------------------------------------------------------

@@ -104,7 +104,29 @@
     history.replaceState(null, "", location.pathname + (qs ? "?" + qs : ""));
   }
 
-  async function submitFragmentForm(form) {
+  // Paging (the Memories page): a Previous/Next button of a fragment submits its page's form (form="...") with the
+  // offset it names (data-field, data-value); any other submit (new filters) starts every list at its first page.
+  // Returns where the keyboard focus goes once the new page is in: the same pager's same button (or its other one).
+  function setPage(form, submitter) {
+    const field = submitter ? submitter.dataset.field : undefined;
+    for (const el of form.querySelectorAll("input[data-paging]")) {
+      if (field === undefined) el.value = "";
+      else if (el.name === field) el.value = submitter.dataset.value === "0" ? "" : submitter.dataset.value;
+    }
+    if (field === undefined) return null;
+    const same = [...document.querySelectorAll("button[data-field]")].filter((b) => b.dataset.field === field);
+    return { field, index: same.indexOf(submitter) };
+  }
+
+  function focusPager(target, paging) {
+    const buttons = [...target.querySelectorAll("button[data-field]")].filter((b) => b.dataset.field === paging.field);
+    const want = buttons[paging.index];
+    const button = want && !want.disabled ? want : buttons.find((b) => !b.disabled);
+    if (button) button.focus();
+    return Boolean(button);
+  }
+
+  async function submitFragmentForm(form, paging) {
     const target = document.getElementById(form.dataset.target);
     let body;
     try { body = formBody(form); } catch (err) { target.replaceChildren(errorNode(err.message)); return; }
@@ -116,6 +138,7 @@
     const get = (form.getAttribute("method") || "get").toLowerCase() === "get";
     const url = get ? form.dataset.fragment + "?" + new URLSearchParams(body).toString() : form.dataset.fragment;
     const r = await load(target, url, get ? undefined : body);
+    if (r.ok && paging && focusPager(target, paging)) return;
     if (r.ok && target.hasAttribute("tabindex")) target.focus({ preventScroll: true });
   }
 
@@ -158,7 +181,7 @@
     }
     if (form.dataset.fragment) {
       ev.preventDefault();
-      submitFragmentForm(form);
+      submitFragmentForm(form, setPage(form, ev.submitter));
     }
   });
 
