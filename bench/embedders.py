@@ -1,6 +1,6 @@
 """Embedding backends side by side: load time, query latency p50/p95, batch throughput (DESIGN §14; issue).
 
-    python bench/embedders.py [--threads 2] [--queries 100] [--docs 256] [--backends a,b,...]
+    python bench/embedders.py [--threads N] [--queries 100] [--docs 256] [--backends a,b,...]
 
 Each backend runs with ``EmbeddingSettings(num_threads=--threads)``. Query latency: single queries (SciFact test claims,
 one ``embed_query`` call each, after a warm-up). Batch throughput: ``embed_documents`` on the first ``--docs`` SciFact
@@ -32,7 +32,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=EmbeddingSettings().num_threads, help="default: the product's")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--docs", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)

@@ -40,7 +40,12 @@ def main() -> None:
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--only", default="", help="comma-separated dataset keys, e.g. scifact/test")
     ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--threads", type=int, default=0, help="embedding.num_threads (1 on a busy machine)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=EmbeddingSettings().num_threads,
+        help="embedding.num_threads (default: the product's; 0: the library's default of every core)",
+    )
     args = ap.parse_args()
     settings = Settings(home=ROOT / "bench" / ".cache" / "home", embedding=EmbeddingSettings(num_threads=args.threads))
     only = {k for k in args.only.split(",") if k}

@@ -62,12 +62,20 @@ def main() -> None:
     parser.add_argument("--hybrid", nargs="+", default=["off", "on"], choices=["off", "on"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", default="auto", choices=["auto", "primary", "fallback"])
-    parser.add_argument("--threads", type=int, default=0, help="embedding.num_threads (0: the library's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="embedding.num_threads (default: the product's; 0: the library's default of every core)",
+    )
     args = parser.parse_args()
 
     from context_engine.knowledge.tokenize import warm_up
     from context_engine.providers.embedder import build_embedder
     from context_engine.settings import EmbeddingSettings
+
+    if args.threads is None:
+        args.threads = EmbeddingSettings().num_threads
 
     embedder = build_embedder(EmbeddingSettings(backend=args.embedder, num_threads=args.threads))
     embedder.warm_up()
