@@ -4,7 +4,7 @@ then ``search_memory`` latency with and without a time filter (issue 11, "Speed"
 Usage::
 
     python bench/memory_ingest.py [--messages 10000] [--batch 100] [--preexisting 100000] [--home DIR]
-                                  [--searches 200] [--profile] [--torch-threads 1] [--skip-fresh]
+                                  [--searches 200] [--profile] [--num-threads N] [--workers N] [--skip-fresh]
 
 What it does:
 
@@ -19,10 +19,14 @@ What it does:
    so that building 100k memories does not take the ~40 min that embedding them would. Then the same ingest as (1)
    with the real model.
 3. **search_memory**: ``--searches`` queries (after a warm-up) against the pre-existing store, without a filter and,
-   when ``SearchMemoryRequest`` has them, with ``time_range`` (about a tenth of the timeline), ``session_id`` and
+   when ``SearchMemoryRequest`` has them, with ``time_range`` (about a tenth of the timeline), ``conversation_id`` and
    ``metadata_filter``; p50/p95 ms each.
-4. ``--profile``: one batch of the fresh run under cProfile, summarised per stage (embedding, metadata commit,
-   content writes, LanceDB upsert, listeners, directory summaries, validation), plus the top functions.
+4. ``--profile``: one batch of the fresh run under cProfile, summarised per stage (validation, parsing, embedding,
+   the write's transaction: content writes, SQL, listeners, directory summaries, the vector index), plus the top
+   functions (cProfile inflates pure-Python work against numpy's: read the shares as an upper bound for Python).
+
+The model runs with the product's thread settings (``embedding.num_threads`` and ``embedding.workers``) unless
+``--num-threads`` / ``--workers`` say otherwise.
 
 Never a test: figures depend on the machine and on what else runs on it (print the load average beside them).
 """
@@ -227,11 +231,13 @@ def open_engine(home: Path, embedder: Any) -> ContextEngineService:
 
 def ingest(engine: ContextEngineService, conv: Conversations, total: int, batch: int, label: str) -> list[float]:
     times: list[float] = []
+    first = 0  # messages of the first batch, which also pays for the vector index's first open (import lancedb)
     started, cpu0 = time.perf_counter(), time.process_time()
     for ctx, session, msgs in conv.batches(total, batch):
         t = time.perf_counter()
         engine.add_messages(msgs, session, ctx)
         times.append(time.perf_counter() - t)
+        first = first or len(msgs)
         if len(times) % 10 == 0:
             print(f"    {label}: {len(times)} batches, {time.perf_counter() - started:.0f} s", flush=True, end="\r")
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
@@ -239,7 +245,8 @@ def ingest(engine: ContextEngineService, conv: Conversations, total: int, batch:
     print(" " * 60, end="\r")
     print(
         f"  {label}: {total} messages in {len(times)} batches of <= {batch}: {wall:.1f} s wall, "
-        f"{total / wall:.1f} messages/s; per batch p50 {pct(times, 50):.2f} s, p95 {pct(times, 95):.2f} s, "
+        f"{total / wall:.1f} messages/s ({(total - first) / (wall - times[0]):.1f} after the first batch); "
+        f"per batch p50 {pct(times, 50):.2f} s, p95 {pct(times, 95):.2f} s, "
         f"max {max(times):.2f} s; first tenth p50 {pct(times[:tenth], 50):.2f} s, last tenth p50 "
         f"{pct(times[-tenth:], 50):.2f} s; {cpu:.0f} CPU-s ({total / cpu:.1f} messages per CPU-second); "
         f"load average {os.getloadavg()[0]:.1f}",
@@ -275,26 +282,41 @@ def build_preexisting(home: Path, n: int, real: Any, seed: int) -> datetime:
     return conv.clock
 
 
-STAGES = [  # (label, (file path suffix, function) pairs whose cumulative times add up; indented: inside the one above)
-    ("validate + session tail", [("ingest/memory.py", "_message"), ("ingest/memory.py", "_session_tail")]),
-    ("pre-checks (get_nodes)", [("ingest/pipeline.py", "_check_no_file_ancestors")]),
-    ("prepare docs (parse, L0)", [("ingest/pipeline.py", "_prepare")]),
-    ("directory summaries", [("ingest/pipeline.py", "_prepare_directories")]),
-    ("embedding", [("ingest/pipeline.py", "_embed")]),
-    ("commit (metadata+content)", [("ingest/pipeline.py", "_commit")]),
-    ("  content write_levels", [("content/local.py", "write_levels")]),
-    ("  SQL upsert_nodes", [("sqlalchemy_store.py", "upsert_nodes")]),
-    ("  SQL put_vectors", [("sqlalchemy_store.py", "put_vectors")]),
-    ("  SQL delete_vectors", [("sqlalchemy_store.py", "delete_vectors")]),
-    ("listeners", [("ingest/pipeline.py", "_notify_written")]),
-    ("  BM25", [("keyword/bm25_index.py", "nodes_written")]),
-    ("  L0 cache", [("retrieval/l0_source.py", "nodes_written")]),
-    ("  hint index", [("knowledge/hint_index.py", "nodes_written")]),
-    ("vector index + mark indexed", [("ingest/pipeline.py", "_index_or_mark_pending")]),
-    ("  LanceDB upsert", [("vector/lancedb_index.py", "upsert")]),
-    ("  SQL set_index_status", [("sqlalchemy_store.py", "set_index_status")]),
-    ("content read_level (all)", [("content/local.py", "read_level")]),
+# (label, (file path suffix, function, caller or None) triples whose cumulative times add up; indented: inside the one
+# above). A caller restricts a function's time to its calls from that function.
+STAGES = [
+    ("validate + session tail", [("ingest/memory.py", "_message", None), ("ingest/memory.py", "_session_tail", None)]),
+    ("conversation contexts", [("ingest/conversation.py", "index_contexts", None)]),
+    ("pre-checks (get_nodes)", [("ingest/pipeline.py", "_check_no_file_ancestors", None)]),
+    ("prepare docs (parse, L0, redact)", [("ingest/pipeline.py", "_prepare", None)]),
+    ("embedding (the messages)", [("ingest/pipeline.py", "_embed", "write_documents")]),
+    ("the write (one transaction)", [("ingest/pipeline.py", "_journaled", None)]),
+    ("  content stash + write_levels", [("local.py", "stash", None), ("local.py", "write_levels", None)]),
+    ("  SQL upsert_nodes", [("metadata/node_rows.py", "upsert_nodes", None)]),
+    ("  SQL put/delete_vectors", [("vector_rows.py", "put_vectors", None), ("vector_rows.py", "delete_vectors", None)]),
+    ("  listeners (hint index, events)", [("ingest/pipeline.py", "_notify_written", None)]),
+    ("  directory summaries", [("ingest/pipeline.py", "_prepare_directories", None)]),
+    ("  directory embedding", [("ingest/pipeline.py", "_embed", "_write_directories")]),
+    ("  finish (vector index, indexed)", [("ingest/journal.py", "finish", None)]),
+    ("    LanceDB upsert", [("vector/lancedb_index.py", "upsert", None)]),
+    ("content read_level (all)", [("content/local.py", "read_level", None)]),
 ]
+
+
+def _stage_seconds(stats: dict, keys: list[tuple[str, str, str | None]]) -> tuple[float, int]:
+    """Cumulative seconds and calls of the functions ``keys`` names (of their calls from ``caller`` when given)."""
+    secs, calls = 0.0, 0
+    for (f, _ln, fn), v in stats.items():
+        for suffix, name, caller in keys:
+            if fn != name or not f.endswith(suffix):
+                continue
+            if caller is None:
+                secs, calls = secs + v[3], calls + v[1]
+                continue
+            for (_cf, _cl, cfn), c in v[4].items():  # callers: (file, line, function) -> (cc, nc, tt, ct)
+                if cfn == caller:
+                    secs, calls = secs + c[3], calls + c[1]
+    return secs, calls
 
 
 def profile_one_batch(engine: ContextEngineService, conv: Conversations, batch: int, title: str) -> None:
@@ -313,12 +335,7 @@ def profile_one_batch(engine: ContextEngineService, conv: Conversations, batch: 
     print(f"\n== profile of one batch of {len(msgs)} messages, {title}: {wall:.2f} s wall, {cpu:.2f} s CPU ==")
     top = 0.0
     for label, keys in STAGES:
-        secs = sum(
-            v[3] for (f, _ln, fn), v in stats.items() for suffix, name in keys if fn == name and f.endswith(suffix)
-        )
-        calls = sum(
-            v[1] for (f, _ln, fn), v in stats.items() for suffix, name in keys if fn == name and f.endswith(suffix)
-        )
+        secs, calls = _stage_seconds(stats, keys)
         if not label.startswith(" ") and not label.startswith("content read_level"):
             top += secs
         print(f"  {label:<30}{secs:8.3f} s {secs / wall:6.0%}  ({calls} calls)")
@@ -352,8 +369,8 @@ def search_latency(engine: ContextEngineService, n: int, seed: int, end: datetim
         variants.append(("time_range (1/10 of the timeline)", {"time_range": "tenth"}))
     else:
         print("  SearchMemoryRequest has no time_range yet: time-filtered figures skipped")
-    if "session_id" in fields:
-        variants.append(("session_id", {"session_id": "pick"}))
+    if "conversation_id" in fields:
+        variants.append(("conversation_id", {"conversation_id": "pick"}))
     if "metadata_filter" in fields:
         variants.append(("metadata_filter channel=sms", {"metadata_filter": {"channel": "sms"}}))
     sessions = {
@@ -373,10 +390,10 @@ def search_latency(engine: ContextEngineService, n: int, seed: int, end: datetim
             if kwargs.get("time_range") == "tenth":
                 start = T0 + (end - T0) * rng.random() * 0.9
                 kwargs["time_range"] = {"start": start, "end": start + (end - T0) / 10}
-            if kwargs.get("session_id") == "pick":
+            if kwargs.get("conversation_id") == "pick":
                 if not sessions[user]:
                     continue
-                kwargs["session_id"] = rng.choice(sessions[user])
+                kwargs["conversation_id"] = rng.choice(sessions[user])
             t = time.perf_counter()
             engine.search_memory(SearchMemoryRequest(query=q, **kwargs), ctx)
             if i >= 10:
@@ -397,16 +414,33 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--profile", action="store_true", help="profile one batch of the fresh run")
     ap.add_argument("--skip-fresh", action="store_true")
-    ap.add_argument("--torch-threads", type=int, default=0, help="intra-op threads of the model (0: its default)")
+    product = EmbeddingSettings()
+    ap.add_argument(
+        "--num-threads",
+        "--torch-threads",
+        dest="num_threads",
+        type=int,
+        default=product.num_threads,
+        help=f"intra-op threads of the model (embedding.num_threads; default: the product's, {product.num_threads}; "
+        "0: the library's default of every core)",
+    )
+    workers = getattr(product, "workers", None)
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=workers,
+        help=f"threads embedding one write in parallel (embedding.workers; default: the product's, {workers})",
+    )
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
 
-    real = build_embedder(EmbeddingSettings(backend="use-multilingual", num_threads=args.torch_threads))
+    threads = {"num_threads": args.num_threads} | ({} if args.workers is None else {"workers": args.workers})
+    real = build_embedder(EmbeddingSettings(backend="use-multilingual", **threads))
     t = time.perf_counter()
     real.embed_documents(["warm up"])
     print(
-        f"model {real.model_name} ({real.dim} dims) warm in {time.perf_counter() - t:.1f} s; {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}",
+        f"model {real.model_name} ({real.dim} dims) warm in {time.perf_counter() - t:.1f} s; {threads}; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}",
         flush=True,
     )
     sample = [message_text(random.Random(3), T0) for _ in range(args.batch)]
