@@ -4,7 +4,8 @@
 It only removes candidates; it never adds one and never changes a score. Checks, in order (the first that fails is
 the candidate's ``exclude_reason``):
 
-1. ``not_visible``: the owner space is not visible to the caller (defence in depth: the filter already excludes it);
+1. ``not_visible``: the owner space is not visible to the caller (defence in depth: the tenant filter every search
+   runs under already excludes it; this is the one stage that checks each candidate's visibility);
 2. ``owner_space_mismatch``: the caller narrowed to one ``owner_space`` and this is another;
 3. ``context_type_mismatch``: not the typed query's context type;
 4. ``category_mismatch``: the typed query has categories and this category is not one of them;
@@ -15,8 +16,9 @@ the candidate's ``exclude_reason``):
 9. ``outside_memory_filter``: the request has memory filters (time range, metadata, session; issue 11) and this node
    is not one of the memories they select (``allowed``, resolved once per request from the metadata store).
 
-Terms match case-insensitively after NFKC normalisation. If the rechecker itself fails it keeps every candidate and
-records ``RET-5002`` (the tenancy guarantees do not depend on it: the filter and the hydration enforce them).
+Terms match case-insensitively after NFKC normalisation. If the rechecker itself fails it keeps every candidate the
+caller may see, unchecked otherwise, and records ``RET-5002``: visibility is still checked, so the tenancy
+guarantee never rests on the tenant filter alone.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class CandidateRechecker:
         ``allowed``, when given, is the set of URIs the request's memory filters select (check 9).
 
         Each dropped candidate is recorded in ``trace`` with its ``exclude_reason`` (``trace.drop``). Never raises:
-        on an internal failure it returns ``hits`` unchanged and records ``RET-5002``.
+        on an internal failure it returns the ``hits`` the caller may see, unchanged, and records ``RET-5002``.
         """
         trace = trace if trace is not None else TraceRecorder()
         try:
@@ -110,7 +112,7 @@ class CandidateRechecker:
                 f"recheck failed ({type(err).__name__}); candidates kept unchecked",
                 stage="recheck",
             )
-            return list(hits)
+            return [hit for hit in hits if ctx.can_see(hit.owner_space)]
 
     @staticmethod
     def _reason(

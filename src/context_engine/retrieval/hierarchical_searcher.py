@@ -25,6 +25,11 @@ cosine lifted above what the first round found; path consistency orders it among
 (``Scorer.merge``, :func:`~context_engine.retrieval.scoring.select_top`) never lets it push out of ``top_k`` a direct
 hit whose own vector score is higher. Ancestors are scored under the same tenancy filter as the node (account,
 visible spaces, context type), without the target or category narrowing, since a target's ancestors lie above it.
+
+Every step searches under the typed query's :class:`~context_engine.retrieval.scope.QueryScope` (the filter the
+level-0 recall used, built once per request), and the scores on the first round's scale come from the recall's
+:class:`~context_engine.retrieval.run.FirstRound`, passed in. A hydrated node that is missing or pending is dropped;
+whether the caller may see a candidate is checked once, by the recheck (the tenant filter already excludes it).
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.retrieval.run import SearchRun, unusable_reason
-from context_engine.retrieval.scope import base_filter, type_roots, within_target
+from context_engine.retrieval.run import DENSE_ONLY, FirstRound, SearchRun, unusable_reason
+from context_engine.retrieval.scope import QueryScope, scope_of, within_target
 from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, SeedHit
@@ -102,7 +107,13 @@ class HierarchicalSearcher:
 
     # ---- public API (seed 000 §4.2) --------------------------------------------------------------------------------
     def expand(
-        self, typed_query: TypedQuery, seeds: Sequence[SeedHit], ctx: RequestContext, *, run: SearchRun
+        self,
+        typed_query: TypedQuery,
+        seeds: Sequence[SeedHit],
+        ctx: RequestContext,
+        *,
+        run: SearchRun,
+        first_round: FirstRound = DENSE_ONLY,
     ) -> list[NodeHit]:
         """Seeds plus the children found by expanding from the roots and the seeds' directories.
 
@@ -111,18 +122,19 @@ class HierarchicalSearcher:
             seeds: the L0 seeds of this typed query (already hydrated into ``run.nodes``).
             ctx: the caller.
             run: the request's shared state.
+            first_round: what the hybrid first round found besides the seeds (its fused scores).
 
         Returns:
             Node hits with ``similarity``, ``vector_score`` and ``hierarchy_score`` set (``score`` is 0 until
             ``Scorer`` runs): every seed (``source='seed'``) and at most ``top_k * hits_per_top_k`` expansion hits
-            (``source='expansion'``), ordered by provisional final score. Expansion hits whose node is missing,
-            pending or invisible are dropped (recorded in the trace). When a similarity query fails, the seeds
-            alone, with the degradation ``RET-5001`` recorded in ``run.trace``.
+            (``source='expansion'``), ordered by provisional final score. Expansion hits whose node is missing or
+            pending are dropped (recorded in the trace). When a similarity query fails, the seeds alone, with the
+            degradation ``RET-5001`` recorded in ``run.trace``.
 
         Raises:
             ContextEngineError: ``WRT-5001`` when the metadata store fails.
         """
-        return self.expand_all([typed_query], [seeds], ctx, run=run)[0]
+        return self.expand_all([typed_query], [seeds], ctx, run=run, first_round=first_round)[0]
 
     def expand_all(
         self,
@@ -131,18 +143,23 @@ class HierarchicalSearcher:
         ctx: RequestContext,
         *,
         run: SearchRun,
+        scopes: Sequence[QueryScope] | None = None,
+        first_round: FirstRound = DENSE_ONLY,
         map_fn: Callable[[Callable[[int], _Plan | None], Sequence[int]], Iterable[_Plan | None]] = map,
     ) -> list[list[NodeHit]]:
         """:meth:`expand` for every typed query of a request, hydrating all expansion hits in one batch.
 
         A typed query whose similarity queries fail keeps its seeds alone (``hierarchy_score`` 0) and the
         degradation ``RET-5001`` is recorded; the others are unaffected. ``map_fn`` may run the typed queries'
-        explorations concurrently (it is called like :func:`map`).
+        explorations concurrently (it is called like :func:`map`). ``scopes``: each typed query's scope, built once
+        by the pipeline (built here when ``None``).
         """
+        if scopes is None:
+            scopes = [scope_of(tq, ctx) for tq in typed_queries]
 
         def explore(i: int) -> _Plan | None:
             try:
-                return self._explore(typed_queries[i], seeds[i], ctx, run)
+                return self._explore(typed_queries[i], scopes[i], seeds[i], run, first_round)
             except ContextEngineError as err:
                 if err.code is not ErrorCode.VECTOR_SEARCH_FAILED:
                     raise
@@ -158,23 +175,29 @@ class HierarchicalSearcher:
         self._select(plans, typed_queries, seeds)
         run.nodes.fetch(f.match.uri for plan in plans if plan is not None for f in plan.provisional)
         return [
-            self._finish(plan, ctx, run) if plan is not None else self.seeds_only(seeds[i], run)
+            self._finish(plan, run, first_round) if plan is not None else self.seeds_only(seeds[i], run, first_round)
             for i, plan in enumerate(plans)
         ]
 
     def score_children(
-        self, parent_uri: str, typed_query: TypedQuery, ctx: RequestContext, *, run: SearchRun
+        self,
+        parent_uri: str,
+        typed_query: TypedQuery,
+        ctx: RequestContext,
+        *,
+        run: SearchRun,
+        first_round: FirstRound = DENSE_ONLY,
     ) -> list[NodeHit]:
         """The best ``children_per_dir`` children of one directory, scored by their L0 vectors (seed 000 §4.2).
 
         Returns:
-            Node hits (``source='expansion'``, ``depth=1``) ordered by provisional score; missing, pending or
-            invisible nodes are dropped. ``hierarchy_score`` uses the parent and further ancestors.
+            Node hits (``source='expansion'``, ``depth=1``) ordered by provisional score; missing or pending nodes
+            are dropped. ``hierarchy_score`` uses the parent and further ancestors.
 
         Raises:
             ContextEngineError: ``RET-5001`` when the similarity query fails.
         """
-        flt = base_filter(typed_query, ctx)
+        flt = scope_of(typed_query, ctx).filter
         children = run.scorer.children(flt, [parent_uri], self._settings.children_per_dir).get(parent_uri, [])
         found = [_Found(m, 1) for m in children]
         known = {m.uri: m.similarity for m in children}
@@ -183,7 +206,7 @@ class HierarchicalSearcher:
         found.sort(
             key=lambda f: (
                 -self._scorer.final(
-                    self._own_score(f.match.uri, f.match.similarity, run),
+                    self._own_score(f.match.uri, f.match.similarity, first_round),
                     self._hierarchy(paths[f.match.uri], known),
                     0.0,
                     0.0,
@@ -191,20 +214,24 @@ class HierarchicalSearcher:
                 f.match.uri,
             )
         )
-        return self._hydrate(found, paths, known, ctx, run)
+        return self._hydrate(found, paths, known, run, first_round)
 
-    def seeds_only(self, seeds: Sequence[SeedHit], run: SearchRun) -> list[NodeHit]:
+    def seeds_only(
+        self, seeds: Sequence[SeedHit], run: SearchRun, first_round: FirstRound = DENSE_ONLY
+    ) -> list[NodeHit]:
         """The seeds as node hits without expansion (``hierarchy_score`` 0): the ``RET-5001`` degradation."""
-        return [self._seed_hit(h, run) for h in seeds]
+        return [self._seed_hit(h, run, first_round) for h in seeds]
 
     # ---- internals -----------------------------------------------------------------------------------------------
-    def _explore(self, tq: TypedQuery, seeds: Sequence[SeedHit], ctx: RequestContext, run: SearchRun) -> _Plan:
+    def _explore(
+        self, tq: TypedQuery, scope: QueryScope, seeds: Sequence[SeedHit], run: SearchRun, first_round: FirstRound
+    ) -> _Plan:
         """Phase 1: the breadth-first walk, ancestor scores and the provisional ranking (no metadata reads)."""
         started = time.perf_counter()
         s = self._settings
-        flt = base_filter(tq, ctx)
+        flt = scope.filter
         seed_uris = {h.uri for h in seeds}
-        starts = self._starts(tq, seeds, ctx, run)
+        starts = self._starts(tq, scope, seeds, run)
         found: dict[str, _Found] = {}
         frontier = starts
         visited = set(starts)
@@ -244,7 +271,7 @@ class HierarchicalSearcher:
             (
                 (
                     self._scorer.final(
-                        self._own_score(f.match.uri, f.match.similarity, run),
+                        self._own_score(f.match.uri, f.match.similarity, first_round),
                         self._hierarchy(paths[f.match.uri], known),
                         1.0 if f.match.category and f.match.category in named else 0.0,
                         1.0 if tq.target_uri and within_target(f.match.uri, tq.target_uri) else 0.0,
@@ -295,23 +322,24 @@ class HierarchicalSearcher:
             assert plan is not None
             plan.provisional.append(f)
 
-    def _finish(self, plan: _Plan, ctx: RequestContext, run: SearchRun) -> list[NodeHit]:
+    def _finish(self, plan: _Plan, run: SearchRun, first_round: FirstRound) -> list[NodeHit]:
         """Phase 2: seeds and hydrated expansion hits as node hits."""
-        hits = [self._seed_hit(h, run) for h in plan.seeds]
+        hits = [self._seed_hit(h, run, first_round) for h in plan.seeds]
         for h in hits:
             h.hierarchy_score = self._hierarchy(plan.paths[h.uri], plan.known)
-        return hits + self._hydrate(plan.provisional, plan.paths, plan.known, ctx, run)
+        return hits + self._hydrate(plan.provisional, plan.paths, plan.known, run, first_round)
 
-    def _starts(self, tq: TypedQuery, seeds: Sequence[SeedHit], ctx: RequestContext, run: SearchRun) -> list[str]:
-        """Roots first, then each seed's directory (a seed that is a directory) and parent, deduplicated, capped."""
-        out: list[str] = list(type_roots(tq, ctx))
+    def _starts(self, tq: TypedQuery, scope: QueryScope, seeds: Sequence[SeedHit], run: SearchRun) -> list[str]:
+        """Roots first, then each seed's directory (a seed that is a directory) and parent, deduplicated, capped.
+        A seed's parent lies in the seed's own owner space, which the tenant filter let through."""
+        out: list[str] = list(scope.roots)
         for h in seeds:
             node = run.nodes.get(h.uri)
             if node is None:
                 continue
             if node.is_dir:
                 out.append(node.uri)
-            if node.parent_uri and within_target(node.parent_uri, tq.target_uri) and ctx.can_see(node.owner_space):
+            if node.parent_uri and within_target(node.parent_uri, tq.target_uri):
                 out.append(node.parent_uri)
         return list(dict.fromkeys(out))[: self._settings.max_start_dirs]
 
@@ -329,20 +357,20 @@ class HierarchicalSearcher:
         if missing:
             known.update(run.scorer.lookup(flt, missing))
 
-    def _vscore(self, uri: str, similarity: float, run: SearchRun) -> float:
+    def _vscore(self, uri: str, similarity: float, first_round: FirstRound) -> float:
         """A seed's vector score: with convex hybrid its first-round fused score (the one scale every candidate is
         compared on), else its calibrated similarity."""
-        if run.dense_weight is not None:
-            fused = run.lexical.get(uri)
-            return fused if fused is not None else run.dense_weight * self._scorer.vector_score(similarity)
+        if first_round.dense_weight is not None:
+            fused = first_round.lexical.get(uri)
+            return fused if fused is not None else first_round.dense_weight * self._scorer.vector_score(similarity)
         return self._scorer.vector_score(similarity)
 
-    def _own_score(self, uri: str, similarity: float, run: SearchRun) -> float:
+    def _own_score(self, uri: str, similarity: float, first_round: FirstRound) -> float:
         """An expansion hit's own match, on the seeds' scale: with convex hybrid the first-round fused score when
         the first round scored it, else the fused score of its similarity alone (``w * similarity``: no keyword
         match was found for it), so a sibling that matches only on meaning cannot outrank a seed that matched on
         both; without hybrid its calibrated similarity."""
-        return self._vscore(uri, similarity, run)
+        return self._vscore(uri, similarity, first_round)
 
     def _hierarchy(self, path: Sequence[str], known: dict[str, float]) -> float:
         decay = self._settings.ancestor_decay
@@ -356,7 +384,7 @@ class HierarchicalSearcher:
             weight *= decay
         return round(num / den, 6) if den else 0.0
 
-    def _seed_hit(self, seed: SeedHit, run: SearchRun) -> NodeHit:
+    def _seed_hit(self, seed: SeedHit, run: SearchRun, first_round: FirstRound) -> NodeHit:
         node = run.nodes.get(seed.uri)
         return NodeHit(
             uri=seed.uri,
@@ -371,7 +399,7 @@ class HierarchicalSearcher:
             updated_at=node.updated_at if node else None,
             occurred_at=node.occurred_at if node else None,
             similarity=seed.score,
-            vector_score=self._vscore(seed.uri, seed.score, run),
+            vector_score=self._vscore(seed.uri, seed.score, first_round),
             source="seed",
             depth=0,
             match_reason=seed.match_reason,
@@ -382,15 +410,15 @@ class HierarchicalSearcher:
         found: Sequence[_Found],
         paths: dict[str, list[str]],
         known: dict[str, float],
-        ctx: RequestContext,
         run: SearchRun,
+        first_round: FirstRound,
     ) -> list[NodeHit]:
         rows = run.nodes.fetch(f.match.uri for f in found)
         out: list[NodeHit] = []
         for f in found:
             m = f.match
             node = rows.get(m.uri)
-            reason = unusable_reason(node, ctx)
+            reason = unusable_reason(node)
             if reason is not None or node is None:
                 run.trace.drop("hierarchical", m.uri, reason or "missing")
                 continue
@@ -408,7 +436,7 @@ class HierarchicalSearcher:
                     updated_at=node.updated_at,
                     occurred_at=node.occurred_at,
                     similarity=m.similarity,
-                    vector_score=self._own_score(m.uri, m.similarity, run),
+                    vector_score=self._own_score(m.uri, m.similarity, first_round),
                     hierarchy_score=self._hierarchy(paths[m.uri], known),
                     source="expansion",
                     depth=f.depth,

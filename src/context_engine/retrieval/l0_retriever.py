@@ -1,9 +1,10 @@
 """L0Retriever: first-round recall over level-0 records only (DESIGN.md §5, seed 000 §4.2 "L0Retriever").
 
 The vector search is restricted to ``level == 0``, the caller's account, the visible (and narrowed) owner spaces,
-the typed query's context type, its categories and the ``target_uri`` subtree (:func:`scope.base_filter`). Each hit
-is hydrated from the metadata store and dropped when the node is missing, pending or invisible. The abstract is the
-level-0 record's text: no content file is touched.
+the typed query's context type, its categories and the ``target_uri`` subtree (the typed query's
+:class:`~context_engine.retrieval.scope.QueryScope`, built once per request). Each hit is hydrated from the metadata
+store and dropped when the node is missing or pending. The abstract is the level-0 record's text: no content file
+is touched.
 
 Hybrid (``retrieval.seed.hybrid``): the dense list (its usual rows for ``convex``, ``keyword.fusion_depth`` rows for
 the min-max and rank fusions, which normalise over them) is fused with as many BM25 rows over the same
@@ -11,7 +12,8 @@ level-0 abstracts under the same filter (``keyword.fusion``: ``convex``, ``weigh
 :mod:`context_engine.retrieval.fusion`); the fused order
 chooses and orders the seeds, ``match_reason`` becomes ``l0_hybrid``, and each seed's ``score`` stays its cosine
 similarity (looked up through the scorer for a record only BM25 found), so the seed 000 §6 final score and every
-threshold keep their meaning. A failing BM25 search degrades to the dense list (``RET-5001`` in the trace).
+threshold keep their meaning. A failing BM25 search degrades to the dense list (``RET-5001`` in the trace). What the
+fusion found besides the seeds is returned with them (:class:`~context_engine.retrieval.run.FirstRound`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Protocol
 
 from context_engine.errors import ContextEngineError
 from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
-from context_engine.retrieval.run import RequestNodes, SearchRun, unusable_reason
-from context_engine.retrieval.scope import base_filter
+from context_engine.retrieval.run import DENSE_ONLY, FirstRound, RequestNodes, SearchRun, SeedRound, unusable_reason
+from context_engine.retrieval.scope import QueryScope, scope_of
 from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import SeedHit
@@ -103,7 +105,7 @@ class L0Retriever:
         if run is None:
             vector = self._embedder.embed_query(typed_query.text)
             run = SearchRun(self._source.scorer(ctx.account_id, vector), RequestNodes(self._metadata, ctx.account_id))
-        return self.search_all([typed_query], ctx, run=run)[0]
+        return self.search_all([typed_query], ctx, run=run).seeds[0]
 
     def search_all(
         self,
@@ -111,18 +113,33 @@ class L0Retriever:
         ctx: RequestContext,
         *,
         run: SearchRun,
+        scopes: Sequence[QueryScope] | None = None,
+        allowed: frozenset[str] | None = None,
         map_fn: Callable[..., Iterable[list[L0Match]]] = map,
-    ) -> list[list[SeedHit]]:
+    ) -> SeedRound:
         """:meth:`search` for every typed query of a request, hydrating their candidates together.
 
         Each typed query asks the scorer for ``top_k * overfetch + extra_rows`` rows; the first ``top_k`` of each
-        are hydrated in one metadata batch, and only a typed query that lost rows to drops (missing, pending,
-        invisible) has the rest of its rows hydrated in a second batch. ``map_fn`` (called
-        like :func:`map`) may run the typed queries' similarity queries concurrently.
+        are hydrated in one metadata batch, and only a typed query that lost rows to drops (missing, pending) has
+        the rest of its rows hydrated in a second batch. ``map_fn`` (called like :func:`map`) may run the typed
+        queries' similarity queries concurrently.
+
+        Args:
+            typed_queries: the plan.
+            ctx: the caller.
+            run: the request's scorer, metadata cache and trace.
+            scopes: each typed query's scope, built once by the pipeline (built here when ``None``).
+            allowed: the URIs the request's memory filters select (issue 11), or ``None`` without memory filters:
+                the search is narrowed to them (a level-0 record's ``doc_id`` is its URI).
+
+        Returns:
+            Each typed query's seeds, and what the hybrid first round found besides (:class:`FirstRound`).
         """
-        filters = [base_filter(tq, ctx) for tq in typed_queries]
-        if run.allowed is not None:  # memory filters: pre-filter to the selected memories (level-0 doc_id = URI)
-            filters = [f.model_copy(update={"doc_ids": sorted(run.allowed)}) for f in filters]
+        if scopes is None:
+            scopes = [scope_of(tq, ctx) for tq in typed_queries]
+        filters = [scope.filter for scope in scopes]
+        if allowed is not None:  # memory filters: pre-filter to the selected memories (level-0 doc_id = URI)
+            filters = [f.model_copy(update={"doc_ids": sorted(allowed)}) for f in filters]
         fetch = [tq.top_k * self._settings.overfetch + self._settings.extra_rows for tq in typed_queries]
         if self._keyword is not None and self._ks.fusion != "convex":
             # min-max and rank fusions need the deeper lists to normalise over; convex scores are absolute, so the
@@ -130,18 +147,15 @@ class L0Retriever:
             fetch = [max(f, self._ks.fusion_depth) for f in fetch]
         # map_fn may run the similarity queries concurrently (index source); the rest is sequential.
         matches = list(map_fn(lambda i: run.scorer.top(filters[i], fetch[i]), range(len(typed_queries))))
+        first_round = DENSE_ONLY
         if self._keyword is not None:
-            keyword = self._keyword_lists(typed_queries, filters, matches, run)
-            matches = [
-                ms if kw is None else self._fuse(tq, flt, ms, kw, run)
-                for tq, flt, ms, kw in zip(typed_queries, filters, matches, keyword, strict=True)
-            ]
+            matches, first_round = self._fuse_all(typed_queries, filters, matches, run)
         windows = [min(len(ms), tq.top_k) for tq, ms in zip(typed_queries, matches, strict=True)]
         while True:
             run.nodes.fetch(m.uri for ms, w in zip(matches, windows, strict=True) for m in ms[:w])
             widened = False
             for i, tq in enumerate(typed_queries):
-                usable = sum(1 for m in matches[i][: windows[i]] if unusable_reason(run.nodes.get(m.uri), ctx) is None)
+                usable = sum(1 for m in matches[i][: windows[i]] if unusable_reason(run.nodes.get(m.uri)) is None)
                 if usable < tq.top_k and windows[i] < len(matches[i]):
                     windows[i] = len(matches[i])
                     widened = True
@@ -149,8 +163,34 @@ class L0Retriever:
                 break
         out: list[list[SeedHit]] = []
         for tq, flt, ms, window in zip(typed_queries, filters, matches, windows, strict=True):
-            out.append(self._seeds(tq, flt, ms[:window], ctx, run))
-        return out
+            out.append(self._seeds(tq, flt, ms[:window], run))
+        return SeedRound(out, first_round)
+
+    def _fuse_all(
+        self,
+        typed_queries: Sequence[TypedQuery],
+        filters: Sequence[VectorFilter],
+        dense: list[list[L0Match]],
+        run: SearchRun,
+    ) -> tuple[list[list[L0Match]], FirstRound]:
+        """Each typed query's dense matches fused with its BM25 list (a typed query whose BM25 search failed keeps
+        its dense matches), and the :class:`FirstRound` of all of them."""
+        keyword = self._keyword_lists(typed_queries, filters, dense, run)
+        fused: list[list[L0Match]] = []
+        lexical: dict[str, float] = {}
+        keyword_top: dict[str, list[tuple[str, float]]] = {}
+        dense_weight: float | None = None
+        for tq, flt, ms, kw in zip(typed_queries, filters, dense, keyword, strict=True):
+            if kw is None:
+                fused.append(ms)
+                continue
+            keyword_top[tq.context_type] = [(h.uri, h.score) for h in kw[:2]]
+            matches, scores = self._fuse(tq, flt, ms, kw, run)
+            fused.append(matches)
+            if scores is not None:  # convex: absolute fused scores
+                lexical.update(scores)
+                dense_weight = _weight(self._ks)
+        return fused, FirstRound(lexical=lexical, dense_weight=dense_weight, keyword_top=keyword_top)
 
     def _keyword_lists(
         self,
@@ -190,11 +230,12 @@ class L0Retriever:
 
     def _fuse(
         self, tq: TypedQuery, flt: VectorFilter, dense: list[L0Match], keyword: list[KeywordHit], run: SearchRun
-    ) -> list[L0Match]:
+    ) -> tuple[list[L0Match], dict[str, float] | None]:
         """The dense matches fused with the BM25 list (module docstring), as many as the dense list had, in fused
-        order."""
+        order; with ``convex`` fusion also their fused scores by URI (absolute, so usable as a relevance score
+        downstream: the expansion lifts vector scores to them), else ``None``."""
         ks = self._ks
-        run.keyword_top[tq.context_type] = [(h.uri, h.score) for h in keyword[:2]]
+        lexical: dict[str, float] | None = None
         by_uri = {m.uri: m for m in dense}
         only_bm25 = {h.uri: h for h in keyword if h.uri not in by_uri}
         n = len(dense) or None
@@ -206,9 +247,7 @@ class L0Retriever:
             )
             fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
             fused = self._adjust_messages(tq.text, fused, by_uri, run)
-            # absolute, so usable as a relevance score downstream (HierarchicalSearcher lifts vector scores to it)
-            run.lexical.update({u: v for u, v in fused if u in by_uri})
-            run.dense_weight = _weight(ks)
+            lexical = {u: v for u, v in fused if u in by_uri}
         else:
             pairs = [[(m.uri, m.similarity) for m in dense], [(h.uri, h.score) for h in keyword]]
             if ks.fusion == "rrf":
@@ -217,7 +256,7 @@ class L0Retriever:
                 fused = weighted_fusion(pairs, [_weight(ks), 1.0 - _weight(ks)], depth=ks.fusion_depth, top_k=n)
             self._resolve(flt, [u for u, _ in fused if u in only_bm25], by_uri, run)
         run.trace.event("seed", "fused", context_type=tq.context_type, bm25_hits=len(keyword), fusion=ks.fusion)
-        return [by_uri[u] for u, _ in fused if u in by_uri]
+        return [by_uri[u] for u, _ in fused if u in by_uri], lexical
 
     def _adjust_messages(
         self, query: str, fused: list[tuple[str, float]], by_uri: dict[str, L0Match], run: SearchRun
@@ -254,18 +293,13 @@ class L0Retriever:
             by_uri.update(run.scorer.matches(flt, uris))
 
     def _seeds(
-        self,
-        typed_query: TypedQuery,
-        flt: VectorFilter,
-        matches: Sequence[L0Match],
-        ctx: RequestContext,
-        run: SearchRun,
+        self, typed_query: TypedQuery, flt: VectorFilter, matches: Sequence[L0Match], run: SearchRun
     ) -> list[SeedHit]:
         trace = run.trace
         seeds: list[SeedHit] = []
         for m in matches:
             node = run.nodes.get(m.uri)
-            reason = unusable_reason(node, ctx)
+            reason = unusable_reason(node)
             if reason is not None or node is None:
                 trace.drop("seed", m.uri, reason or "missing")
                 continue

@@ -21,7 +21,7 @@ rates and the command that reproduces them):
   (0 when it names nothing).
 * ``none`` when there is no hit or evidence < ``none_below_evidence`` [0.25]; ``strong`` when evidence ≥
   ``strong_min_evidence`` [0.5] and the first file hit's own vector score (its fused meaning + words score with the
-  hybrid first round, ``SearchRun.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
+  hybrid first round, ``FirstRound.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
   feature that best tells whether the first hit holds the answer; ``weak`` otherwise.
 
 Why these values: ``none_below_evidence`` is the largest round value that keeps ``none`` under 5% of the answerable

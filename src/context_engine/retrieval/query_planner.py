@@ -50,7 +50,7 @@ from context_engine.schema.query import (
     SessionArchive,
     TypedQuery,
 )
-from context_engine.schema.uri import ContextURI
+from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.settings import PlannerSettings
 
 __all__ = ["INTENT_KEYWORDS", "QueryPlanner", "classify", "preferred_types"]
@@ -181,6 +181,11 @@ def preferred_types(typed_queries: Sequence[TypedQuery]) -> frozenset[str]:
     return frozenset(t for t in label.split("+") if t in CONTEXT_TYPE_ORDER)
 
 
+def _text(target_uri: ContextURI | str | None) -> str | None:
+    """A typed query's ``target_uri``: the text of a parsed target, a text as given."""
+    return str(target_uri) if isinstance(target_uri, ContextURI) else target_uri
+
+
 def _invalid(field: str, err: ValidationError | str) -> ContextEngineError:
     detail = (
         err
@@ -209,7 +214,7 @@ class QueryPlanner:
         *,
         top_k: int = TOP_K_DEFAULT,
         categories: Sequence[str] = (),
-        target_uri: str | None = None,
+        target_uri: ContextURI | str | None = None,
         owner_space: str | None = None,
         trace: TraceRecorder | None = None,
     ) -> list[TypedQuery]:
@@ -223,7 +228,8 @@ class QueryPlanner:
             ctx: the caller; its account becomes every typed query's ``filters.account_id``.
             top_k: results per typed query (validated by the pipeline).
             categories: the caller's category narrowing; when empty, the type's configured default categories.
-            target_uri: an already checked, visible, existing target (or ``None``).
+            target_uri: an already checked, visible, existing target (or ``None``); parsed or its text (the
+                pipeline passes the target it parsed, so it is not parsed again).
             owner_space: the caller's owner-space narrowing (or ``None``).
             trace: receives the informational ``RET-4221`` warning and the planner's decisions.
 
@@ -245,7 +251,8 @@ class QueryPlanner:
 
         text = " ".join(query.split())
         matched = classify(text)
-        types, intent = self._decide(matched, ph, session, target_uri)
+        target = parse_uri(target_uri) if target_uri else None
+        types, intent = self._decide(matched, ph, session, target)
         if types is None:
             types, intent = list(CONTEXT_TYPE_ORDER), "fallback"
             why = "no intent keyword" if not matched else "every context type matched (conflict)"
@@ -276,7 +283,7 @@ class QueryPlanner:
                 text=text,
                 context_type=ctype,
                 categories=list(categories) or list(self._settings.default_categories.get(ctype, ())),
-                target_uri=target_uri,
+                target_uri=_text(target_uri),
                 top_k=top_k,
                 filters=filters,
                 hints=QueryHints(
@@ -301,14 +308,14 @@ class QueryPlanner:
         *,
         top_k: int = TOP_K_DEFAULT,
         categories: Sequence[str] = (),
-        target_uri: str | None = None,
+        target_uri: ContextURI | str | None = None,
         owner_space: str | None = None,
     ) -> list[TypedQuery]:
         """The plan of seed 000 §7 for a planner fault (``RET-4221``, recorded by the caller): one typed query per
         context type in the order memory > skill > resource, ranked equally (intent ``"fallback"``), or only the
         target's type when ``target_uri`` lies inside a type root. No rule, hint or session is read, so it cannot
         fail where :meth:`plan` did; the caller's narrowing (categories, target, owner space) is kept."""
-        target_type = ContextURI.parse(target_uri).context_type if target_uri else None
+        target_type = parse_uri(target_uri).context_type if target_uri else None
         types = [target_type] if target_type is not None else list(CONTEXT_TYPE_ORDER)
         filters = QueryFilters(account_id=ctx.account_id if ctx is not None else None, owner_space=owner_space)
         return [
@@ -316,7 +323,7 @@ class QueryPlanner:
                 text=" ".join(query.split()),
                 context_type=ctype,
                 categories=list(categories) or list(self._settings.default_categories.get(ctype, ())),
-                target_uri=target_uri,
+                target_uri=_text(target_uri),
                 top_k=top_k,
                 filters=filters,
                 hints=QueryHints(intent="fallback"),
@@ -329,12 +336,12 @@ class QueryPlanner:
         matched: dict[ContextTypeName, list[str]],
         ph: PlannerHints,
         session: SessionArchive,
-        target_uri: str | None,
+        target: ContextURI | None,
     ) -> tuple[list[ContextTypeName] | None, str]:
         """The caller's types (``hint:``/``target:`` labels, exclusive) or the preferred types and the intent label,
         or ``(None, "")`` when nothing is preferred."""
-        if target_uri:
-            target_type = ContextURI.parse(target_uri).context_type
+        if target is not None:
+            target_type = target.context_type
             if target_type is not None:
                 return [target_type], f"target:{target_type}"
         forced = ([ph.intent] if ph.intent else []) + list(ph.context_types)

@@ -1,18 +1,22 @@
-"""Per-request state shared by the search_memory stages: the query's level-0 scorer, a metadata cache, the trace.
+"""What the search_memory stages of one request read in common: the query's level-0 scorer, a metadata cache, the
+trace; and what the level-0 recall hands the later stages.
 
 A :class:`SearchRun` is created once per request by the pipeline (``retrieval/search_memory.py``) and passed to
 each stage, so the query is embedded once, its similarities are computed once, and every node's metadata row is
-fetched at most once, in batches.
+fetched at most once, in batches. It is frozen: no stage leaves its results in it. What a stage finds is its return
+value; the level-0 recall's (:class:`SeedRound`: the seeds and the hybrid first round's :class:`FirstRound`) is
+passed by the pipeline to the expansion and the merge that read it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from context_engine.observability.trace import TraceRecorder
-from context_engine.schema.context import RequestContext
+from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import NodeRecord
 from context_engine.storage.protocols import MetadataStore
 from context_engine.storage.vector.scoring import L0Scorer
@@ -51,44 +55,67 @@ class RequestNodes:
             return self._rows.get(uri)
 
 
-def unusable_reason(node: NodeRecord | None, ctx: RequestContext) -> str | None:
+def unusable_reason(node: NodeRecord | None) -> str | None:
     """Why a vector hit must not be returned, or ``None`` when it may be (DESIGN §3: never a searchable orphan).
 
-    ``missing``: no metadata row any more (deleted after indexing); ``pending``: its index write has not finished;
-    ``not_visible``: its owner space is not visible to the caller.
+    ``missing``: no metadata row any more (deleted after indexing); ``pending``: its index write has not finished.
+    Whether the caller may see it is the tenant filter's question (every search runs under it) and the recheck's
+    (``CandidateRechecker``, the one stage that checks each candidate's visibility).
     """
     if node is None:
         return "missing"
     if node.index_status != "indexed":
         return "pending"
-    if not ctx.can_see(node.owner_space):
-        return "not_visible"
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchRun:
-    """What one search_memory request shares between stages.
+    """What one search_memory request's stages read in common (frozen: no stage writes to it).
 
     Attributes:
         scorer: similarities of the request's query vector to the account's level-0 records.
         nodes: the request's metadata cache.
         trace: the request's trace recorder.
-        lexical: hybrid first round with ``convex`` fusion only: the fused score (calibrated similarity + BM25
-            coverage, 0..1, absolute) by URI; a node's vector score is lifted to it when higher (``Scorer``).
-        keyword_top: hybrid first round only: per context type, the first two BM25 hits ``(uri, bm25 score)``, for
-            the threshold protection of a clear BM25 first (``Scorer.merge``).
+        generation: the account generation the request read before gathering seeds (docs/derived_indexes.md), for
+            BM25.
     """
 
     scorer: L0Scorer
     nodes: RequestNodes
     trace: TraceRecorder = field(default_factory=TraceRecorder)
-    lexical: dict[str, float] = field(default_factory=dict)
-    # convex hybrid only: the dense weight w of the fusion, so candidates the first round did not fuse (expansion)
-    # are scored on the same scale (w * calibrated similarity)
-    dense_weight: float | None = None
-    # memory filters (issue 11): the URIs they select, or None when the request has none
-    allowed: frozenset[str] | None = None
-    keyword_top: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
-    # the account generation the request read before gathering seeds (docs/derived_indexes.md), for BM25
     generation: int | None = None
+
+
+_NO_SCORES: Mapping[str, float] = MappingProxyType({})
+_NO_TOPS: Mapping[str, Sequence[tuple[str, float]]] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class FirstRound:
+    """What the hybrid first round found besides the seeds, read by the expansion and the merge.
+
+    Attributes:
+        lexical: ``convex`` fusion only: the fused score (calibrated similarity + BM25 coverage, 0..1, absolute) by
+            URI; a node's vector score is lifted to it when higher (``HierarchicalSearcher``).
+        dense_weight: ``convex`` fusion only: the dense weight ``w`` of the fusion, so candidates the first round did
+            not fuse (expansion) are scored on the same scale (``w * calibrated similarity``); ``None`` otherwise.
+        keyword_top: per context type, the first two BM25 hits ``(uri, bm25 score)``, for the threshold protection
+            of a clear BM25 first (``Scorer.merge``).
+    """
+
+    lexical: Mapping[str, float] = field(default_factory=lambda: _NO_SCORES)
+    dense_weight: float | None = None
+    keyword_top: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=lambda: _NO_TOPS)
+
+
+DENSE_ONLY = FirstRound()
+"""The first round of a request without hybrid fusion (or whose fusion failed everywhere)."""
+
+
+@dataclass(frozen=True)
+class SeedRound:
+    """What the level-0 recall returns: each typed query's seeds, in plan order, and the :class:`FirstRound`."""
+
+    seeds: list[list[SeedHit]]
+    first_round: FirstRound = DENSE_ONLY

@@ -51,8 +51,8 @@ from context_engine.retrieval.memory_read_service import MemoryReadService
 from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
 from context_engine.retrieval.query_transform import QueryTransformer
 from context_engine.retrieval.redaction import Redactor
-from context_engine.retrieval.run import RequestNodes, SearchRun
-from context_engine.retrieval.scope import effective_owner_spaces
+from context_engine.retrieval.run import RequestNodes, SearchRun, SeedRound
+from context_engine.retrieval.scope import QueryScope, effective_owner_spaces, scopes_of
 from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
@@ -197,14 +197,15 @@ class SearchMemoryPipeline:
     def _gather_seeds(
         self,
         typed: list[TypedQuery],
+        scopes: list[QueryScope],
         ctx: RequestContext,
         trace: TraceRecorder,
         allowed: frozenset[str] | None,
-    ) -> tuple[SearchRun | None, list[list[SeedHit]]]:
-        """The seeds of every typed query and the request's run; ``(None, no seeds)`` when the query embedding or the
-        vector search failed (``RET-5001`` recorded: no hits this time, retryable)."""
+    ) -> tuple[SearchRun | None, SeedRound]:
+        """The request's run and the seeds of every typed query (with the hybrid first round); ``(None, no seeds)``
+        when the query embedding or the vector search failed (``RET-5001`` recorded: no hits this time, retryable)."""
         run: SearchRun | None = None
-        seeds: list[list[SeedHit]] = [[] for _ in typed]
+        seeds = SeedRound([[] for _ in typed])
         try:
             with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
                 vector = self._transformer.vector(self._embedder, typed[0].text, trace)
@@ -213,14 +214,10 @@ class SearchMemoryPipeline:
             for attempt in (1, 2):
                 generation = self._metadata.account_generation(ctx.account_id)
                 scorer = self.source.scorer(ctx.account_id, vector, generation)
-                run = SearchRun(
-                    scorer,
-                    RequestNodes(self._metadata, ctx.account_id),
-                    trace,
-                    allowed=allowed,
-                    generation=generation,
+                run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace, generation=generation)
+                seeds = self.retriever.search_all(
+                    typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
-                seeds = self.retriever.search_all(typed, ctx, run=run, map_fn=self._mapper(run))
                 if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
                     break
                 trace.event("seed", "generation_moved", generation=generation)
@@ -264,23 +261,29 @@ class SearchMemoryPipeline:
         trace = TraceRecorder(detailed=detailed, metrics=self._metrics)
         self._metrics.search_requests.inc()
         threshold = self._validate(request)
-        target = self._check_target(request.target_uri, ctx, trace)
+        target = self._check_target(request.target_uri, ctx, trace)  # parsed once, passed down
         allowed = self._memory_filter.select(request, ctx, trace)  # None without memory filters (issue 11)
+        spaces = effective_owner_spaces(ctx, request.owner_space)  # the tenant's spaces, once a request
 
         with trace.stage("planner"):
             typed = self._plan(request, ctx, target, trace)
         if detailed:
             trace.detail("planner", "typed_queries", [tq.model_dump(mode="json") for tq in typed])
+        # each typed query's tenant filter and expansion roots, built once and read by every stage
+        scopes = scopes_of(typed, ctx, target=target, owner_space=request.owner_space, spaces=spaces)
 
         with trace.stage("seed"):
-            run, seeds = self._gather_seeds(typed, ctx, trace, allowed)
+            run, first = self._gather_seeds(typed, scopes, ctx, trace, allowed)
+        seeds = first.seeds
         retryable = run is None
         self._metrics.seed_hits.inc(sum(len(s) for s in seeds))
         if run is None:
-            return self._respond(request, ctx, request_id, typed, [], [], trace, started, retryable)
+            return self._respond(request, ctx, request_id, typed, [], [], trace, started, retryable, spaces)
 
         with trace.stage("hierarchical"):
-            expanded = self.searcher.expand_all(typed, seeds, ctx, run=run, map_fn=self._mapper(run))
+            expanded = self.searcher.expand_all(
+                typed, seeds, ctx, run=run, scopes=scopes, first_round=first.first_round, map_fn=self._mapper(run)
+            )
             retryable = retryable or trace.has(ErrorCode.VECTOR_SEARCH_FAILED)
             scored = [self.scorer.score(tq, hits) for tq, hits in zip(typed, expanded, strict=True)]
 
@@ -302,7 +305,7 @@ class SearchMemoryPipeline:
                 threshold=threshold,
                 gte=request.score_gte,
                 preferred=preferred_types(typed),
-                keyword_top=run.keyword_top,
+                keyword_top=first.first_round.keyword_top,
             )
             merged, final, filtered = result.merged, result.final, result.below_threshold
             if filtered:
@@ -334,7 +337,9 @@ class SearchMemoryPipeline:
                 )
                 blocks = []
             quality = self._match_quality(request.query, final if blocks else [], merged, trace)
-        return self._respond(request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable, quality)
+        return self._respond(
+            request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable, spaces, quality
+        )
 
     # ---- steps ----------------------------------------------------------------------------------------------------
     def _validate(self, request: SearchMemoryRequest) -> float | None:
@@ -368,7 +373,7 @@ class SearchMemoryPipeline:
         return threshold if threshold is not None else self.scorer.default_threshold
 
     def _plan(
-        self, request: SearchMemoryRequest, ctx: RequestContext, target: str | None, trace: TraceRecorder
+        self, request: SearchMemoryRequest, ctx: RequestContext, target: ContextURI | None, trace: TraceRecorder
     ) -> list[TypedQuery]:
         """The planner's typed queries. A planner fault (an empty plan, or any exception other than a caller's error
         such as ``RET-4001`` for malformed hints) falls back to :meth:`QueryPlanner.fallback`, the three-query plan,
@@ -409,10 +414,10 @@ class SearchMemoryPipeline:
             owner_space=request.owner_space,
         )
 
-    def _check_target(self, target_uri: str | None, ctx: RequestContext, trace: TraceRecorder) -> str | None:
-        """The canonical target, or ``None`` (absent, the root ``ctx://``, or missing: ``RET-4041``). Visibility is
-        checked first, from the context alone, so an invisible target gives ``RET-4031`` whether or not it exists
-        (seed 000 §9)."""
+    def _check_target(self, target_uri: str | None, ctx: RequestContext, trace: TraceRecorder) -> ContextURI | None:
+        """The canonical target, parsed (the planner and the scopes get it, so no stage parses ``target_uri`` again),
+        or ``None`` (absent, the root ``ctx://``, or missing: ``RET-4041``). Visibility is checked first, from the
+        context alone, so an invisible target gives ``RET-4031`` whether or not it exists (seed 000 §9)."""
         t = parse_read_target(target_uri)  # RET-4001 when malformed; None for ctx:// (the whole visible scope)
         if t is None:
             return None
@@ -430,7 +435,8 @@ class SearchMemoryPipeline:
                 stage="planner",
             )
             return None
-        return node.uri
+        canonical = t.as_dir() if node.is_dir else t.as_file()  # the node's form (found with or without the slash)
+        return canonical if str(canonical) == node.uri else ContextURI.parse(node.uri)
 
     def _match_quality(
         self, query: str, final: Sequence[NodeHit], merged: Sequence[NodeHit], trace: TraceRecorder
@@ -457,9 +463,10 @@ class SearchMemoryPipeline:
 
     def _mapper(self, run: SearchRun) -> Callable[..., Iterable[Any]]:
         """``map``, or a thread pool's ``map`` when several typed queries wait on the vector index (I/O that
-        releases the GIL). The in-memory source is CPU-bound Python, so it runs sequentially."""
+        releases the GIL: the scorer says so, ``L0Scorer.concurrent``). The in-memory source is CPU-bound Python, so
+        it runs sequentially."""
         workers = self._settings.hierarchy.parallel_workers
-        if workers < 2 or run.scorer.name != "index":
+        if workers < 2 or not run.scorer.concurrent:
             return map
         with self._executor_lock:
             if self._executor is None:
@@ -477,6 +484,7 @@ class SearchMemoryPipeline:
         trace: TraceRecorder,
         started: float,
         retryable: bool,
+        spaces: list[str] | None,
         match_quality: MatchQuality = "none",
     ) -> SearchMemoryResponse:
         seeds = [
@@ -518,7 +526,7 @@ class SearchMemoryPipeline:
                     "warnings": list(trace.warnings),
                     "account_id": ctx.account_id,
                     "role": ctx.role,
-                    "effective_owner_spaces": effective_owner_spaces(ctx, request.owner_space),
+                    "effective_owner_spaces": spaces,
                     "recheck_drop_reasons": trace.drop_reasons("recheck"),
                     "duration_ms": round(elapsed * 1e3, 3),
                 }
