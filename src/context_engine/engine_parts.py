@@ -112,7 +112,8 @@ def build_knowledge(engine: ContextEngineService) -> KnowledgeParts:
     audit.read_only = engine.read_only  # lookups are served but not recorded
     hint_index = KnowledgeIndexService(audit, engine.metadata, ks)
     engine.pipeline.add_listener(hint_index)
-    exact = engine.index if engine.index.name == "exact" else ExactVectorIndex(engine.metadata)
+    # the engine's own index when it is the exact one (no second copy of its matrices), else one over the metadata
+    exact = engine.index if isinstance(engine.index, ExactVectorIndex) else ExactVectorIndex(engine.metadata)
     redactor = Redactor(engine.settings.retrieval.redaction, engine.metrics)  # excerpts and audit rows
     knowledge = LookupKnowledgeService(
         ks,
