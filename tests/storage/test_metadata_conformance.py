@@ -125,6 +125,11 @@ def test_upsert_and_get_with_and_without_trailing_slash(metadata_store: Metadata
     assert got is not None and got.created_at == created and got.created_at.tzinfo is not None
     assert got.updated_at is not None and got.updated_at.utcoffset() == timedelta(0)
     assert metadata_store.get_node(A, "ctx://resources/nope.md") is None
+    # a parsed URI (search_memory's checked target) finds the same node, in either form
+    for parsed in (ContextURI.parse("ctx://resources/docs/"), ContextURI.parse("ctx://resources/docs")):
+        got = metadata_store.get_node(A, parsed)
+        assert got is not None and got.uri == "ctx://resources/docs/"
+    assert metadata_store.get_node(A, ContextURI.parse("ctx://resources/nope.md")) is None
 
 
 def test_uri_is_canonicalised_and_timestamps_are_utc(metadata_store: MetadataStore) -> None:

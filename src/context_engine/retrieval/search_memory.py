@@ -427,7 +427,7 @@ class SearchMemoryPipeline:
                 "target_uri does not exist or is not visible to this caller",
                 {"field": "target_uri"},
             )
-        node = self._metadata.get_node(ctx.account_id, str(t))
+        node = self._metadata.get_node(ctx.account_id, t)
         if node is None or not ctx.can_see(node.owner_space):
             trace.warn(
                 ErrorCode.TARGET_NOT_FOUND,

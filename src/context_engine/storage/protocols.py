@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from context_engine.schema.nodes import Level, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
+from context_engine.schema.uri import ContextURI
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.journal import JournalEntry
 
@@ -91,8 +92,8 @@ class NodeStore(Protocol):
 
     def upsert_nodes(self, nodes: Sequence[NodeRecord]) -> None: ...
 
-    def get_node(self, account_id: str, uri: str) -> NodeRecord | None:
-        """Lookup by URI with or without the trailing slash."""
+    def get_node(self, account_id: str, uri: str | ContextURI) -> NodeRecord | None:
+        """Lookup by URI with or without the trailing slash (a parsed URI is not parsed again)."""
         ...
 
     def get_nodes(self, account_id: str, uris: Iterable[str]) -> dict[str, NodeRecord]:

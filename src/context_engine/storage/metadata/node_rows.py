@@ -28,7 +28,7 @@ from sqlalchemy import (
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation
-from context_engine.schema.uri import ContextURI
+from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.engine import SqlDatabase
 from context_engine.storage.metadata.tables import (
@@ -82,13 +82,13 @@ class NodeRows(SqlDatabase):
                 stmt = self._upsert(NODES, ["account_id", "uri_key"], keep=("id", "created_at"))
                 s.execute(stmt, rows[start : start + IN_BATCH])
 
-    def get_node(self, account_id: str, uri: str) -> NodeRecord | None:
-        """The node at ``uri`` (with or without the trailing slash), or ``None``.
+    def get_node(self, account_id: str, uri: str | ContextURI) -> NodeRecord | None:
+        """The node at ``uri`` (with or without the trailing slash; a parsed URI is not parsed again), or ``None``.
 
         Raises:
             ContextEngineError: ``WRT-4001`` for an invalid URI; ``WRT-5001`` on a database failure.
         """
-        key = ContextURI.parse(uri).key
+        key = parse_uri(uri).key
         with self._use(write=False) as s:
             row = s.scalars(select(NodeRow).where(NodeRow.account_id == account_id, NodeRow.uri_key == key)).first()
             return None if row is None else node_record(row)
