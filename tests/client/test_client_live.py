@@ -121,6 +121,17 @@ def test_memory_lifecycle(alice: Client) -> None:
     with pytest.raises(ApiError) as err:
         alice.get_memory(uri)
     assert err.value.code is ErrorCode.TARGET_NOT_FOUND and err.value.status_code == 404  # her own, deleted
+    events = alice.list_memory_events(uri=uri)  # its history outlives it (issue 29 item 5)
+    assert [(e.event, e.version_before, e.version_after) for e in events.items] == [
+        ("DELETE", 2, None),
+        ("UPDATE", 1, 2),
+        ("ADD", None, 1),
+    ]
+    assert events.items[0].abstract_before == "I prefer short answers with two code samples."
+    assert alice.list_memory_events(limit=200).total >= 5  # the batch's and the message's ADDs too
+    with pytest.raises(ApiError) as err:
+        alice.list_memory_events(limit=0)
+    assert err.value.code is ErrorCode.REQUEST_INVALID
 
 
 def test_error_envelopes(world, alice: Client) -> None:

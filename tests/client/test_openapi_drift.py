@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from context_engine.client import AsyncClient, Client
 from context_engine.client.endpoints import ENDPOINTS
 from context_engine.interfaces.http import models as http_models
-from context_engine.schema import compact, knowledge, memory, nodes, query
+from context_engine.schema import compact, knowledge, memory, memory_events, nodes, query
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +114,9 @@ def test_every_api_route_is_covered_or_listed(openapi: dict[str, Any]) -> None:
 
 def test_client_methods_match_the_table() -> None:
     # the client modules import their models for type checking only (each is imported when its route is first used)
-    models = {k: v for m in (http_models, compact, knowledge, memory, nodes, query) for k, v in vars(m).items()}
+    models = {
+        k: v for m in (http_models, compact, knowledge, memory, memory_events, nodes, query) for k, v in vars(m).items()
+    }
     for cls in (Client, AsyncClient):
         public = {n for n, f in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")} - {"close"}
         assert public == set(ENDPOINTS), cls

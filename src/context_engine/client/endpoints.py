@@ -54,6 +54,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolInvocation",
     ),
     "context_engine.schema.memory": ("AddMemoryResult", "MemoryDetail", "MemoryListPage", "MemoryWriteResult"),
+    "context_engine.schema.memory_events": ("MemoryEventPage",),
     "context_engine.schema.nodes": ("IngestReport",),
     "context_engine.schema.query": (
         "ReadMemoryRequest",
@@ -63,6 +64,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "context_engine.client.params": (
         "LsQuery",
+        "MemoryEventsQuery",
         "SessionSummaryQuery",
         "ToolInvocationPath",
         "ToolInvocationQuery",
@@ -155,4 +157,5 @@ ENDPOINTS: dict[str, Endpoint] = {
     "get_memory": Endpoint("GET", "/api/v1/memories/item", "MemoryDetail", "MemoryUriRequest", _WRITE),
     "update_memory": Endpoint("POST", "/api/v1/memories/update", "MemoryWriteResult", "UpdateMemoryRequest", _WRITE),
     "delete_memory": Endpoint("POST", "/api/v1/memories/delete", "IngestReport", "MemoryUriRequest", _WRITE),
+    "list_memory_events": Endpoint("GET", "/api/v1/memories/events", "MemoryEventPage", "MemoryEventsQuery", _WRITE),
 }

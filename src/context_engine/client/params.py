@@ -47,3 +47,12 @@ class TreeQuery(_Params):
 
     uri: str = "ctx://resources/"
     max_depth: int = 3
+
+
+class MemoryEventsQuery(_Params):
+    """Query parameters of ``GET /api/v1/memories/events``."""
+
+    user_space: str | None = Field(None, max_length=255)
+    uri: str | None = Field(None, max_length=4096)
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0, le=1_000_000_000)
