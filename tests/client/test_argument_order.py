@@ -14,9 +14,9 @@ import warnings
 import httpx
 import pytest
 
+from context_engine.api.models import ToolInvocationList
 from context_engine.client import ApiError, AsyncClient, Client
 from context_engine.errors import ErrorCode
-from context_engine.interfaces.http.models import ToolInvocationList
 
 RESULT = {"items": [{"uri": "ctx://user/alice/memories/sessions/s1/000001.md", "status": "added"}], "nodes": 1}
 MESSAGES = [{"role": "user", "content": "I moved to Lisbon."}]

@@ -16,7 +16,7 @@ from context_engine.client.endpoints import ENDPOINTS
 NOT_FOR_SEARCH = (
     "numpy",
     "context_engine.client.params",
-    "context_engine.interfaces.http.models",
+    "context_engine.api.models",
     "context_engine.schema.compact",
     "context_engine.schema.knowledge",
     "context_engine.schema.memory",

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from context_engine.api import models as http_models
 from context_engine.client import AsyncClient, Client
 from context_engine.client.endpoints import ENDPOINTS
-from context_engine.interfaces.http import models as http_models
 from context_engine.schema import compact, knowledge, memory, memory_events, nodes, query
 
 pytestmark = pytest.mark.slow

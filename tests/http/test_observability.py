@@ -108,8 +108,8 @@ def test_logs_are_json_with_the_seed_fields_and_no_query_text(client, tenants, l
 
 
 def test_query_text_is_logged_only_when_enabled(service, tenants, log_buffer):
-    from context_engine.interfaces.http import calls
-    from context_engine.interfaces.http.models import SimilarSearchRequest
+    from context_engine.api import calls
+    from context_engine.api.models import SimilarSearchRequest
     from tests.http.conftest import ACME_ADMIN
 
     calls.similar_search(service, SimilarSearchRequest(query="VISIBLE-QUERY disk", top_k=1), ACME_ADMIN)

@@ -46,7 +46,7 @@ HEAVY = ("torch", "sentence_transformers", "lancedb", "sqlalchemy", "fastapi", "
 #: Nor does `search --url` import numpy or the models of the client's other routes (issue 29: its start time).
 NOT_FOR_SEARCH = (
     "numpy",
-    "context_engine.interfaces.http.models",
+    "context_engine.api.models",
     "context_engine.schema.compact",
     "context_engine.schema.knowledge",
     "context_engine.schema.memory",

@@ -1,7 +1,7 @@
 """The HTTP routes the client calls: one :class:`Endpoint` per client method, with the server's own models.
 
-Request and response models are the ones the server declares for the route (``context_engine.schema`` and the HTTP
-boundary models of ``context_engine.interfaces.http.models``, which import pydantic only). Routes whose query
+Request and response models are the ones the server declares for the route (``context_engine.schema`` and the
+transport-neutral API models of ``context_engine.api.models``, which import pydantic only). Routes whose query
 parameters the server declares one by one get a small parameter model (:mod:`context_engine.client.params`). A route
 whose answer is a union (the ``response_format`` of ``search_memory`` and ``lookup_knowledge``: full or compact) has
 one entry per member, each fixing the request field that selects it, so every client method has one return type.
@@ -27,7 +27,7 @@ from context_engine.errors import ErrorCode
 
 #: The models the table names, by module (:func:`model` imports one on first use).
 _MODULES: dict[str, tuple[str, ...]] = {
-    "context_engine.interfaces.http.models": (
+    "context_engine.api.models": (
         "AddMemoriesRequest",
         "AddMemoryRequest",
         "AddMessagesRequest",

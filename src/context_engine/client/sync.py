@@ -23,7 +23,7 @@ from context_engine.client.core import (
 from context_engine.client.endpoints import ENDPOINTS
 
 if TYPE_CHECKING:
-    from context_engine.interfaces.http.models import (
+    from context_engine.api.models import (
         HealthResponse,
         LsResponse,
         MemoryItemIn,

@@ -92,7 +92,7 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     # package costs seconds to import and only this command needs it.
     from pydantic import ValidationError
 
-    from context_engine.interfaces.http.models import MessageIn
+    from context_engine.api.models import MessageIn
 
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()  # a UTF-8 BOM is allowed

@@ -1,7 +1,7 @@
 """HTTP interface (FastAPI): :func:`create_app` builds the application; ``context-engine serve`` runs it.
 
 ``create_app`` is imported on first access (PEP 562): FastAPI and the routes take about a second to import, and the
-MCP server imports :mod:`context_engine.interfaces.http.calls` and ``.models`` without needing them.
+CLI imports :mod:`context_engine.interfaces.http.auth` without needing them.
 """
 
 from __future__ import annotations

@@ -27,18 +27,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.http import calls
-from context_engine.interfaces.http.errors import (
-    GUARD_ERRORS,
-    MEMORY_ERRORS,
-    MEMORY_TAG,
-    READ_ERRORS,
-    WRITE_ERRORS,
-    WRITE_TAG,
-    ErrorEnvelope,
-)
-from context_engine.interfaces.http.models import (
+from context_engine.api import calls
+from context_engine.api.models import (
     AddMemoriesRequest,
     AddMemoryRequest,
     AddMessagesRequest,
@@ -58,6 +48,16 @@ from context_engine.interfaces.http.models import (
     TreeResponse,
     UpdateMemoryRequest,
     VerifyEvidenceRequest,
+)
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.http.errors import (
+    GUARD_ERRORS,
+    MEMORY_ERRORS,
+    MEMORY_TAG,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    WRITE_TAG,
+    ErrorEnvelope,
 )
 from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.observability.logging import get_logger

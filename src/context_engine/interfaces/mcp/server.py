@@ -9,7 +9,7 @@ descriptions, exact but lean input schemas in the portable subset of MCP Inspect
 (:func:`lean_schema`: types, bounds, enums and required fields kept, generated titles dropped, no ``type`` arrays)
 and no output schemas. A renamed argument's old name (``session_id``, now ``conversation_id``: issue 29) is still
 accepted and left out of the tool list (:data:`DEPRECATED`). Each tool calls the same function as the HTTP route
-(:mod:`context_engine.interfaces.http.calls`), so answers are identical; ``search_memory`` and ``lookup_knowledge``
+(:mod:`context_engine.api.calls`), so answers are identical; ``search_memory`` and ``lookup_knowledge``
 answer in the compact form by default (``response_format="compact"``, :mod:`context_engine.schema.compact`), the
 full one on request.
 
@@ -47,9 +47,8 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
-from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.http import calls
-from context_engine.interfaces.http.models import (
+from context_engine.api import calls
+from context_engine.api.models import (
     AddMemoriesRequest,
     AddMemoryRequest,
     AddMessagesRequest,
@@ -66,6 +65,7 @@ from context_engine.interfaces.http.models import (
     UpdateMemoryRequest,
     VerifyEvidenceRequest,
 )
+from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.logging import bind_request, get_logger
 from context_engine.redaction import redact_output
 from context_engine.schema.compact import BrowseLevel

@@ -23,18 +23,18 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
-from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.http import calls
-from context_engine.interfaces.http.console import charts
-from context_engine.interfaces.http.console.markdown import render_markdown
-from context_engine.interfaces.http.console.reports import EvalReports, ReportView
-from context_engine.interfaces.http.errors import MEMORY_TAG, WRITE_TAG
-from context_engine.interfaces.http.models import (
+from context_engine.api import calls
+from context_engine.api.models import (
     AddMemoryRequest,
     AddResourceTextRequest,
     DeleteRequest,
     VerifyEvidenceRequest,
 )
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.interfaces.http.console import charts
+from context_engine.interfaces.http.console.markdown import render_markdown
+from context_engine.interfaces.http.console.reports import EvalReports, ReportView
+from context_engine.interfaces.http.errors import MEMORY_TAG, WRITE_TAG
 from context_engine.interfaces.http.routes import Caller, Service
 from context_engine.interfaces.http.validation import reject_invalid_text
 from context_engine.redaction import redact_output

@@ -1,5 +1,6 @@
 """The engine calls that the HTTP routes and the MCP tools share, so the same question gets the same answer (and the
-same log line) whichever way it is asked. No FastAPI or MCP imports here: both interfaces call these functions.
+same log line) whichever way it is asked. No FastAPI, MCP or typer imports here: both interfaces call these
+functions.
 
 Each function takes the service, a typed request and the caller's :class:`RequestContext`, calls exactly one
 service method, and writes one structured log event with the seed 000 §8 fields (query text only as
@@ -14,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.http.models import (
+from context_engine.api.models import (
     AddMemoriesRequest,
     AddMemoryRequest,
     AddMessagesRequest,
@@ -29,6 +29,7 @@ from context_engine.interfaces.http.models import (
     TreeRequest,
     UpdateMemoryRequest,
 )
+from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.knowledge.compact import compact_lookup
 from context_engine.observability.logging import get_logger, query_fields
 from context_engine.retrieval.compact import shorten

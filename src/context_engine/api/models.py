@@ -1,4 +1,5 @@
-"""Request and response models that exist only at the HTTP/MCP boundary (``XRequest`` in, ``XResponse`` out).
+"""Request and response models of the transport-neutral API (``XRequest`` in, ``XResponse`` out): the HTTP routes,
+the MCP tools, the CLI and the client share them.
 
 The retrieval and knowledge endpoints use the engine's own models (``SearchMemoryRequest``, ``LookupRequest``,
 ``LookupResult``...) unchanged, so every interface returns the same shapes. Range checks that have an error code of
