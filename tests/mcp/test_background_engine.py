@@ -104,3 +104,36 @@ def test_closing_before_the_model_load_begins_skips_it():
     release.set()
     closer.join(10)
     assert service.closed == 1 and service.embedder.warmed == 0
+
+
+def test_the_warm_up_runs_after_the_model_and_the_status_says_so():
+    gate, warmed = threading.Event(), []
+    service = FakeService(FakeEmbedder())
+
+    def warm(s: FakeService) -> None:
+        assert gate.wait(10)
+        warmed.append(s)
+
+    engine = BackgroundEngine(lambda: service, warm_up=warm)
+    engine.start()
+    assert _eventually(lambda: engine.state == "warming")
+    assert engine.status() == {"engine": "warming", "model_loaded": True}
+    assert engine.get() is service  # tool calls run while the rest warms
+    gate.set()
+    assert _eventually(lambda: engine.state == "ready")
+    assert warmed == [service] and service.embedder.warmed == 1
+    engine.close()
+
+
+def test_a_failing_warm_up_still_ends_ready():
+    service = FakeService(FakeEmbedder())
+
+    def warm(_: FakeService) -> None:
+        raise RuntimeError("jieba dictionary missing")
+
+    engine = BackgroundEngine(lambda: service, warm_up=warm)
+    engine.start()
+    assert _eventually(lambda: engine.state == "ready")
+    assert engine.get() is service and engine.status() == {"engine": "ready", "model_loaded": True}
+    engine.close()
+    assert service.closed == 1

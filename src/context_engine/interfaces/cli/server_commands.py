@@ -238,7 +238,12 @@ def mcp() -> None:
 
         return build_engine(settings)
 
-    engine = BackgroundEngine(open_service)
+    def warm(service: Any) -> None:
+        from context_engine.warm_up import warm_up
+
+        warm_up(service, budget_s=settings.http.warm_up_s)
+
+    engine = BackgroundEngine(open_service, warm_up=warm)
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[dict[str, Any]]:

@@ -24,9 +24,10 @@ __all__ = ["BackgroundEngine", "EngineState"]
 
 log = get_logger("context_engine.mcp")
 
-EngineState = Literal["opening", "loading_model", "ready", "failed"]
+EngineState = Literal["opening", "loading_model", "warming", "ready", "failed"]
 """``opening``: the stores and index are being opened; ``loading_model``: open (tool calls run), the embedding model
-still loading; ``ready``: both done; ``failed``: opening or the model load raised (tool calls get that error)."""
+still loading; ``warming``: the model loaded, the rest of what first requests need being loaded (``warm_up``, issue
+26); ``ready``: all done; ``failed``: opening or the model load raised (tool calls get that error)."""
 
 
 class BackgroundEngine:
@@ -34,14 +35,19 @@ class BackgroundEngine:
 
     Args:
         open_service: builds the service (``build_engine(settings)``); runs on the background thread.
+        warm_up: called with the open service once the model has loaded, on the same thread, to load what the first
+            requests need (``context_engine.warm_up.warm_up``: the tokenizer, the vector index, each account's
+            derived indexes); it must not raise for a part it cannot load (a raise is logged, and the engine is
+            ready all the same). ``None``: the model only.
 
     The thread opens the service, then loads its embedding model (``service.embedder.warm_up()``, when the embedder
-    has one). :meth:`get` blocks until the service is open (not until the model has loaded: read-only tools that
-    embed nothing need not wait for it). :meth:`close` waits for the thread and closes the service.
+    has one), then runs ``warm_up``. :meth:`get` blocks until the service is open (not until the model has loaded:
+    read-only tools that embed nothing need not wait for it). :meth:`close` waits for the thread and closes the service.
     """
 
-    def __init__(self, open_service: Callable[[], Any]) -> None:
+    def __init__(self, open_service: Callable[[], Any], warm_up: Callable[[Any], Any] | None = None) -> None:
         self._open_service = open_service
+        self._warm_up = warm_up
         self._service: Any = None
         self._error: ContextEngineError | None = None
         self._state: EngineState = "opening"
@@ -63,7 +69,8 @@ class BackgroundEngine:
     def status(self) -> dict[str, Any]:
         """``{"engine": state, "model_loaded": bool}``, plus ``"error"`` (the error code) once failed. JSON-ready."""
         with self._lock:
-            status: dict[str, Any] = {"engine": self._state, "model_loaded": self._state == "ready"}
+            loaded = self._state in ("warming", "ready")
+            status: dict[str, Any] = {"engine": self._state, "model_loaded": loaded}
             if self._error is not None:
                 status["error"] = self._error.code.value
             return status
@@ -83,7 +90,8 @@ class BackgroundEngine:
         return service
 
     def close(self) -> None:
-        """Skip the model load if it has not begun, wait for the thread, and close the service (idempotent)."""
+        """Skip the model load and the warm-up if they have not begun, wait for the thread, and close the service
+        (idempotent)."""
         self._closing.set()
         if self._thread.is_alive():
             self._thread.join()
@@ -115,9 +123,18 @@ class BackgroundEngine:
         except Exception as err:  # noqa: BLE001 - recorded as for opening: no tool call runs on a broken model
             self._fail(err, "model_load_failed")
             return
+        log.info("model_loaded", load_ms=round((time.perf_counter() - loading) * 1000, 1))
+        if self._warm_up is not None and not self._closing.is_set():
+            with self._lock:
+                self._state = "warming"
+            warming = time.perf_counter()
+            try:
+                self._warm_up(service)
+            except Exception as err:  # noqa: BLE001 - a part not warmed loads on its first request, as before
+                log.warning("warm_up_failed", error=type(err).__name__)
+            log.info("warmed_up", warm_ms=round((time.perf_counter() - warming) * 1000, 1))
         with self._lock:
             self._state = "ready"
-        log.info("model_loaded", load_ms=round((time.perf_counter() - loading) * 1000, 1))
 
     def _fail(self, err: Exception, event: str) -> None:
         if isinstance(err, ContextEngineError):
