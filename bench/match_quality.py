@@ -46,9 +46,9 @@ from context_engine.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ("none", "weak", "strong")
-FEATURES = ("similarity", "evidence", "first_vector_score")
+FEATURES = ("similarity", "topic_similarity", "evidence", "first_vector_score")
 PERCENTILES = (0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95)
-NONE_SWEEP = (0.15, 0.20, 0.25, 0.30, 0.35, 0.40)
+NONE_SWEEP = (0.15, 0.175, 0.20, 0.225, 0.25, 0.30)
 ANSWERABLE, IN_STORE, OTHER_CONV = "answerable", "unanswerable (in store)", "unanswerable (other conversation)"
 
 

@@ -1,5 +1,6 @@
-"""The match_quality rule (retrieval/match_quality.py): names in a query, the evidence, the three labels and their
-thresholds; through the pipeline, the label is in every answer and never removes a hit."""
+"""The match_quality rule (retrieval/match_quality.py): names in a query, the speaker-neutral query and the topic
+similarity, the evidence, the three labels and their thresholds; through the pipeline, the label is in every answer
+and never removes a hit."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context_engine.retrieval.match_quality import MatchQualityRater, mentions, query_names
+from context_engine.retrieval.match_quality import MatchQualityRater, mentions, query_names, speaker_neutral
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.similarity import SimilarityScale
 from context_engine.settings import MatchQualitySettings
@@ -135,6 +136,76 @@ def test_a_better_match_never_lowers_the_label(sims, vectors, extra):
     assert order[RATER.rate("q", more)] >= order[before] or before == "strong"  # strong reads the first hit too
 
 
+# ---- the speaker-neutral query and the topic similarity --------------------------------------------------------------
+SESSION = "ctx://user/alice/memories/sessions/c1/"
+
+
+@pytest.mark.parametrize(
+    ("query", "speakers", "neutral"),
+    [
+        ("How old is Sam?", ["Sam", "assistant"], "How old is I?"),
+        ("What is the name of Sam's cat?", ["Sam"], "What is the name of my cat?"),
+        ("What is the user\u2019s blood type?", ["user", "assistant"], "What is my blood type?"),
+        ("Does the user have any children?", ["user"], "Does I have any children?"),
+        ("Did Caroline and Melanie meet?", ["Caroline", "Melanie"], "Did I and I meet?"),
+        ("Where does Dr Okafor work?", ["Okafor", "Dr Okafor"], "Where does I work?"),  # the longer name first
+        ("Where does Samantha live?", ["Sam"], None),  # whole words only
+        ("What is Nate's favorite genre?", ["Tim", "John"], None),  # names no speaker
+        ("What is the capital of France?", [], None),
+    ],
+)
+def test_speaker_neutral(query, speakers, neutral):
+    assert speaker_neutral(query, speakers) == neutral
+
+
+def test_the_neutral_query_names_only_the_speakers_of_returned_messages():
+    message = hit(SESSION + "m1.md", 0.5, abstract="Sam: Hi again!")
+    memory = hit("ctx://user/alice/memories/m.md", 0.5, abstract="Priya: a memory, not a message")
+    directory = hit(SESSION, 0.5, abstract="Lena: a directory")
+    assert RATER.neutral_query("How old is Sam?", [message, memory, directory]) == "How old is I?"
+    assert RATER.neutral_query("How old is Priya?", [message, memory, directory]) is None
+    assert RATER.neutral_query("How old is Lena?", [message, memory, directory]) is None
+    assert RATER.neutral_query("How old is Sam?", [memory]) is None  # no message: no speaker lifts a cosine
+    off = MatchQualityRater(MatchQualitySettings(speaker_neutral_similarity=False))
+    assert off.neutral_query("How old is Sam?", [message]) is None
+
+
+def test_the_topic_similarity_decides_none_on_measured_values():
+    """agent_dev, calibrated cosines read back by bench/match_quality.py (use-multilingual): "How old is Sam?" is
+    never answered in its conversation, yet "Sam: Hi again!" is as close as an answer (0.527) until the name is put
+    in the first person (0.172); "What is the name of Sam's cat?" keeps its answer close (0.696 -> 0.534)."""
+    s = MatchQualitySettings()
+    greeting = hit(SESSION + "m1.md", 0.526854, 0.387462, "Sam: Hi again!")
+    neutral = {greeting.uri: 0.171962}
+    old = RATER.features("How old is Sam?", [greeting], neutral=neutral, neutral_query="How old is I?")
+    assert old.similarity == pytest.approx(0.526854) and old.topic_similarity == pytest.approx(0.171962)
+    assert old.evidence == pytest.approx(0.171962) and old.evidence < s.none_below_evidence
+    assert RATER.label(old) == "none"
+    assert old.neutral_query == "How old is I?" and old.as_dict()["neutral_query"] == "How old is I?"
+    cat = hit(SESSION + "m2.md", 0.696034, 0.381807, "Sam: We adopted a grey tabby called Miso.")
+    named = RATER.features("What is the name of Sam's cat?", [cat], neutral={cat.uri: 0.533859})
+    assert named.evidence == pytest.approx(0.533859) and RATER.label(named) == "weak"  # first hit's own score < 0.4
+    without = RATER.features("How old is Sam?", [greeting])  # no neutral query: the query's own cosine
+    assert without.topic_similarity == without.similarity and RATER.label(without) == "weak"
+
+
+def test_a_hit_without_a_neutral_cosine_keeps_its_own_and_the_scale_applies():
+    a = hit(SESSION + "a.md", 0.5, abstract="Sam: a")
+    b = hit(SESSION + "b.md", 0.3, abstract="Sam: b")
+    f = RATER.features("q Sam", [a, b], neutral={a.uri: 0.1})  # b was not found at level 0: 0.3 counts
+    assert f.topic_similarity == pytest.approx(0.3)
+    scaled = MatchQualityRater(MatchQualitySettings(), SimilarityScale(0.5, 0.9))
+    g = scaled.features("q Sam", [a], neutral={a.uri: 0.7})
+    assert g.similarity == 0.0 and g.topic_similarity == pytest.approx(0.5)
+
+
+def test_the_name_penalty_applies_to_the_topic_similarity():
+    s = MatchQualitySettings()
+    tim = hit(SESSION + "t.md", 0.7, 0.5, "Tim: my favourite genre is fantasy")
+    f = RATER.features("Did Nate and Tim like fantasy?", [tim], neutral={tim.uri: 0.6})
+    assert f.missing_names == ("nate",) and f.evidence == pytest.approx(0.6 - s.missing_name_penalty / 2)
+
+
 # ---- through the pipeline (hashing embedder) -------------------------------------------------------------------------
 def test_every_answer_carries_the_label_and_the_trace_shows_its_features(hash_engine):
     engine = hash_engine()
@@ -177,3 +248,51 @@ def test_degraded_search_says_none(hash_engine, monkeypatch):
     monkeypatch.setattr(engine.search_pipeline.source, "scorer", down)
     r = engine.search_memory("Alice prefers short answers", ALICE)
     assert r.retryable and r.hits == [] and r.match_quality == "none"
+
+
+def _conversation(engine):
+    engine.add_messages(
+        [
+            {"role": "user", "speaker": "Sam", "content": "Hi again!"},
+            {"role": "assistant", "content": "Welcome back!"},
+            {"role": "user", "speaker": "Sam", "content": "I adopted a grey tabby cat called Miso."},
+            {"role": "assistant", "content": "Noted!"},
+            {"role": "user", "speaker": "Sam", "content": "I work at Northwind as a data engineer."},
+        ],
+        "c1",
+        ALICE,
+    )
+
+
+def test_a_query_naming_a_speaker_is_rated_on_its_speaker_neutral_form(hash_engine):
+    engine = hash_engine()
+    _conversation(engine)
+    r = engine.search_memory("What is the name of Sam's cat?", ALICE, include_debug=True, trace_level="detailed")
+    detail = r.thinking_trace["stages"]["assemble"]["match_quality"]
+    assert detail["neutral_query"] == "What is the name of my cat?"
+    assert 0.0 <= detail["topic_similarity"] <= 1.0 and detail["evidence"] == detail["topic_similarity"]
+    off = hash_engine(retrieval={"match_quality": {"speaker_neutral_similarity": False}})
+    _conversation(off)
+    same = off.search_memory("What is the name of Sam's cat?", ALICE, include_debug=True, trace_level="detailed")
+    plain = same.thinking_trace["stages"]["assemble"]["match_quality"]
+    assert plain["neutral_query"] is None and plain["topic_similarity"] == plain["similarity"]
+    assert [h.uri for h in r.hits] == [h.uri for h in same.hits]  # the label never changes the ranking
+
+
+def test_a_failing_neutral_embedding_falls_back_to_the_query_cosine(hash_engine, monkeypatch):
+    engine = hash_engine()
+    _conversation(engine)
+    embedder = engine.search_pipeline._embedder
+    real = embedder.embed_query
+
+    def fail_on_neutral(text):
+        if text == "What is the name of my cat?":
+            raise RuntimeError("embedder down")
+        return real(text)
+
+    monkeypatch.setattr(embedder, "embed_query", fail_on_neutral)
+    r = engine.search_memory("What is the name of Sam's cat?", ALICE, include_debug=True, trace_level="detailed")
+    detail = r.thinking_trace["stages"]["assemble"]["match_quality"]
+    assert detail["topic_similarity"] == detail["similarity"] and r.hits and r.match_quality == detail["label"]
+    events = [e for e in r.thinking_trace["events"] if e.get("event") == "match_quality_fallback"]
+    assert events and events[0]["reason"] == "RuntimeError"

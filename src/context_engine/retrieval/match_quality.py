@@ -1,7 +1,8 @@
 """How confident a ``search_memory`` answer is: the ``match_quality`` label (``strong`` | ``weak`` | ``none``).
 
 Every answer carries the label, and the label never removes a hit: an agent still gets the ranked hits, and learns
-whether the best of them is worth acting on. Pure functions over the pipeline's final hits; no I/O, no model.
+whether the best of them is worth acting on. Pure functions over the pipeline's final hits; no I/O, no model (the
+pipeline embeds the speaker-neutral query below and passes its cosines in).
 
 The rule (thresholds in ``retrieval.match_quality``, defaults in brackets; docs/search_memory.md gives the measured
 rates and the command that reproduces them):
@@ -11,22 +12,41 @@ rates and the command that reproduces them):
 * **similarity**: the best calibrated cosine of the basis, ``clip(scale(cosine), 0, 1)`` (the embedding model's
   :class:`~context_engine.schema.similarity.SimilarityScale`, so one threshold means the same for every model).
   Meaning alone: it holds across wordings and languages.
+* **topic similarity**: when the query names a speaker of the returned conversation messages (a message's L0 is
+  ``"<speaker>: <text>"``; ``Sam``, ``the user``), the best calibrated cosine of the basis to the *speaker-neutral*
+  query (:func:`speaker_neutral`: each such reference in the first person, ``"How old is Sam?"`` -> ``"How old is
+  I?"``, ``"the user's job"`` -> ``"my job"``; the pipeline embeds it and reads the returned hits' level-0 cosines
+  to it: one query embedding, one lookup of at most ``top_k`` records); else the similarity. Why: the speaker
+  prefix lifts every message of that speaker towards any question naming them, whatever the topic. On agent_dev a
+  question about the user on a topic never mentioned ("How old is Sam?") reaches calibrated cosine 0.53 on
+  "Sam: Hi again!", as high as answerable paraphrases; without the name it falls to 0.17, while answers keep theirs
+  (median over the unanswerable questions 0.32 -> 0.15, over the answerable ones 0.53 -> 0.44).
+  ``speaker_neutral_similarity`` [on] switches it.
 * **missing names**: the names the query mentions (:func:`query_names`: capitalised words inside a sentence,
   ``Nate``, ``LGBTQ``, ``Lisbon``; not at a sentence start, not function words or month and weekday names) that no
   candidate of the request mentions (:func:`mentions`: whole word, case-folded, in its L0 text). A question about
   someone or something the store's best matches never name is seldom answered by them: "What is Nate's favorite
   genre of movies?" over a conversation between Tim and John finds their favourite genres, close in meaning
   (calibrated cosine 0.7), and not about Nate. Queries without capitals (Chinese, lower-case) have no names.
-* **evidence** = similarity − ``missing_name_penalty`` [0.4] × the share of the query's names that are missing
-  (0 when it names nothing).
-* ``none`` when there is no hit or evidence < ``none_below_evidence`` [0.25]; ``strong`` when evidence ≥
-  ``strong_min_evidence`` [0.5] and the first file hit's own vector score (its fused meaning + words score with the
+* **evidence** = topic similarity − ``missing_name_penalty`` [0.4] × the share of the query's names that are
+  missing (0 when it names nothing).
+* ``none`` when there is no hit or evidence < ``none_below_evidence`` [0.2]; ``strong`` when evidence ≥
+  ``strong_min_evidence`` [0.4] and the first file hit's own vector score (its fused meaning + words score with the
   hybrid first round, ``FirstRound.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
   feature that best tells whether the first hit holds the answer; ``weak`` otherwise.
 
-Why these values: ``none_below_evidence`` is the largest round value that keeps ``none`` under 5% of the answerable
-questions of every dev set (a wrong ``none`` tells an agent to give up on an answer it has), and the others the round
-values that best separate the dev sets' unanswerable questions and first-hit precision at that bound.
+Why these values (``bench/match_quality.py``, figures in docs/search_memory.md): ``none_below_evidence`` is the
+largest round value that keeps ``none`` under 5% of the answerable questions of every dev set (a wrong ``none`` tells
+an agent to give up on an answer it has): at 0.2, 4.6% on agent_dev and 2.3% on locomo_dev (0.25 would give 9.2% on
+agent_dev). ``missing_name_penalty`` 0.4: with less, LoCoMo questions asked in another conversation lose ``none``
+(0.3: 91% instead of 97%). ``strong_min_evidence`` 0.4 and ``strong_min_vector_score`` 0.4 keep ``strong`` as
+precise as before the topic similarity (share of strong answers whose first hit is an evidence turn) at about the
+same share of answers; 0.5 on the lower topic evidence would make ``strong`` rarer and no more precise.
+
+Tried and not kept (no gain over the topic similarity on the dev sets, or a loss): the share of the query's content
+words (stemmed, stopwords and speakers removed) that occur in any candidate, as a penalty or as a second threshold;
+the margin between the first and the tenth hit; the speaker replaced by "they" or "someone" instead of "I", or with
+first-person verb agreement ("How old am I?").
 
 Calibrated on the conversation dev sets by ``bench/match_quality.py`` (answerable questions in their own
 conversation; unanswerable ones: the same questions in another conversation, and the agent-shaped set's
@@ -37,7 +57,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,8 +66,9 @@ from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import MatchQualitySettings
+from context_engine.storage.keyword.content_words import message_speaker
 
-__all__ = ["MatchFeatures", "MatchQualityRater", "mentions", "query_names"]
+__all__ = ["MatchFeatures", "MatchQualityRater", "mentions", "query_names", "speaker_neutral"]
 
 _DECIMALS = 6
 # A word of a cased or uncased script (no digits, no underscore), with inner apostrophes ("Nate's", "O'Neil").
@@ -106,19 +127,42 @@ def mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", _fold(text)) is not None
 
 
+def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
+    """``query`` with its references to ``speakers`` put in the first person, or ``None`` when it names none.
+
+    A reference is a speaker's name as a whole word or phrase (case-folded), with an optional ``the`` before it
+    ("the user") and an optional possessive ``'s`` after it, which becomes ``my`` (else ``I``): ``"How old is
+    Sam?"`` -> ``"How old is I?"``, ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is not needed
+    by an embedding model). Longer names are replaced first ("Dr Okafor" before "Okafor").
+    """
+    names = sorted({_fold(s).strip() for s in speakers} - {""}, key=len, reverse=True)
+    if not names:
+        return None
+    pattern = re.compile(
+        rf"(?<![\w'’])(?:the\s+)?(?:{'|'.join(re.escape(n) for n in names)})(['’]s)?(?![\w'’])", re.IGNORECASE
+    )
+    text = unicodedata.normalize("NFKC", query)
+    out = pattern.sub(lambda m: "my" if m.group(1) else "I", text)
+    return out if out != text else None
+
+
 @dataclass(frozen=True, slots=True)
 class MatchFeatures:
     """What the rule reads (module docstring), for the label and the detailed trace.
 
     Attributes:
         similarity: the best calibrated cosine of the basis, 0..1.
+        topic_similarity: the best calibrated cosine of the basis to the speaker-neutral query (``neutral_query``),
+            0..1; ``similarity`` when there is none.
         first_vector_score: the first basis hit's own vector score, 0..1 (fused with hybrid, else calibrated cosine).
         names: the names the query mentions (:func:`query_names`).
         missing_names: those no candidate mentions.
-        evidence: ``similarity`` less ``missing_name_penalty`` times the share of ``names`` missing (may be
+        evidence: ``topic_similarity`` less ``missing_name_penalty`` times the share of ``names`` missing (may be
             negative).
         files: whether the basis is file hits (``False``: only directories were returned, or nothing).
         hits: the number of hits the label describes.
+        neutral_query: the query with the returned messages' speakers it names in the first person
+            (:func:`speaker_neutral`), ``None`` when it names none or the check is off.
     """
 
     similarity: float
@@ -128,6 +172,8 @@ class MatchFeatures:
     evidence: float
     files: bool
     hits: int
+    topic_similarity: float = 0.0
+    neutral_query: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The features as JSON-ready values (lists for the name tuples)."""
@@ -148,7 +194,24 @@ class MatchQualityRater:
         self._settings = settings
         self._scale = scale
 
-    def features(self, query: str, hits: Sequence[NodeHit], candidates: Iterable[NodeHit] = ()) -> MatchFeatures:
+    def neutral_query(self, query: str, hits: Sequence[NodeHit]) -> str | None:
+        """The speaker-neutral form of ``query`` (:func:`speaker_neutral` over the speakers of the returned
+        conversation messages among ``hits``), or ``None``: the query names none of them, or
+        ``speaker_neutral_similarity`` is off. The pipeline embeds it and passes its cosines to :meth:`features`."""
+        if not self._settings.speaker_neutral_similarity:
+            return None
+        speakers = {s for h in hits if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
+        return speaker_neutral(query, speakers) if speakers else None
+
+    def features(
+        self,
+        query: str,
+        hits: Sequence[NodeHit],
+        candidates: Iterable[NodeHit] = (),
+        *,
+        neutral: Mapping[str, float] | None = None,
+        neutral_query: str | None = None,
+    ) -> MatchFeatures:
         """The rule's inputs for one answer.
 
         Args:
@@ -156,6 +219,10 @@ class MatchQualityRater:
             hits: the returned hits, in rank order.
             candidates: every candidate the request ranked (the returned hits are added to them); a name counts as
                 mentioned when any of them mentions it.
+            neutral: the raw cosines of the basis hits to the embedded ``neutral_query`` (:meth:`neutral_query`),
+                by URI; a hit without one counts with its own similarity. ``None``: no neutral query (the topic
+                similarity is the similarity).
+            neutral_query: the text whose cosines ``neutral`` holds (for the trace).
 
         Returns:
             :class:`MatchFeatures`; with no hits, zero similarity and evidence.
@@ -166,17 +233,22 @@ class MatchQualityRater:
         pool = [*hits, *candidates]
         missing = tuple(n for n in names if not any(mentions(h.abstract, n) for h in pool))
         if not basis:
-            return MatchFeatures(0.0, 0.0, names, missing, 0.0, False, 0)
+            return MatchFeatures(0.0, 0.0, names, missing, 0.0, False, 0, 0.0, neutral_query)
         similarity = max(vector_score(h.similarity, self._scale) for h in basis)
+        topic = similarity
+        if neutral is not None:
+            topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
         penalty = self._settings.missing_name_penalty * len(missing) / len(names) if names else 0.0
         return MatchFeatures(
             similarity=round(similarity, _DECIMALS),
             first_vector_score=round(min(1.0, max(0.0, basis[0].vector_score)), _DECIMALS),
             names=names,
             missing_names=missing,
-            evidence=round(similarity - penalty, _DECIMALS),
+            evidence=round(topic - penalty, _DECIMALS),
             files=bool(files),
             hits=len(hits),
+            topic_similarity=round(topic, _DECIMALS),
+            neutral_query=neutral_query if neutral is not None else None,
         )
 
     def label(self, features: MatchFeatures) -> MatchQuality:

@@ -56,6 +56,7 @@ from context_engine.retrieval.scope import QueryScope, effective_owner_spaces, s
 from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
+from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import (
     TOP_K_MAX,
     TOP_K_MIN,
@@ -336,7 +337,7 @@ class SearchMemoryPipeline:
                     stage="assemble",
                 )
                 blocks = []
-            quality = self._match_quality(request.query, final if blocks else [], merged, trace)
+            quality = self._match_quality(request.query, final if blocks else [], merged, run, ctx, spaces)
         return self._respond(
             request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable, spaces, quality
         )
@@ -439,11 +440,35 @@ class SearchMemoryPipeline:
         return canonical if str(canonical) == node.uri else ContextURI.parse(node.uri)
 
     def _match_quality(
-        self, query: str, final: Sequence[NodeHit], merged: Sequence[NodeHit], trace: TraceRecorder
+        self,
+        query: str,
+        final: Sequence[NodeHit],
+        merged: Sequence[NodeHit],
+        run: SearchRun,
+        ctx: RequestContext,
+        spaces: list[str] | None,
     ) -> MatchQuality:
         """The answer's ``match_quality`` over the returned hits ``final`` (empty when assembly failed: ``none``),
-        names checked against every candidate ``merged``; its features go into the detailed trace."""
-        features = self.rater.features(query, final, merged)
+        names checked against every candidate ``merged``; its features go into the detailed trace.
+
+        When the query names a speaker of the returned messages, the speaker-neutral query
+        (:meth:`MatchQualityRater.neutral_query`) is embedded and the returned file hits' level-0 cosines to it read
+        from the similarity source (one query embedding, about 3 ms with the default model, and one lookup of at most
+        ``top_k`` records). A failure there labels from the query's own cosines, recorded as the trace event
+        ``match_quality_fallback``."""
+        trace = run.trace
+        neutral_query = self.rater.neutral_query(query, final)
+        neutral: dict[str, float] | None = None
+        if neutral_query is not None:
+            try:
+                vector = self._embedder.embed_query(neutral_query)
+                scorer = self.source.scorer(ctx.account_id, vector, run.generation)
+                flt = VectorFilter(account_id=ctx.account_id, owner_spaces=spaces, levels=[0])
+                found = scorer.matches(flt, [h.uri for h in final if not h.is_dir])
+                neutral = {uri: m.similarity for uri, m in found.items()}
+            except Exception as err:  # noqa: BLE001 - a label never fails a search: the query's own cosines, traced
+                trace.event("assemble", "match_quality_fallback", reason=type(err).__name__)
+        features = self.rater.features(query, final, merged, neutral=neutral, neutral_query=neutral_query)
         quality = self.rater.label(features)
         if trace.detailed:
             trace.detail("assemble", "match_quality", {"label": quality, **features.as_dict()})

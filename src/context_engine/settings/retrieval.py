@@ -169,11 +169,12 @@ class MatchQualitySettings(SettingsSection):
     0..1; calibrated by ``bench/match_quality.py`` on the conversation dev sets."""
 
     none_below_evidence: float = Field(
-        0.25,
+        0.2,
         ge=0.0,
         le=1.0,
-        description="'none' when the evidence (the best calibrated cosine of the returned hits, less "
-        "missing_name_penalty times the share of the query's names that no candidate mentions) is below this.",
+        description="'none' when the evidence (the best calibrated cosine of the returned hits, to the "
+        "speaker-neutral query when speaker_neutral_similarity applies, less missing_name_penalty times the share "
+        "of the query's names that no candidate mentions) is below this.",
     )
     missing_name_penalty: float = Field(
         0.4,
@@ -182,8 +183,16 @@ class MatchQualitySettings(SettingsSection):
         description="Taken from the evidence, times the share of the names the query mentions (capitalised words "
         "inside a sentence, e.g. 'Nate', 'LGBTQ') that no candidate's L0 text mentions; 0 turns the check off.",
     )
+    speaker_neutral_similarity: bool = Field(
+        True,
+        description="When the query names a speaker of the returned conversation messages ('Sam', 'the user'), "
+        "the evidence starts from the hits' cosine to the query with that speaker in the first person ('How old "
+        "is Sam?' as 'How old is I?'; one more query embedding unless it is the query's first-person rewrite): a "
+        "message's L0 starts with its speaker, which lifts its cosine to any question naming them, whatever the "
+        "topic. False: from the query's own cosine.",
+    )
     strong_min_evidence: float = Field(
-        0.5, ge=0.0, le=1.0, description="'strong' needs at least this evidence (and strong_min_vector_score)."
+        0.4, ge=0.0, le=1.0, description="'strong' needs at least this evidence (and strong_min_vector_score)."
     )
     strong_min_vector_score: float = Field(
         0.4,
