@@ -1,5 +1,6 @@
-"""What the sync and the async client share: building a request from an :class:`~.endpoints.Endpoint`, decoding the
-answer into the route's model, mapping error envelopes to :class:`ApiError`, and the retry policy.
+"""What the sync and the async client share: building a request from an :class:`~.endpoints.Endpoint` (:func:`call`,
+a :class:`Call` ready to send), decoding the answer into the route's model, mapping error envelopes to
+:class:`ApiError`, and the retry policy. The methods themselves are written once, in :mod:`context_engine.client.base`.
 
 Retries (tenacity, bounded by ``retries``): only failures where the server did not act on the request, so writes are
 safe to repeat: a connection that could not be opened (``API-5021``), ``503 API-5031`` (the engine is starting or
@@ -10,7 +11,8 @@ Everything else is raised at once.
 from __future__ import annotations
 
 import warnings
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -61,12 +63,13 @@ RENAMED_FIELDS: dict[str, dict[str, str]] = {
 }
 
 
-def build_payload(name: str, data: dict[str, Any] | BaseModel, stacklevel: int = 4) -> BaseModel | None:
+def build_payload(name: str, data: dict[str, Any] | BaseModel, stacklevel: int = 5) -> BaseModel | None:
     """The request model of client method ``name`` from keyword arguments (or a ready model), validated locally.
 
     The method's fixed fields (``Endpoint.fixed``) are set here. A deprecated field name (:data:`RENAMED_FIELDS`,
     e.g. ``session_id`` for ``conversation_id``) raises a ``DeprecationWarning`` at the line ``stacklevel`` frames up
-    (4: the caller of the client method, through ``_call``); the request model maps it.
+    (5: the caller of the client method, through :func:`call`, the method's body and its face); the request model
+    maps it.
 
     Raises:
         ApiError: the route's validation code (``RET-4001`` or ``WRT-4002``) when a field is unknown or mistyped,
@@ -106,9 +109,9 @@ def messages_first(messages: Any, conversation_id: Any, session_id: Any = None) 
     """The body of ``add_messages`` from its arguments, in the Python API's order ``(messages, conversation_id)``
     (issue 29: one argument order and one word everywhere).
 
-    Deprecated, still accepted, each with a ``DeprecationWarning`` at the caller's line: ``session_id=``, the first
-    name of ``conversation_id``; the client's first order, ``(conversation_id, messages)``, recognised by types (a
-    string first, a list or tuple second).
+    Deprecated, still accepted, each with a ``DeprecationWarning`` at the caller's line (3 frames up, through the
+    method's body and its face): ``session_id=``, the first name of ``conversation_id``; the client's first order,
+    ``(conversation_id, messages)``, recognised by types (a string first, a list or tuple second).
 
     Raises:
         ApiError: ``WRT-4002`` when the conversation is missing, or ``conversation_id`` and ``session_id`` differ.
@@ -117,7 +120,7 @@ def messages_first(messages: Any, conversation_id: Any, session_id: Any = None) 
         warnings.warn(
             "add_messages(session_id=...) is deprecated; use conversation_id= (the same value)",
             DeprecationWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         if conversation_id is not None and conversation_id != session_id:
             raise ApiError(
@@ -132,7 +135,7 @@ def messages_first(messages: Any, conversation_id: Any, session_id: Any = None) 
             "add_messages(conversation_id, messages) is deprecated; call add_messages(messages, conversation_id), "
             "the order of the Python API",
             DeprecationWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         messages, conversation_id = conversation_id, messages
     if conversation_id is None:
@@ -161,6 +164,38 @@ def request_args(endpoint: Endpoint, payload: BaseModel | None) -> dict[str, Any
             body[key] = to_jsonable_python(getattr(payload, key))
         args["json"] = body
     return args
+
+
+@dataclass(frozen=True)
+class Call(Generic[M]):
+    """One call of a client method, checked and ready to send: its route, the ``httpx`` arguments and the model of
+    the answer, ``M``. What a method's body (:mod:`context_engine.client.base`) hands to its face's ``_send``, which
+    sends it (repeated as :func:`retry_policy` says) and reads the answer with :meth:`answer`."""
+
+    endpoint: Endpoint
+    args: dict[str, Any]
+    model: type[M]
+
+    def answer(self, response: httpx.Response) -> M:
+        """The answer as the route's model, or the error it carries (:func:`decode`)."""
+        return decode(self.endpoint, response, self.model)
+
+    def no_answer(self, err: httpx.HTTPError) -> ApiError:
+        """The error of a request that got no answer (:func:`transport_error`)."""
+        return transport_error(self.endpoint, err)
+
+
+def call(name: str, data: dict[str, Any] | BaseModel | None = None) -> Call[Any]:
+    """The call of client method ``name`` (an :data:`~.endpoints.ENDPOINTS` key) with these request fields: validated
+    locally (:func:`build_payload`), its model imported on first use. Typed ``Call[Any]``: the method that calls it
+    names the answer's model (``-> Call[SearchMemoryResponse]``), which ``tests/client/test_openapi_drift.py`` checks
+    against the table.
+
+    Raises:
+        ApiError: the route's validation code, before anything is sent (:func:`build_payload`).
+    """
+    endpoint = ENDPOINTS[name]
+    return Call(endpoint, request_args(endpoint, build_payload(name, data or {})), endpoint.response)
 
 
 def decode(endpoint: Endpoint, response: httpx.Response, model: type[M]) -> M:
