@@ -3,7 +3,11 @@
 It opens the stores and the embedder, and wires the rest from engine_parts.py; its methods check the request once
 (rights, read-only home, text) and delegate to the write path, the pipelines, browse and similar_search.
 
-Interfaces (CLI, HTTP, MCP, Python API) call these methods with an explicit :class:`RequestContext`.
+Every tenant-bound method acts for the caller its ``ctx`` names. A call without one acts for the engine's
+``default_context``, bound when the engine is opened: :data:`DEFAULT_CONTEXT` (the admin of account ``default``) for
+the embedded Python API (``ContextEngineService(settings)``, ``ContextEngine.open(...)``), none for an engine opened
+by :func:`context_engine.engine_factory.build_engine` for the CLI, HTTP, MCP and the eval, where a call without ``ctx``
+is refused (``AUTH-4011``) instead of acting as an admin.
 """
 
 from __future__ import annotations
@@ -77,7 +81,13 @@ from context_engine.storage.stamps import check_model_stamp, check_store_owner
 
 
 class ContextEngineService:
-    """Owns the stores, the embedder and the pipelines; every public method is tenant-bound by ``ctx``."""
+    """Owns the stores, the embedder and the pipelines; every public method is tenant-bound by ``ctx``.
+
+    ``default_context`` is the caller of a method called without ``ctx``: :data:`DEFAULT_CONTEXT` (the admin of
+    account ``default``) unless told, the embedded use of one process on its own home; ``None`` (what
+    :func:`~context_engine.engine_factory.build_engine` passes) makes ``ctx`` required, a call without it raising
+    ``AUTH-4011``.
+    """
 
     def __init__(
         self,
@@ -88,8 +98,10 @@ class ContextEngineService:
         index: VectorIndex | None = None,
         embedder: Embedder | None = None,
         recover_writes: bool = True,
+        default_context: RequestContext | None = DEFAULT_CONTEXT,
     ) -> None:
         self.settings = settings
+        self.default_context = default_context
         home = settings.home_path
         # A read-only home (settings.read_only, or a home this process cannot write) serves reads: the open below
         # writes nothing (no migration, no stamp, no journal repair, no derived file), and writes fail with WRT-5001.
@@ -175,6 +187,24 @@ class ContextEngineService:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _caller(self, ctx: RequestContext | None) -> RequestContext:
+        """The caller of a tenant-bound call: ``ctx``, or the engine's ``default_context`` when the call names none.
+
+        Raises:
+            ContextEngineError: ``AUTH-4011`` when neither is set (an engine opened by ``build_engine`` for an
+                interface: each call must name its caller, it never acts as an admin by default).
+        """
+        if ctx is not None:
+            return ctx
+        if self.default_context is None:
+            raise ContextEngineError(
+                ErrorCode.UNAUTHENTICATED,
+                "no caller: this engine has no default context (opened by build_engine for an interface), so every "
+                "call must pass ctx=RequestContext(...)",
+                {"field": "ctx"},
+            )
+        return self.default_context
+
     # ------------------------------------------------------------------------------------------------ writes
     def _require_writable(self) -> None:
         """Refuse a write on a read-only home before it touches anything.
@@ -207,7 +237,7 @@ class ContextEngineService:
         self,
         path: str | Path,
         target_uri: str = "ctx://resources/",
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         strict: bool = False,
         progress: Progress | None = None,
@@ -229,6 +259,7 @@ class ContextEngineService:
                 empty/binary/invalid UTF-8, ``RET-4032`` not writable, ``WRT-4991`` cancelled, ``WRT-5032`` no write
                 turn within ``ingest.write_wait_s`` (retryable).
         """
+        ctx = self._caller(ctx)
         target = self._writable(target_uri, ctx)
         if target.context_type != "resource":
             raise ContextEngineError(ErrorCode.URI_INVALID, "resources go under ctx://resources/")
@@ -251,7 +282,7 @@ class ContextEngineService:
         self,
         text: str,
         uri: str | ContextURI,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         kind: str = "markdown",
         title_hint: str | None = None,
@@ -262,6 +293,7 @@ class ContextEngineService:
         ``title_hint`` is the title used when the text has no H1 (default: the file name without extension).
         ``cancel`` as in :meth:`add_resource`.
         """
+        ctx = self._caller(ctx)
         u = self._writable(uri, ctx)
         if u.is_dir:
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{u} names a directory; give a file URI")
@@ -281,7 +313,7 @@ class ContextEngineService:
     def add_memory(
         self,
         text: str,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         uri: str | None = None,
         category: str | None = None,
@@ -302,6 +334,7 @@ class ContextEngineService:
             ContextEngineError: ``WRT-4002`` no user space in the context or bad metadata/timestamp; ``WRT-4001``
                 bad URI or category; ``WRT-4221`` empty text; ``WRT-4131`` too large.
         """
+        ctx = self._caller(ctx)
         if uri is None:
             result = self.add_memories(
                 [MemoryItem(text=text, category=category, metadata=metadata, occurred_at=occurred_at)],
@@ -335,7 +368,7 @@ class ContextEngineService:
     def add_memories(
         self,
         items: list[MemoryItem | dict[str, Any]],
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         policy: DedupPolicy | None = None,
     ) -> MemoryWriteResult:
@@ -349,6 +382,7 @@ class ContextEngineService:
                 space; ``WRT-4131`` batch over ``memory.max_batch_items``, metadata or text too large; ``WRT-4001``
                 bad category; ``WRT-4221`` empty or invalid text. Nothing is written then.
         """
+        ctx = self._caller(ctx)
         self._require_writable()
         return self.memory_writer.add_memories(ctx.account_id, self._memory_space(ctx), items, policy=policy)
 
@@ -356,7 +390,7 @@ class ContextEngineService:
         self,
         messages: list[Message | dict[str, Any]],
         conversation_id: str | None = None,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         session_id: str | None = None,
     ) -> MemoryWriteResult:
@@ -376,6 +410,7 @@ class ContextEngineService:
                 ``memory.max_batch_items``, metadata over ``memory.max_metadata_bytes``; ``WRT-4221`` a message
                 without content. Nothing of the batch is written then.
         """
+        ctx = self._caller(ctx)
         conversation_id = renamed_argument(
             "add_messages", "conversation_id", conversation_id, "session_id", session_id
         )
@@ -393,7 +428,7 @@ class ContextEngineService:
         self,
         uri: str,
         text: str,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         metadata: dict[str, Any] | None = None,
         occurred_at: datetime | str | int | float | None = None,
@@ -404,23 +439,25 @@ class ContextEngineService:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see or change, the same as a missing
                 one; ``WRT-4221`` empty text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
         """
+        ctx = self._caller(ctx)
         self._require_writable()
         node = self._memory_node(uri, ctx, write=True)
         return self.memory_writer.update_memory(ctx.account_id, node, text, metadata=metadata, occurred_at=occurred_at)
 
-    def delete_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> IngestReport:
+    def delete_memory(self, uri: str, ctx: RequestContext | None = None) -> IngestReport:
         """Delete one memory (and its versions).
 
         Raises:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see or change, or a missing one.
         """
+        ctx = self._caller(ctx)
         self._require_writable()
         node = self._memory_node(uri, ctx, write=True)
         return self.pipeline.delete(ctx.account_id, parse_uri(node.uri), recursive=False)
 
     def list_memories(
         self,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         category: str | None = None,
         conversation_id: str | None = None,
@@ -440,6 +477,7 @@ class ContextEngineService:
                 ``conversation_id`` and ``session_id`` that differ; ``WRT-4001`` a malformed category, conversation
                 id or user space; ``RET-4031`` another user space named by a non-admin.
         """
+        ctx = self._caller(ctx)
         conversation_id = renamed_argument(
             "list_memories", "conversation_id", conversation_id, "session_id", session_id
         )
@@ -447,18 +485,20 @@ class ContextEngineService:
             ctx, category=category, conversation_id=conversation_id, limit=limit, offset=offset, user_space=user_space
         )
 
-    def get_memory(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> MemoryDetail:
+    def get_memory(self, uri: str, ctx: RequestContext | None = None) -> MemoryDetail:
         """One memory with its full text (secrets redacted as read_memory redacts) and its earlier versions.
 
         Raises:
             ContextEngineError: ``RET-4032`` (403) for a URI the caller cannot see, the same as a missing one.
         """
+        ctx = self._caller(ctx)
         return self._browser().get_memory(uri, ctx)
 
-    def list_memory_events(self, ctx: RequestContext = DEFAULT_CONTEXT, *, user_space: str | None = None,
+    def list_memory_events(self, ctx: RequestContext | None = None, *, user_space: str | None = None,
                            uri: str | None = None, limit: int = 50, offset: int = 0) -> MemoryEventPage:
         """A user's memory events (ADD, UPDATE, DELETE), newest first, paged; ``uri``: one memory's, deleted or not.
         Tenancy as :meth:`list_memories`; abstracts redacted. Rules and codes: ingest/memory_events.py."""
+        ctx = self._caller(ctx)
         return self.memory_events.page(ctx, user_space=user_space, uri=uri, limit=limit, offset=offset)
 
     def add_skill(
@@ -466,7 +506,7 @@ class ContextEngineService:
         name: str,
         description: str,
         content: str,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         category: str | None = None,
     ) -> IngestReport:
@@ -476,6 +516,7 @@ class ContextEngineService:
             ContextEngineError: ``WRT-4002`` no agent space, empty or blank name or description; ``WRT-4001`` bad
                 name or category (e.g. containing ``/``).
         """
+        ctx = self._caller(ctx)
         space = ctx.agent_space or ("default" if ctx.is_admin else None)
         if space is None:
             raise ContextEngineError(ErrorCode.REQUEST_INVALID, "the request context has no agent_space")
@@ -490,25 +531,27 @@ class ContextEngineService:
         doc, abstract = skill_doc(target, name, description, content, self.settings.ingest)
         return self.pipeline.write_documents(ctx.account_id, [doc], abstracts={str(target): abstract})
 
-    def delete(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT, *, recursive: bool = False) -> IngestReport:
+    def delete(self, uri: str, ctx: RequestContext | None = None, *, recursive: bool = False) -> IngestReport:
         """Delete a node (a non-empty directory only with ``recursive``). Index records go first (DESIGN §3).
 
         Raises:
             ContextEngineError: ``RET-4032`` invisible or missing (same body); ``WRT-4091`` non-empty directory.
         """
+        ctx = self._caller(ctx)
         u = self._writable(uri, ctx)
         self._visible_node(u, ctx)
         return self.pipeline.delete(ctx.account_id, u, recursive=recursive)
 
-    def move(self, src: str, dst: str, ctx: RequestContext = DEFAULT_CONTEXT) -> IngestReport:
+    def move(self, src: str, dst: str, ctx: RequestContext | None = None) -> IngestReport:
         """Move a node and its subtree to ``dst`` (or into ``dst`` when it is an existing directory)."""
+        ctx = self._caller(ctx)
         s = self._writable(src, ctx)
         d = self._writable(dst, ctx)
         self._visible_node(s, ctx)
         return self.pipeline.move(ctx.account_id, s, d)
 
     def reindex(
-        self, ctx: RequestContext = DEFAULT_CONTEXT, *, full: bool = False, progress: Progress | None = None
+        self, ctx: RequestContext | None = None, *, full: bool = False, progress: Progress | None = None
     ) -> IngestReport:
         """Finish or undo interrupted writes (the journal), then push pending (or, with ``full``, all) vectors of the
         caller's account into the vector index.
@@ -518,6 +561,7 @@ class ContextEngineService:
         shared); so is one found empty while the metadata database holds vectors (its folder was deleted). Derived
         files that would not be used (damaged, another format) are removed: the next search writes them anew.
         """
+        ctx = self._caller(ctx)
         self._require_writable()
         account: str | None = ctx.account_id
         if full and prepare_full_rebuild(self.index, self.index_health()):
@@ -550,26 +594,28 @@ class ContextEngineService:
         replaced yet."""
         return engine_problems(self.index_health(), self.derived_files)
 
-    def check_writes(self, ctx: RequestContext = DEFAULT_CONTEXT, *, repair: bool = False) -> RecoveryReport:
+    def check_writes(self, ctx: RequestContext | None = None, *, repair: bool = False) -> RecoveryReport:
         """``reindex --check``: the leftovers of interrupted writes (every account's; the journal is per home),
         repaired with ``repair``. O(leftovers).
 
         Raises:
             ContextEngineError: ``RET-4032`` for a caller that is not an admin; ``WRT-5001`` when a store fails.
         """
+        ctx = self._caller(ctx)
         if not ctx.is_admin:
             raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "checking the write journal needs the admin role")
         if repair:
             self._require_writable()
         return self.pipeline.check(repair=repair)
 
-    def collect_garbage(self, ctx: RequestContext = DEFAULT_CONTEXT) -> GarbageReport:
+    def collect_garbage(self, ctx: RequestContext | None = None) -> GarbageReport:
         """``reindex --gc``: remove the content objects and vector-index rows that no node owns, in every account
         (after recovering the write journal). O(store).
 
         Raises:
             ContextEngineError: ``RET-4032`` for a caller that is not an admin; ``WRT-5001`` when a store fails.
         """
+        ctx = self._caller(ctx)
         if not ctx.is_admin:
             raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "collecting garbage needs the admin role")
         self._require_writable()
@@ -585,41 +631,45 @@ class ContextEngineService:
         """The node at ``uri`` if the caller may see it; the same ``RET-4032`` otherwise (no existence leak)."""
         return self._browser().visible_node(uri, ctx)
 
-    def stat(self, uri: str, ctx: RequestContext = DEFAULT_CONTEXT) -> NodeRecord:
+    def stat(self, uri: str, ctx: RequestContext | None = None) -> NodeRecord:
         """One node's metadata row (times, category, owner space, version, metadata), after the same ACL check as a
         read. No content is read.
 
         Raises:
             ContextEngineError: ``RET-4032`` invisible or missing (one body for both); ``RET-4001`` malformed URI.
         """
+        ctx = self._caller(ctx)
         return self._browser().stat(uri, ctx)
 
-    def ls(self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT) -> list[NodeView]:
+    def ls(self, uri: str = "ctx://resources/", ctx: RequestContext | None = None) -> list[NodeView]:
         """Children of a directory with their abstracts, ordered by URI. An absent scope root lists as empty;
         ``ctx://user/`` and ``ctx://agent/`` list the space roots the caller sees."""
+        ctx = self._caller(ctx)
         return self._browser().ls(uri, ctx)
 
     def tree(
-        self, uri: str = "ctx://resources/", ctx: RequestContext = DEFAULT_CONTEXT, *, max_depth: int = 3
+        self, uri: str = "ctx://resources/", ctx: RequestContext | None = None, *, max_depth: int = 3
     ) -> NodeView | None:
         """The subtree at ``uri`` down to ``max_depth`` levels, each node with its abstract. ``ctx://user/`` and
         ``ctx://agent/`` give a directory view of the scope (no abstract) over the space roots the caller sees;
         ``None`` when it sees none."""
+        ctx = self._caller(ctx)
         return self._browser().tree(uri, ctx, max_depth=max_depth)
 
-    def read(self, uri: str, level: Level | str = Level.L1, ctx: RequestContext = DEFAULT_CONTEXT) -> str:
+    def read(self, uri: str, level: Level | str = Level.L1, ctx: RequestContext | None = None) -> str:
         """The text of one level of a node. ACL is checked before any content is touched.
 
         Raises:
             ContextEngineError: ``RET-4032`` invisible or missing; ``RET-4004`` L2 of a directory (directories have
                 only L0 and L1) or a level the node lacks.
         """
+        ctx = self._caller(ctx)
         return self._browser().read(uri, level, ctx)
 
     def similar_search(
         self,
         query: str,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         top_k: int = 10,
         level: int = 2,
@@ -644,6 +694,7 @@ class ContextEngineService:
                 target, everything the caller sees). A failing vector search
                 is not an error: the result is empty, ``retryable`` and carries a ``RET-5001`` warning.
         """
+        ctx = self._caller(ctx)
         return SimilarSearch(
             self.settings.knowledge, self.knowledge.search, self.embedder, self.metadata, self.redactor
         ).search(
@@ -661,7 +712,7 @@ class ContextEngineService:
     def lookup_knowledge(
         self,
         query: str | LookupRequest,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         session_id: str | None = None,
         top_k: int | None = None,
@@ -683,6 +734,7 @@ class ContextEngineService:
                 ``RET-4003`` invalid min_similarity, ``RET-4031`` target not visible. A failing vector search is not
                 an error: the result is empty with ``evidence_status='search_failed'`` and a ``RET-5001`` warning.
         """
+        ctx = self._caller(ctx)
         request = query if isinstance(query, LookupRequest) else lookup_request(
             query,
             session_id=session_id,
@@ -701,17 +753,18 @@ class ContextEngineService:
         return result
 
     def lookup_knowledge_compact(
-        self, query: str | LookupRequest, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+        self, query: str | LookupRequest, ctx: RequestContext | None = None, **fields: Any
     ) -> LookupCompact:
         """lookup_knowledge answered in the compact form (issue 15, :class:`LookupCompact`): the same call, audit
         row and evidence as :meth:`lookup_knowledge`, with only what an agent acts on; ``include_debug`` (a
         request field or keyword) adds the pack, traces and hints. Raises what :meth:`lookup_knowledge` raises."""
+        ctx = self._caller(ctx)
         include_debug = query.include_debug if isinstance(query, LookupRequest) else fields.pop("include_debug", False)
         return compact_lookup(self.lookup_knowledge(query, ctx, **fields), include_debug=bool(include_debug))
 
     def list_invocations(
         self,
-        ctx: RequestContext = DEFAULT_CONTEXT,
+        ctx: RequestContext | None = None,
         *,
         session_id: str | None = None,
         tool_name: str | None = None,
@@ -722,17 +775,19 @@ class ContextEngineService:
     ) -> list[ToolInvocation]:
         """``tool_invocation`` rows the caller made (an admin: every row of its account), newest first, by session,
         tool and time (``since <= created_at < until``), paged by ``limit``/``offset`` (DESIGN §9)."""
+        ctx = self._caller(ctx)
         return self.knowledge.recorder.list_invocations(
             ctx, session_id=session_id, tool_name=tool_name, since=since, until=until, limit=limit, offset=offset
         )
 
-    def get_invocation(self, invocation_id: str, ctx: RequestContext = DEFAULT_CONTEXT) -> ToolInvocation:
+    def get_invocation(self, invocation_id: str, ctx: RequestContext | None = None) -> ToolInvocation:
         """One ``tool_invocation`` row the caller made (an admin: any row of its account).
 
         Raises:
             ContextEngineError: ``RET-4041`` when there is none in the caller's scope; another user's or account's
                 invocation gets exactly the body of a missing one.
         """
+        ctx = self._caller(ctx)
         found = self.knowledge.recorder.get(invocation_id, ctx)
         if found is None:
             raise ContextEngineError(
@@ -742,20 +797,22 @@ class ContextEngineService:
             )
         return found
 
-    def session_trace_summary(self, session_id: str, ctx: RequestContext = DEFAULT_CONTEXT) -> SessionTraceSummary:
+    def session_trace_summary(self, session_id: str, ctx: RequestContext | None = None) -> SessionTraceSummary:
         """A per-session summary of the caller's tool calls (an admin: every caller's calls with this session id):
         counts, documents, dedups, fallbacks, one line per call; empty for a session the caller never used."""
+        ctx = self._caller(ctx)
         return self.knowledge.recorder.session_summary(session_id, ctx)
 
     def verify_evidence(
-        self, invocation_id: str, excerpt: str, ctx: RequestContext = DEFAULT_CONTEXT
+        self, invocation_id: str, excerpt: str, ctx: RequestContext | None = None
     ) -> EvidenceVerification:
         """Whether ``excerpt`` is backed by an evidence ref recorded for the invocation (exact substring, or after
         whitespace normalisation); an invocation of another account or user is reported as not found."""
+        ctx = self._caller(ctx)
         return self.knowledge.recorder.verify_evidence(invocation_id, excerpt, ctx)
 
     def search_memory(
-        self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+        self, request: SearchMemoryRequest | str, ctx: RequestContext | None = None, **fields: Any
     ) -> SearchMemoryResponse:
         """search_memory (DESIGN §5, seed 000 §4.1.1): L0-first retrieval; never reads L1/L2.
 
@@ -773,18 +830,20 @@ class ContextEngineService:
         answers the compact form. ``session_id=`` is the deprecated name of ``conversation_id=`` (issue 29): it warns
         (``DeprecationWarning``) and is used as ``conversation_id``; both with different values is ``RET-4001``.
         """
+        ctx = self._caller(ctx)
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **_search_fields("search_memory", fields))
         require_valid_text(request, ErrorCode.QUERY_INVALID)
         return self.search_pipeline.run(request, ctx.for_user(request.user_space))
 
     def search_memory_compact(
-        self, request: SearchMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+        self, request: SearchMemoryRequest | str, ctx: RequestContext | None = None, **fields: Any
     ) -> SearchMemoryCompact:
         """search_memory answered in the compact form (issue 15, :class:`SearchMemoryCompact`): per hit the URI,
         level, score, L0 text (at most ``retrieval.compact_abstract_max_chars``) and read recommendation;
         ``include_debug`` adds the typed queries, seed hits, next actions and trace. Same arguments and errors as
         :meth:`search_memory`."""
+        ctx = self._caller(ctx)
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **_search_fields("search_memory_compact", fields))
         return compact_search(
@@ -794,7 +853,7 @@ class ContextEngineService:
         )
 
     def read_memory(
-        self, request: ReadMemoryRequest | str, ctx: RequestContext = DEFAULT_CONTEXT, **fields: Any
+        self, request: ReadMemoryRequest | str, ctx: RequestContext | None = None, **fields: Any
     ) -> ReadMemoryResponse:
         """read_memory (DESIGN §6, seed 000 §4.1.2): an explicit L1/L2 read of one URI, secrets redacted.
 
@@ -804,14 +863,16 @@ class ContextEngineService:
             ContextEngineError: ``RET-4032`` (403) for an invisible or missing URI, with one and the same body;
                 ``RET-4004`` for a level the node lacks (L2 of a directory); ``RET-4001`` for bad parameters.
         """
+        ctx = self._caller(ctx)
         if isinstance(request, str):
             request = ReadMemoryRequest(uri=request, **fields)
         require_valid_text(request, ErrorCode.QUERY_INVALID)
         return self.read_pipeline.run(request, ctx)
 
-    def stats(self, ctx: RequestContext = DEFAULT_CONTEXT) -> dict[str, Any]:
+    def stats(self, ctx: RequestContext | None = None) -> dict[str, Any]:
         """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model; the
         index's state (``index_status``, ``index_problem``: :meth:`index_health`) and the account's derived files'."""
+        ctx = self._caller(ctx)
         return account_stats(
             self.metadata, self.index, self.embedder, self.derived_files, self.settings.home_path, ctx.account_id
         )

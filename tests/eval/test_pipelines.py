@@ -9,7 +9,7 @@ import pytest
 from context_engine.eval import load_dataset
 from context_engine.eval.datasets import Document
 from context_engine.eval.harness import run_retriever
-from context_engine.eval.pipelines import PipelineRetriever, document_markdown
+from context_engine.eval.pipelines import EVAL_CALLER, PipelineRetriever, document_markdown
 from context_engine.settings import load_settings
 
 
@@ -41,7 +41,8 @@ def test_pipeline_answers_through_the_engine_and_reuses_the_ingested_home(tiny_b
     again = PipelineRetriever(method, embedder, settings, cache_dir=tmp_path / "cache")
     try:
         again.prepare(ds)
-        report = again._engine.add_resource(homes[0] / "docs", "ctx://resources/eval/")
+        # the eval's engine comes from build_engine, which binds no default caller: the call names the eval's own
+        report = again._engine.add_resource(homes[0] / "docs", "ctx://resources/eval/", EVAL_CALLER)
         assert report.nodes == 0 and report.unchanged == len(ds.corpus)
     finally:
         again.close()

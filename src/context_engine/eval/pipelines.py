@@ -3,7 +3,8 @@
 The document-level methods of :mod:`context_engine.eval.retrievers` measure retrieval models; a
 :class:`PipelineRetriever` measures what a caller of the engine gets. It writes every corpus document as a markdown
 file, ingests the folder through the real write path (markdown chunking, L0/L1 summaries, embedding, LanceDB, BM25,
-hint index) at ``ctx://resources/eval/``, then answers each query with the pipeline:
+hint index) at ``ctx://resources/eval/``, then answers each query with the pipeline, as :data:`EVAL_CALLER` (the
+admin of account ``default``: the engine comes from ``build_engine``, which binds no default caller):
 
 * ``lookup_knowledge``: the evidence blocks (one per document) in rank order; chunks below the similarity threshold
   are dropped by the pipeline, so a query with nothing above it scores 0;
@@ -23,6 +24,7 @@ from typing import Any, Literal
 
 from context_engine.eval.datasets import Document, EvalDataset
 from context_engine.eval.retrievers import embedder_label
+from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.settings import Settings
 from context_engine.storage.protocols import Embedder
 
@@ -31,6 +33,8 @@ __all__ = ["PIPELINE_METHODS", "PipelineRetriever", "document_markdown"]
 PipelineMethod = Literal["lookup_knowledge", "search_memory"]
 PIPELINE_METHODS: tuple[PipelineMethod, ...] = ("lookup_knowledge", "search_memory")
 URI_ROOT = "ctx://resources/eval/"
+EVAL_CALLER: RequestContext = DEFAULT_CONTEXT
+"""Who writes the corpus and asks the queries: the admin of account ``default``."""
 
 
 def document_markdown(doc: Document) -> str:
@@ -113,7 +117,7 @@ class PipelineRetriever:
         home = base / key
         settings = self._settings.model_copy(update={"home": home})
         self._engine = build_engine(settings, embedder=self.embedder)
-        self._engine.add_resource(docs_dir, URI_ROOT)
+        self._engine.add_resource(docs_dir, URI_ROOT, EVAL_CALLER)
         if self._progress:
             self._progress(len(dataset.corpus))
 
@@ -124,10 +128,10 @@ class PipelineRetriever:
             raise RuntimeError("prepare() first")
         k = max(1, min(top_k, 50))  # both APIs cap top_k at 50
         if self.method == "lookup_knowledge":
-            result = self._engine.lookup_knowledge(query, top_k=k)
+            result = self._engine.lookup_knowledge(query, EVAL_CALLER, top_k=k)
             uris = [b.doc_id for b in result.evidence_blocks]
         else:
-            response = self._engine.search_memory(query, top_k=k)
+            response = self._engine.search_memory(query, EVAL_CALLER, top_k=k)
             uris = [h.uri for h in response.hits]
         docs: list[str] = []
         for uri in uris:

@@ -126,8 +126,8 @@ class MemoryReadService:
         level: ReadLevelName = "L1",
         expand_relations: bool = False,
         max_relations: int = 0,
-        ctx: RequestContext | None = None,
         *,
+        ctx: RequestContext,
         offset: int = 0,
         max_chars: int | None = None,
     ) -> RetrievedBlock:
@@ -138,7 +138,8 @@ class MemoryReadService:
             level: ``L1`` (overview) or ``L2`` (content excerpt); ``L0`` (abstract) is accepted as well for the CLI.
             expand_relations: add one-hop relations.
             max_relations: how many relations at most (0..``read.max_relations``).
-            ctx: the caller; ``None`` is refused like an invisible URI.
+            ctx: the caller (required, keyword); a ``None`` from an untyped caller is refused like an invisible URI,
+                never read as anyone.
             offset: L2 only: where the page starts, in characters of the redacted text (0..its length).
             max_chars: L2 only: the page's size at most, 1..``read.l2_excerpt_max_chars``; ``None``: that ceiling.
 
@@ -151,7 +152,7 @@ class MemoryReadService:
             ContextEngineError: as :meth:`read_page`.
         """
         return self.read_page(
-            uri, level, expand_relations, max_relations, ctx, offset=offset, max_chars=max_chars
+            uri, level, expand_relations, max_relations, ctx=ctx, offset=offset, max_chars=max_chars
         ).block
 
     def read_page(
@@ -160,8 +161,8 @@ class MemoryReadService:
         level: ReadLevelName = "L1",
         expand_relations: bool = False,
         max_relations: int = 0,
-        ctx: RequestContext | None = None,
         *,
+        ctx: RequestContext,
         offset: int = 0,
         max_chars: int | None = None,
     ) -> ReadPage:
@@ -183,14 +184,13 @@ class MemoryReadService:
         self._check_max_relations(max_relations)
         limit = self._check_page(level, offset, max_chars)
         node = self._visible(uri, ctx)
-        assert ctx is not None  # _visible refuses None
         block, nxt, total = self._block(node, level, ctx, offset, limit)
         if expand_relations and max_relations > 0:
             block.relations = self._relations(node, max_relations, ctx)
         return ReadPage(block, offset, nxt, total)
 
     def read_batch(
-        self, uris: Sequence[str], level: ReadLevelName = "L1", ctx: RequestContext | None = None
+        self, uris: Sequence[str], level: ReadLevelName = "L1", *, ctx: RequestContext
     ) -> list[RetrievedBlock]:
         """Several nodes at one level, in the given order (all or nothing).
 
@@ -223,7 +223,7 @@ class MemoryReadService:
             nodes.append(node)
         return [self._block(n, level, ctx, 0, self._settings.l2_excerpt_max_chars)[0] for n in nodes]
 
-    def relations(self, uri: str, max_relations: int, ctx: RequestContext | None = None) -> list[RelationRef]:
+    def relations(self, uri: str, max_relations: int, ctx: RequestContext) -> list[RelationRef]:
         """Up to ``max_relations`` one-hop relations of a visible node, to visible, existing targets only.
 
         Raises:
@@ -231,7 +231,6 @@ class MemoryReadService:
         """
         self._check_max_relations(max_relations)
         node = self._visible(uri, ctx)
-        assert ctx is not None
         return self._relations(node, max_relations, ctx) if max_relations > 0 else []
 
     # ---- internals -----------------------------------------------------------------------------------------------
@@ -278,8 +277,8 @@ class MemoryReadService:
             raise forbidden(str(u))
         return u
 
-    def _visible(self, uri: str, ctx: RequestContext | None) -> NodeRecord:
-        if ctx is None:
+    def _visible(self, uri: str, ctx: RequestContext) -> NodeRecord:
+        if ctx is None:  # typed away, but an untyped caller's None must never read: the one 403
             raise forbidden(_shown(uri))
         u = self._parse_visible(uri, ctx)
         node = self._metadata.get_node(ctx.account_id, str(u))

@@ -208,9 +208,9 @@ class QueryPlanner:
     def plan(
         self,
         query: str,
-        session_archive: dict[str, Any] | None = None,
-        hints: dict[str, Any] | None = None,
-        ctx: RequestContext | None = None,
+        session_archive: dict[str, Any] | None,
+        hints: dict[str, Any] | None,
+        ctx: RequestContext,
         *,
         top_k: int = TOP_K_DEFAULT,
         categories: Sequence[str] = (),
@@ -274,7 +274,7 @@ class QueryPlanner:
             text = f"{text} {' '.join(t.strip() for t in ph.terms if t.strip())}".strip()
 
         filters = QueryFilters(
-            account_id=ctx.account_id if ctx is not None else None,
+            account_id=ctx.account_id,
             owner_space=owner_space,
             time_range=ph.time_range,
         )
@@ -304,7 +304,7 @@ class QueryPlanner:
     def fallback(
         self,
         query: str,
-        ctx: RequestContext | None = None,
+        ctx: RequestContext,
         *,
         top_k: int = TOP_K_DEFAULT,
         categories: Sequence[str] = (),
@@ -317,7 +317,7 @@ class QueryPlanner:
         fail where :meth:`plan` did; the caller's narrowing (categories, target, owner space) is kept."""
         target_type = parse_uri(target_uri).context_type if target_uri else None
         types = [target_type] if target_type is not None else list(CONTEXT_TYPE_ORDER)
-        filters = QueryFilters(account_id=ctx.account_id if ctx is not None else None, owner_space=owner_space)
+        filters = QueryFilters(account_id=ctx.account_id, owner_space=owner_space)
         return [
             TypedQuery(
                 text=" ".join(query.split()),

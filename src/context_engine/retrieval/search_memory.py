@@ -620,7 +620,7 @@ class ReadMemoryPipeline:
             request.level,
             False,
             request.max_relations,
-            ctx,
+            ctx=ctx,
             offset=request.offset,
             max_chars=request.max_chars,
         )
