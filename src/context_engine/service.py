@@ -833,6 +833,8 @@ class ContextEngineService:
         ctx = self._caller(ctx)
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **_search_fields("search_memory", fields))
+        # every text field's encoding, checked once here (a lone surrogate: RET-4001), before the pipeline records
+        # anything; the pipeline checks the query's own rules (empty, length, control characters) and audits a refusal
         require_valid_text(request, ErrorCode.QUERY_INVALID)
         return self.search_pipeline.run(request, ctx.for_user(request.user_space))
 

@@ -70,7 +70,7 @@ from context_engine.schema.query import (
     SearchTrace,
     TypedQuery,
 )
-from context_engine.schema.text import check_query_text, require_valid_text
+from context_engine.schema.text import check_query_text
 from context_engine.schema.uri import ContextURI, parse_read_target
 from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import Embedder, MetadataStore
@@ -345,9 +345,10 @@ class SearchMemoryPipeline:
     # ---- steps ----------------------------------------------------------------------------------------------------
     def _validate(self, request: SearchMemoryRequest) -> float | None:
         """Check the request; return the threshold in force (``None``: none, the default)."""
-        # the one text check of every entry point (full and compact answers, Python API, HTTP, MCP, CLI)
+        # The query's own rules (non-empty, at most 4096 characters, no control character), for every entry point
+        # (full and compact answers, Python API, HTTP, MCP, CLI), here so that a refused query is audited. Every text
+        # field's encoding (a lone surrogate: RET-4001) was checked once by the service, before anything is recorded.
         check_query_text(request.query)
-        require_valid_text(request, ErrorCode.QUERY_INVALID)  # every other text field: a lone surrogate is RET-4001
         if isinstance(request.top_k, bool) or not TOP_K_MIN <= request.top_k <= TOP_K_MAX:
             raise ContextEngineError(
                 ErrorCode.TOP_K_OUT_OF_RANGE,
