@@ -19,7 +19,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from context_engine.storage.keyword.content_words import SESSION_SEGMENT, carries_content, message_speaker
+from context_engine.schema.conversation import SESSION_SEGMENT, message_speaker
+from context_engine.storage.keyword.content_words import carries_content
 
 __all__ = ["SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
 

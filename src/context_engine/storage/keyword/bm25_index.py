@@ -75,6 +75,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.conversation import message_speaker
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
@@ -82,7 +83,7 @@ from context_engine.storage.derived.base import DerivedIndex
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields
 from context_engine.storage.keyword.bm25_partition import BM25Account, Partition, PartitionView
-from context_engine.storage.keyword.content_words import carries_content, message_speaker
+from context_engine.storage.keyword.content_words import carries_content
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "keyword_text"]

@@ -16,6 +16,9 @@ import re
 import threading
 from collections.abc import Iterable
 
+# The speaker rule moved to schema/conversation.py (a search splits no string in storage); still importable from
+# here for retrieval/match_quality.py's import, until that file names the new home.
+from context_engine.schema.conversation import SESSION_SEGMENT, message_speaker
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = [
@@ -59,20 +62,6 @@ _TOKENIZER = KeywordTokenizer(stem=True, stopwords=True, split_identifiers=False
 _PHATIC_LOCK = threading.Lock()
 _PHATIC_STEMS: frozenset[str] | None = None
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-
-
-#: Conversation messages live under ``ctx://user/<space>/memories/sessions/<session>/`` (``ingest/memory.py``).
-SESSION_SEGMENT = "/memories/sessions/"
-_MAX_SPEAKER_CHARS = 128
-
-
-def message_speaker(uri: str, abstract: str) -> str | None:
-    """The speaker of a stored conversation message (the text before the first ``": "`` of its L0), ``None`` for
-    any other node (a directory, a memory, a skill or resource)."""
-    if SESSION_SEGMENT not in uri or uri.endswith("/"):
-        return None
-    speaker, sep, _ = abstract.partition(": ")
-    return speaker if sep and 0 < len(speaker) <= _MAX_SPEAKER_CHARS else None
 
 
 def _phatic() -> frozenset[str]:
