@@ -62,11 +62,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from context_engine.retrieval.scoring import vector_score
+from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import MatchQualitySettings
-from context_engine.storage.keyword.content_words import message_speaker
 
 __all__ = ["MatchFeatures", "MatchQualityRater", "mentions", "query_names", "speaker_neutral"]
 
