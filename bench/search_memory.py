@@ -31,7 +31,9 @@ What it measures, per size, in a fresh child process (so its RSS is a serving pr
 open the home and answer the first search_memory (model load, level-0 matrix and BM25 loads included); ``--queries``
 generated queries (English and Chinese; ~40% name no intent and plan three typed queries) from random callers after
 a warm-up, in-process, one thread, with the real embedder: p50/p95 per stage (planner, embed, seed_search,
-hierarchical, recheck, assemble) and in total; RSS after the warm searches; lookup_knowledge p50/p95 (with a vector
+hierarchical, recheck, assemble) and in total; beside it, query by query, the numpy exact floor (a plain float32
+top-10 over the caller account's level-0 rows, the same vectors, with and without embedding the query) and the ratio
+of search_memory to it; RSS after the warm searches; lookup_knowledge p50/p95 (with a vector
 index); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and recall@10 of
 the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
@@ -593,17 +595,45 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+def floor_matrices(engine) -> dict[str, np.ndarray]:
+    """Each account's level-0 vectors as one plain float32 matrix (unit rows), read from the metadata store: the
+    numpy exact floor's data (the same vectors the level-0 matrix serves)."""
+    return {
+        account: np.ascontiguousarray(engine.metadata.load_vector_matrix(account, levels=(0,)).vectors)
+        for account, _ in ACCOUNTS
+    }
+
+
+def floor_top(matrix: np.ndarray, vector: np.ndarray, k: int = 10) -> np.ndarray:
+    """The numpy exact floor: top-``k`` rows of ``matrix`` by inner product with ``vector``, best first (one
+    matrix-vector product, a partial sort of the scores, a sort of the ``k``)."""
+    scores = matrix @ vector
+    top = np.argpartition(-scores, k - 1)[:k] if scores.size > k else np.arange(scores.size)
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
 def measure(engine, queries, contexts, warmup: int) -> dict[str, list[float]]:
+    """search_memory per stage, and, interleaved query by query (so both see the same machine load), the numpy
+    exact floor on the same query and the caller account's level-0 rows: ``floor_scan`` (the top-10 given the
+    query vector) and ``floor_embed_scan`` (embedding the query, then the top-10)."""
     search_module.TraceRecorder = RecordingTrace  # per-request float timings
     samples: dict[str, list[float]] = defaultdict(list)
     typed_counts = []
+    matrices = floor_matrices(engine)
     for i, q in enumerate(queries[:warmup] + queries):
         ctx = contexts[i % len(contexts)]
         start = time.perf_counter()
         response = engine.search_memory(SearchMemoryRequest(query=q, top_k=10), ctx)
         total = (time.perf_counter() - start) * 1e3
+        start = time.perf_counter()
+        vector = np.asarray(engine.embedder.embed_query(q), dtype=np.float32)
+        embedded = time.perf_counter()
+        floor_top(matrices[ctx.account_id], vector)
+        scanned = time.perf_counter()
         if i < warmup:
             continue
+        samples["floor_scan"].append((scanned - embedded) * 1e3)
+        samples["floor_embed_scan"].append((scanned - start) * 1e3)
         t = RecordingTrace.last.timings_ms
         samples["total"].append(total)
         for stage in ("planner", "embed", "seed", "hierarchical", "recheck", "assemble"):
@@ -631,6 +661,20 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
         share = float(np.mean(vals)) / total_mean if total_mean else 0.0
         print(f"  {stage:<14}{pct(vals, 50):9.2f}{pct(vals, 95):9.2f}{np.mean(vals):9.2f}{share:8.0%}")
     print(f"  throughput     {1000.0 / total_mean:9.1f} queries/s (one thread)")
+    scan, embed_scan, total = (samples[k] for k in ("floor_scan", "floor_embed_scan", "total"))
+    print(
+        "  numpy exact floor (plain float32 top-10 over the caller account's level-0 rows, same queries, interleaved):"
+    )
+    print(f"  {'floor_scan':<14}{pct(scan, 50):9.2f}{pct(scan, 95):9.2f}{np.mean(scan):9.2f}   (query vector given)")
+    print(
+        f"  {'floor_e+scan':<14}{pct(embed_scan, 50):9.2f}{pct(embed_scan, 95):9.2f}{np.mean(embed_scan):9.2f}"
+        "   (query embedded, then scanned)"
+    )
+    print(
+        f"  search_memory total / floor: p50 {pct(total, 50) / pct(scan, 50):.1f}x, "
+        f"p95 {pct(total, 95) / pct(scan, 95):.1f}x (scan only); p50 {pct(total, 50) / pct(embed_scan, 50):.1f}x, "
+        f"p95 {pct(total, 95) / pct(embed_scan, 95):.1f}x (embedding included)"
+    )
 
 
 def rss_mb() -> tuple[float, float]:
