@@ -75,7 +75,7 @@ class MemoryL0Scorer:
         seg, _ = self._view.segments[space]
         scores = self.scores(space)
         if not seg.compressed:
-            return {r: float(scores[r]) for r in rows}
+            return dict(zip(rows, scores[np.asarray(rows, dtype=np.int64)].tolist(), strict=True))
         with self._lock:
             known = self._exact.setdefault(space, {})
             missing = [r for r in rows if r not in known]
@@ -105,17 +105,19 @@ class MemoryL0Scorer:
             spaces = [s for s in spaces if s == space_of(flt.uri_prefix)]
         return spaces
 
-    def _match(self, space: str, row: int, similarity: float) -> L0Match:
+    def _matches(self, space: str, rows: list[int], similarities: Sequence[float]) -> list[L0Match]:
+        """The :class:`L0Match` of each row, in order: the coded columns read for all rows at once."""
         seg, _ = self._view.segments[space]
-        return L0Match(
-            seg.uris[row],
-            seg.value("parent_uri", row),
-            space,
-            seg.value("context_type", row),
-            seg.value("category", row),
-            seg.texts[row],
-            similarity,
+        at = np.asarray(rows, dtype=np.int64)
+        parents, types, categories = (
+            [seg.codes[c].values[v] for v in seg.columns[c][at].tolist()]
+            for c in ("parent_uri", "context_type", "category")
         )
+        uris, texts = seg.uris, seg.texts
+        return [
+            L0Match(uris[r], parents[i], space, types[i], categories[i], texts[r], similarities[i])
+            for i, r in enumerate(rows)
+        ]
 
     def _candidates(self, space: str, rows: np.ndarray, k: int) -> np.ndarray:
         """The rows :meth:`_best` scores fully for ``k`` wanted: the ``k`` best (a compressed segment: the
@@ -135,7 +137,7 @@ class MemoryL0Scorer:
         rows = self._candidates(space, rows, k)
         exact = self._similarity(space, rows.tolist())
         best = best_by_score(exact, seg.uris, k)  # similarity descending, then URI ascending
-        return [self._match(space, r, exact[r]) for r in best]
+        return self._matches(space, best, [exact[r] for r in best])
 
     def top(self, flt: VectorFilter, k: int) -> list[L0Match]:
         if k <= 0:
@@ -199,14 +201,17 @@ class MemoryL0Scorer:
             if space not in allowed:
                 continue
             seg, n = self._view.segments[space]
-            mask = self._mask(space, plain)
-            siblings = [r for r in seg.children.get(parent_of(uri), ()).tolist() if r < n and mask[r]]
-            for r in seg.uris.find(siblings, uri):  # compares bytes, decodes no sibling
+            siblings = seg.children.get(parent_of(uri), ())
+            siblings = siblings[siblings < n]
+            siblings = siblings[self._mask(space, plain)[siblings]]  # vectorised: a directory may hold thousands
+            for r in seg.uris.equal_rows(siblings, uri).tolist():  # compares bytes, decodes no sibling
                 rows_of.setdefault(space, {})[r] = uri
         out: dict[str, L0Match] = {}
         for space, rows in rows_of.items():
-            for r, sim in self._similarity(space, list(rows)).items():
-                out[rows[r]] = self._match(space, r, sim)
+            sims = self._similarity(space, list(rows))
+            found = list(sims)
+            for r, m in zip(found, self._matches(space, found, [sims[r] for r in found]), strict=True):
+                out[rows[r]] = m
         return out
 
 
