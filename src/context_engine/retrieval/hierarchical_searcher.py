@@ -264,15 +264,25 @@ class HierarchicalSearcher:
         known.update({h.uri: h.score for h in seeds})
         extra = [f for uri, f in found.items() if uri not in seed_uris]
         paths = {h.uri: self._path(h.uri, run.nodes.get(h.uri)) for h in seeds}
-        paths.update({f.match.uri: ancestor_uris(f.match.uri, s.ancestor_levels) for f in extra})
+        # Siblings share their ancestors: one path (a shared list, never mutated) and one hierarchy score per
+        # parent directory, not per candidate (a request ranks a few hundred candidates in a few dozen directories).
+        by_parent: dict[str | None, list[str]] = {}
+        for f in extra:
+            above = _parent(f.match.uri)
+            path = by_parent.get(above)
+            if path is None:
+                path = [] if above is None else [above, *ancestor_uris(above, s.ancestor_levels - 1)]
+                by_parent[above] = path
+            paths[f.match.uri] = path
         self._score_ancestors(flt, paths, known, run)
+        hierarchy = {above: self._hierarchy(path, known) for above, path in by_parent.items()}
         named = self._scorer.category_terms(tq, {f.match.category for f in extra})
         ranked = sorted(
             (
                 (
                     self._scorer.final(
                         self._own_score(f.match.uri, f.match.similarity, first_round),
-                        self._hierarchy(paths[f.match.uri], known),
+                        hierarchy[_parent(f.match.uri)],
                         1.0 if f.match.category and f.match.category in named else 0.0,
                         1.0 if tq.target_uri and within_target(f.match.uri, tq.target_uri) else 0.0,
                     ),
