@@ -239,3 +239,35 @@ def test_a_question_about_the_present_prefers_the_latest_statement(make):
     assert _uris(engine.search_memory("Where does Sam live now?", ANN, top_k=3))[:2] == [new, old]
     # without a word about the present, the statement that shares the question's words comes first
     assert _uris(engine.search_memory("Where does Sam live?", ANN, top_k=3))[0] == old
+
+
+GREETINGS_AND_A_JOB = [
+    {"role": "user", "speaker": "Sam", "content": "Hello, me again."},
+    {"role": "assistant", "content": "Welcome back!"},
+    {"role": "user", "speaker": "Sam", "content": "I just started at Northwind as a data engineer."},
+    {"role": "assistant", "content": "Congratulations! How are you finding the team?"},
+    {"role": "user", "speaker": "Sam", "content": "Pretty good, everyone's been friendly."},
+    {"role": "assistant", "content": "Got it, thanks for sharing."},
+    {"role": "user", "speaker": "Sam", "content": "Hi again!"},
+    {"role": "assistant", "content": "Hi! What can I help with today?"},
+    {"role": "user", "speaker": "Sam", "content": "Our cat is mostly hiding under the sofa."},
+    {"role": "assistant", "content": "Noted!"},
+]
+
+
+@pytest.mark.parametrize("speaker_names", [True, False])
+def test_a_speakers_name_in_the_question_does_not_favour_the_speakers_shortest_turns(make, speaker_names):
+    engine = make(retrieval={"query_transform": {"speaker_names": speaker_names}})
+    uris = engine.add_messages(GREETINGS_AND_A_JOB, "s1", ANN).uris
+    response = engine.search_memory(
+        "Where is Sam employed?", ANN, top_k=5, include_debug=True, trace_level="detailed"
+    )
+    hits = _uris(response)
+    events = [e for e in response.thinking_trace["events"] if e["event"] == "query_transform"]
+    if speaker_names:
+        assert hits[0] == uris[2]
+        assert events and events[0]["transform"] == "speaker_names" and events[0]["text"] == "Where is employed?"
+    else:
+        # the name matched as a word: Sam's shortest turns ("Sam: Hi again!") come before the fact
+        assert hits[0] != uris[2]
+        assert not events

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from context_engine.retrieval.current_state import asks_current_state, prefer_latest
-from context_engine.retrieval.query_transform import QueryTransformer, first_person
+from context_engine.retrieval.query_transform import QueryTransformer, first_person, without_speakers
 from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
 from context_engine.schema.hits import NodeHit
 
@@ -61,6 +61,15 @@ def test_prefer_latest_lifts_the_newer_statement_only_for_current_state_question
     assert prefer_latest("Where does Sam live now?", [old, new, untimed], 0.05) is True
     assert old.score == 0.50 and new.score == pytest.approx(0.52) and untimed.score == 0.48
     assert prefer_latest("Where does Sam live now?", [old], 0.05) is False  # nothing to compare
+
+
+def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
+    assert without_speakers("Where is Sam employed?", {"Sam"}) == "Where is employed?"
+    assert without_speakers("What is Sam's favourite band?", {"Sam", "user"}) == "What is favourite band?"
+    assert without_speakers("What did caroline and Melanie paint?", {"Caroline", "Melanie"}) == "What did and paint?"
+    assert without_speakers("What does the user drink?", {"user"}) is None  # a role, not a name
+    assert without_speakers("Sam?", {"Sam"}) is None  # nothing left to search for
+    assert without_speakers("Where is Samantha employed?", {"Sam"}) is None  # whole words only
 
 
 def test_first_person_rewrite():

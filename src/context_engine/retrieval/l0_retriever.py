@@ -116,6 +116,7 @@ class L0Retriever:
         scopes: Sequence[QueryScope] | None = None,
         allowed: frozenset[str] | None = None,
         map_fn: Callable[..., Iterable[list[L0Match]]] = map,
+        speakers: frozenset[str] | None = None,
     ) -> SeedRound:
         """:meth:`search` for every typed query of a request, hydrating their candidates together.
 
@@ -131,6 +132,8 @@ class L0Retriever:
             scopes: each typed query's scope, built once by the pipeline (built here when ``None``).
             allowed: the URIs the request's memory filters select (issue 11), or ``None`` without memory filters:
                 the search is narrowed to them (a level-0 record's ``doc_id`` is its URI).
+            speakers: the speakers whose turns get ``speaker_boost``, when the caller already knows them (a search
+                again with the names taken out of the text); ``None``: those the query text names.
 
         Returns:
             Each typed query's seeds, and what the hybrid first round found besides (:class:`FirstRound`).
@@ -149,7 +152,7 @@ class L0Retriever:
         matches = list(map_fn(lambda i: run.scorer.top(filters[i], fetch[i]), range(len(typed_queries))))
         first_round = DENSE_ONLY
         if self._keyword is not None:
-            matches, first_round = self._fuse_all(typed_queries, filters, matches, run)
+            matches, first_round = self._fuse_all(typed_queries, filters, matches, run, speakers)
         windows = [min(len(ms), tq.top_k) for tq, ms in zip(typed_queries, matches, strict=True)]
         while True:
             run.nodes.fetch(m.uri for ms, w in zip(matches, windows, strict=True) for m in ms[:w])
@@ -172,6 +175,7 @@ class L0Retriever:
         filters: Sequence[VectorFilter],
         dense: list[list[L0Match]],
         run: SearchRun,
+        speakers: frozenset[str] | None = None,
     ) -> tuple[list[list[L0Match]], FirstRound]:
         """Each typed query's dense matches fused with its BM25 list (a typed query whose BM25 search failed keeps
         its dense matches), and the :class:`FirstRound` of all of them."""
@@ -180,17 +184,21 @@ class L0Retriever:
         lexical: dict[str, float] = {}
         keyword_top: dict[str, list[tuple[str, float]]] = {}
         dense_weight: float | None = None
+        named: set[str] = set()
         for tq, flt, ms, kw in zip(typed_queries, filters, dense, keyword, strict=True):
             if kw is None:
                 fused.append(ms)
                 continue
             keyword_top[tq.context_type] = [(h.uri, h.score) for h in kw[:2]]
-            matches, scores = self._fuse(tq, flt, ms, kw, run)
+            matches, scores = self._fuse(tq, flt, ms, kw, run, speakers, named)
             fused.append(matches)
             if scores is not None:  # convex: absolute fused scores
                 lexical.update(scores)
                 dense_weight = _weight(self._ks)
-        return fused, FirstRound(lexical=lexical, dense_weight=dense_weight, keyword_top=keyword_top)
+        first = FirstRound(
+            lexical=lexical, dense_weight=dense_weight, keyword_top=keyword_top, speakers=frozenset(named)
+        )
+        return fused, first
 
     def _keyword_lists(
         self,
@@ -229,11 +237,19 @@ class L0Retriever:
         return out
 
     def _fuse(
-        self, tq: TypedQuery, flt: VectorFilter, dense: list[L0Match], keyword: list[KeywordHit], run: SearchRun
+        self,
+        tq: TypedQuery,
+        flt: VectorFilter,
+        dense: list[L0Match],
+        keyword: list[KeywordHit],
+        run: SearchRun,
+        speakers: frozenset[str] | None,
+        named: set[str],
     ) -> tuple[list[L0Match], dict[str, float] | None]:
         """The dense matches fused with the BM25 list (module docstring), as many as the dense list had, in fused
         order; with ``convex`` fusion also their fused scores by URI (absolute, so usable as a relevance score
-        downstream: the expansion lifts vector scores to them), else ``None``."""
+        downstream: the expansion lifts vector scores to them), else ``None``. The speakers given the boost are added
+        to ``named``."""
         ks = self._ks
         lexical: dict[str, float] | None = None
         by_uri = {m.uri: m for m in dense}
@@ -246,7 +262,7 @@ class L0Retriever:
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
             fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
-            fused = self._adjust_messages(tq.text, fused, by_uri, run)
+            fused = self._adjust_messages(tq.text, fused, by_uri, run, speakers, named)
             lexical = {u: v for u, v in fused if u in by_uri}
         else:
             pairs = [[(m.uri, m.similarity) for m in dense], [(h.uri, h.score) for h in keyword]]
@@ -259,18 +275,31 @@ class L0Retriever:
         return [by_uri[u] for u, _ in fused if u in by_uri], lexical
 
     def _adjust_messages(
-        self, query: str, fused: list[tuple[str, float]], by_uri: dict[str, L0Match], run: SearchRun
+        self,
+        query: str,
+        fused: list[tuple[str, float]],
+        by_uri: dict[str, L0Match],
+        run: SearchRun,
+        speakers: frozenset[str] | None,
+        found: set[str],
     ) -> list[tuple[str, float]]:
         """Conversation messages among the fused candidates (:mod:`context_engine.retrieval.speakers`): a message
         that carries no content of its own (an acknowledgement, a question back) has its fused score multiplied by
         ``content_free_factor``, so it ranks below the fact it answers; the turns of the speakers the query names
-        get ``speaker_boost`` added. Re-ranked; unchanged when no candidate is a message."""
+        get ``speaker_boost`` added (``speakers`` when given, else those ``query`` names; added to ``found``).
+        Re-ranked; unchanged when no candidate is a message."""
         speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
         if not any(speaker_of.values()):
             return fused
         names = frozenset(s for s in speaker_of.values() if s)
         factor, boost = self._settings.content_free_factor, self._settings.speaker_boost
-        named = named_speakers(query, names) if boost > 0.0 else set()
+        if boost <= 0.0:
+            named: set[str] = set()
+        elif speakers is not None:
+            named = set(speakers) & names
+        else:
+            named = named_speakers(query, names)
+        found.update(named)
         adjusted: list[tuple[str, float]] = []
         demoted = 0
         for u, v in fused:

@@ -15,13 +15,14 @@ original query's vector.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
 from context_engine.storage.protocols import Embedder
 
-__all__ = ["QueryTransformer", "first_person"]
+__all__ = ["QueryTransformer", "first_person", "without_speakers"]
 
 # Third-person references to the person the memories belong to, and their first-person forms (English).
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -41,6 +42,30 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"themselves|himself|herself", "myself"),
     )
 )
+
+
+#: Speakers that are roles, not names: "the user" is how agents ask about the user, and stays in the query.
+_ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool"})
+
+
+def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
+    """``query`` with the names of ``speakers`` taken out (possessive forms included), or ``None`` when it names none
+    of them (roles such as ``user`` are kept) or nothing but them is left.
+
+    The name says whose turns to prefer, which ``retrieval.seed.speaker_boost`` does; left in the text, BM25 and the
+    embedding match it in the ``"Sam: "`` prefix of every one of the speaker's turns, and the shortest turns win.
+    Examples: ``("Where is Sam employed?", {"Sam"})`` -> ``"Where is employed?"``; ``("What is Sam's favourite
+    band?", {"Sam"})`` -> ``"What is favourite band?"``.
+    """
+    out = query
+    for name in sorted({s for s in speakers if s.strip().casefold() not in _ROLE_SPEAKERS}, key=len, reverse=True):
+        name_re = re.escape(name.strip())
+        out = re.sub(rf"(?<![\w]){name_re}(?:['’]s)?(?![\w])", " ", out, flags=re.IGNORECASE)
+    out = re.sub(r"\s+", " ", out).strip()
+    out = re.sub(r"\s+([?!.,;:])", r"\1", out)
+    if out == query.strip() or not re.search(r"\w", out):
+        return None
+    return out
 
 
 def first_person(query: str) -> str | None:

@@ -102,11 +102,14 @@ class FirstRound:
             not fuse (expansion) are scored on the same scale (``w * calibrated similarity``); ``None`` otherwise.
         keyword_top: per context type, the first two BM25 hits ``(uri, bm25 score)``, for the threshold protection
             of a clear BM25 first (``Scorer.merge``).
+        speakers: the speakers of the candidate conversation messages that the query names
+            (:func:`~context_engine.retrieval.speakers.named_speakers`), whose turns got ``speaker_boost``.
     """
 
     lexical: Mapping[str, float] = field(default_factory=lambda: _NO_SCORES)
     dense_weight: float | None = None
     keyword_top: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=lambda: _NO_TOPS)
+    speakers: frozenset[str] = frozenset()
 
 
 DENSE_ONLY = FirstRound()

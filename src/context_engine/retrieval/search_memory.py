@@ -49,7 +49,7 @@ from context_engine.retrieval.match_quality import MatchQualityRater
 from context_engine.retrieval.memory_filter import MemoryFilter
 from context_engine.retrieval.memory_read_service import MemoryReadService
 from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
-from context_engine.retrieval.query_transform import QueryTransformer
+from context_engine.retrieval.query_transform import QueryTransformer, without_speakers
 from context_engine.retrieval.redaction import Redactor
 from context_engine.retrieval.run import RequestNodes, SearchRun, SeedRound
 from context_engine.retrieval.scope import QueryScope, effective_owner_spaces, scopes_of
@@ -219,6 +219,7 @@ class SearchMemoryPipeline:
                 seeds = self.retriever.search_all(
                     typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
+                run, seeds = self._without_speaker_names(typed, scopes, ctx, trace, allowed, run, seeds)
                 if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
                     break
                 trace.event("seed", "generation_moved", generation=generation)
@@ -233,6 +234,44 @@ class SearchMemoryPipeline:
             )
             return None, seeds
         return run, seeds
+
+    def _without_speaker_names(
+        self,
+        typed: list[TypedQuery],
+        scopes: list[QueryScope],
+        ctx: RequestContext,
+        trace: TraceRecorder,
+        allowed: frozenset[str] | None,
+        run: SearchRun,
+        seeds: SeedRound,
+    ) -> tuple[SearchRun, SeedRound]:
+        """The seeds searched again with the names of the speakers the query names taken out of its text
+        (``retrieval.query_transform.speaker_names``, :func:`~context_engine.retrieval.query_transform.
+        without_speakers`), those speakers' turns still boosted; the first search's run and seeds when the query
+        names no speaker, or when the second search fails (recorded in the trace)."""
+        speakers = seeds.first_round.speakers
+        if not self._settings.query_transform.speaker_names or not speakers:
+            return run, seeds
+        text = without_speakers(typed[0].text, speakers)
+        if text is None:
+            return run, seeds
+        try:
+            vector = self._transformer.vector(self._embedder, text, trace)
+            again = SearchRun(
+                self.source.scorer(ctx.account_id, vector, run.generation),
+                RequestNodes(self._metadata, ctx.account_id),
+                trace,
+                generation=run.generation,
+            )
+            retyped = [tq.model_copy(update={"text": text}) for tq in typed]
+            found = self.retriever.search_all(
+                retyped, ctx, run=again, scopes=scopes, allowed=allowed, map_fn=self._mapper(again), speakers=speakers
+            )
+        except ContextEngineError as err:
+            trace.event("planner", "query_transform", transform="speaker_names", fallback=err.code.value)
+            return run, seeds
+        trace.event("planner", "query_transform", transform="speaker_names", text=text, speakers=sorted(speakers))
+        return again, found
 
     def _recheck_all(
         self,

@@ -41,6 +41,13 @@ class QueryTransformSettings(SettingsSection):
         description="Fuse the query's vector with that of its first-person rewrite ('What does the user drink' -> "
         "'What does I drink'); off by default: no gain on the dev sets (eval/README.md, 'Query transformation').",
     )
+    speaker_names: bool = Field(
+        True,
+        description="When the query names a speaker of the conversation messages it finds ('Where is Sam employed?' "
+        "over Sam's turns), search again with the name taken out of the query's text (vector and BM25): the name "
+        "says whose turns to prefer (retrieval.seed.speaker_boost), not what they say; matched as a word it favours "
+        "that speaker's shortest turns ('Sam: Hi again!'). Falls back to the first search.",
+    )
 
 
 class SeedSettings(SettingsSection):
