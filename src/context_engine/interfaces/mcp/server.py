@@ -28,8 +28,8 @@ Cold start (issue 12): over stdio the engine opens on a background thread
 (:class:`~context_engine.interfaces.mcp.background.BackgroundEngine`), so ``initialize`` and ``tools/list`` do not
 wait for the stores or the embedding model; the service provider is called in the tool call's worker thread, where
 it may block until the engine is open. The ``initialize`` result then carries the engine's state under
-``_meta["context-engine/status"]`` (``{"engine": "opening" | "loading_model" | "ready" | "failed", "model_loaded":
-bool}``), as it was when the answer was built; the same is logged as ``mcp_initialize``.
+``_meta["context-engine/status"]`` (``{"engine": "opening" | "loading_model" | "warming" | "ready" | "failed",
+"model_loaded": bool}``), as it was when the answer was built; the same is logged as ``mcp_initialize``.
 """
 
 from __future__ import annotations
