@@ -72,6 +72,7 @@ __all__ = [
     "node_record",
     "node_values",
     "slash_forms",
+    "stored_node_record",
     "table_of",
     "vector_record",
     "vector_values",
@@ -463,6 +464,33 @@ def node_record(row: Any) -> NodeRecord:
         updated_at=row.updated_at,
         occurred_at=row.occurred_at,
         metadata=(row.meta_json if isinstance(row, NodeRow) else row.metadata_json) or None,
+        version=row.version or 1,
+    )
+
+
+def stored_node_record(row: Any) -> NodeRecord:
+    """:func:`node_record` of a Core row of ``nodes`` without pydantic validation: the row was validated when it
+    was written and its column types give exactly the field types (``UTCDateTime``, ``Boolean``, ``JSON``), so the
+    record is equal to the validated one. For the per-request hydration of search hits (``get_nodes``), where
+    validation cost ~13 us a node."""
+    return NodeRecord.model_construct(
+        account_id=row.account_id,
+        uri=row.uri,
+        parent_uri=row.parent_uri,
+        owner_space=row.owner_space,
+        context_type=row.context_type,
+        category=row.category,
+        is_dir=row.is_dir,
+        title=row.title,
+        has_overview=row.has_overview,
+        has_content=row.has_content,
+        content_hash=row.content_hash,
+        index_status=row.index_status,
+        source=row.source,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        occurred_at=row.occurred_at,
+        metadata=row.metadata_json or None,
         version=row.version or 1,
     )
 
