@@ -233,7 +233,8 @@ class EngineConversationRetriever:
             "method": self.method,
             "model": embedder_label(self.embedder),
             "dim": self.embedder.dim,
-            "retrieval": s.retrieval.model_dump(mode="json"),
+            # match_quality labels an answer and never ranks: tuning it keeps the baselines' ranking checks in force
+            "retrieval": s.retrieval.model_dump(mode="json", exclude={"match_quality"}),
             "keyword": s.keyword.model_dump(mode="json"),
             "ingest": s.ingest.model_dump(mode="json"),
             "doc_input": ENGINE_INPUT_ROLES if self._plain_roles_differ() else ENGINE_INPUT,

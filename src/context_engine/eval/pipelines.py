@@ -88,12 +88,14 @@ class PipelineRetriever:
     def config(self) -> dict[str, Any]:
         s = self._settings
         section = s.knowledge if self.method == "lookup_knowledge" else s.retrieval
+        # match_quality labels an answer and never ranks: tuning it keeps the baselines' ranking checks in force
+        exclude = {"match_quality"} if self.method == "search_memory" else None
         return {
             "method": self.method,
             "model": embedder_label(self.embedder),
             "dim": self.embedder.dim,
             "keyword": s.keyword.model_dump(mode="json"),
-            self.method: section.model_dump(mode="json"),
+            self.method: section.model_dump(mode="json", exclude=exclude),
             # write limits bound a request's work and never change what is stored or ranked
             "ingest": s.ingest.model_dump(mode="json", exclude=_WRITE_LIMITS),
             "doc_input": "markdown file through the write path",
