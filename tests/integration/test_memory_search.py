@@ -271,3 +271,62 @@ def test_a_speakers_name_in_the_question_does_not_favour_the_speakers_shortest_t
         # the name matched as a word: Sam's shortest turns ("Sam: Hi again!") come before the fact
         assert hits[0] != uris[2]
         assert not events
+
+
+def _agent_conversation(engine, conv_id: str) -> dict[str, str]:
+    """One conversation of eval/conversations/agent_dev (written by us) added session by session; URI -> turn id."""
+    import json
+
+    from tests.conftest import REPO
+
+    sessions: dict[str, list[dict]] = {}
+    path = REPO / "eval" / "conversations" / "agent_dev" / "turns.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        turn = json.loads(line)
+        if turn["conv_id"] == conv_id:
+            sessions.setdefault(turn["session"], []).append(turn)
+    ids: dict[str, str] = {}
+    for session, turns in sessions.items():
+        when = datetime.strptime(turns[0]["session_date_time"], "%I:%M %p on %d %B, %Y").isoformat()
+        messages = [
+            {"role": t["role"], "content": t["text"], "timestamp": when}
+            | ({"speaker": t["speaker"]} if t["speaker"] else {})
+            for t in turns
+        ]
+        report = engine.add_messages(messages, session, ANN)
+        ids.update({u: t["dia_id"] for u, t in zip(report.uris, turns, strict=True)})
+    return ids
+
+
+@pytest.mark.parametrize("boost", [0.08, 0.0])
+def test_a_who_question_prefers_the_memory_that_holds_a_name(make, boost):
+    engine = make(retrieval={"scoring": {"answer_type_boost": boost}})
+    ids = _agent_conversation(engine, "agent-09")
+    response = engine.search_memory("Who is Kofi's vet?", ANN, top_k=3, include_debug=True, trace_level="detailed")
+    first = [ids[u] for u in _uris(response)]
+    # D1:7 "His vet is Dr Okafor at Riverside Vets."; D3:1 "Switched Kofi to two meals a day, the vet said it's time."
+    if boost:
+        assert first[:2] == ["D1:7", "D3:1"]
+        ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+        assert ranked["answer_type"] == "name"
+    else:
+        assert first[:2] == ["D3:1", "D1:7"]
+
+
+@pytest.mark.parametrize("margin", [0.05, 0.0])
+def test_a_question_about_the_present_puts_the_later_statement_on_the_same_topic_first(make, margin):
+    engine = make(retrieval={"scoring": {"current_state_margin": margin}})
+    ids = _agent_conversation(engine, "agent-14")
+    response = engine.search_memory(
+        "Which day does the user volunteer now?", ANN, top_k=5, include_debug=True, trace_level="detailed"
+    )
+    first = [ids[u] for u in _uris(response)]
+    # D2:5 "I volunteer at the Oxfam bookshop on Friday mornings." (June); D4:3 "I've moved my Oxfam shift to
+    # Tuesdays." (December): the same topic, the later one is the answer
+    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    if margin:
+        assert first[:2] == ["D4:3", "D2:5"]
+        assert ranked["superseded"] >= 1
+    else:
+        assert first[:2] == ["D2:5", "D4:3"]
+        assert ranked["superseded"] == 0

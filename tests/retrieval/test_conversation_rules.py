@@ -8,7 +8,7 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from context_engine.retrieval.current_state import asks_current_state, prefer_latest
+from context_engine.retrieval.current_state import asks_current_state, prefer_latest, supersede
 from context_engine.retrieval.query_transform import QueryTransformer, first_person, without_speakers
 from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
 from context_engine.schema.hits import NodeHit
@@ -109,3 +109,45 @@ def test_message_has_content_reads_the_text_without_the_speaker():
     assert message_has_content("assistant: How long have you been there?", "assistant", names) is False
     assert message_has_content("Sam: I just started at Northwind as a data engineer.", "Sam", names) is True
     assert message_has_content("assistant: Rooibos is caffeine-free.", "assistant", names) is True
+
+
+def _statement(name: str, score: float, when: datetime | None, abstract: str) -> NodeHit:
+    return NodeHit(
+        uri=SESSION + name,
+        owner_space="user:ann",
+        context_type="memory",
+        score=score,
+        occurred_at=when,
+        abstract=abstract,
+    )
+
+
+def _embed_topics(texts: list[str]) -> np.ndarray:
+    """A stand-in for the model: the topic word of each text as a one-hot vector (a unit test of the rule)."""
+    topics = ["amlodipine", "oxfam", "garden"]
+    return np.array([[1.0 if t in text.lower() else 0.0 for t in topics] for text in texts], dtype=np.float32)
+
+
+def test_supersede_orders_the_later_statement_on_the_same_topic_first():
+    old = _statement("000001.md", 0.50, datetime(2023, 5, 8), "I take amlodipine 5 mg every morning.")
+    new = _statement("000009.md", 0.47, datetime(2023, 9, 1), "The GP has put my amlodipine up to 10 mg.")
+    other = _statement("000005.md", 0.49, datetime(2023, 12, 1), "Our garden is a mess.")
+    moved = supersede([old, new, other], _embed_topics, same_topic=0.5, margin=0.05)
+    assert moved == 1
+    assert new.score == pytest.approx(0.5001) and old.score == 0.50 and other.score == 0.49
+
+
+def test_supersede_leaves_other_topics_wide_gaps_and_failures_alone():
+    old = _statement("000001.md", 0.50, datetime(2023, 5, 8), "I volunteer at the Oxfam bookshop on Fridays.")
+    far = _statement("000009.md", 0.40, datetime(2023, 9, 1), "I've moved my Oxfam shift to Tuesdays.")
+    assert supersede([old, far], _embed_topics, same_topic=0.5, margin=0.05) == 0  # 0.10 below: not made up
+    assert far.score == 0.40
+    garden = _statement("000010.md", 0.49, datetime(2023, 10, 1), "Our garden is a mess.")
+    assert supersede([old, garden], _embed_topics, same_topic=0.5, margin=0.05) == 0  # another topic
+
+    def broken(texts: list[str]) -> np.ndarray:
+        raise RuntimeError("model gone")
+
+    near = _statement("000011.md", 0.48, datetime(2023, 11, 1), "I've moved my Oxfam shift to Tuesdays.")
+    assert supersede([old, near], broken, same_topic=0.5, margin=0.05) == 0  # skipped, never raised
+    assert near.score == 0.48

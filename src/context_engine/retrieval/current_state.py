@@ -12,11 +12,16 @@ unchanged: recency in general is the ``memory.recency_*`` setting, off by defaul
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from context_engine.schema.hits import NodeHit
 
-__all__ = ["CURRENT_MARKERS", "asks_current_state", "prefer_latest"]
+__all__ = ["CURRENT_MARKERS", "SUPERSEDE_CANDIDATES", "asks_current_state", "prefer_latest", "supersede"]
+
+#: The best memories :func:`supersede` compares pairwise.
+SUPERSEDE_CANDIDATES = 5
 
 #: Words and phrases that ask for the present state of something that may have changed.
 CURRENT_MARKERS: tuple[str, ...] = (
@@ -73,3 +78,55 @@ def prefer_latest(query: str, hits: Sequence[NodeHit], boost: float) -> bool:
         if t is not None:
             h.score = round(min(1.0, h.score + boost * (t.timestamp() - low) / span), 6)
     return True
+
+
+def supersede(
+    hits: Sequence[NodeHit],
+    embed: Callable[[list[str]], np.ndarray],
+    *,
+    same_topic: float,
+    margin: float,
+) -> int:
+    """Order the later of two statements on the same topic first (module docstring): for the
+    :data:`SUPERSEDE_CANDIDATES` best memory hits of ``hits`` with a time, whenever a newer hit ``b`` scores at most
+    ``margin`` below an older hit ``a`` whose abstract's cosine similarity with ``b``'s is at least ``same_topic``,
+    ``b.score`` becomes ``a.score + 0.0001`` (capped at 1); repeated until nothing moves. Scores change in place.
+
+    Args:
+        hits: the candidates, scores set.
+        embed: texts -> ``(n, dim)`` vectors (the embedding model's ``embed_documents``).
+        same_topic: raw cosine similarity from which two abstracts are on the same topic.
+        margin: the largest score gap (final score, 0..1) the later statement may make up.
+
+    Returns:
+        How many scores changed (0 when ``embed`` failed: the rule is skipped, never the search).
+    """
+    ranked = sorted(
+        (h for h in hits if h.context_type == "memory" and not h.is_dir and (h.occurred_at or h.updated_at)),
+        key=lambda h: -h.score,
+    )[:SUPERSEDE_CANDIDATES]
+    if len(ranked) < 2:
+        return 0
+    try:
+        vectors = np.asarray(embed([h.abstract for h in ranked]), dtype=np.float32)
+    except Exception:  # noqa: BLE001 - an ordering rule never fails a search
+        return 0
+    vectors = vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-9)
+    similar = vectors @ vectors.T
+    times = [(h.occurred_at or h.updated_at).timestamp() for h in ranked]  # type: ignore[union-attr]
+    moved: set[int] = set()
+    for _ in range(len(ranked)):
+        changed = False
+        for i, older in enumerate(ranked):
+            for j, newer in enumerate(ranked):
+                if (
+                    times[j] > times[i]
+                    and similar[i, j] >= same_topic
+                    and older.score - margin <= newer.score <= older.score
+                ):
+                    newer.score = round(min(1.0, older.score + 1e-4), 6)
+                    moved.add(j)
+                    changed = True
+        if not changed:
+            break
+    return len(moved)

@@ -34,6 +34,10 @@ Merging the typed queries of a request (:meth:`Scorer.merge`), in this order:
    type the planner preferred gets ``final = min(1, final + intent_boost)`` (``retrieval.scoring.intent_boost``,
    default 0.05: enough to order near-ties by the intent, too small to lift a weak match of the preferred type over
    a clearly better one of another). No preferred type (no intent keyword, or the caller named the types): no boost.
+   Then the question's own shape: memories holding the answer type its opening words ask for (a time for "when",
+   a name for "who") get ``answer_type_boost`` (``retrieval/answer_type.py``), and a question about the present
+   state ("now", "still") prefers the later memories and, of two on the same topic that match about equally, the
+   later one (``retrieval/current_state.py``).
 3. **Threshold**: only when one is in force. ``default_score_threshold`` is ``None`` (no threshold at the defaults,
    chosen per model on the dev sets, docs/search_memory.md), so at the defaults a request returns
    ``min(top_k, candidates)`` hits. A caller's ``score_threshold`` keeps ``score > threshold`` (``>=`` with
@@ -64,7 +68,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from context_engine.retrieval.current_state import prefer_latest
+import numpy as np
+
+from context_engine.retrieval.answer_type import AnswerType, prefer_answer_type
+from context_engine.retrieval.current_state import prefer_latest, supersede
 from context_engine.retrieval.scope import within_target
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
@@ -179,6 +186,10 @@ class MergeResult:
         protected: URIs a threshold could not drop (named by the query, or BM25's clear first), sorted.
         swapped_in: direct hits that took the place of an expansion hit with a weaker own match.
         memory_intent: whether directories were ranked below the memory file hits (step 5).
+        answer_type: the answer type whose holders got ``answer_type_boost`` (step 2), or ``None``.
+        current_state: whether the current-state rule reordered the candidates (step 2).
+        superseded: later same-topic statements ordered first by :func:`~context_engine.retrieval.current_state.
+            supersede`.
     """
 
     final: list[NodeHit]
@@ -187,6 +198,9 @@ class MergeResult:
     protected: list[str] = field(default_factory=list)
     swapped_in: int = 0
     memory_intent: bool = False
+    answer_type: AnswerType | None = None
+    current_state: bool = False
+    superseded: int = 0
 
 
 def _normalise(text: str) -> str:
@@ -290,6 +304,7 @@ class Scorer:
         gte: bool = False,
         preferred: Collection[str] = (),
         keyword_top: Mapping[str, Sequence[tuple[str, float]]] | None = None,
+        embed: Callable[[list[str]], np.ndarray] | None = None,
     ) -> MergeResult:
         """Merge the scored, rechecked hits of a request's typed queries (module docstring, steps 1-5).
 
@@ -301,6 +316,8 @@ class Scorer:
             gte: compare with ``>=`` instead of ``>``.
             preferred: the context types the planner ranked first (``query_planner.preferred_types``).
             keyword_top: per context type, the first two BM25 hits ``(uri, bm25 score)`` of the first round.
+            embed: texts -> vectors (the embedding model's ``embed_documents``), for the current-state rule's
+                same-topic test; ``None`` skips that test.
 
         Returns:
             A :class:`MergeResult`; ``final`` holds ``min(top_k, candidates)`` hits when ``threshold`` is ``None``,
@@ -313,7 +330,17 @@ class Scorer:
                 if h.context_type in preferred:
                     h.score = round(min(1.0, h.score + boost), _DECIMALS)
             merged.sort(key=rank_key)
-        if prefer_latest(query, merged, self._settings.current_state_boost):
+        s = self._settings
+        answer_type = prefer_answer_type(query, merged, s.answer_type_boost)
+        if answer_type is not None:
+            merged.sort(key=rank_key)
+        superseded = 0
+        current_state = prefer_latest(query, merged, s.current_state_boost)
+        if current_state:
+            if embed is not None and s.current_state_margin > 0 and s.current_state_same_topic < 1:
+                superseded = supersede(
+                    merged, embed, same_topic=s.current_state_same_topic, margin=s.current_state_margin
+                )
             merged.sort(key=rank_key)
         if threshold is None:
             passing, protected = merged, set()
@@ -337,4 +364,7 @@ class Scorer:
             protected=sorted(protected & {h.uri for h in merged}),
             swapped_in=swapped,
             memory_intent=memory_intent,
+            answer_type=answer_type,
+            current_state=current_state,
+            superseded=superseded,
         )

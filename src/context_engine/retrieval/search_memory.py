@@ -38,6 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import numpy as np
+
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.metrics import Metrics
 from context_engine.observability.trace import TraceRecorder
@@ -155,6 +157,10 @@ class SearchMemoryPipeline:
         self._executor_lock = threading.Lock()
         self._memory_filter = MemoryFilter(metadata)
         self._transformer = QueryTransformer(first_person=settings.query_transform.first_person)
+
+    def _embed_texts(self, texts: list[str]) -> np.ndarray:
+        """``texts`` embedded as documents (the current-state rule's same-topic test, ``Scorer.merge``)."""
+        return np.asarray(self._embedder.embed_documents(texts), dtype=np.float32)
 
     def close(self) -> None:
         """Stop the worker threads (if any were started)."""
@@ -346,6 +352,7 @@ class SearchMemoryPipeline:
                 gte=request.score_gte,
                 preferred=preferred_types(typed),
                 keyword_top=first.first_round.keyword_top,
+                embed=self._embed_texts,
             )
             merged, final, filtered = result.merged, result.final, result.below_threshold
             if filtered:
@@ -359,6 +366,9 @@ class SearchMemoryPipeline:
                 expansion=sum(1 for h in final if h.source != "seed"),
                 swapped_in=result.swapped_in,
                 memory_intent=result.memory_intent,
+                answer_type=result.answer_type,
+                current_state=result.current_state,
+                superseded=result.superseded,
             )
             if detailed:
                 trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})

@@ -129,6 +129,29 @@ class ScoringSettings(SettingsSection):
         "to the final score of the candidate memories, in proportion to how late they occurred among them "
         "(retrieval/current_state.py); 0 switches it off.",
     )
+    current_state_same_topic: float = Field(
+        0.5,
+        ge=-1.0,
+        le=1.0,
+        description="For a current-state question, two of the 5 best memories whose abstracts have at least this raw "
+        "cosine similarity are on the same topic, and the later one is ordered first when it scores at most "
+        "current_state_margin below the earlier (retrieval/current_state.py; 1 switches the rule off).",
+    )
+    current_state_margin: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="The largest final-score gap the later of two same-topic statements makes up for a current-state "
+        "question (0 switches the rule off).",
+    )
+    answer_type_boost: float = Field(
+        0.08,
+        ge=0.0,
+        le=1.0,
+        description="Added to the final score of memories that hold what the question's opening words ask for: a "
+        "number, date or time for 'when' / 'how many' / 'what time', a proper noun for 'who' / 'what is the name' / "
+        "'which company' (English; retrieval/answer_type.py); 0 switches it off.",
+    )
     intent_boost: float = Field(
         0.05,
         ge=0.0,

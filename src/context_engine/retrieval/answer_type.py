@@ -1,0 +1,117 @@
+"""A question's expected answer type prefers the memories that hold one (issue 25; the answer-type check of classic
+question answering: a "when" question is answered by a time, a "who" question by a name).
+
+Among memories that match a question about equally, the one that can answer it holds what the question asks for:
+"When did Nala have surgery?" is answered by "Nala had a dental operation on Monday", not by "Our old cat Nala is
+NOT impressed with him"; "Who is Kofi's vet?" by "His vet is Dr Okafor at Riverside Vets", not by "Switched Kofi to
+two meals a day, the vet said it's time". :func:`expected_answer_type` reads the type from the question's opening
+words (English):
+
+* ``number``: "when", "how many / much / old / long / often / far / heavy / tall", "what time / year / day / date /
+  month", "which year / day / weekday / month" -- answered by a digit, a number word, a weekday, a month or a time
+  word (:data:`NUMBER_WORDS`: "twice", "yesterday", "last week" by its "week");
+* ``name``: "who / whom / whose", "what is the name ...", "what is X's name", "what / which brand, company, city,
+  neighbourhood, book, ..." -- answered by a capitalised word inside a sentence (a proper noun) that the question
+  does not already name ("I" and a sentence's first word are not names).
+
+Other questions ("what", "where", "why", "how", Chinese) have no expected type and are unchanged.
+:func:`prefer_answer_type` adds ``retrieval.scoring.answer_type_boost`` (0.08) to the final score of each memory
+hit whose abstract (the speaker prefix ``"Sam: "`` left out) holds the expected type: it orders near-ties, and is
+too small to lift a memory that matches the question clearly worse. Measured in eval/README.md (locomo_dev and agent_dev, per category).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from context_engine.schema.hits import NodeHit
+
+__all__ = ["NUMBER_WORDS", "AnswerType", "expected_answer_type", "has_answer_type", "prefer_answer_type"]
+
+AnswerType = Literal["number", "name"]
+
+_NUMBER_QUESTION = re.compile(
+    r"^\W*(?:when|how (?:many|much|old|long|often|far|heavy|tall|frequently)|what (?:time|year|day|date|month|weekday)"
+    r"|which (?:year|day|weekday|month))\b",
+    re.IGNORECASE,
+)
+_NAME_QUESTION = re.compile(
+    r"^\W*(?:who|whom|whose|what(?:'s| is| was) the name|what (?:is|was) [\w'’ ]+ name\b"
+    r"|(?:what|which) (?:brand|company|make|model|city|town|country|neighbourhood|neighborhood|restaurant|shop"
+    r"|bank|airline|school|team|band|book|film|movie|show|app|game))\b",
+    re.IGNORECASE,
+)
+
+#: Words that state a number, a frequency, a date or a time (besides digits); those of :data:`_COUNTED` also in the
+#: plural ("Tuesdays", "two weeks").
+NUMBER_WORDS: tuple[str, ...] = (
+    *"one two three four five six seven eight nine ten eleven twelve".split(),
+    *"twenty thirty forty fifty hundred thousand".split(),
+    *"once twice daily weekly monthly yesterday today tomorrow tonight noon midnight am pm".split(),
+    *"january february march april may june july august september october november december".split(),
+)
+_COUNTED: tuple[str, ...] = (
+    *"monday tuesday wednesday thursday friday saturday sunday weekend".split(),
+    *"morning evening night week month year".split(),
+)
+_NUMBER = re.compile(
+    r"\d|\b(?:" + "|".join(NUMBER_WORDS) + "|" + "|".join(w + "s?" for w in _COUNTED) + r")\b",
+    re.IGNORECASE,
+)
+_SPEAKER_PREFIX = re.compile(r"^[^:\n]{1,40}:\s")
+# A capitalised word that is not the first of its sentence.
+_INNER_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+)")
+_FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve", "i’d", "i’ll"})
+
+
+def expected_answer_type(query: str) -> AnswerType | None:
+    """The answer type a question's opening words ask for (module docstring), or ``None``."""
+    if _NUMBER_QUESTION.search(query):
+        return "number"
+    if _NAME_QUESTION.search(query):
+        return "name"
+    return None
+
+
+def _stem(word: str) -> str:
+    word = word.casefold()
+    for suffix in ("'s", "’s"):
+        if word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def has_answer_type(kind: AnswerType, text: str, query: str) -> bool:
+    """Whether ``text`` (a memory's abstract; a leading ``"Speaker: "`` is skipped) holds an answer of type ``kind``
+    for ``query``: a number, date or time word (``number``), or a proper noun the query does not name (``name``)."""
+    text = _SPEAKER_PREFIX.sub("", text, count=1)
+    if kind == "number":
+        return _NUMBER.search(text) is not None
+    named = {_stem(w) for w in re.findall(r"[\w'’]+", query)}
+    for match in _INNER_CAPITAL.finditer(text):
+        word = match.group(1)
+        if word.casefold() not in _FIRST_PERSON and _stem(word) not in named:
+            return True
+    return False
+
+
+def prefer_answer_type(query: str, hits: Sequence[NodeHit], boost: float) -> AnswerType | None:
+    """Add ``boost`` (capped at 1) to the score of each memory hit (no directory) of ``hits`` whose abstract holds
+    the answer type ``query`` asks for (module docstring); scores change in place.
+
+    Returns:
+        The expected answer type when any score changed (the caller then re-sorts), else ``None``.
+    """
+    if boost <= 0.0:
+        return None
+    kind = expected_answer_type(query)
+    if kind is None:
+        return None
+    changed = False
+    for h in hits:
+        if h.context_type == "memory" and not h.is_dir and has_answer_type(kind, h.abstract, query):
+            h.score = round(min(1.0, h.score + boost), 6)
+            changed = True
+    return kind if changed else None

@@ -1,0 +1,79 @@
+"""The answer-type rule of search_memory's merge (retrieval/answer_type.py, issue 25)."""
+
+from __future__ import annotations
+
+import pytest
+
+from context_engine.retrieval.answer_type import expected_answer_type, has_answer_type, prefer_answer_type
+from context_engine.schema.hits import NodeHit
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("When did Nala have surgery?", "number"),
+        ("How many people are in the book club?", "number"),
+        ("how often does she swim?", "number"),
+        ("What time is the standup?", "number"),
+        ("Which weekday does the user have off?", "number"),
+        ("Who is Kofi's vet?", "name"),
+        ("What is the name of Sam's cat?", "name"),
+        ("What is Sam's partner's name?", "name"),
+        ("Which company did Hannah join?", "name"),
+        ("What brand of running shoes did they buy?", "name"),
+        # the type is read from the opening words only: "when" and "who" inside a question ask for no type
+        ("What did Sam start drinking when caffeine was ruining their nights?", None),
+        ("What did Sam do at the wedding of the sister who married in Galway?", None),
+        ("Where does Sam live?", None),
+        ("What does the user do for a living?", None),
+        ("萨姆什么时候搬家的？", None),
+    ],
+)
+def test_the_expected_answer_type_comes_from_the_opening_words(question, expected):
+    assert expected_answer_type(question) == expected
+
+
+def test_a_number_is_a_digit_a_number_word_or_a_time_word():
+    assert has_answer_type("number", "He's 24 kilos already.", "How heavy?")
+    assert has_answer_type("number", "I swim twice a week.", "How often?")
+    assert has_answer_type("number", "Nala had a dental operation on Monday.", "When?")
+    assert has_answer_type("number", "I do school pickup on Tuesdays.", "When?")
+    assert not has_answer_type("number", "Our old cat Nala is not impressed with him.", "When?")
+    assert not has_answer_type("number", "Someone mentioned it.", "When?")  # "one" inside a word is no number
+
+
+def test_a_name_is_a_capitalised_word_inside_a_sentence_the_question_does_not_name():
+    q = "Who is Kofi's vet?"
+    assert has_answer_type("name", "Kwame: His vet is Dr Okafor at Riverside Vets.", q)
+    # the speaker prefix, a sentence's first word, "I" and the names the question already holds are no answer
+    assert not has_answer_type("name", "Kwame: Switched Kofi to two meals a day, the vet said it's time.", q)
+    assert not has_answer_type("name", "I think Kofi's vet is great. Really.", q)
+    assert has_answer_type("name", "I just started at Northwind as a data engineer.", "What company does Sam work for?")
+
+
+def _hit(name: str, score: float, abstract: str, *, context_type: str = "memory", is_dir: bool = False) -> NodeHit:
+    return NodeHit(
+        uri=f"ctx://user/ann/memories/{name}",
+        owner_space="user:ann",
+        context_type=context_type,
+        score=score,
+        abstract=abstract,
+        is_dir=is_dir,
+    )
+
+
+def test_only_memories_holding_the_expected_type_are_boosted():
+    name = _hit("a.md", 0.40, "His vet is Dr Okafor at Riverside Vets.")
+    plain = _hit("b.md", 0.45, "Switched Kofi to two meals a day, the vet said it's time.")
+    skill = _hit("c.md", 0.30, "Call Dr Okafor first.", context_type="skill")
+    folder = _hit("d", 0.20, "Directory: Riverside visits", is_dir=True)
+    assert prefer_answer_type("Who is Kofi's vet?", [name, plain, skill, folder], 0.08) == "name"
+    assert (name.score, plain.score, skill.score, folder.score) == (pytest.approx(0.48), 0.45, 0.30, 0.20)
+
+
+def test_no_expected_type_or_no_boost_changes_nothing():
+    hit = _hit("a.md", 0.40, "His vet is Dr Okafor at Riverside Vets.")
+    assert prefer_answer_type("Where is the vet?", [hit], 0.08) is None
+    assert prefer_answer_type("Who is Kofi's vet?", [hit], 0.0) is None
+    assert prefer_answer_type("When did it happen?", [hit], 0.08) is None  # no hit holds a time
+    assert hit.score == 0.40
