@@ -17,7 +17,8 @@ words (English):
 Other questions ("what", "where", "why", "how", Chinese) have no expected type and are unchanged.
 :func:`prefer_answer_type` adds ``retrieval.scoring.answer_type_boost`` (0.08) to the final score of each memory
 hit whose abstract (the speaker prefix ``"Sam: "`` left out) holds the expected type: it orders near-ties, and is
-too small to lift a memory that matches the question clearly worse. Measured in eval/README.md (locomo_dev and agent_dev, per category).
+too small to lift a memory that matches the question clearly worse. Measured in eval/README.md (locomo_dev and
+agent_dev, per category).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ _NAME_QUESTION = re.compile(
 )
 
 #: Words that state a number, a frequency, a date or a time (besides digits); those of :data:`_COUNTED` also in the
-#: plural ("Tuesdays", "two weeks").
+#: plural ("Tuesdays", "two weeks"). Not "one": in conversation it is mostly a pronoun ("the one I liked"; without it
+#: locomo_dev P@1 0.4634 -> 0.4654, agent_dev unchanged).
 NUMBER_WORDS: tuple[str, ...] = (
-    *"one two three four five six seven eight nine ten eleven twelve".split(),
+    *"two three four five six seven eight nine ten eleven twelve".split(),
     *"twenty thirty forty fifty hundred thousand".split(),
     *"once twice daily weekly monthly yesterday today tomorrow tonight noon midnight am pm".split(),
     *"january february march april may june july august september october november december".split(),
