@@ -129,7 +129,7 @@ def build_knowledge(engine: ContextEngineService) -> KnowledgeParts:
         metadata=engine.metadata,
         embedder=engine.embedder,
         tracker=RetrievedDocTracker(audit, ks.dedup_ttl_s),
-        recorder=ToolInvocationRecorder(audit, ks, redactor),
+        recorder=ToolInvocationRecorder(audit, ks, redactor, engine.metrics),
         metrics=engine.metrics,
         redactor=redactor,
     )

@@ -174,6 +174,7 @@ class ContextEngineService:
     def close(self) -> None:
         """Release the stores. The engine can be reopened on the same directory."""
         self.search_pipeline.close()
+        self.knowledge.recorder.close()  # writes the audit rows still queued (search_memory's)
         self.l0_source.close()
         self.l0_matrix.close()  # waits for derived files being written (they read the metadata store's identity)
         self.keyword_index.close()

@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from context_engine.errors import ContextEngineError
+from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.context import RequestContext
 
 ADMIN = RequestContext(account_id="acme", role="admin")
@@ -79,3 +79,40 @@ def test_a_secret_in_the_query_is_redacted_in_the_row(engine):
     engine.search_memory(f"why does key {secret} fail?", ALICE)
     (row,) = engine.list_invocations(ALICE, tool_name="search_memory")
     assert secret not in row.model_dump_json()
+
+
+def test_the_row_is_written_off_the_request_thread_and_close_writes_what_is_queued(make_engine, tmp_path):
+    import sqlite3
+    import threading
+
+    engine = make_engine(home=tmp_path / "queued")
+    writers: list[str] = []
+    store = engine.audit
+    original = store.record_invocation
+
+    def record(row, **kwargs):
+        writers.append(threading.current_thread().name)
+        return original(row, **kwargs)
+
+    store.record_invocation = record  # type: ignore[method-assign]
+    answered = [engine.search_memory(f"question {i}", ALICE).request_id for i in range(5)]
+    engine.close()  # the rows still queued are written before the stores close
+    assert writers == ["ce-audit-writer"] * 5
+    with sqlite3.connect(tmp_path / "queued" / "metadata.db") as con:
+        stored = {r[0] for r in con.execute("SELECT invocation_id FROM tool_invocations")}
+    assert stored == set(answered)
+
+
+def test_a_row_the_store_refuses_is_logged_and_counted_and_the_answer_stands(engine, caplog):
+    def refuse(row, **kwargs):
+        raise ContextEngineError(ErrorCode.STORAGE_FAILED, "disk full")
+
+    engine.audit.record_invocation = refuse  # type: ignore[method-assign]
+    with caplog.at_level("ERROR", logger="context_engine.knowledge"):
+        resp = engine.search_memory("who runs the etcd cluster?", ALICE)
+        engine.knowledge.recorder.flush()
+    assert resp.request_id and engine.list_invocations(ALICE, tool_name="search_memory") == []
+    assert engine.knowledge.recorder.write_failures == 1
+    failures = engine.metrics.registry.get_sample_value("ce_audit_write_failures_total", {"tool": "search_memory"})
+    assert failures == 1.0
+    assert any(r.getMessage() == "audit row not written" for r in caplog.records)

@@ -7,6 +7,10 @@ read-only home records nothing. A rejected request leaves a row with ``success=f
 
 What differs from a lookup row, because the call differs:
 
+* the row is written after the answer, on the recorder's background writer (issue 26: redaction and the insert
+  cost ~3 ms of a search's thread); every read of the audit trail through the engine waits for it, and so does the
+  engine's ``close``; a refused row is logged and counted (``ce_audit_write_failures_total{tool}``), it does not
+  fail the search that was answered;
 * ``invocation_id`` is the response's ``request_id`` (one id to quote for the call);
 * ``session_id`` is the request's ``conversation_id`` (the conversation whose memories were asked for; a search has
   no diagnosis session, and the row's column keeps the seed's name);
@@ -66,10 +70,12 @@ class SearchAudit:
     ) -> None:
         """Store the row of one call: ``response`` for an answered call, ``error`` for a rejected one.
 
-        Raises:
-            ContextEngineError: what the audit store raises (as for a lookup row).
+        The row is built here and written by the recorder's background writer
+        (:meth:`ToolInvocationRecorder.record_later`: off the request's thread, read back by the recorder's reads as
+        soon as this returns); a row the audit store refuses is logged and counted
+        (``ce_audit_write_failures_total``), never raised to the search.
         """
-        self._recorder.record(
+        self._recorder.record_later(
             search_invocation(
                 request,
                 ctx,

@@ -20,16 +20,28 @@ Secrets (docs/security.md "Secret redaction"): every text field of a row (input 
 preview, error message) is redacted by the patterns before it is stored, and again when rows are read back (rows
 written before issue 14). The identifiers a row is found by (``invocation_id``, ``account_id``, ``session_id``,
 ``request_id``, ``caller``, ``tool_name``) are kept as sent.
+
+Rows written later (:meth:`ToolInvocationRecorder.record_later`, search_memory's rows, issue 26): redaction and the
+insert run on one background thread, fed by a bounded queue (a full queue makes the caller wait: a row is never
+dropped). Every read of this recorder (get, list, summary, verify) waits for the rows queued before it, and so does
+:meth:`~ToolInvocationRecorder.close` (the engine's ``close``) and the end of the process; a row the store refuses is
+logged and counted (``ce_audit_write_failures_total{tool}``), the store left as it was (one transaction per row).
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import queue
 import re
+import threading
 import unicodedata
+import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from context_engine.observability.metrics import Metrics
 from context_engine.redaction import Redactor, redact_structure
 from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import (
@@ -45,6 +57,9 @@ from context_engine.storage.metadata.audit import LedgerEntry, SqlAuditStore
 _WS_RE = re.compile(r"\s+")
 # Fields a row is looked up by: kept as sent (redacting them would break the lookups).
 _KEY_FIELDS = frozenset({"invocation_id", "account_id", "session_id", "request_id", "caller", "tool_name"})
+_LOG = logging.getLogger("context_engine.knowledge")
+# Rows queued for the background writer at most; a caller finding the queue full waits (backpressure, no loss).
+WRITE_QUEUE_ROWS = 1024
 
 
 def normalize_whitespace(text: str) -> str:
@@ -61,9 +76,16 @@ class ToolInvocationRecorder:
         settings: the ``knowledge`` section (``verify_min_excerpt_chars``).
         redactor: redacts the rows' text fields when they are read back (``None``: a default redactor); rows are
             always redacted before they are stored.
+        metrics: counts the rows :meth:`record_later` could not write (``None``: a private registry).
     """
 
-    def __init__(self, store: SqlAuditStore, settings: KnowledgeSettings, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        store: SqlAuditStore,
+        settings: KnowledgeSettings,
+        redactor: Redactor | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._store = store
         self._s = settings
         if redactor is None:
@@ -71,6 +93,7 @@ class ToolInvocationRecorder:
 
             redactor = Redactor(RedactionSettings())
         self._redactor = redactor
+        self._writer = _RowWriter(self._write_row, metrics or Metrics())
 
     def redact(self, invocation: ToolInvocation, *, stored: bool = False) -> ToolInvocation:
         """``invocation`` with every text field but the identifiers redacted by the patterns: always when it is
@@ -93,8 +116,31 @@ class ToolInvocationRecorder:
             self.redact(invocation, stored=True), ledger_keys=ledger_doc_keys, ledger_ttl_s=ledger_ttl_s
         )
 
+    def record_later(self, invocation: ToolInvocation) -> None:
+        """Queue the row for the background writer (module docstring): redacted and inserted off the caller's
+        thread, visible to every read of this recorder once this returns (reads flush first). Waits only while the
+        queue is full. A row the store refuses is logged and counted, never raised here."""
+        self._writer.submit(invocation)
+
+    def flush(self) -> None:
+        """Wait until every row queued by :meth:`record_later` so far is written (or its failure counted)."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Write the queued rows and stop the background writer; later rows are written in the caller's thread."""
+        self._writer.close()
+
+    @property
+    def write_failures(self) -> int:
+        """Rows queued by :meth:`record_later` that the store refused (also ``ce_audit_write_failures_total``)."""
+        return self._writer.failures
+
+    def _write_row(self, invocation: ToolInvocation) -> None:
+        self._store.record_invocation(self.redact(invocation, stored=True))
+
     def get(self, invocation_id: str, ctx: RequestContext) -> ToolInvocation | None:
         """The invocation in the caller's scope, or ``None`` (the same for another account's or user's id)."""
+        self.flush()
         found = self._store.get_invocation(ctx.account_id, invocation_id, principal=_scope(ctx))
         return None if found is None else self.redact(found)
 
@@ -111,6 +157,7 @@ class ToolInvocationRecorder:
         newest_first: bool = True,
     ) -> list[ToolInvocation]:
         """Invocations in the caller's scope by session, tool and time (``since <= created_at < until``)."""
+        self.flush()
         rows = self._store.list_invocations(
             ctx.account_id,
             principal=_scope(ctx),
@@ -225,6 +272,69 @@ class ToolInvocationRecorder:
                         )
         out.reason = "no_evidence" if all(r.raw_path == NO_EVIDENCE_PATH for r in refs) else "not_found"
         return out
+
+
+class _RowWriter:
+    """One background thread writing queued rows in order (started at the first row, a daemon flushed at exit)."""
+
+    def __init__(self, write: Callable[[ToolInvocation], None], metrics: Metrics) -> None:
+        self._write = write
+        self._metrics = metrics
+        self._queue: queue.Queue[ToolInvocation | None] = queue.Queue(maxsize=WRITE_QUEUE_ROWS)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.failures = 0
+
+    def submit(self, row: ToolInvocation) -> None:
+        with self._lock:  # held while queueing, so that no row lands behind close()'s end mark
+            if not self._closed:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="ce-audit-writer", daemon=True)
+                    self._thread.start()
+                    atexit.register(_close_at_exit, weakref.ref(self))
+                self._queue.put(row)  # waits while the queue is full
+                return
+        self._write_one(row)  # after close: written here, as before the writer existed
+
+    def flush(self) -> None:
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._queue.join()
+
+    def close(self) -> None:
+        with self._lock:
+            thread, self._closed = self._thread, True
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            self._queue.put(None)
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            row = self._queue.get()
+            try:
+                if row is None:
+                    return
+                self._write_one(row)
+            finally:
+                self._queue.task_done()
+
+    def _write_one(self, row: ToolInvocation) -> None:
+        try:
+            self._write(row)
+        except Exception:  # noqa: BLE001 - the call this row records has answered; the loss is logged and counted
+            self.failures += 1
+            self._metrics.audit_write_failures.labels(tool=row.tool_name).inc()
+            _LOG.error(
+                "audit row not written",
+                exc_info=True,
+                extra={"ce_event": {"invocation_id": row.invocation_id, "tool_name": row.tool_name}},
+            )
+
+
+def _close_at_exit(ref: weakref.ref[_RowWriter]) -> None:
+    writer = ref()
+    if writer is not None:
+        writer.close()
 
 
 def _scope(ctx: RequestContext) -> str | None:

@@ -22,7 +22,8 @@ Also: ``ce_retrieval_stage_duration_seconds{stage}``; ``ce_retrieval_search_memo
 ``ce_lookup_knowledge_fallback_total{reason}``, ``ce_lookup_knowledge_dedup_total``; writes:
 ``ce_vector_commit_retries_total{operation}`` (vector-index calls retried: LanceDB commits after a conflict with another
 writer, Milvus calls after a transient error).
-stores: ``ce_storage_failures_total{store,operation}`` (calls to an object store that failed mid-request).
+stores: ``ce_storage_failures_total{store,operation}`` (calls to an object store that failed mid-request);
+audit: ``ce_audit_write_failures_total{tool}`` (``tool_invocation`` rows written after the call that were refused).
 """
 
 from __future__ import annotations
@@ -108,6 +109,12 @@ class Metrics:
             "ce_storage_failures",
             "Store calls that failed mid-request (the request failed with a retryable code), by store and operation",
             ["store", "operation"],
+            registry=r,
+        )
+        self.audit_write_failures = Counter(
+            "ce_audit_write_failures",
+            "tool_invocation rows written after the call (search_memory) that the audit store refused, by tool",
+            ["tool"],
             registry=r,
         )
         self.lookup_dedup = Counter(
