@@ -98,6 +98,8 @@ class FakeMetadata:
     def get_nodes(self, account_id, uris):
         return {u: self.rows[u] for u in uris if u in self.rows}
 
+    get_node_heads = get_nodes  # a NodeRecord has every field of a NodeHead
+
 
 def make_run(sims=TREE, pending=(), delay_s=0.0, detailed=True):
     nodes = RequestNodes(FakeMetadata(sims, pending), "acme")

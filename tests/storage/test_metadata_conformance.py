@@ -195,6 +195,39 @@ def test_get_nodes_batch(metadata_store: MetadataStore) -> None:
     assert sorted(metadata_store.get_nodes(A, many)) == sorted(many)
 
 
+def test_get_node_heads_are_get_nodes_reduced_to_the_search_columns(metadata_store: MetadataStore) -> None:
+    from datetime import UTC, datetime
+
+    from context_engine.schema.nodes import NodeHead
+
+    when = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
+    metadata_store.upsert_nodes([node(u) for u in TREE])
+    metadata_store.upsert_nodes(
+        [node("ctx://user/alice/memories/profile/m.md", category="profile", occurred_at=when, metadata={"k": 1})]
+    )
+    metadata_store.set_index_status(A, ["ctx://resources/docs/b.md"], "pending")
+    wanted = [
+        "ctx://resources/docs",
+        "ctx://resources/docs/a.md/",
+        "ctx://resources/docs/b.md",
+        "ctx://resources/missing.md",
+        "ctx://resources/",
+        "ctx://user/alice/memories/profile/m.md",
+    ]
+    heads = metadata_store.get_node_heads(A, wanted)
+    records = metadata_store.get_nodes(A, wanted)
+    assert sorted(heads) == sorted(records) and len(heads) == 5
+    for uri, head in heads.items():
+        assert isinstance(head, NodeHead)
+        assert head == NodeHead(*(getattr(records[uri], name) for name in NodeHead._fields))
+    assert heads["ctx://resources/docs/b.md"].index_status == "pending"
+    assert heads["ctx://user/alice/memories/profile/m.md"].occurred_at == when
+    assert metadata_store.get_node_heads("other", wanted) == {} and metadata_store.get_node_heads(A, []) == {}
+    many = [f"ctx://resources/bulk/f{i:04d}.md" for i in range(1_200)]  # more than one IN batch
+    metadata_store.upsert_nodes([node(u) for u in many])
+    assert sorted(metadata_store.get_node_heads(A, many)) == sorted(many)
+
+
 def test_list_children_are_direct_and_ordered(metadata_store: MetadataStore) -> None:
     metadata_store.upsert_nodes([node(u) for u in reversed(TREE)])
     expected = ["ctx://resources/docs/a.md", "ctx://resources/docs/b.md", "ctx://resources/docs/sub/"]

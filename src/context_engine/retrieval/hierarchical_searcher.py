@@ -44,7 +44,7 @@ from context_engine.retrieval.scope import QueryScope, scope_of, within_target
 from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit, SeedHit
-from context_engine.schema.nodes import NodeRecord, VectorFilter
+from context_engine.schema.nodes import NodeHead, VectorFilter
 from context_engine.schema.query import TypedQuery
 from context_engine.settings import HierarchySettings
 from context_engine.storage.vector.scoring import L0Match
@@ -353,7 +353,7 @@ class HierarchicalSearcher:
                 out.append(node.parent_uri)
         return list(dict.fromkeys(out))[: self._settings.max_start_dirs]
 
-    def _path(self, uri: str, node: NodeRecord | None) -> list[str]:
+    def _path(self, uri: str, node: NodeHead | None) -> list[str]:
         levels = self._settings.ancestor_levels
         if node is not None and node.parent_uri:
             return [node.parent_uri, *ancestor_uris(node.parent_uri, levels - 1)]

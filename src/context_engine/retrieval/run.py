@@ -17,13 +17,14 @@ from types import MappingProxyType
 
 from context_engine.observability.trace import TraceRecorder
 from context_engine.schema.hits import SeedHit
-from context_engine.schema.nodes import NodeRecord
+from context_engine.schema.nodes import NodeHead
 from context_engine.storage.protocols import MetadataStore
 from context_engine.storage.vector.scoring import L0Scorer
 
 
 class RequestNodes:
-    """Metadata rows of one account, fetched in batches (one ``get_nodes`` call per batch) and kept for the request.
+    """Metadata rows of one account, fetched in batches (one ``get_node_heads`` call per batch: the columns a search
+    reads, :class:`~context_engine.schema.nodes.NodeHead`) and kept for the request.
 
     Thread-safe. A URI that was fetched and is absent is remembered as absent.
     """
@@ -31,17 +32,17 @@ class RequestNodes:
     def __init__(self, metadata: MetadataStore, account_id: str) -> None:
         self._metadata = metadata
         self._account = account_id
-        self._rows: dict[str, NodeRecord | None] = {}
+        self._rows: dict[str, NodeHead | None] = {}
         self._lock = threading.Lock()
         self.fetches = 0
 
-    def fetch(self, uris: Iterable[str]) -> dict[str, NodeRecord | None]:
+    def fetch(self, uris: Iterable[str]) -> dict[str, NodeHead | None]:
         """Rows for ``uris`` (``None`` for missing nodes); only URIs not seen before are queried."""
         wanted = list(dict.fromkeys(uris))
         with self._lock:
             missing = [u for u in wanted if u not in self._rows]
         if missing:
-            found = self._metadata.get_nodes(self._account, missing)
+            found = self._metadata.get_node_heads(self._account, missing)
             with self._lock:
                 self.fetches += 1
                 for u in missing:
@@ -49,13 +50,13 @@ class RequestNodes:
         with self._lock:
             return {u: self._rows[u] for u in wanted}
 
-    def get(self, uri: str) -> NodeRecord | None:
+    def get(self, uri: str) -> NodeHead | None:
         """The row for ``uri`` if it was fetched and exists."""
         with self._lock:
             return self._rows.get(uri)
 
 
-def unusable_reason(node: NodeRecord | None) -> str | None:
+def unusable_reason(node: NodeHead | None) -> str | None:
     """Why a vector hit must not be returned, or ``None`` when it may be (DESIGN §3: never a searchable orphan).
 
     ``missing``: no metadata row any more (deleted after indexing); ``pending``: its index write has not finished.

@@ -8,7 +8,7 @@ memory models) do not import numpy (issue 29: a ``--url`` command starts without
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +45,24 @@ class NodeRecord(BaseModel):
     occurred_at: datetime | None = None
     metadata: dict[str, Any] | None = None
     version: int = 1
+
+
+class NodeHead(NamedTuple):
+    """The columns of a node that a search reads, as a plain tuple (``MetadataStore.get_node_heads``): the values of
+    the :class:`NodeRecord` fields of the same names, without the rest of the row (title, hash, timestamps of
+    creation, JSON metadata) and without building a model (a search hydrates ~40 nodes a request, issue 26)."""
+
+    uri: str
+    parent_uri: str | None
+    owner_space: str
+    context_type: ContextType | None
+    category: str | None
+    is_dir: bool
+    has_overview: bool
+    has_content: bool
+    index_status: IndexStatus
+    updated_at: datetime | None
+    occurred_at: datetime | None
 
 
 class Relation(BaseModel):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from context_engine.schema.nodes import Level, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
+from context_engine.schema.nodes import Level, NodeHead, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
 from context_engine.schema.uri import ContextURI
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.journal import JournalEntry
@@ -143,7 +143,11 @@ class NodeStore(Protocol):
 @runtime_checkable
 class NodeLedger(Protocol):
     """What the write path keeps beside the tree: child sequence numbers, file lookups by hash and by
-    narrowing, versions and relations."""
+    narrowing, versions and relations; and the narrow node read of a search's hydration (``get_node_heads``)."""
+
+    def get_node_heads(self, account_id: str, uris: Iterable[str]) -> dict[str, NodeHead]:
+        """``NodeStore.get_nodes`` reduced to the columns a search reads (:class:`NodeHead`): its hydration."""
+        ...
 
     def reserve_sequence(self, account_id: str, parent_uri: str, count: int, floor: int) -> int:
         """Atomically reserve ``count`` consecutive child numbers of a directory; returns the first."""

@@ -10,6 +10,7 @@ database with a locale collation sorts differently from SQLite; results are ther
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from sqlalchemy import (
 )
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.schema.nodes import IndexStatus, NodeRecord, Relation
+from context_engine.schema.nodes import IndexStatus, NodeHead, NodeRecord, Relation
 from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.engine import SqlDatabase
@@ -56,6 +57,16 @@ _SPACE_SCOPE_ROOTS = frozenset({"ctx://user/", "ctx://agent/"})
 _GET_NODES = select(NODES).where(
     NODES.c.account_id == bindparam("account_id"), NODES.c.uri_key.in_(bindparam("keys", expanding=True))
 )
+# NodeHead's columns, in its field order (rows become heads with one tuple call)
+_GET_HEADS = select(*(NODES.c[name] for name in NodeHead._fields)).where(
+    NODES.c.account_id == bindparam("account_id"), NODES.c.uri_key.in_(bindparam("keys", expanding=True))
+)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _uri_key(uri: str) -> str:
+    """``ContextURI.parse(uri).key``, memoised (a search asks for the same few hundred URIs; errors are not kept)."""
+    return ContextURI.parse(uri).key
 
 
 class NodeRows(SqlDatabase):
@@ -104,6 +115,19 @@ class NodeRows(SqlDatabase):
                 # hydrates ~40 nodes per request (measured: 4.8 -> 1 ms / 20; validation 0.26 ms of the rest)
                 rows = s.execute(_GET_NODES, {"account_id": account_id, "keys": list(chunk)})
                 out.update((row.uri, stored_node_record(row)) for row in rows)
+        return out
+
+    def get_node_heads(self, account_id: str, uris: Iterable[str]) -> dict[str, NodeHead]:
+        """:meth:`get_nodes` reduced to the columns a search reads (:class:`NodeHead`, keyed by the canonical stored
+        URI; either slash form accepted): one query per 500 URIs, tuples built from the rows as they come (a third
+        of the CPU of ``get_nodes`` for the ~20 nodes of a search batch, issue 26)."""
+        keys = sorted({_uri_key(u) for u in uris})
+        out: dict[str, NodeHead] = {}
+        make = NodeHead._make
+        with self._read() as s:
+            for chunk in chunks(keys):
+                rows = s.execute(_GET_HEADS, {"account_id": account_id, "keys": list(chunk)})
+                out.update((row[0], make(row)) for row in rows)
         return out
 
     def list_children(self, account_id: str, parent_uri: str) -> list[NodeRecord]:
