@@ -63,7 +63,7 @@ LAYERS = (
     "integrations", "client", "interfaces", "eval", "api", "service", "knowledge", "retrieval", "ingest",
     "storage", "schema", "errors",
 )  # fmt: skip
-SERVICE_MODULES = ("service", "engine_factory", "engine_parts", "warm_up")
+SERVICE_MODULES = ("service", "service_memory", "engine_factory", "engine_parts", "warm_up")
 TARGET = "ctx://resources/runbooks/kubernetes/"
 QUERY = "Pod is crash looping"
 

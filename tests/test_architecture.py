@@ -266,3 +266,16 @@ def _upward(source: str | None, target: str, target_layer: str | None, rank: dic
     if target_layer in (None, "package"):
         return target_layer == "package"  # the package's __init__ sits above every layer
     return target_layer != "side" and rank[target_layer] < rank[source]
+
+
+MAX_MODULE_LINES = 800
+
+
+def test_no_module_over_800_lines() -> None:
+    """Issue 28: a module a reader can hold in mind; the service facade's memory methods live in service_memory.py."""
+    long = {
+        str(path.relative_to(SRC)): n
+        for path in sorted(SRC.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
