@@ -6,12 +6,22 @@ write (docs/security.md, "Crash safety and concurrent writers"; :mod:`context_en
 1. Validate, parse, chunk, summarise and embed the written files in memory. Bad input fails here; nothing is written.
 2. An intent row is committed in the metadata database's journal.
 3. One metadata transaction, holding the write lock: content changes (each recorded first, so it can be undone),
-   nodes (``pending``), vectors and the change log, the directory summaries of every touched directory recomputed
-   from its committed children (never from a list read before the lock: concurrent writers into one directory lose
-   nothing), and the intent marked ``committed``. Its commit is the moment the write happens.
+   nodes (``pending``), the directory summaries of every touched directory recomputed from its committed children
+   (never from a list read before the lock: concurrent writers into one directory lose nothing), vectors and the
+   change log, and the intent marked ``committed``. Its commit is the moment the write happens.
 4. The vector index follows the metadata rows of the touched ids, the nodes are marked ``indexed``, the undo records
    and the intent are dropped. If the index fails, the nodes stay ``pending`` (searches skip them) and the intent is
    left for ``reindex`` (or the next start) to finish.
+
+A small write (at most ``_AHEAD_MAX_CHARS`` characters to embed, no progress callback, no cancel event: a batch of
+messages or memories, a short document) overlaps steps 1 to 3 (issue 26): its texts go to the model in a background
+thread as soon as they are known (a message's or a short memory's before parsing, since it is indexed whole as its
+given L0; if redaction then changes an abstract, the texts are embedded again as stored), and the calling thread
+parses, takes its turn and writes the content files, node rows and directory summaries, which need no vector, before
+it waits for the vectors. The texts go to the embedder in one call either way, so the vectors are the same; a model
+failure raises inside the transaction, which rolls back with the content changes (nothing is written), and a write
+that fails before it needs its vectors waits for the model to finish first. The write lock is then held for the rest
+of the embedding too, which the bound keeps short; a larger write embeds before it asks for its turn.
 
 A crash before the commit leaves a ``prepared`` intent: its content changes are rolled back by the next writer (under
 the write lock, before it changes anything) or at the next start. A crash after it leaves a ``committed`` intent,
@@ -20,23 +30,32 @@ finished at the next start or by ``reindex``. Both are found from the journal al
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.ingest.background import Background
+from context_engine.ingest.embedding_inputs import (
+    EmbeddingInputs,
+    early_texts,
+    embedding_inputs,
+    vector_id,
+    vector_records,
+)
+from context_engine.ingest.embedding_inputs import PreparedNode as _PreparedNode
 from context_engine.ingest.garbage import GarbageCollector, GarbageReport
 from context_engine.ingest.journal import RecoveryReport, WriteJournal
 from context_engine.ingest.loader import SourceDoc
-from context_engine.ingest.parse import MarkdownChunker, MarkdownParser, embedding_input, format_breadcrumb, parse_plain
+from context_engine.ingest.parse import MarkdownChunker, MarkdownParser, parse_plain
 from context_engine.ingest.summarize import ChildSummary, ExtractiveSummarizer, Summary, truncate_text
 from context_engine.redaction import redact_derived
-from context_engine.schema.nodes import Chunk, IngestReport, Level, NodeRecord, VectorRecord
+from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorRecord
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex, utcnow
@@ -48,6 +67,11 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 _CANCEL_BATCH = 32
 # Stored children read per directory summary: the first and the last this many (MetadataStore.children_window).
 _DIR_SUMMARY_WINDOW = 12
+# A write whose embedding input is at most this many characters (about 1,000 messages with their context) is embedded
+# in a background thread while the calling thread writes its content and node rows under the write lock, which it
+# then holds for the rest of the embedding too; a larger write is embedded before it asks for its turn (module
+# docstring). Vectors are the same either way: the same texts go to the embedder in one call.
+_AHEAD_MAX_CHARS = 131_072
 
 
 class WriteListener(Protocol):
@@ -68,6 +92,10 @@ class WriteListener(Protocol):
         ...
 
 
+def _same(value: np.ndarray) -> np.ndarray:
+    return value
+
+
 def _check_cancelled(cancel: threading.Event | None, **progress: int) -> None:
     """Raise ``WRT-4991`` when ``cancel`` is set (the write's caller went away; nothing was written yet); ``progress``
     (texts ``embedded`` of ``total``, or ``documents_prepared`` of ``documents``) goes into its details."""
@@ -77,21 +105,6 @@ def _check_cancelled(cancel: threading.Event | None, **progress: int) -> None:
             "the write was cancelled before it committed (the client disconnected); nothing was written",
             dict(progress),
         )
-
-
-def vector_id(account_id: str, uri: str, level: int, chunk_index: int) -> str:
-    """Deterministic record id (DESIGN §3): sha1 of ``account_id|uri|level|chunk_index``, 32 hex characters."""
-    key = f"{account_id}\x1f{uri}\x1f{level}\x1f{chunk_index}".encode()
-    return hashlib.sha1(key).hexdigest()[:32]
-
-
-@dataclass
-class _PreparedNode:
-    record: NodeRecord
-    levels: dict[Level, str | None]
-    chunks: list[Chunk] = field(default_factory=list)
-    context: str = ""  # indexed with the abstract (embedding input and BM25), never shown
-    existed: bool = True  # False: no node at this URI before the write (nothing to snapshot for a rollback)
 
 
 class WritePipeline:
@@ -164,6 +177,43 @@ class WritePipeline:
                 changed.
         """
         report = IngestReport()
+        todo = self._changed_documents(account_id, docs, report)
+        if not todo:
+            return report
+        self._check_no_file_ancestors(account_id, todo)
+        now = utcnow()
+        overlap = cancel is None and progress is None
+        # messages and short memories: what they embed is known before parsing (module docstring, step 1)
+        early = early_texts(todo, abstracts or {}) if overlap else None
+        ahead = self._embed_ahead(early)
+        try:
+            prepared: list[_PreparedNode] = []
+            for doc in todo:  # parsing and chunking a large upload takes seconds too: cancellable between documents
+                _check_cancelled(cancel, documents_prepared=len(prepared), documents=len(todo))
+                prepared.append(self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))))
+            inputs = embedding_inputs(prepared)
+            if ahead is not None and inputs.texts != early:  # redaction changed an abstract: embed what is stored
+                ahead.wait()
+                ahead = None
+            if ahead is None and overlap:
+                ahead = self._embed_ahead(inputs.texts)
+            embedded = (
+                ahead.result if ahead is not None else partial(_same, self._embed_texts(inputs.texts, progress, cancel))
+            )
+            _check_cancelled(cancel)
+            body = self._write_body(account_id, prepared, inputs, embedded, in_transaction, report)
+            report.pending = self._journaled(account_id, "write", body)
+        finally:
+            if ahead is not None:  # a write that failed before it needed its vectors leaves no embedding running
+                ahead.wait()
+        report.nodes = len(prepared)
+        report.chunks = sum(len(p.chunks) for p in prepared)
+        report.uris = [p.record.uri for p in prepared]
+        return report
+
+    def _changed_documents(self, account_id: str, docs: Sequence[SourceDoc], report: IngestReport) -> list[SourceDoc]:
+        """The ``docs`` to write: those unchanged (same content hash, indexed) are counted in ``report``; a URI that
+        names an existing directory is ``WRT-4091``."""
         existing = self._metadata.get_nodes(account_id, [str(d.uri) for d in docs])
         # keyed without the trailing slash: a file URI that names an existing directory finds it (and is refused)
         by_key = {ContextURI.parse(u).key: n for u, n in existing.items()}
@@ -180,16 +230,24 @@ class WritePipeline:
                 report.unchanged += 1
                 continue
             todo.append(doc)
-        if not todo:
-            return report
-        self._check_no_file_ancestors(account_id, todo)
-        now = utcnow()
-        prepared: list[_PreparedNode] = []
-        for doc in todo:  # parsing and chunking a large upload takes seconds too: cancellable between documents
-            _check_cancelled(cancel, documents_prepared=len(prepared), documents=len(todo))
-            prepared.append(self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))))
-        vectors = self._embed(account_id, prepared, progress, cancel)
-        _check_cancelled(cancel)
+        return todo
+
+    def _embed_ahead(self, texts: list[str] | None) -> Background[np.ndarray] | None:
+        """``texts`` embedded in a background thread, when they are few enough (``_AHEAD_MAX_CHARS``)."""
+        if texts is None or sum(map(len, texts)) > _AHEAD_MAX_CHARS:
+            return None
+        return Background(partial(self._embed_texts, texts, None), "ce-embed-ahead")
+
+    def _write_body(
+        self,
+        account_id: str,
+        prepared: list[_PreparedNode],
+        inputs: EmbeddingInputs,
+        embedded: Callable[[], np.ndarray],
+        in_transaction: Callable[[], None] | None,
+        report: IngestReport,
+    ) -> Callable[[str], _Written]:
+        """The transaction of :meth:`write_documents` (module docstring, step 3)."""
         dir_uris = {str(a) for p in prepared for a in ContextURI.parse(p.record.uri).ancestors()}
         fresh = {p.record.uri: p.levels[Level.L0] or "" for p in prepared}
 
@@ -201,21 +259,21 @@ class WritePipeline:
             for p in prepared:
                 p.record = p.record.model_copy(update={"created_at": stamp, "updated_at": stamp})
             out = _Written()
-            out.add(prepared, self._replace_nodes(journal_id, account_id, prepared, vectors))
+            # what needs no vector first, while the model may still be embedding
+            old_ids = self._write_node_rows(journal_id, account_id, prepared)
             # the summaries see every file of this write (a batch larger than the sampled window included) and the
             # committed children of every other write
             changed = [p.record for p in prepared]
-            dirs, synced = self._write_directories(journal_id, account_id, dir_uris, fresh, changed)
-            out.add(dirs, synced)
+            dirs = self._prepare_directories(account_id, dir_uris, changed, utcnow(), fresh) if dir_uris else []
+            vectors = vector_records(account_id, inputs, embedded())  # waits for the model when it embeds ahead
+            out.add(prepared, self._write_vector_rows(account_id, prepared, vectors, old_ids))
+            if dirs:
+                out.add(dirs, self._replace_nodes(journal_id, account_id, dirs, self._embed(account_id, dirs, None)))
             report.directories = len(dirs)
             report.vectors = len(vectors) + sum(1 for d in dirs if d.record.context_type is not None)
             return out
 
-        report.pending = self._journaled(account_id, "write", body)
-        report.nodes = len(prepared)
-        report.chunks = sum(len(p.chunks) for p in prepared)
-        report.uris = [p.record.uri for p in prepared]
-        return report
+        return body
 
     def add_listener(self, listener: WriteListener) -> None:
         self._listeners.append(listener)
@@ -308,8 +366,10 @@ class WritePipeline:
         now,
         fresh_abstracts: dict[str, str] | None = None,
     ) -> list[_PreparedNode]:
-        """Summarise ``dir_uris`` bottom-up from their children: the stored ones, overridden by ``changed``."""
+        """Summarise ``dir_uris`` bottom-up from their children: the stored ones, overridden by ``changed`` (the
+        write's own nodes, already in the metadata store under its transaction, so the children counts hold them)."""
         by_uri: dict[str, NodeRecord] = {r.uri: r for r in changed}
+        written = set(by_uri)
         # the written files' fresh abstracts (their content is not committed yet, so the store has the old ones)
         abstracts: dict[str, str] = dict(fresh_abstracts or {})
         existing = self._metadata.get_nodes(account_id, dir_uris)
@@ -322,7 +382,8 @@ class WritePipeline:
             stored, total = self._metadata.children_window(account_id, d, _DIR_SUMMARY_WINDOW)
             children = {c.uri: c for c in stored}
             fresh = {u: r for u, r in by_uri.items() if r.parent_uri == d}
-            unseen = [u for u in fresh if u not in children]
+            # a fresh child the count may miss: a new directory of this write (the written files are counted)
+            unseen = [u for u in fresh if u not in children and u not in written]
             known = self._metadata.get_nodes(account_id, unseen) if unseen and total > len(stored) else {}
             total += sum(1 for u in unseen if u not in known) if total > len(stored) else 0
             children.update(fresh)
@@ -368,17 +429,13 @@ class WritePipeline:
         progress: Progress | None,
         cancel: threading.Event | None = None,
     ) -> list[VectorRecord]:
-        texts: list[str] = []
-        meta: list[tuple[_PreparedNode, int, int, str, str]] = []  # node, level, chunk_index, text, breadcrumb
-        for n in nodes:
-            if n.record.context_type is None:
-                continue  # space roots above a type root hold no content and are not searchable
-            abstract = n.levels[Level.L0] or n.record.title
-            texts.append(f"{n.context}\n{abstract}" if n.context else abstract)
-            meta.append((n, 0, 0, abstract, ""))
-            for c in n.chunks:
-                texts.append(embedding_input(c))
-                meta.append((n, 2, c.chunk_index, c.text, format_breadcrumb(c.breadcrumb)))
+        inputs = embedding_inputs(nodes)
+        return vector_records(account_id, inputs, self._embed_texts(inputs.texts, progress, cancel))
+
+    def _embed_texts(
+        self, texts: Sequence[str], progress: Progress | None, cancel: threading.Event | None = None
+    ) -> np.ndarray:
+        """The embedder's matrix of ``texts``, checked: one row per text, all finite (``WRT-5031`` otherwise)."""
         total = len(texts)
         done = 0
 
@@ -394,28 +451,7 @@ class WritePipeline:
             matrix = self._embed_cancellable(texts, tick, cancel)
         if matrix.shape != (total, self._embedder.dim) or not np.all(np.isfinite(matrix)):
             raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "the embedder returned malformed vectors")
-        out: list[VectorRecord] = []
-        for (n, level, ci, text, crumb), vec in zip(meta, matrix, strict=True):
-            r = n.record
-            out.append(
-                VectorRecord(
-                    id=vector_id(account_id, r.uri, level, ci),
-                    vector=vec,
-                    uri=r.uri,
-                    parent_uri=r.parent_uri,
-                    account_id=account_id,
-                    owner_space=r.owner_space,
-                    context_type=r.context_type or "",
-                    category=r.category or "",
-                    level=level,
-                    doc_id=r.uri,
-                    chunk_index=ci,
-                    text=text,
-                    breadcrumb=crumb,
-                    context=n.context if level == 0 else "",
-                )
-            )
-        return out
+        return matrix
 
     def _embed_cancellable(
         self, texts: Sequence[str], tick: Callable[[int], None], cancel: threading.Event
@@ -477,15 +513,27 @@ class WritePipeline:
     ) -> set[str]:
         """Inside the write's transaction: write the nodes' content (recorded for undo) and metadata, and replace
         their vector rows. Returns every vector id touched (old and new)."""
-        uris = [n.record.uri for n in nodes]
-        old_ids = set(self._metadata.vector_ids_for(account_id, uris))
-        new_ids = {v.id for v in vectors}
+        old_ids = self._write_node_rows(journal_id, account_id, nodes)
+        return self._write_vector_rows(account_id, nodes, vectors, old_ids)
+
+    def _write_node_rows(self, journal_id: str, account_id: str, nodes: Sequence[_PreparedNode]) -> set[str]:
+        """The first half of :meth:`_replace_nodes`, which needs no vector: the nodes' content (recorded for undo)
+        and metadata rows. Returns the ids of their vector rows before the write."""
+        old_ids = set(self._metadata.vector_ids_for(account_id, [n.record.uri for n in nodes]))
         for n in nodes:
             if n.levels:
                 self._content.stash(journal_id, account_id, n.record.uri)
                 self._content.write_levels(account_id, n.record.uri, n.levels)
                 self.journal.crash_point("content_written")
         self._metadata.upsert_nodes([n.record for n in nodes])
+        return old_ids
+
+    def _write_vector_rows(
+        self, account_id: str, nodes: Sequence[_PreparedNode], vectors: Sequence[VectorRecord], old_ids: set[str]
+    ) -> set[str]:
+        """The second half of :meth:`_replace_nodes`: the nodes' vector rows replace ``old_ids``, and the listeners
+        hear of the write. Returns every vector id touched (old and new)."""
+        new_ids = {v.id for v in vectors}
         self._metadata.delete_vectors(sorted(old_ids - new_ids))
         self._metadata.put_vectors(vectors)
         self._notify_written(account_id, nodes, vectors)
