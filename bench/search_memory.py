@@ -5,7 +5,8 @@ Usage::
     python bench/search_memory.py [--sizes 10000 100000 1000000] [--queries 500] [--hybrid on off]
                                   [--sources memory index] [--no-vector-index] [--build-only]
                                   [--backend lancedb milvus] [--milvus-uri http://127.0.0.1:PORT]
-                                  [--workdir bench/.cache/search_memory]
+                                  [--workdir bench/.cache/search_memory] [--repetitions 3] [--audit on|off]
+                                  [--pause-ms 20] [--search-only]
 
 What it builds, per size (cached under ``--workdir``, which is gitignored, and reused by the next run):
 
@@ -33,9 +34,13 @@ generated queries (English and Chinese; ~40% name no intent and plan three typed
 a warm-up, in-process, one thread, with the real embedder: p50/p95 per stage (planner, embed, seed_search,
 hierarchical, recheck, assemble) and in total; beside it, query by query, the numpy exact floor (a plain float32
 top-10 over the caller account's level-0 rows, the same vectors, with and without embedding the query) and the ratio
-of search_memory to it; RSS after the warm searches; lookup_knowledge p50/p95 (with a vector
-index); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and recall@10 of
-the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
+of search_memory to it; the thread CPU of each search (``total CPU``: what the request's own thread spent, which a
+loaded machine's waits do not inflate); with ``--repetitions N`` every query runs N times and each figure is its
+minimum over them; ``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a
+background thread); ``--pause-ms`` idles before each search (a server between requests, where such background
+work is done); ``--search-only`` stops there. Then RSS after the warm searches; lookup_knowledge p50/p95
+(with a vector index); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and
+recall@10 of the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
 Never run as a test; figures depend on the machine and its load (run it on a quiet machine).
 """
@@ -612,19 +617,45 @@ def floor_top(matrix: np.ndarray, vector: np.ndarray, k: int = 10) -> np.ndarray
     return top[np.argsort(-scores[top], kind="stable")]
 
 
-def measure(engine, queries, contexts, warmup: int) -> dict[str, list[float]]:
+def measure(
+    engine, queries, contexts, warmup: int, repetitions: int = 1, pause_ms: float = 0.0
+) -> dict[str, list[float]]:
     """search_memory per stage, and, interleaved query by query (so both see the same machine load), the numpy
     exact floor on the same query and the caller account's level-0 rows: ``floor_scan`` (the top-10 given the
-    query vector) and ``floor_embed_scan`` (embedding the query, then the top-10)."""
+    query vector) and ``floor_embed_scan`` (embedding the query, then the top-10). ``total_cpu`` is the thread CPU
+    of the search (``time.thread_time``: what the request's own thread spent, without waiting for the cores).
+    With ``repetitions`` > 1 the queries run that many times, and each figure of a query is its minimum over the
+    repetitions (the noise of a shared machine only ever adds time). ``pause_ms``: idle time before each search (a
+    server between requests: work left to background threads, such as the audit row, is done in it)."""
     search_module.TraceRecorder = RecordingTrace  # per-request float timings
+    # a query keeps its caller in every repetition (the warm-up queries come first in the first one only)
+    runs = [
+        _measure_once(engine, queries, contexts, warmup if r == 0 else 0, 0 if r == 0 else warmup, pause_ms)
+        for r in range(max(1, repetitions))
+    ]
+    search_module.TraceRecorder = trace_module.TraceRecorder
+    samples: dict[str, list[float]] = {}
+    for key in runs[0]:
+        if key in ("typed_queries", "hits"):
+            samples[key] = runs[0][key]
+        else:
+            samples[key] = np.min(np.array([run[key] for run in runs]), axis=0).tolist()
+    return samples
+
+
+def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms: float) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = defaultdict(list)
     typed_counts = []
     matrices = floor_matrices(engine)
     for i, q in enumerate(queries[:warmup] + queries):
-        ctx = contexts[i % len(contexts)]
+        ctx = contexts[(i + offset) % len(contexts)]
+        if pause_ms > 0:
+            time.sleep(pause_ms / 1e3)
+        cpu = time.thread_time()
         start = time.perf_counter()
         response = engine.search_memory(SearchMemoryRequest(query=q, top_k=10), ctx)
         total = (time.perf_counter() - start) * 1e3
+        cpu = (time.thread_time() - cpu) * 1e3
         start = time.perf_counter()
         vector = np.asarray(engine.embedder.embed_query(q), dtype=np.float32)
         embedded = time.perf_counter()
@@ -636,6 +667,7 @@ def measure(engine, queries, contexts, warmup: int) -> dict[str, list[float]]:
         samples["floor_embed_scan"].append((scanned - start) * 1e3)
         t = RecordingTrace.last.timings_ms
         samples["total"].append(total)
+        samples["total_cpu"].append(cpu)
         for stage in ("planner", "embed", "seed", "hierarchical", "recheck", "assemble"):
             samples[stage].append(t.get(stage, 0.0))
         samples["seed_search"].append(t.get("seed", 0.0) - t.get("embed", 0.0))
@@ -644,7 +676,6 @@ def measure(engine, queries, contexts, warmup: int) -> dict[str, list[float]]:
         )
         typed_counts.append(len(response.typed_queries))
         samples["hits"].append(len(response.hits))
-    search_module.TraceRecorder = trace_module.TraceRecorder
     samples["typed_queries"] = typed_counts
     return samples
 
@@ -660,6 +691,8 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
         vals = samples[stage]
         share = float(np.mean(vals)) / total_mean if total_mean else 0.0
         print(f"  {stage:<14}{pct(vals, 50):9.2f}{pct(vals, 95):9.2f}{np.mean(vals):9.2f}{share:8.0%}")
+    cpu = samples["total_cpu"]
+    print(f"  {'total CPU':<14}{pct(cpu, 50):9.2f}{pct(cpu, 95):9.2f}{np.mean(cpu):9.2f}   (the search's thread)")
     print(f"  throughput     {1000.0 / total_mean:9.1f} queries/s (one thread)")
     scan, embed_scan, total = (samples[k] for k in ("floor_scan", "floor_embed_scan", "total"))
     print(
@@ -776,11 +809,13 @@ def measure_home(args: argparse.Namespace) -> None:
             f"\n  {size} nodes, source '{source}', hybrid {hybrid}: opened in {opened:.2f} s, "
             f"first search_memory answered {first:.2f} s after the start (model, matrix and BM25 loads included)"
         )
-        samples = measure(engine, queries, contexts, args.warmup)
+        if args.audit == "off":  # no tool_invocation row (the row is written after the answer, off the thread)
+            engine.search_pipeline.audit = None
+        samples = measure(engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms)
         report(f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}", samples)
         now, peak = rss_mb()
         print(f"  RSS after the warm searches: {now:.0f} MB (peak {peak:.0f} MB)")
-        if vector_index and source == args.sources[0] and hybrid == args.hybrid[0]:
+        if vector_index and source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             admin = RequestContext(account_id=ACCOUNTS[0][0], role="admin")
             times = []
             for i, q in enumerate(queries[: min(300, len(queries))]):
@@ -791,7 +826,7 @@ def measure_home(args: argparse.Namespace) -> None:
             print(
                 f"  lookup_knowledge: p50 {pct(times, 50):.2f} ms, p95 {pct(times, 95):.2f} ms ({len(times)} queries)"
             )
-        if source == args.sources[0] and hybrid == args.hybrid[0]:
+        if source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             writes(engine, contexts)
             recall(engine, queries, contexts)
         engine.close()
@@ -868,6 +903,16 @@ def main() -> None:
         help="vector backends to measure, each in its own child process (milvus: see --milvus-uri)",
     )
     parser.add_argument("--milvus-uri", default=None, help="Milvus address (default: CE_TEST_MILVUS_URI)")
+    parser.add_argument(
+        "--repetitions", type=int, default=1, help="run the queries this many times; per query the minimum is kept"
+    )
+    parser.add_argument(
+        "--audit", default="on", choices=["on", "off"], help="search_memory's tool_invocation row (default on)"
+    )
+    parser.add_argument("--pause-ms", type=float, default=0.0, help="idle time before each measured search")
+    parser.add_argument(
+        "--search-only", action="store_true", help="search_memory and the floor only (no lookup, writes, recall, reads)"
+    )
     parser.add_argument("--measure-home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.milvus_uri = args.milvus_uri or default_milvus_uri()
@@ -894,9 +939,13 @@ def main() -> None:
                 sync_milvus(home, args.milvus_uri, embedder)
             child = [sys.executable, __file__, "--measure-home", str(home), "--queries", str(args.queries)]
             child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
+            child += ["--repetitions", str(args.repetitions), "--audit", args.audit, "--pause-ms", str(args.pause_ms)]
+            child += ["--search-only"] if args.search_only else []
             child += ["--backend", backend] + (["--milvus-uri", args.milvus_uri] if args.milvus_uri else [])
             subprocess.run(child, check=True)
             print(f"  load average after the {backend} run: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        if args.search_only:
+            continue
         backend = "exact" if args.no_vector_index else "lancedb"
         engine = ContextEngineService(load_settings(home, vector={"backend": backend}), embedder=embedder)
         sample = json.loads((home / "sample.json").read_text())
