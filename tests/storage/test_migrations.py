@@ -188,3 +188,40 @@ def test_the_migrate_command_reports_then_upgrades(tmp_path: Path) -> None:
     code, report = migrate()
     assert (code, report["upgraded_from"], report["current"]) == (0, "none", HEAD)
     assert _sql(f"sqlite:///{home / 'metadata.db'}", "SELECT version FROM schema_version") == [SCHEMA_VERSION]
+
+
+def test_a_directory_window_reads_its_children_from_the_parent_key_index(tmp_path: Path) -> None:
+    """``children_window`` (each write's directory summaries and conversation tail) is planned on the ``(account_id,
+    parent_uri, uri_key)`` index of revision 0003, not as a walk of the account's whole key index (issue 26)."""
+    from sqlalchemy import event
+
+    store = SqlMetadataStore.sqlite(tmp_path / "metadata.db")
+    try:
+        parent = "ctx://user/bob/memories/sessions/s1/"
+        nodes = [_node(f"{parent}{i:06d}.md").model_copy(update={"parent_uri": parent}) for i in range(30)]
+        nodes += [_node(f"ctx://resources/r{i}.md") for i in range(30)]
+        store.upsert_nodes(nodes)
+        seen: list[tuple[str, object]] = []
+
+        def record(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+            if statement.lstrip().upper().startswith("SELECT") and "ORDER BY" in statement.upper():
+                seen.append((statement, parameters))
+
+        engine = store._engine  # noqa: SLF001 - the test reads the plan of the statements the store sends
+        event.listen(engine, "before_cursor_execute", record)
+        try:
+            window, total = store.children_window(A, parent, 5)
+        finally:
+            event.remove(engine, "before_cursor_execute", record)
+        assert total == 30 and [n.uri.rsplit("/", 1)[1] for n in window] == [
+            *(f"{i:06d}.md" for i in range(5)),
+            *(f"{i:06d}.md" for i in range(25, 30)),
+        ]
+        assert len(seen) == 2  # the head and the tail of the window
+        with engine.connect() as conn:
+            for statement, parameters in seen:
+                rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+                plan = " ".join(str(row[-1]) for row in rows)
+                assert "ix_nodes_account_parent_key" in plan and "TEMP B-TREE" not in plan, plan
+    finally:
+        store.close()

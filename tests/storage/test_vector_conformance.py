@@ -770,10 +770,25 @@ def test_lancedb_builds_indexes_when_thresholds_are_crossed(vector_index_factory
     records = random_corpus(89, 13_000, VECTOR_DIM)
     index.upsert(records[:9_000])
     assert not index.has_ann_index and not list(index._table.list_indices())
-    index.upsert(records[9_000:11_000])  # past 10k rows: the BITMAP indexes, no ANN yet
-    assert {i.columns[0] for i in index._table.list_indices()} == {"account_id", "level", "owner_space", "context_type"}
+    index.upsert(records[9_000:11_000])  # past 10k rows: the BITMAP indexes and the id BTREE, no ANN yet
+    indexes = {i.columns[0]: i.index_type for i in index._table.list_indices()}
+    assert indexes == {"account_id": "Bitmap", "level": "Bitmap", "owner_space": "Bitmap", "context_type": "Bitmap",
+                       "id": "BTree"}
     assert not index.has_ann_index
-    index.upsert(records[11_000:])  # past ann_index_min_rows: the ANN index, without an explicit optimize()
+    # upserts join on id through the BTREE: an indexed row and a row newer than the index are replaced, not doubled
+    moved = [records[7].model_copy(update={"vector": records[8].vector}),
+             records[10_500].model_copy(update={"vector": records[8].vector})]
+    index.upsert([*moved, records[11_000]])
+    assert index.count() == 11_001
+    for kept in moved:
+        near = [h.id for h in index.search(records[8].vector, 20, VectorFilter(account_id=kept.account_id))]
+        assert kept.id in near[:2] and near.count(kept.id) == 1, near
+    # a table written before the id index existed gets it at its next optimize
+    index._table.drop_index("id_idx")
+    assert "id" not in {i.columns[0] for i in index._table.list_indices()}
+    index.optimize()
+    assert "id" in {i.columns[0] for i in index._table.list_indices()}
+    index.upsert(records[11_001:])  # past ann_index_min_rows: the ANN index, without an explicit optimize()
     assert index.has_ann_index and index.maintenance_failures == 0
     flt = VectorFilter(account_id="acc-1", levels=[0])
     hits = index.search(records[5].vector, 10, flt)

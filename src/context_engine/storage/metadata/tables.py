@@ -110,7 +110,8 @@ class NodeRow(Base):
     __tablename__ = "nodes"
     __table_args__ = (
         UniqueConstraint("account_id", "uri_key", name="uq_nodes_account_uri_key"),
-        Index("ix_nodes_account_parent", "account_id", "parent_uri"),
+        # a directory's children in URI order from the index alone (children_window; migration 0003)
+        Index("ix_nodes_account_parent_key", "account_id", "parent_uri", "uri_key"),
         Index("ix_nodes_index_status", "index_status"),
         Index("ix_nodes_account_hash", "account_id", "content_hash"),
     )
