@@ -38,8 +38,10 @@ of search_memory to it; the thread CPU of each search (``total CPU``: what the r
 loaded machine's waits do not inflate); with ``--repetitions N`` every query runs N times and each figure is its
 minimum over them; ``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a
 background thread); ``--pause-ms`` idles before each search (a server between requests, where such background
-work is done); ``--search-only`` stops there. Then RSS after the warm searches; lookup_knowledge p50/p95
-(with a vector index); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and
+work is done); ``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the
+``gc.freeze`` of :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches;
+lookup_knowledge p50/p95 (with a vector index) and per stage (from its traces); write latency of add_memory (1
+memory) and add_memories (100) through the real pipeline; and
 recall@10 of the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
 Never run as a test; figures depend on the machine and its load (run it on a quiet machine).
@@ -68,6 +70,7 @@ from context_engine.schema.query import SearchMemoryRequest
 from context_engine.schema.uri import ContextURI
 from context_engine.service import ContextEngineService
 from context_engine.settings import load_settings
+from context_engine.warm_up import warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -798,6 +801,8 @@ def measure_home(args: argparse.Namespace) -> None:
             embedder=default_embedder(),
         )
         opened = time.perf_counter() - t0
+        if args.serve_warm_up:
+            print(f"  warmed as `serve` warms it in {warm_up(engine).seconds:.1f} s (gc.freeze included)")
         engine.search_memory(SearchMemoryRequest(query=queries[0], top_k=10), contexts[0])
         first = time.perf_counter() - t0
         for account, _ in ACCOUNTS:  # the other accounts' loads are not part of the first query
@@ -817,15 +822,21 @@ def measure_home(args: argparse.Namespace) -> None:
         print(f"  RSS after the warm searches: {now:.0f} MB (peak {peak:.0f} MB)")
         if vector_index and source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             admin = RequestContext(account_id=ACCOUNTS[0][0], role="admin")
-            times = []
+            times, stages = [], defaultdict(list)
             for i, q in enumerate(queries[: min(300, len(queries))]):
                 t = time.perf_counter()
-                engine.lookup_knowledge(q, admin, session_id=f"bench-{i}")
+                answer = engine.lookup_knowledge(q, admin, session_id=f"bench-{i}")
                 times.append((time.perf_counter() - t) * 1e3)
+                if i >= args.warmup:
+                    for stage in ("hint", "embed", "semantic", "keyword", "hydrate", "post", "record"):
+                        stages[stage].append(getattr(answer.traces, f"{stage}_ms") or 0.0)
             times = times[args.warmup :]
             print(
                 f"  lookup_knowledge: p50 {pct(times, 50):.2f} ms, p95 {pct(times, 95):.2f} ms ({len(times)} queries)"
             )
+            print("    per stage, p50 / p95 ms: " + ", ".join(
+                f"{k} {pct(v, 50):.1f} / {pct(v, 95):.1f}" for k, v in stages.items()
+            ))
         if source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             writes(engine, contexts)
             recall(engine, queries, contexts)
@@ -913,6 +924,11 @@ def main() -> None:
     parser.add_argument(
         "--search-only", action="store_true", help="search_memory and the floor only (no lookup, writes, recall, reads)"
     )
+    parser.add_argument(
+        "--serve-warm-up",
+        action="store_true",
+        help="warm each measured engine as `serve` does before /readyz (context_engine.warm_up: loads, gc.freeze)",
+    )
     parser.add_argument("--measure-home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.milvus_uri = args.milvus_uri or default_milvus_uri()
@@ -941,6 +957,7 @@ def main() -> None:
             child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
             child += ["--repetitions", str(args.repetitions), "--audit", args.audit, "--pause-ms", str(args.pause_ms)]
             child += ["--search-only"] if args.search_only else []
+            child += ["--serve-warm-up"] if args.serve_warm_up else []
             child += ["--backend", backend] + (["--milvus-uri", args.milvus_uri] if args.milvus_uri else [])
             subprocess.run(child, check=True)
             print(f"  load average after the {backend} run: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")

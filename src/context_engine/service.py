@@ -12,6 +12,7 @@ is refused (``AUTH-4011``) instead of acting as an admin.
 
 from __future__ import annotations
 
+import gc
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -92,6 +93,8 @@ class ContextEngineService(MemoryMethods):
     ) -> None:
         self.settings = settings
         self.default_context = default_context
+        #: whether :func:`context_engine.warm_up.warm_up` froze the objects alive (``gc.freeze``); :meth:`close` thaws
+        self.gc_frozen = False
         home = settings.home_path
         # A read-only home (settings.read_only, or a home this process cannot write) serves reads: the open below
         # writes nothing (no migration, no stamp, no journal repair, no derived file), and writes fail with WRT-5001.
@@ -171,6 +174,9 @@ class ContextEngineService(MemoryMethods):
         self.journal.close()
         self.index.close()  # Milvus: its connection; the embedded indexes hold nothing to release
         self.metadata.close()
+        if self.gc_frozen:  # warm_up froze what was alive, this engine's structures among them: let them go
+            self.gc_frozen = False
+            gc.unfreeze()
 
     def __enter__(self) -> Self:
         return self

@@ -4,6 +4,8 @@ the budget and the account limit bound it. Behaviour only (what is held), never 
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -77,7 +79,9 @@ def test_lifespan_warms_every_account_before_ready(keyed_home, embedder, monkeyp
             assert seen["after"] == [(a, True, True) for a in ACCOUNTS]  # loaded before the app said ready
             report = app.state.engine.warm_up
             assert report.accounts == list(ACCOUNTS) and report.not_warmed == []
-            assert {"model", "tokenizer", "hint rules", "redaction", "vector index", "accounts"} <= set(report.steps)
+            steps = {"model", "tokenizer", "hint rules", "redaction", "vector index", "accounts", "gc freeze"}
+            assert steps <= set(report.steps)
+            assert svc.gc_frozen and gc.get_freeze_count() > 0  # what was loaded is out of the collector's walks
             assert svc.index.opened  # LanceDB opened (and queried) before the first request
             assert keyword_tokenize._jieba_tokenizer is not None  # the hint layer's and Chinese queries' dictionary
             hint_loads = []
@@ -96,6 +100,7 @@ def test_lifespan_warms_every_account_before_ready(keyed_home, embedder, monkeyp
             assert hint_loads == []
     finally:
         svc.close()
+    assert not svc.gc_frozen and gc.get_freeze_count() == 0  # closing the engine thawed them
 
 
 def test_a_failing_step_is_reported_and_the_server_starts(keyed_home, embedder, monkeypatch):

@@ -402,3 +402,29 @@ def test_po108_chinese_alert_question_puts_the_named_runbook_first(po108):
     assert first.below_floor and first.similarity < svc.knowledge.floors.reference
     row = svc.knowledge.recorder.get(result.invocation_id, RequestContext(account_id="default", role="admin"))
     assert row.retrieval_details.threshold["strong_matches"][first.doc_id] == "named"
+
+
+def test_weak_hint_matches_are_listed_up_to_the_cap_and_still_rank(engine, monkeypatch):
+    """``knowledge.hint_max_weak_matches``: an answer and its audit row list at most that many weak (title-word)
+    matches, those among the evidence first, and count the rest; the ranking is the one every match gave (issue 26:
+    thousands of weak matches per query at 100k nodes made a 360 KB audit row)."""
+    ctx = RequestContext(account_id="default", role="admin")
+    query = "kube pod container memory cpu quota overcommit"
+    full = engine.lookup_knowledge(query, ctx)
+    weak = [m.uri for m in full.hints.matches if m.strength == "weak"]
+    assert len(weak) >= 6 and full.hints.omitted_weak_matches == 0  # the default cap (20) lists them all
+    capped_settings = engine.knowledge._s.model_copy(update={"hint_max_weak_matches": 3})
+    monkeypatch.setattr(engine.knowledge, "_s", capped_settings)
+    capped = engine.lookup_knowledge(query, ctx)
+    ranked = [(b.doc_id, b.rank_score, b.relevance_level) for b in full.evidence_blocks]
+    assert [(b.doc_id, b.rank_score, b.relevance_level) for b in capped.evidence_blocks] == ranked
+    listed = [m.uri for m in capped.hints.matches if m.strength == "weak"]
+    evidence_weak = [b.doc_id for b in full.evidence_blocks if b.doc_id in weak]
+    assert len(evidence_weak) >= 3
+    assert len(listed) == 3 and set(listed) <= set(weak)
+    assert sorted(listed) == sorted(sorted(evidence_weak)[:3])  # the evidence's own matches first, by URI
+    assert capped.hints.omitted_weak_matches == len(weak) - 3
+    row = engine.knowledge.recorder.get(capped.invocation_id, ctx)
+    stored = row.model_dump()["retrieval_details"]["hint"]
+    assert [m["uri"] for m in stored["matches"] if m["strength"] == "weak"] == sorted(listed)
+    assert stored["omitted_weak_matches"] == len(weak) - 3

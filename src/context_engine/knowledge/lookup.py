@@ -30,6 +30,7 @@ import math
 import time
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -264,7 +265,7 @@ class LookupKnowledgeService:
             evidence_blocks=blocks,
             context_pack=pack,
             traces=traces,
-            hints=hints,
+            hints=_listed_hints(hints, blocks, self._s.hint_max_weak_matches),
             evidence_status=status,
             relevance_level=level,
             dedup_reason=dedup_reason,
@@ -530,6 +531,7 @@ class LookupKnowledgeService:
                 "single_domain_or_null": hints.single_domain_or_null,
                 "domain_terms": hints.domain_terms,
                 "broad_keywords": hints.broad_keywords,
+                "omitted_weak_matches": hints.omitted_weak_matches,
             },
             attempts=result.traces.attempts,
             fallback_reason=result.traces.fallback_reason,
@@ -701,6 +703,18 @@ def _pack_summary(pack: ContextPack) -> dict[str, object]:
         "omitted": [o.model_dump() for o in pack.omitted],
         "truncated": any(e.truncated for e in pack.entries),
     }
+
+
+def _listed_hints(hints: HintResult, blocks: Sequence[EvidenceBlock], most: int) -> HintResult:
+    """``hints`` as an answer lists them: every strong match, and at most ``most`` weak ones, those among the evidence
+    first, then by URI; the others counted in ``omitted_weak_matches``. Ranking has used every match by then."""
+    weak = [m for m in hints.matches if m.strength == "weak"]
+    if len(weak) <= most:
+        return hints
+    shown = {b.doc_id for b in blocks}
+    kept = {m.uri for m in sorted(weak, key=lambda m: (m.uri not in shown, m.uri))[:most]}
+    matches = [m for m in hints.matches if m.strength != "weak" or m.uri in kept]
+    return hints.model_copy(update={"matches": matches, "omitted_weak_matches": len(weak) - len(kept)})
 
 
 def _evidence_status(semantic: SemanticSearchResult, blocks: list[EvidenceBlock]) -> EvidenceStatus:

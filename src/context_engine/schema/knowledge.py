@@ -122,6 +122,9 @@ class HintResult(_Model):
         single_domain_or_null: the domain when ``domains`` holds exactly one, else ``None`` (the filter candidate).
         domain_terms: for each domain, the query terms that named it.
         broad_keywords: keywords found in more documents than ``hint_max_doc_freq`` (hints, not matches).
+        omitted_weak_matches: weak matches not listed in ``matches`` (a lookup lists at most
+            ``knowledge.hint_max_weak_matches``: those among its evidence first, then by URI); they still boosted
+            the ranking.
     """
 
     matches: list[HintMatch] = Field(default_factory=list)
@@ -130,6 +133,7 @@ class HintResult(_Model):
     single_domain_or_null: str | None = None
     domain_terms: dict[str, list[str]] = Field(default_factory=dict)
     broad_keywords: list[str] = Field(default_factory=list)
+    omitted_weak_matches: int = 0
 
     @property
     def strong_uris(self) -> set[str]:

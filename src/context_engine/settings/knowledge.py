@@ -86,6 +86,14 @@ class KnowledgeSettings(SettingsSection):
     hint_max_doc_freq: int = Field(
         12, ge=1, le=100_000, description="A keyword found in more documents than this is a hint, not a match."
     )
+    hint_max_weak_matches: int = Field(
+        20,
+        ge=0,
+        le=100_000,
+        description="Weak (title-word) hint matches listed in a lookup's answer and its tool_invocation row, at most; "
+        "the rest are counted in hints.omitted_weak_matches. Ranking uses every match, listed or not. A large store "
+        "whose titles share words made thousands per query (1,795 at 100k nodes: a 360 KB audit row).",
+    )
     neighbour_chunks: int = Field(1, ge=0, le=8, description="Adjacent chunks considered for expansion per side.")
     block_max_tokens: int = Field(
         600, ge=32, le=16_384, description="Token cap of one evidence block after expansion (estimate)."
