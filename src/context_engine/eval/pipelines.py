@@ -88,8 +88,9 @@ class PipelineRetriever:
     def config(self) -> dict[str, Any]:
         s = self._settings
         section = s.knowledge if self.method == "lookup_knowledge" else s.retrieval
-        # match_quality labels an answer and never ranks: tuning it keeps the baselines' ranking checks in force
-        exclude = {"match_quality"} if self.method == "search_memory" else None
+        # match_quality labels an answer and hint_max_weak_matches cuts a list after ranking: neither ranks, so tuning
+        # them keeps the baselines' ranking checks in force
+        exclude = {"match_quality"} if self.method == "search_memory" else {"hint_max_weak_matches"}
         return {
             "method": self.method,
             "model": embedder_label(self.embedder),
