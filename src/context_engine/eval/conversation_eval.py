@@ -63,7 +63,7 @@ from context_engine.eval.conversation_report import (
 )
 from context_engine.eval.conversations import ConversationDataset, Turn
 from context_engine.eval.datasets import EvalDataset
-from context_engine.eval.harness import MethodResult, config_hash, progress_ticker
+from context_engine.eval.harness import WRITE_LIMITS, MethodResult, config_hash, progress_ticker
 from context_engine.eval.retrievers import BM25Retriever, DenseRetriever, Retriever, embedder_label
 from context_engine.eval.trec import Run, rank_order
 from context_engine.schema.context import RequestContext
@@ -236,7 +236,8 @@ class EngineConversationRetriever:
             # match_quality labels an answer and never ranks: tuning it keeps the baselines' ranking checks in force
             "retrieval": s.retrieval.model_dump(mode="json", exclude={"match_quality"}),
             "keyword": s.keyword.model_dump(mode="json"),
-            "ingest": s.ingest.model_dump(mode="json"),
+            # write limits bound a request's work and never change what is stored or ranked
+            "ingest": s.ingest.model_dump(mode="json", exclude=set(WRITE_LIMITS)),
             "doc_input": ENGINE_INPUT_ROLES if self._plain_roles_differ() else ENGINE_INPUT,
             "scope": "one user space per conversation",
         }

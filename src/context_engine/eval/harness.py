@@ -28,7 +28,7 @@ from context_engine.ingest.parse import estimate_tokens
 from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 
-__all__ = ["MethodResult", "config_hash", "fuse_runs", "progress_ticker", "run_retriever", "score_run"]
+__all__ = ["WRITE_LIMITS", "MethodResult", "config_hash", "fuse_runs", "progress_ticker", "run_retriever", "score_run"]
 
 
 def progress_ticker(
@@ -49,6 +49,11 @@ def progress_ticker(
         return inner
 
     return tick
+
+
+WRITE_LIMITS = frozenset({"max_chunks_per_document", "write_wait_s"})
+"""``ingest`` settings left out of every eval configuration (and so of its hash): they bound a request's work and
+never change what is stored or ranked."""
 
 
 def config_hash(config: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from context_engine.eval.datasets import Document, EvalDataset
+from context_engine.eval.harness import WRITE_LIMITS
 from context_engine.eval.retrievers import embedder_label
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.settings import Settings
@@ -51,7 +52,6 @@ def _file_name(doc_id: str) -> str:
 
 
 # IngestSettings fields that refuse or queue a write but never change what it stores (issues 26, 27)
-_WRITE_LIMITS = {"max_chunks_per_document", "write_wait_s"}
 
 
 class PipelineRetriever:
@@ -98,7 +98,7 @@ class PipelineRetriever:
             "keyword": s.keyword.model_dump(mode="json"),
             self.method: section.model_dump(mode="json", exclude=exclude),
             # write limits bound a request's work and never change what is stored or ranked
-            "ingest": s.ingest.model_dump(mode="json", exclude=_WRITE_LIMITS),
+            "ingest": s.ingest.model_dump(mode="json", exclude=set(WRITE_LIMITS)),
             "doc_input": "markdown file through the write path",
         }
 
