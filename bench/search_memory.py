@@ -75,6 +75,7 @@ from context_engine.warm_up import warm_up
 ROOT = Path(__file__).resolve().parents[1]
 
 STORE_VERSION = "4"
+BUILD_BATCH = 50_000  # files whose records are built and written at a time (bounds the builder's memory)
 ACCOUNTS = (("acme", 0.5), ("globex", 0.3), ("initech", 0.2))
 SERVICES = [
     "payments",
@@ -362,6 +363,120 @@ def dir_texts(files: list[tuple[str, str, str]]) -> dict[tuple[str, str], str]:
     return out
 
 
+class _BenchRows:
+    """The bench store's node and vector rows: each file's level-0 vector is its pool text's plus noise, its level-2
+    vector that plus noise again (one seeded generator, drawn batch by batch)."""
+
+    def __init__(self, vec_of_text: dict[str, np.ndarray], dir_vecs: dict[tuple[str, str], np.ndarray]) -> None:
+        self._rng = np.random.default_rng(5)
+        self._vec_of_text, self._dir_vecs = vec_of_text, dir_vecs
+        self._parsed: dict[str, ContextURI] = {}
+
+    def _noisy(self, base: np.ndarray) -> np.ndarray:
+        w = base + self._rng.standard_normal(base.shape).astype(np.float32) * (0.12 / np.sqrt(base.shape[1]))
+        return w / np.linalg.norm(w, axis=1, keepdims=True)
+
+    def _parent_of(self, uri: str) -> tuple[str, ContextURI]:
+        head = uri.rsplit("/", 1)[0] + "/"
+        found = self._parsed.get(head)
+        if found is None:
+            found = self._parsed[head] = ContextURI.parse(head)
+        return head, found
+
+    def files(self, batch: list[tuple[str, str, str]]) -> tuple[list[NodeRecord], list[VectorRecord]]:
+        """One batch of files' node rows and their level-0 and level-2 vector rows."""
+        from context_engine.ingest.pipeline import vector_id
+
+        level0 = self._noisy(np.stack([self._vec_of_text[text] for _, _, text in batch]))
+        level2 = self._noisy(level0)
+        nodes: list[NodeRecord] = []
+        vectors: list[VectorRecord] = []
+        for f, (account, uri, text) in enumerate(batch):
+            parent, u = self._parent_of(uri)  # a file shares its directory's owner space, context type, category
+            nodes.append(
+                NodeRecord(
+                    account_id=account,
+                    uri=uri,
+                    parent_uri=parent,
+                    owner_space=u.owner_space,
+                    context_type=u.context_type,
+                    category=u.category,
+                    is_dir=False,
+                    title=text.split(":")[0][:80],
+                    has_overview=True,
+                    has_content=True,
+                    content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                    index_status="indexed",
+                    source="bench",
+                )
+            )
+            common = {
+                "uri": uri,
+                "parent_uri": parent,
+                "account_id": account,
+                "owner_space": u.owner_space,
+                "context_type": u.context_type or "",
+                "category": u.category or "",
+                "doc_id": uri,
+            }
+            vectors.append(
+                VectorRecord(id=vector_id(account, uri, 0, 0), vector=level0[f], level=0, text=text, **common)
+            )
+            vectors.append(
+                VectorRecord(
+                    id=vector_id(account, uri, 2, 0),
+                    vector=level2[f],
+                    level=2,
+                    chunk_index=0,
+                    text=f"{text} (section 1)",
+                    **common,
+                )
+            )
+        return nodes, vectors
+
+    def dirs(self, dirs: dict[tuple[str, str], str]) -> tuple[list[NodeRecord], list[VectorRecord]]:
+        """Every directory's node row and level-0 vector row."""
+        from context_engine.ingest.pipeline import vector_id
+
+        nodes: list[NodeRecord] = []
+        vectors: list[VectorRecord] = []
+        for (account, d), text in dirs.items():
+            u = ContextURI.parse(d)
+            parent = str(u.parent) if u.parent else None
+            nodes.append(
+                NodeRecord(
+                    account_id=account,
+                    uri=d,
+                    parent_uri=parent,
+                    owner_space=u.owner_space,
+                    context_type=u.context_type,
+                    category=u.category,
+                    is_dir=True,
+                    title=u.name or d,
+                    has_overview=True,
+                    has_content=False,
+                    index_status="indexed",
+                    source="bench",
+                )
+            )
+            vectors.append(
+                VectorRecord(
+                    id=vector_id(account, d, 0, 0),
+                    vector=self._dir_vecs[(account, d)],
+                    uri=d,
+                    parent_uri=parent,
+                    account_id=account,
+                    owner_space=u.owner_space,
+                    context_type=u.context_type or "",
+                    category=u.category or "",
+                    level=0,
+                    doc_id=d,
+                    text=text,
+                )
+            )
+        return nodes, vectors
+
+
 def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedder, vector_index: bool) -> None:
     marker = home / f"complete-v{STORE_VERSION}"
     if marker.exists():
@@ -386,103 +501,29 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
     engine = ContextEngineService(
         load_settings(home, vector={"backend": "lancedb" if vector_index else "exact"}), embedder=embedder
     )
-    rng = np.random.default_rng(5)
-    from context_engine.ingest.pipeline import vector_id
+    rows = _BenchRows(vec_of_text, dir_vecs)
 
-    def noisy_all(base: np.ndarray) -> np.ndarray:
-        w = base + rng.standard_normal(base.shape).astype(np.float32) * (0.12 / np.sqrt(base.shape[1]))
-        return w / np.linalg.norm(w, axis=1, keepdims=True)
-
-    level0 = noisy_all(np.stack([vec_of_text[text] for _, _, text in files]))
-    level2 = noisy_all(level0)
-    parsed: dict[str, ContextURI] = {}
-
-    def parent_of(uri: str) -> tuple[str, ContextURI]:
-        head = uri.rsplit("/", 1)[0] + "/"
-        found = parsed.get(head)
-        if found is None:
-            found = parsed[head] = ContextURI.parse(head)
-        return head, found
-
-    nodes: list[NodeRecord] = []
-    vectors: list[VectorRecord] = []
-    for f, (account, uri, text) in enumerate(files):
-        parent, p = parent_of(uri)
-        u = p  # a file shares its directory's owner space, context type and category
-        nodes.append(
-            NodeRecord(
-                account_id=account,
-                uri=uri,
-                parent_uri=parent,
-                owner_space=u.owner_space,
-                context_type=u.context_type,
-                category=u.category,
-                is_dir=False,
-                title=text.split(":")[0][:80],
-                has_overview=True,
-                has_content=True,
-                content_hash=hashlib.sha256(text.encode()).hexdigest(),
-                index_status="indexed",
-                source="bench",
-            )
-        )
-        v0 = level0[f]
-        common = {
-            "uri": uri,
-            "parent_uri": parent,
-            "account_id": account,
-            "owner_space": u.owner_space,
-            "context_type": u.context_type or "",
-            "category": u.category or "",
-            "doc_id": uri,
-        }
-        vectors.append(VectorRecord(id=vector_id(account, uri, 0, 0), vector=v0, level=0, text=text, **common))
-        for ci in range(1):
-            vectors.append(
-                VectorRecord(
-                    id=vector_id(account, uri, 2, ci),
-                    vector=level2[f],
-                    level=2,
-                    chunk_index=ci,
-                    text=f"{text} (section {ci + 1})",
-                    **common,
-                )
-            )
-    for (account, d), text in dirs.items():
-        u = ContextURI.parse(d)
-        parent = str(u.parent) if u.parent else None
-        nodes.append(
-            NodeRecord(
-                account_id=account,
-                uri=d,
-                parent_uri=parent,
-                owner_space=u.owner_space,
-                context_type=u.context_type,
-                category=u.category,
-                is_dir=True,
-                title=u.name or d,
-                has_overview=True,
-                has_content=False,
-                index_status="indexed",
-                source="bench",
-            )
-        )
-        vectors.append(
-            VectorRecord(
-                id=vector_id(account, d, 0, 0),
-                vector=dir_vecs[(account, d)],
-                uri=d,
-                parent_uri=parent,
-                account_id=account,
-                owner_space=u.owner_space,
-                context_type=u.context_type or "",
-                category=u.category or "",
-                level=0,
-                doc_id=d,
-                text=text,
-            )
-        )
+    # Built and written a batch at a time (issue 26 item 6: all 1M files' records at once peaked at 15.8 GB).
+    n_nodes = n_vectors = 0
+    t = time.perf_counter()
+    print(f"  writing {len(files) + len(dirs)} node rows in batches of {BUILD_BATCH} files ...", flush=True)
+    for start in range(0, len(files), BUILD_BATCH):
+        nodes, vectors = rows.files(files[start : start + BUILD_BATCH])
+        write_rows(engine, nodes, vectors, vector_index)
+        n_nodes, n_vectors = n_nodes + len(nodes), n_vectors + len(vectors)
+    nodes, vectors = rows.dirs(dirs)
     write_rows(engine, nodes, vectors, vector_index)
+    n_nodes, n_vectors = n_nodes + len(nodes), n_vectors + len(vectors)
+    del nodes, vectors
+    print(f"  rows written in {time.perf_counter() - t:.0f} s (RSS peak {rss_mb()[1]:.0f} MB)", flush=True)
+    if vector_index:
+        t = time.perf_counter()
+        engine.index.optimize()
+        print(
+            f"  vector index optimised in {time.perf_counter() - t:.0f} s "
+            f"(ANN index: {getattr(engine.index, 'has_ann_index', 'n/a')})",
+            flush=True,
+        )
     (home / "settings.json").write_text(json.dumps({"vector_index": vector_index}), encoding="utf-8")
     # content for a sample (read_memory figures) and the directories above it
     sample = random.Random(3).sample(files, min(500, len(files)))
@@ -493,7 +534,7 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
         )
     engine.close()
     build_hints(home, embedder, vector_index)
-    marker.write_text(json.dumps({"nodes": len(nodes), "vectors": len(vectors)}), encoding="utf-8")
+    marker.write_text(json.dumps({"nodes": n_nodes, "vectors": n_vectors}), encoding="utf-8")
     (home / "sample.json").write_text(json.dumps([[a, u] for a, u, _ in sample]), encoding="utf-8")
     (home / "callers.json").write_text(json.dumps(callers(files)), encoding="utf-8")
     print(f"  store built in {time.perf_counter() - started:.0f} s", flush=True)
@@ -502,26 +543,17 @@ def build_store(home: Path, n_nodes: int, pool_size: int, workdir: Path, embedde
 def write_rows(
     engine: ContextEngineService, nodes: list[NodeRecord], vectors: list[VectorRecord], vector_index: bool
 ) -> None:
-    """The bulk path: node and vector rows in batches of 50,000 per transaction, then the vector index."""
-    print(f"  writing {len(nodes)} node rows and {len(vectors)} vector rows ...", flush=True)
-    t = time.perf_counter()
+    """The bulk path for one batch: node and vector rows in transactions of 50,000 rows, then the vector index in
+    calls of 100,000 rows (its optimize comes once, after the last batch)."""
     for start in range(0, len(nodes), 50_000):
         with engine.metadata.transaction():
             engine.metadata.upsert_nodes(nodes[start : start + 50_000], bulk=True)
     for start in range(0, len(vectors), 50_000):
         with engine.metadata.transaction():
             engine.metadata.put_vectors(vectors[start : start + 50_000], bulk=True)
-    print(f"  metadata written in {time.perf_counter() - t:.0f} s", flush=True)
     if vector_index:
-        t = time.perf_counter()
         for start in range(0, len(vectors), 100_000):
             engine.index.upsert(vectors[start : start + 100_000])
-        engine.index.optimize()
-        print(
-            f"  vector index written and optimised in {time.perf_counter() - t:.0f} s "
-            f"(ANN index: {getattr(engine.index, 'has_ann_index', 'n/a')})",
-            flush=True,
-        )
 
 
 def build_hints(home: Path, embedder, vector_index: bool) -> None:
