@@ -164,6 +164,35 @@ def test_weak_title_word_match(hints):
     assert result.single_domain_or_null == "kubernetes"  # 'pod' is a kubernetes term
 
 
+def test_weak_matches_of_shared_titles_are_made_when_read(audit, metadata):
+    """Documents sharing one title are all weak matches (one decision per distinct title); an analysis makes a
+    match only when it is read, and lists the evidence's first, then by URI, counting the rest."""
+    service = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    copies = [f"ctx://resources/runbooks/po/general/c{i:02d}/PodStartupSlow.md" for i in range(12)]
+    other = "ctx://resources/runbooks/po/general/DiskFull.md"
+    nodes = [node(u, "PodStartupSlow") for u in copies] + [node(other, "DiskFull")]
+    vectors = [chunk(n.uri, 0, "text", n.title) for n in nodes]
+    metadata.upsert_nodes(nodes)
+    metadata.put_vectors(vectors)
+    service.nodes_written("acme", nodes, vectors)
+
+    analysis = service.analyze("the pod startup is slow", ADMIN)
+    assert sorted(analysis.weak) == copies and analysis.strong == []
+    assert analysis.match(other) is None
+    made = analysis.match(copies[3])
+    assert made is not None and made.strength == "weak" and made.kinds == ["title_words"]
+    assert made.keywords == ["pod", "startup", "slow"] and made.title == "PodStartupSlow"
+    assert analysis.full() == service.analyze_query("the pod startup is slow", ADMIN)
+    assert [m.uri for m in analysis.full().matches] == copies
+
+    listed = analysis.listed([copies[9], other, copies[7]], most=4)
+    assert [m.uri for m in listed.matches] == [copies[0], copies[1], copies[7], copies[9]]
+    assert listed.omitted_weak_matches == 8
+    assert analysis.listed([], most=12).omitted_weak_matches == 0
+    hidden = service.analyze("the pod startup is slow", ADMIN, uri_prefix="ctx://resources/runbooks/po/general/c1")
+    assert sorted(hidden.weak) == copies[10:]
+
+
 def test_placeholders_are_ignored_and_two_domains_give_no_single_domain(hints):
     result = hints.analyze_query("Configuration has failed to load for <namespace>/<pod>.", ADMIN)
     assert result.domains == []

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import json
 import logging
 import threading
@@ -81,7 +82,8 @@ class HintSnapshot:
     generation: int
     docs: dict[str, HintDoc]
     postings: dict[str, tuple[tuple[str, str], ...]]  # key -> ((uri, kind), ...)
-    word_docs: dict[str, frozenset[str]]  # title word -> uris
+    title_groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (title words, uris), one per distinct title
+    word_groups: dict[str, tuple[int, ...]]  # title word -> indexes into title_groups
     max_phrase_tokens: int
     max_alert_words: int
     domain_docs: dict[str, tuple[str, ...]]
@@ -107,18 +109,21 @@ class HintSnapshot:
                 max_alert = max(max_alert, len(split_identifier(by_uri[t.uri].title)) + 1)
             elif t.kind in ("title", "heading"):
                 max_phrase = max(max_phrase, t.term.count(" ") + 1 + (len(t.term) if has_cjk(t.term) else 0))
-        word_docs: dict[str, set[str]] = {}
+        # Documents grouped by their title words: a weak match is decided once per distinct title (many documents
+        # share one, e.g. a runbook template's copies), not once per document.
+        groups: dict[tuple[str, ...], list[str]] = {}
         domain_docs: dict[str, list[str]] = {}
         for d in by_uri.values():
-            for w in d.title_words:
-                word_docs.setdefault(w, set()).add(d.uri)
+            if d.title_words:
+                groups.setdefault(d.title_words, []).append(d.uri)
             if d.domain:
                 domain_docs.setdefault(d.domain, []).append(d.uri)
         return cls(
             generation=generation,
             docs=by_uri,
             postings={k: tuple(sorted(set(v))) for k, v in postings.items()},
-            word_docs={k: frozenset(v) for k, v in word_docs.items()},
+            title_groups=tuple((words, tuple(uris)) for words, uris in groups.items()),
+            word_groups=_word_groups(groups),
             max_phrase_tokens=min(max_phrase, 8),
             max_alert_words=min(max_alert, 12),
             domain_docs={k: tuple(sorted(v)) for k, v in domain_docs.items()},
@@ -143,6 +148,70 @@ class HintSnapshot:
             found = ("doc_ids", sorted(uris))
         self._filters[domain] = found
         return found
+
+
+@dataclass
+class HintAnalysis:
+    """What :meth:`KnowledgeIndexService.analyze` found, before a lookup lists it.
+
+    A broad query over a large account weakly matches thousands of titles (1,000,000 nodes: a median 2,600), and an
+    answer lists at most ``knowledge.hint_max_weak_matches`` of them, so a weak match is made a :class:`HintMatch`
+    only when it is read (:meth:`match`, :meth:`listed`, :meth:`full`); ranking reads it through :meth:`match`.
+
+    Attributes:
+        result: everything but the weak matches (``matches`` holds the strong ones, strong first by URI).
+        weak: every weak match: document URI -> the title words of it the query covers.
+        snapshot: the index analysed (``None`` when the hint layer failed and the analysis is empty).
+    """
+
+    result: HintResult = field(default_factory=HintResult)
+    weak: dict[str, list[str]] = field(default_factory=dict)
+    snapshot: HintSnapshot | None = None
+    _made: dict[str, HintMatch] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._made.update((m.uri, m) for m in self.result.matches)
+
+    @property
+    def strong(self) -> list[HintMatch]:
+        """The strong matches, by URI."""
+        return self.result.matches
+
+    def match(self, uri: str) -> HintMatch | None:
+        """The match of document ``uri`` (strong or weak), ``None`` when the query does not hint at it."""
+        made = self._made.get(uri)
+        if made is None and uri in self.weak and self.snapshot is not None:
+            doc = self.snapshot.docs[uri]
+            made = HintMatch(
+                uri=uri,
+                title=doc.title,
+                domain=doc.domain,
+                strength="weak",
+                keywords=self.weak[uri],
+                kinds=["title_words"],
+            )
+            self._made[uri] = made
+        return made
+
+    def full(self) -> HintResult:
+        """The :class:`HintResult` with every match: the strong ones, then the weak ones, each by URI."""
+        return self._with(sorted(self.weak), 0)
+
+    def listed(self, evidence: Iterable[str], most: int) -> HintResult:
+        """The hints as an answer lists them: every strong match and at most ``most`` weak ones, those among
+        ``evidence`` (document URIs) first, then by URI; the others counted in ``omitted_weak_matches``."""
+        if len(self.weak) <= most:
+            return self.full()
+        shown = sorted(u for u in set(evidence) if u in self.weak)[:most]
+        first = set(shown)
+        rest = heapq.nsmallest(most - len(shown), (u for u in self.weak if u not in first))
+        kept = sorted([*shown, *rest])
+        return self._with(kept, len(self.weak) - len(kept))
+
+    def _with(self, weak_uris: list[str], omitted: int) -> HintResult:
+        weak = [m for m in (self.match(u) for u in weak_uris) if m is not None]
+        matches = [*self.result.matches, *weak]
+        return self.result.model_copy(update={"matches": matches, "omitted_weak_matches": omitted})
 
 
 # ---- the service ------------------------------------------------------------------------------------------------
@@ -292,6 +361,20 @@ class KnowledgeIndexService:
         uri_prefix: str | None = None,
         snapshot: HintSnapshot | None = None,
     ) -> HintResult:
+        """Hints for ``query`` (seed 001 §3) with every match: :meth:`analyze` made whole (:meth:`HintAnalysis.full`).
+
+        Args and errors as :meth:`analyze`.
+        """
+        return self.analyze(query, ctx, uri_prefix=uri_prefix, snapshot=snapshot).full()
+
+    def analyze(
+        self,
+        query: str,
+        ctx: RequestContext,
+        *,
+        uri_prefix: str | None = None,
+        snapshot: HintSnapshot | None = None,
+    ) -> HintAnalysis:
         """Hints for ``query`` (seed 001 §3): ``matches, matched_keywords, domains, single_domain_or_null``.
 
         Only documents the caller can see (and inside ``uri_prefix`` when given) are matched. Template placeholders
@@ -304,13 +387,14 @@ class KnowledgeIndexService:
             snapshot: the index to use (from :meth:`snapshot`); by default the account's current one.
 
         Returns:
-            Matches ordered strong first, then by URI; keywords and domains sorted.
+            The strong matches in ``result`` (by URI), the weak ones in ``weak``, made into matches when read;
+            keywords and domains sorted.
         """
         idx = snapshot if snapshot is not None else self._index(ctx.account_id)
         text = strip_placeholders(query)
         toks = tokenize(text)
         if not toks:
-            return HintResult()
+            return HintAnalysis(snapshot=idx)
         visible = ctx.visible_owner_spaces()
 
         def allowed(uri: str) -> bool:
@@ -325,18 +409,18 @@ class KnowledgeIndexService:
         r = self.resolver
         domain_terms = _domain_terms(r, idx, text, toks, strong)
         matched_keywords |= {term for terms in domain_terms.values() for term in terms}
-        matches = _hint_matches(idx, strong, weak)
         domains = sorted(domain_terms)
         specific = [d for d in domains if d not in r.cross_cutting]  # a cross-cutting domain never narrows
         single = specific[0] if len(specific) == 1 else (domains[0] if len(domains) == 1 else None)
-        return HintResult(
-            matches=matches,
+        result = HintResult(
+            matches=_strong_hint_matches(idx, strong),
             matched_keywords=sorted(matched_keywords),
             domains=domains,
             single_domain_or_null=single,
             domain_terms={d: sorted(v) for d, v in sorted(domain_terms.items())},
             broad_keywords=sorted(broad),
         )
+        return HintAnalysis(result=result, weak=weak, snapshot=idx)
 
 
 # ---- the steps of analyze_query ----------------------------------------------------------------------------------
@@ -393,15 +477,24 @@ def _weak_matches(
     weak: dict[str, list[str]] = {}
     named = any(kinds & NAMING_KINDS for kinds in (e["kinds"] for e in strong.values()))
     # A query that names a document outright (alert or title) makes look-alike titles noise, not hints.
-    candidates = set() if named else {u for w in qwords for u in idx.word_docs.get(w, ())}
-    for uri in candidates:
-        if uri in strong or not allowed(uri):
-            continue
-        parts = idx.docs[uri].title_words
+    candidates = set() if named else {g for w in qwords for g in idx.word_groups.get(w, ())}
+    for g in candidates:
+        parts, uris = idx.title_groups[g]
         covered = _covered(parts, qwords)
         if len(covered) >= 2 and len(covered) * 2 >= len(parts):
-            weak[uri] = covered
+            for uri in uris:
+                if uri not in strong and allowed(uri):
+                    weak[uri] = covered  # shared by a title's documents, never changed
     return weak
+
+
+def _word_groups(groups: dict[tuple[str, ...], list[str]]) -> dict[str, tuple[int, ...]]:
+    """Title word -> the indexes (in ``groups``' order) of the distinct titles holding it."""
+    out: dict[str, list[int]] = {}
+    for g, words in enumerate(groups):
+        for w in set(words):
+            out.setdefault(w, []).append(g)
+    return {w: tuple(gs) for w, gs in out.items()}
 
 
 def _domain_terms(
@@ -426,8 +519,8 @@ def _domain_terms(
     return domain_terms
 
 
-def _hint_matches(idx: HintSnapshot, strong: _Strong, weak: dict[str, list[str]]) -> list[HintMatch]:
-    """The strong matches, then the weak ones, each by URI."""
+def _strong_hint_matches(idx: HintSnapshot, strong: _Strong) -> list[HintMatch]:
+    """The strong matches, by URI."""
     return [
         HintMatch(
             uri=uri,
@@ -438,16 +531,6 @@ def _hint_matches(idx: HintSnapshot, strong: _Strong, weak: dict[str, list[str]]
             kinds=sorted(entry["kinds"]),
         )
         for uri, entry in sorted(strong.items())
-    ] + [
-        HintMatch(
-            uri=uri,
-            title=idx.docs[uri].title,
-            domain=idx.docs[uri].domain,
-            strength="weak",
-            keywords=covered,
-            kinds=["title_words"],
-        )
-        for uri, covered in sorted(weak.items())
     ]
 
 

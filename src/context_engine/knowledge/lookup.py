@@ -30,7 +30,6 @@ import math
 import time
 import unicodedata
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,7 +38,7 @@ from pydantic import ValidationError
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.knowledge.context_pack import ChunkText, ContextPacker
-from context_engine.knowledge.hint_index import HintSnapshot, KnowledgeIndexService
+from context_engine.knowledge.hint_index import HintAnalysis, HintSnapshot, KnowledgeIndexService
 from context_engine.knowledge.relevance import (
     RANKED_FIRST,
     RelevanceClassifier,
@@ -60,7 +59,6 @@ from context_engine.schema.knowledge import (
     EvidenceBlock,
     EvidenceRef,
     EvidenceStatus,
-    HintResult,
     LookupRequest,
     LookupResult,
     LookupTraces,
@@ -172,7 +170,8 @@ class LookupKnowledgeService:
         call.floor, call.caller_threshold = floor, request.min_similarity is not None
         t = time.perf_counter()
 
-        hints, snapshot = self._analyze(call, prefix)
+        hints = self._analyze(call, prefix)
+        snapshot = hints.snapshot
         t = call.lap("hint", t)
 
         flt = VectorFilter(
@@ -194,7 +193,7 @@ class LookupKnowledgeService:
         t = call.lap("embed", t)
 
         if vector is not None:
-            domain = hints.single_domain_or_null if self._s.hint_filter else None
+            domain = hints.result.single_domain_or_null if self._s.hint_filter else None
             restriction = snapshot.domain_filter(domain) if domain and snapshot is not None else None
             semantic = self.search.search_similar_documents(
                 vector,
@@ -248,7 +247,7 @@ class LookupKnowledgeService:
             mode=mode,
             attempts=semantic.attempts,
             fallback_reason=semantic.fallback_reason,
-            domain_filter=hints.single_domain_or_null if semantic.domain_filter_used else None,
+            domain_filter=hints.result.single_domain_or_null if semantic.domain_filter_used else None,
             candidate_count=len(semantic.hits),
             fusion=self.search.keyword_settings.fusion if semantic.fusion is not None else None,
             keyword_hits=semantic.keyword_hits,
@@ -265,7 +264,7 @@ class LookupKnowledgeService:
             evidence_blocks=blocks,
             context_pack=pack,
             traces=traces,
-            hints=_listed_hints(hints, blocks, self._s.hint_max_weak_matches),
+            hints=hints.listed((b.doc_id for b in blocks), self._s.hint_max_weak_matches),
             evidence_status=status,
             relevance_level=level,
             dedup_reason=dedup_reason,
@@ -327,18 +326,16 @@ class LookupKnowledgeService:
             prefix = str(target.as_dir()) if target.segments else target.root
         return top_k, request.mode or self._s.mode, floor, prefix
 
-    def _analyze(self, call: _Call, prefix: str | None) -> tuple[HintResult, HintSnapshot | None]:
+    def _analyze(self, call: _Call, prefix: str | None) -> HintAnalysis:
         try:
             snapshot = self.hints.snapshot(call.ctx.account_id)
-            return self.hints.analyze_query(
-                call.request.query, call.ctx, uri_prefix=prefix, snapshot=snapshot
-            ), snapshot
+            return self.hints.analyze(call.request.query, call.ctx, uri_prefix=prefix, snapshot=snapshot)
         except ContextEngineError as err:
             # Hints only explain and steer; the semantic layer runs without them.
             call.warnings.append(f"hint layer unavailable ({err.code.value}: {err.message}); semantic layer only")
-            return HintResult(), None
+            return HintAnalysis()
 
-    def _strong_matches(self, semantic: SemanticSearchResult, hints: HintResult) -> dict[str, StrongMatch]:
+    def _strong_matches(self, semantic: SemanticSearchResult, hints: HintAnalysis) -> dict[str, StrongMatch]:
         """Documents no similarity threshold may drop (``relevance.strong_match``), by URI.
 
         ``named``/``identifier``: the hint layer's strong (exact) matches. ``bm25_first``: with hybrid on, the
@@ -347,7 +344,7 @@ class LookupKnowledgeService:
         is not a clear margin).
         """
         out: dict[str, StrongMatch] = {}
-        for m in hints.matches:
+        for m in hints.strong:  # a weak match is never a strong one (relevance.strong_match)
             kind = strong_match(m)
             if kind is not None:
                 out[m.uri] = kind
@@ -362,7 +359,7 @@ class LookupKnowledgeService:
     def _hydrate(
         self,
         semantic: SemanticSearchResult,
-        hints: HintResult,
+        hints: HintAnalysis,
         ctx: RequestContext,
         call: _Call,
         strong: dict[str, StrongMatch],
@@ -373,7 +370,6 @@ class LookupKnowledgeService:
         if not semantic.hits:
             return [], {}, dropped
         nodes = self._metadata.get_nodes(ctx.account_id, {h.uri for h in semantic.hits})
-        match = {m.uri: m for m in hints.matches}
         scale = self.search.scale
         out: list[ScoredChunk] = []
         for h in semantic.hits:
@@ -389,7 +385,7 @@ class LookupKnowledgeService:
             if reason:
                 dropped[reason] = dropped.get(reason, 0) + 1
                 continue
-            boost = self.relevance.boost(match.get(h.doc_id))
+            boost = self.relevance.boost(hints.match(h.doc_id))
             fused = None if semantic.fusion is None else round(semantic.fusion.get(h.id, 0.0), 6)
             out.append(
                 ScoredChunk(
@@ -419,7 +415,7 @@ class LookupKnowledgeService:
         chunks: list[ScoredChunk],
         nodes: dict[str, NodeRecord],
         snapshot: HintSnapshot | None,
-        hints: HintResult,
+        hints: HintAnalysis,
         ctx: RequestContext,
         top_k: int,
         strong: dict[str, StrongMatch],
@@ -448,7 +444,6 @@ class LookupKnowledgeService:
         for v in self._metadata.get_vectors(ctx.account_id, kept):
             if v.level == 2:
                 texts.setdefault(v.doc_id, []).append(ChunkText(v.chunk_index, v.breadcrumb, v.text))
-        matches = {m.uri: m for m in hints.matches}
         blocks: list[EvidenceBlock] = []
         for doc_id in kept:
             doc_chunks = by_doc[doc_id]
@@ -456,7 +451,7 @@ class LookupKnowledgeService:
             matched = {c.chunk_index for c in doc_chunks}
             available = texts.get(doc_id) or [ChunkText(best.chunk_index, best.breadcrumb, best.text)]
             expansion = self.packer.expand(available, best.chunk_index, matched)
-            match = matches.get(doc_id)
+            match = hints.match(doc_id)
             level = self.relevance.level(best.similarity, match)
             node = nodes.get(doc_id)
             blocks.append(
@@ -703,18 +698,6 @@ def _pack_summary(pack: ContextPack) -> dict[str, object]:
         "omitted": [o.model_dump() for o in pack.omitted],
         "truncated": any(e.truncated for e in pack.entries),
     }
-
-
-def _listed_hints(hints: HintResult, blocks: Sequence[EvidenceBlock], most: int) -> HintResult:
-    """``hints`` as an answer lists them: every strong match, and at most ``most`` weak ones, those among the evidence
-    first, then by URI; the others counted in ``omitted_weak_matches``. Ranking has used every match by then."""
-    weak = [m for m in hints.matches if m.strength == "weak"]
-    if len(weak) <= most:
-        return hints
-    shown = {b.doc_id for b in blocks}
-    kept = {m.uri for m in sorted(weak, key=lambda m: (m.uri not in shown, m.uri))[:most]}
-    matches = [m for m in hints.matches if m.strength != "weak" or m.uri in kept]
-    return hints.model_copy(update={"matches": matches, "omitted_weak_matches": len(weak) - len(kept)})
 
 
 def _evidence_status(semantic: SemanticSearchResult, blocks: list[EvidenceBlock]) -> EvidenceStatus:
