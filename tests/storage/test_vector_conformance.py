@@ -7,6 +7,7 @@ by score descending then id ascending.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -673,6 +674,55 @@ def test_ann_path_recall_and_filtering(vector_index_factory: VectorIndexFactory)
     index.upsert([fresh])
     top = index.search(records[0].vector, 2, VectorFilter(account_id=records[0].account_id))
     assert {h.id for h in top} == {"fresh", records[0].id}
+
+
+def test_lancedb_ann_search_probes_a_bounded_number_of_partitions(vector_index_factory: VectorIndexFactory) -> None:
+    """A wide filter probes ``nprobes`` to ``2 * nprobes`` partitions (LanceDB's own plan says how many), one query;
+    a filter that leaves fewer rows than requested there is searched once more without the cap and returns every
+    row it lets through."""
+    if vector_index_factory.backend != "lancedb":
+        pytest.skip("LanceDB adapter specifics")
+    settings = VectorSettings(ann_index_min_rows=256, compact_every_writes=1_000, nprobes=1)
+    index = vector_index_factory.open(settings=settings)
+    records = random_corpus(61, 40_000, VECTOR_DIM, clusters=24)  # LanceDB makes a partition per ~8k rows
+    index.upsert(records)
+    index.optimize()
+    assert index.has_ann_index
+    query = records[3].vector
+
+    def partitions_searched(max_nprobes: int) -> int:
+        plan = (
+            index._table.search(query, vector_column_name="vector")
+            .distance_type("cosine")
+            .minimum_nprobes(1)
+            .maximum_nprobes(max_nprobes)
+            .limit(10)
+            .analyze_plan()
+        )
+        return int(re.search(r"partitions_searched=(\d+)", plan).group(1))
+
+    assert partitions_searched(0) > 2  # uncapped, LanceDB probes every partition, more than the cap
+    assert partitions_searched(2) <= 2
+
+    caps: list[int] = []
+    real = index._ann_query
+
+    def spy(q: np.ndarray, predicate: str, limit: int, max_nprobes: int) -> list[dict[str, Any]]:
+        caps.append(max_nprobes)
+        return real(q, predicate, limit, max_nprobes)
+
+    index._ann_query = spy  # type: ignore[method-assign]
+    wide = VectorFilter(account_id=records[3].account_id)
+    hits = index.search(query, 10, wide)
+    assert caps == [2] and len(hits) == 10 and hits[0].id == records[3].id  # its own partition is probed first
+
+    caps.clear()
+    narrow = VectorFilter(account_id=records[3].account_id, doc_ids=["doc3"], uri_prefix="ctx://resources/dir0/")
+    expected = reference(records, query, 200, narrow)
+    assert 0 < len(expected) < 200
+    hits = index.search(query, 200, narrow)
+    assert caps[0] == 2 and caps[-1] == 0  # too few rows within two partitions: searched on without the cap
+    assert sorted(ids(hits)) == sorted(i for i, _ in expected)
 
 
 # ---------------------------------------------------------------------------------------------------- property

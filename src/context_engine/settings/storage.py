@@ -95,7 +95,13 @@ class VectorSettings(SettingsSection):
         50_000, ge=256, description="Create an ANN index (IVF_SQ) once the table holds at least this many rows."
     )
     compact_every_writes: int = Field(50, ge=1, description="Compact the table after this many small write operations.")
-    nprobes: int = Field(32, ge=1, le=1024, description="IVF partitions probed per query once an ANN index exists.")
+    nprobes: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="IVF partitions probed per query once an ANN index exists (up to twice as many; all it takes when "
+        "a narrow filter leaves fewer rows than requested there).",
+    )
     refine_factor: int = Field(4, ge=1, le=100, description="ANN candidates re-ranked exactly per result.")
 
 

@@ -3,7 +3,8 @@
 Search is cosine similarity with a mandatory SQL pre-filter built from :class:`VectorFilter` (the account is always
 part of it). Below ``VectorSettings.ann_index_min_rows`` rows the search is exact (flat over the pre-filtered rows);
 from there on :meth:`LanceDBVectorIndex.optimize` builds an IVF_SQ index, and searches probe at least ``nprobes``
-partitions and re-rank ``refine_factor`` times the requested rows on the stored float32 vectors, so returned scores
+partitions (at most twice as many, unless the filter leaves fewer rows than requested there: then as many as it
+takes) and re-rank ``refine_factor`` times the requested rows on the stored float32 vectors, so returned scores
 are always exact cosine similarities. Rows written after the index was built are searched flat until the next
 :meth:`~LanceDBVectorIndex.optimize` folds them in: nothing written is ever invisible.
 
@@ -386,9 +387,9 @@ class LanceDBVectorIndex:
         Returns:
             At most ``top_k`` hits ordered by ``score`` descending, then ``id`` ascending. ``score`` is cosine
             similarity ``1 - cosine_distance`` in ``[-1, 1]`` (higher is more similar), computed on the stored float32
-            vectors. The ranking is exact while the table has no ANN index; afterwards approximate: IVF_SQ probing at
-            least ``nprobes`` partitions (more, up to all, when the filter leaves fewer rows than requested), then
-            ``refine_factor`` times the requested rows re-ranked exactly.
+            vectors. The ranking is exact while the table has no ANN index; afterwards approximate: IVF_SQ probing
+            ``nprobes`` to ``2 * nprobes`` partitions (more, up to all, when the filter leaves fewer rows than
+            requested there), then ``refine_factor`` times the requested rows re-ranked exactly.
 
         Raises:
             ContextEngineError: ``IDX-4091`` when ``vector`` is not of shape ``(dim,)``; ``RET-5001`` when it is
@@ -414,6 +415,18 @@ class LanceDBVectorIndex:
     # ------------------------------------------------------------------ internals
 
     def _query(self, query: np.ndarray, predicate: str, limit: int) -> list[dict[str, Any]]:
+        """At most ``limit`` rows: probing ``nprobes`` to ``2 * nprobes`` partitions, and when the filter leaves
+        fewer than ``limit`` rows there, once more with no cap (every partition if need be), so a narrow filter never
+        starves the result. Without the cap LanceDB probed every partition even under a wide filter: at 1,000,000
+        nodes (242 partitions) 71 ms a lookup query against 35 ms capped, recall@10 1.0 and recall@100 0.999 against
+        the uncapped search (docs/lookup_knowledge.md)."""
+        rows = self._ann_query(query, predicate, limit, 2 * self._settings.nprobes)
+        if len(rows) < limit:
+            rows = self._ann_query(query, predicate, limit, 0)
+        return rows
+
+    def _ann_query(self, query: np.ndarray, predicate: str, limit: int, max_nprobes: int) -> list[dict[str, Any]]:
+        """One LanceDB search probing at most ``max_nprobes`` partitions (``0``: no cap); rows with ``score``."""
         # The ANN knobs are set even without an index (LanceDB ignores them then), so a handle that has not seen an
         # index built by another process still probes enough partitions and returns exact, refined distances.
         result = (
@@ -422,7 +435,7 @@ class LanceDBVectorIndex:
             .where(predicate, prefilter=True)
             .select([*_RESULT_COLUMNS, "_distance"])
             .minimum_nprobes(self._settings.nprobes)
-            .maximum_nprobes(0)  # no cap: probe on while a narrow filter leaves fewer than ``limit`` rows
+            .maximum_nprobes(max_nprobes)
             .refine_factor(self._settings.refine_factor)
             .limit(limit)
             .to_arrow()
