@@ -368,8 +368,12 @@ class SqlAuditStore:
                 HintDoc(r.uri, r.parent_uri, r.owner_space, r.context_type, r.title, r.domain, tuple(r.title_words))
                 for r in s.execute(select(docs_t).where(docs_t.c.account_id == account_id))
             ]
+            # Each row brings its own strings; a term row shares its document's URI and one object per distinct
+            # term and kind, so the list holds little more than the rows themselves (a 1M-node account: ~2M rows).
+            uris = {d.uri: d.uri for d in docs}
+            shared: dict[str, str] = {}
             terms = [
-                HintTerm(r.uri, r.term, r.kind)
+                HintTerm(uris.get(r.uri, r.uri), shared.setdefault(r.term, r.term), shared.setdefault(r.kind, r.kind))
                 for r in s.execute(
                     select(terms_t.c.uri, terms_t.c.term, terms_t.c.kind).where(terms_t.c.account_id == account_id)
                 )
