@@ -39,9 +39,9 @@ loaded machine's waits do not inflate); with ``--repetitions N`` every query run
 minimum over them; ``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a
 background thread); ``--pause-ms`` idles before each search (a server between requests, where such background
 work is done); ``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the
-``gc.freeze`` of :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches;
-lookup_knowledge p50/p95 (with a vector index) and per stage (from its traces); write latency of add_memory (1
-memory) and add_memories (100) through the real pipeline; and
+``gc.freeze`` of :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches
+(with its anonymous and file-backed parts); lookup_knowledge p50/p95 (with a vector index) and per stage (from its
+traces); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and
 recall@10 of the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
 Never run as a test; figures depend on the machine and its load (run it on a quiet machine).
@@ -747,12 +747,24 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
 
 def rss_mb() -> tuple[float, float]:
     """(current, peak) resident set size of this process in MB, from /proc/self/status."""
+    fields = _status_mb()
+    return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
+
+
+def rss_split_mb() -> tuple[float, float]:
+    """(anonymous, file-backed) parts of the resident set in MB: file-backed pages are the mapped derived files
+    (level-0 matrix, BM25) the searches touched, which the kernel may drop and read again."""
+    fields = _status_mb()
+    return fields.get("RssAnon", float("nan")), fields.get("RssFile", float("nan"))
+
+
+def _status_mb() -> dict[str, float]:
     fields = {}
     for line in Path("/proc/self/status").read_text().splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
             fields[key] = int(value.split()[0]) / 1024
-    return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
+    return fields
 
 
 def default_embedder():
@@ -851,7 +863,11 @@ def measure_home(args: argparse.Namespace) -> None:
         samples = measure(engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms)
         report(f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}", samples)
         now, peak = rss_mb()
-        print(f"  RSS after the warm searches: {now:.0f} MB (peak {peak:.0f} MB)")
+        anon, mapped = rss_split_mb()
+        print(
+            f"  RSS after the warm searches: {now:.0f} MB (peak {peak:.0f} MB; anonymous {anon:.0f} MB, "
+            f"file-backed {mapped:.0f} MB)"
+        )
         if vector_index and source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             admin = RequestContext(account_id=ACCOUNTS[0][0], role="admin")
             times, stages = [], defaultdict(list)
