@@ -168,6 +168,7 @@ class ContextEngineService(MemoryMethods):
         """Release the stores. The engine can be reopened on the same directory."""
         self.search_pipeline.close()
         self.knowledge.recorder.close()  # writes the audit rows still queued (search_memory's)
+        self.knowledge.search.close()  # the BM25 worker threads of hybrid lookups
         self.l0_source.close()
         self.l0_matrix.close()  # waits for derived files being written (they read the metadata store's identity)
         self.keyword_index.close()

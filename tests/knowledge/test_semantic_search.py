@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -173,6 +175,59 @@ def test_weighted_hybrid_fuses_bm25_and_scores_a_bm25_only_chunk_by_its_stored_v
     assert res.hits[0].score == 0.5
     assert res.keyword_hits == 2 and set(res.bm25) == {c_rec.id, "b#0"}
     meta.close()
+
+
+def test_bm25_runs_beside_the_dense_search_and_fuses_the_same():
+    """BM25 for the first attempt's filter runs on a worker thread while the dense search runs: a dense search that
+    waits for BM25 to have started finishes (it would wait forever with BM25 after it); the fusion is the one BM25
+    searched in line gives, and a retry under another filter searches BM25 again, under that filter."""
+    started = threading.Event()
+
+    class Recording:
+        def __init__(self, index: BM25Index) -> None:
+            self.index, self.threads, self.filters = index, [], []
+
+        def search(self, query, top_k, flt):
+            self.threads.append(threading.current_thread().name)
+            self.filters.append(flt)
+            started.set()
+            return self.index.search(query, top_k, flt)
+
+    def dense(flt):
+        assert started.wait(10), "BM25 did not start before the dense search ended"
+        return [hit("a", 0.8), hit("b", 0.5)]
+
+    docs = (kdoc("a", "network latency"), kdoc("b", "disk is slow"), kdoc("c", "disk quota exceeded"))
+    keyword = Recording(bm25(*docs))
+    ks = KeywordSettings(fusion="weighted", dense_weight=0.4)
+    service = VectorSearchService(FakeIndex("lancedb", dense), FakeIndex("exact"), keyword=keyword, keyword_settings=ks)
+    res = service.search_similar_documents(VEC, FLT, top_k=5, min_similarity=0.3, query="disk is slow")
+    assert keyword.threads[0].startswith("ce-bm25")
+
+    inline = VectorSearchService(
+        FakeIndex("lancedb", lambda f: [hit("a", 0.8), hit("b", 0.5)]), FakeIndex("exact"), keyword=bm25(*docs),
+        keyword_settings=ks,
+    )
+    same = inline.search_similar_documents(VEC, FLT, top_k=5, min_similarity=0.3, query="disk is slow")
+    assert [h.id for h in res.hits] == [h.id for h in same.hits] == ["b#0", "a#0"]
+    assert res.fusion == same.fusion == {"b#0": 0.6, "a#0": 0.4}  # c: BM25 only, with no stored vector to score
+    assert res.bm25 == same.bm25 and set(res.bm25) == {"b#0", "c#0"} and res.bm25_docs == same.bm25_docs
+    assert res.keyword_hits == same.keyword_hits == 2
+
+    # the domain filter's result is unusable: the unfiltered retry fuses with BM25 under the unfiltered filter
+    keyword.filters.clear()
+
+    def by_filter(flt):
+        return [] if flt.doc_ids else [hit("a", 0.8), hit("b", 0.5)]
+
+    primary = FakeIndex("lancedb", by_filter)
+    service = VectorSearchService(primary, FakeIndex("exact"), keyword=keyword, keyword_settings=ks)
+    res = service.search_similar_documents(
+        VEC, FLT, top_k=5, min_similarity=0.3, query="disk is slow", domain="storage", restriction=("doc_ids", ["c"])
+    )
+    assert [f.doc_ids for f in keyword.filters] == [["c"], None]
+    assert [h.id for h in res.hits] == ["b#0", "a#0"] and res.bm25 == same.bm25
+    service.close()
 
 
 def test_hybrid_never_crosses_the_tenant_filter():
