@@ -21,6 +21,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.settings import VectorSettings
 from context_engine.storage.protocols import VectorIndex
+from context_engine.storage.vector.lancedb_index import max_nprobes
 
 SCORE_TOL = 1e-5
 VECTOR_DIM = 16
@@ -677,9 +678,10 @@ def test_ann_path_recall_and_filtering(vector_index_factory: VectorIndexFactory)
 
 
 def test_lancedb_ann_search_probes_a_bounded_number_of_partitions(vector_index_factory: VectorIndexFactory) -> None:
-    """A wide filter probes ``nprobes`` to ``2 * nprobes`` partitions (LanceDB's own plan says how many), one query;
-    a filter that leaves fewer rows than requested there is searched once more without the cap and returns every
-    row it lets through."""
+    """A wide filter probes ``nprobes`` to ``max_nprobes(nprobes)`` partitions (2 for 1, 48 for the default 32;
+    LanceDB's own plan says how many), one query; a filter that leaves fewer rows than requested there is searched
+    once more without the cap and returns every row it lets through."""
+    assert (max_nprobes(1), max_nprobes(32)) == (2, 48)
     if vector_index_factory.backend != "lancedb":
         pytest.skip("LanceDB adapter specifics")
     settings = VectorSettings(ann_index_min_rows=256, compact_every_writes=1_000, nprobes=1)

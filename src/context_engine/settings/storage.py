@@ -99,8 +99,8 @@ class VectorSettings(SettingsSection):
         32,
         ge=1,
         le=1024,
-        description="IVF partitions probed per query once an ANN index exists (up to twice as many; all it takes when "
-        "a narrow filter leaves fewer rows than requested there).",
+        description="IVF partitions probed per query once an ANN index exists (up to half as many again; all it "
+        "takes when a narrow filter leaves fewer rows than requested there).",
     )
     refine_factor: int = Field(4, ge=1, le=100, description="ANN candidates re-ranked exactly per result.")
 
