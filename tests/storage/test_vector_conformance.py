@@ -677,6 +677,31 @@ def test_ann_path_recall_and_filtering(vector_index_factory: VectorIndexFactory)
     assert {h.id for h in top} == {"fresh", records[0].id}
 
 
+def test_lancedb_counts_small_writes_of_earlier_processes_towards_compaction(
+    vector_index_factory: VectorIndexFactory,
+) -> None:
+    """Each handle making fewer writes than ``compact_every_writes`` (a CLI command) never compacted: the small
+    fragments piled up across processes. A new handle starts its count at the table's small fragments."""
+    if vector_index_factory.backend != "lancedb":
+        pytest.skip("LanceDB adapter specifics")
+    settings = VectorSettings(compact_every_writes=4)
+    records = random_corpus(97, 12, VECTOR_DIM)
+
+    def small_fragments(index: Any) -> int:
+        return int(index._table.stats()["fragment_stats"]["num_small_fragments"])
+
+    index = vector_index_factory.open(settings=settings)  # a "process" making three single writes: no compaction
+    for r in records[:3]:
+        index.upsert([r])
+    assert small_fragments(index) == 3
+    vector_index_factory.close(index)
+    index = vector_index_factory.open(settings=settings)  # the next one counts them
+    assert index._writes_since_optimize == 3
+    index.upsert([records[3]])  # the fourth small write in all: it compacts
+    assert small_fragments(index) <= 1 and index._writes_since_optimize == 0
+    assert index.count() == 4
+
+
 def test_lancedb_ann_search_probes_a_bounded_number_of_partitions(vector_index_factory: VectorIndexFactory) -> None:
     """A wide filter probes ``nprobes`` to ``max_nprobes(nprobes)`` partitions (2 for 1, 48 for the default 32;
     LanceDB's own plan says how many), one query; a filter that leaves fewer rows than requested there is searched

@@ -237,6 +237,19 @@ class LanceDBVectorIndex:
         self.check()
         with self._write_errors("list the vector index's indexes"):
             self._refresh_index_flags()
+        # Writes of earlier processes count towards the next compaction: each small write leaves a small fragment
+        # whose rows the ``id`` index does not cover, and a process making fewer than ``compact_every_writes`` writes
+        # (a CLI command, a short-lived worker) would otherwise never compact them. At 1M rows, 132 such fragments
+        # (2,807 rows) left by short processes made an upsert's ``merge_insert`` 45 -> 89 ms.
+        self._writes_since_optimize = self._small_fragments()
+
+    def _small_fragments(self) -> int:
+        """Small data fragments of the table (LanceDB's own count; 0 when it cannot say)."""
+        try:
+            stats: Any = self._table.stats()  # a dict at run time, typed as a class by lancedb
+            return int(stats["fragment_stats"]["num_small_fragments"])
+        except Exception:  # noqa: BLE001 - a vendor error or an older stats layout: the counter starts at 0 as before
+            return 0
 
     def check(self) -> None:
         """Read one small column (``level``, int32) of every data file of the table: a file that is missing,
