@@ -94,7 +94,12 @@ class VectorSettings(SettingsSection):
     ann_index_min_rows: int = Field(
         50_000, ge=256, description="Create an ANN index (IVF_SQ) once the table holds at least this many rows."
     )
-    compact_every_writes: int = Field(50, ge=1, description="Compact the table after this many small write operations.")
+    compact_every_writes: int = Field(
+        50,
+        ge=1,
+        description="Compact the table after this many small write operations (those of earlier processes counted: "
+        "the table's small fragments).",
+    )
     nprobes: int = Field(
         32,
         ge=1,
