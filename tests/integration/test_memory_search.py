@@ -330,3 +330,19 @@ def test_a_question_about_the_present_puts_the_later_statement_on_the_same_topic
     else:
         assert first[:2] == ["D2:5", "D4:3"]
         assert ranked["superseded"] == 0
+
+
+def test_a_question_that_repeats_the_fact_ranks_below_the_statement(make):
+    # "How lucky! Did you get a photo of the bittern at Minsmere?" repeats the fact's words but states only a
+    # reaction: a question asks, the answer is in the statement it asks about (issue 25, states_content).
+    engine = make()
+    uris = engine.add_messages(
+        [
+            {"speaker": "Maggie", "content": "Saw a bittern at Minsmere on Sunday, first time in years!"},
+            {"speaker": "Ruth", "content": "How lucky! Did you get a photo of the bittern at Minsmere?"},
+        ],
+        "d1",
+        ANN,
+    ).uris
+    hits = _uris(engine.search_memory("Which bird did Maggie see at Minsmere?", ANN, top_k=2))
+    assert hits == [uris[0], uris[1]]

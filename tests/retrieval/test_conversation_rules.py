@@ -111,6 +111,24 @@ def test_message_has_content_reads_the_text_without_the_speaker():
     assert message_has_content("assistant: Rooibos is caffeine-free.", "assistant", names) is True
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a question states nothing, however many of the fact's words it repeats; a reaction beside it neither
+        ("assistant: How lucky! Did you get a photo of the bittern at Minsmere?", False),
+        ("assistant: What a milestone! Where are you thinking of holding the lunch?", False),
+        ("Sam: Wow, that's cool, Caroline! What happened at the support group you went to?", False),
+        # a statement beside a question keeps the message's content
+        ("Sam: I went to Lisbon last week with my sister. Have you been?", True),
+        ("Sam: Four on, four off.", True),
+        ("Sam: Saw a bittern at Minsmere on Sunday, first time in years!", True),
+    ],
+)
+def test_a_message_that_only_asks_has_no_content(text, expected):
+    speaker = text.split(":", 1)[0]
+    assert message_has_content(text, speaker, {"assistant", "Sam", "Caroline"}) is expected
+
+
 def _statement(name: str, score: float, when: datetime | None, abstract: str) -> NodeHit:
     return NodeHit(
         uri=SESSION + name,

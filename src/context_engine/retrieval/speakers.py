@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from context_engine.schema.conversation import SESSION_SEGMENT, message_speaker
-from context_engine.storage.keyword.content_words import carries_content
+from context_engine.storage.keyword.content_words import states_content
 
 __all__ = ["SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
 
@@ -56,4 +56,4 @@ def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bo
 @functools.lru_cache(maxsize=65_536)
 def _has_content(abstract: str, speaker: str, names: frozenset[str]) -> bool:
     text = abstract[len(speaker) + 2 :] if abstract.startswith(f"{speaker}: ") else abstract
-    return carries_content(text, None, names)
+    return states_content(text, names)

@@ -29,6 +29,7 @@ __all__ = [
     "SESSION_SEGMENT",
     "carries_content",
     "is_question",
+    "states_content",
     "message_speaker",
 ]
 
@@ -62,6 +63,8 @@ _TOKENIZER = KeywordTokenizer(stem=True, stopwords=True, split_identifiers=False
 _PHATIC_LOCK = threading.Lock()
 _PHATIC_STEMS: frozenset[str] | None = None
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+# A sentence ends at . ! ? (and their full-width forms) followed by white space or the end.
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 
 
 def _phatic() -> frozenset[str]:
@@ -103,3 +106,26 @@ def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) 
     if not new:
         return False
     return not (is_question(text) and len(new) <= QUESTION_BACK_MAX_NEW)
+
+
+def states_content(text: str, names: Iterable[str] = ()) -> bool:
+    """Whether a message, read alone, *states* something: the content words of its sentences that do not ask
+    (a sentence ending with ``?``), minus phatic and function words and ``names``, are more than
+    :data:`QUESTION_BACK_MAX_NEW` (a message with no question: any content word at all).
+
+    A question asks, it holds no fact: "How lucky! Did you get a photo?" and "What a milestone! Where are you
+    thinking of holding it?" state nothing but a reaction, however many words their questions repeat from the turn
+    before, while "I went to Lisbon last week. Have you been?" states a trip. Used where the previous message is
+    not at hand (a search reading a stored message), which is when :func:`carries_content` cannot subtract what
+    a question back repeats.
+    """
+    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
+    statements = [s for s in sentences if not is_question(s)]
+    if len(statements) == len(sentences):
+        return carries_content(text, None, names)
+    words: set[str] = set()
+    for sentence in statements:
+        words |= _content(sentence)
+    for name in names:
+        words -= set(_TOKENIZER(name))
+    return len(words - _phatic()) > QUESTION_BACK_MAX_NEW
