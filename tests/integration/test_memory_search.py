@@ -346,3 +346,19 @@ def test_a_question_that_repeats_the_fact_ranks_below_the_statement(make):
     ).uris
     hits = _uris(engine.search_memory("Which bird did Maggie see at Minsmere?", ANN, top_k=2))
     assert hits == [uris[0], uris[1]]
+
+
+def test_a_question_in_other_words_than_the_memory_is_ranked_by_meaning(make):
+    # "What does the user cook in bulk at the weekend?" for "Sundays are meal prep day, usually a big batch of chilli
+    # and roasted veg.": no turn holds half of the question's information (only incidental words match), so the dense
+    # weight rises to retrieval.seed.lexical_gap_dense_weight (issue 25) and the meal-prep turn comes first; at the
+    # tuned weight the other turns' shared words win.
+    question = "What does the user cook in bulk at the weekend?"
+    engine = make()
+    ids = _agent_conversation(engine, "agent-06")
+    response = engine.search_memory(question, ANN, top_k=3, include_debug=True, trace_level="detailed")
+    assert ids[_uris(response)[0]] == "D2:3"
+    assert [e for e in response.thinking_trace["events"] if e["event"] == "lexical_gap"]
+    off = make(retrieval={"seed": {"lexical_gap_share": 0.0}})
+    ids = _agent_conversation(off, "agent-06")
+    assert ids[_uris(off.search_memory(question, ANN, top_k=3))[0]] != "D2:3"

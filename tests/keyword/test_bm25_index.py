@@ -201,3 +201,30 @@ def test_coverage_is_the_score_over_its_upper_bound():
     assert many.coverage > 0.95
     (with_oov,) = [h for h in index.search("disk full zzzunknown", 10, flt) if h.id == "full"]
     assert with_oov.coverage < next(h.coverage for h in hits if h.id == "full")
+
+
+def test_matched_is_the_share_of_the_query_information_a_record_holds():
+    import math
+
+    index = BM25Index(KeywordSettings())
+    long_text = "the disk on the node is full " + "and the logs say so again " * 20
+    index.upsert(
+        [
+            KeywordDoc(id="short", text="disk full", account_id="a"),
+            KeywordDoc(id="long", text=long_text, account_id="a"),
+            KeywordDoc(id="disk", text="disk " * 5, account_id="a"),
+            KeywordDoc(id="other", text="certificate expires soon", account_id="a"),
+        ]
+    )
+    flt = VectorFilter(account_id="a")
+    hits = {h.id: h for h in index.search("disk full", 10, flt, with_text=False)}
+    # every query token held: 1, whatever the record's length or term frequency (coverage falls with length)
+    assert hits["short"].matched == pytest.approx(1.0)
+    assert hits["long"].matched == pytest.approx(1.0)
+    assert hits["long"].coverage < hits["short"].coverage
+    # one token of two: its Lucene idf over the sum of both (live rows 4; disk in 3 rows, full in 2)
+    idf = {df: math.log(1.0 + (4 - df + 0.5) / (df + 0.5)) for df in (2, 3)}
+    assert hits["disk"].matched == pytest.approx(idf[3] / (idf[3] + idf[2]))
+    # a token no record holds counts in the sum: nothing holds the whole query
+    hits = index.search("disk full zzzunknown", 10, flt, with_text=False)
+    assert max(h.matched for h in hits) < 1.0

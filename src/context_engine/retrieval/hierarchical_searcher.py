@@ -206,7 +206,7 @@ class HierarchicalSearcher:
         found.sort(
             key=lambda f: (
                 -self._scorer.final(
-                    self._own_score(f.match.uri, f.match.similarity, first_round),
+                    self._own_score(f.match.uri, f.match.similarity, first_round, f.match.context_type),
                     self._hierarchy(paths[f.match.uri], known),
                     0.0,
                     0.0,
@@ -281,7 +281,7 @@ class HierarchicalSearcher:
             (
                 (
                     self._scorer.final(
-                        self._own_score(f.match.uri, f.match.similarity, first_round),
+                        self._own_score(f.match.uri, f.match.similarity, first_round, f.match.context_type),
                         hierarchy[_parent(f.match.uri)],
                         1.0 if f.match.category and f.match.category in named else 0.0,
                         1.0 if tq.target_uri and within_target(f.match.uri, tq.target_uri) else 0.0,
@@ -367,20 +367,22 @@ class HierarchicalSearcher:
         if missing:
             known.update(run.scorer.lookup(flt, missing))
 
-    def _vscore(self, uri: str, similarity: float, first_round: FirstRound) -> float:
+    def _vscore(self, uri: str, similarity: float, first_round: FirstRound, context_type: str) -> float:
         """A seed's vector score: with convex hybrid its first-round fused score (the one scale every candidate is
-        compared on), else its calibrated similarity."""
-        if first_round.dense_weight is not None:
+        compared on; a candidate it did not fuse: ``w * similarity`` with its context type's weight), else its
+        calibrated similarity."""
+        weight = first_round.weight_for(context_type)
+        if weight is not None:
             fused = first_round.lexical.get(uri)
-            return fused if fused is not None else first_round.dense_weight * self._scorer.vector_score(similarity)
+            return fused if fused is not None else weight * self._scorer.vector_score(similarity)
         return self._scorer.vector_score(similarity)
 
-    def _own_score(self, uri: str, similarity: float, first_round: FirstRound) -> float:
+    def _own_score(self, uri: str, similarity: float, first_round: FirstRound, context_type: str) -> float:
         """An expansion hit's own match, on the seeds' scale: with convex hybrid the first-round fused score when
         the first round scored it, else the fused score of its similarity alone (``w * similarity``: no keyword
         match was found for it), so a sibling that matches only on meaning cannot outrank a seed that matched on
         both; without hybrid its calibrated similarity."""
-        return self._vscore(uri, similarity, first_round)
+        return self._vscore(uri, similarity, first_round, context_type)
 
     def _hierarchy(self, path: Sequence[str], known: dict[str, float]) -> float:
         decay = self._settings.ancestor_decay
@@ -409,7 +411,7 @@ class HierarchicalSearcher:
             updated_at=node.updated_at if node else None,
             occurred_at=node.occurred_at if node else None,
             similarity=seed.score,
-            vector_score=self._vscore(seed.uri, seed.score, first_round),
+            vector_score=self._vscore(seed.uri, seed.score, first_round, (node.context_type or "") if node else ""),
             source="seed",
             depth=0,
             match_reason=seed.match_reason,
@@ -446,7 +448,7 @@ class HierarchicalSearcher:
                     updated_at=node.updated_at,
                     occurred_at=node.occurred_at,
                     similarity=m.similarity,
-                    vector_score=self._own_score(m.uri, m.similarity, first_round),
+                    vector_score=self._own_score(m.uri, m.similarity, first_round, m.context_type),
                     hierarchy_score=self._hierarchy(paths[m.uri], known),
                     source="expansion",
                     depth=f.depth,

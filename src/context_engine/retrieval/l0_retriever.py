@@ -184,21 +184,53 @@ class L0Retriever:
         lexical: dict[str, float] = {}
         keyword_top: dict[str, list[tuple[str, float]]] = {}
         dense_weight: float | None = None
+        gap_weights: dict[str, float] = {}
         named: set[str] = set()
+        base = _weight(self._ks)
         for tq, flt, ms, kw in zip(typed_queries, filters, dense, keyword, strict=True):
             if kw is None:
                 fused.append(ms)
                 continue
             keyword_top[tq.context_type] = [(h.uri, h.score) for h in kw[:2]]
-            matches, scores = self._fuse(tq, flt, ms, kw, run, speakers, named)
+            weight = self._dense_weight(tq, kw, base, run)
+            matches, scores = self._fuse(tq, flt, ms, kw, run, speakers, named, weight)
             fused.append(matches)
             if scores is not None:  # convex: absolute fused scores
                 lexical.update(scores)
-                dense_weight = _weight(self._ks)
+                dense_weight = base
+                if weight != base:
+                    gap_weights[tq.context_type] = weight
         first = FirstRound(
-            lexical=lexical, dense_weight=dense_weight, keyword_top=keyword_top, speakers=frozenset(named)
+            lexical=lexical,
+            dense_weight=dense_weight,
+            keyword_top=keyword_top,
+            speakers=frozenset(named),
+            gap_weights=gap_weights,
         )
         return fused, first
+
+    def _dense_weight(self, tq: TypedQuery, keyword: list[KeywordHit], base: float, run: SearchRun) -> float:
+        """The dense weight ``w`` of a typed query's fusion: ``base`` (``keyword.dense_weight``, the model's tuned
+        weight), raised to ``retrieval.seed.lexical_gap_dense_weight`` for a **memory** typed query when BM25 finds
+        little of the query in any memory: no hit holds ``lexical_gap_share`` of the query's information
+        (``KeywordHit.matched``: the Lucene idf of the query tokens a record holds, over their sum; whatever the
+        record's length). A question about a person asked in other words than their memory ("What does the user
+        cook in bulk at the weekend?" for "Sundays are meal prep day, usually a big batch of chilli") shares only
+        incidental words with the memories ("user", "weekend"), and at the tuned weight those decide the order; the
+        meaning is then the better guide. Documents keep the tuned weight: it was tuned on them (SciFact, the
+        runbooks), and a question in another language than the document, whose few shared words are identifiers,
+        loses with a higher one (eval/README.md)."""
+        settings = self._settings
+        if tq.context_type != "memory" or not keyword or base >= settings.lexical_gap_dense_weight:
+            return base
+        best = max(h.matched for h in keyword)
+        if best >= settings.lexical_gap_share:
+            return base
+        weight = settings.lexical_gap_dense_weight
+        run.trace.event(
+            "seed", "lexical_gap", context_type=tq.context_type, best_matched=round(best, 3), dense_weight=weight
+        )
+        return weight
 
     def _keyword_lists(
         self,
@@ -245,11 +277,12 @@ class L0Retriever:
         run: SearchRun,
         speakers: frozenset[str] | None,
         named: set[str],
+        weight: float,
     ) -> tuple[list[L0Match], dict[str, float] | None]:
         """The dense matches fused with the BM25 list (module docstring), as many as the dense list had, in fused
-        order; with ``convex`` fusion also their fused scores by URI (absolute, so usable as a relevance score
-        downstream: the expansion lifts vector scores to them), else ``None``. The speakers given the boost are added
-        to ``named``."""
+        order; with ``convex`` fusion (dense weight ``weight``, :meth:`_dense_weight`) also their fused scores by URI
+        (absolute, so usable as a relevance score downstream: the expansion lifts vector scores to them), else
+        ``None``. The speakers given the boost are added to ``named``."""
         ks = self._ks
         lexical: dict[str, float] | None = None
         by_uri = {m.uri: m for m in dense}
@@ -261,7 +294,7 @@ class L0Retriever:
             lists = convex_inputs(
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
-            fused = weighted_fusion(lists, [_weight(ks), 1.0 - _weight(ks)], normalization="none", top_k=n)
+            fused = weighted_fusion(lists, [weight, 1.0 - weight], normalization="none", top_k=n)
             fused = self._adjust_messages(tq.text, fused, by_uri, run, speakers, named)
             lexical = {u: v for u, v in fused if u in by_uri}
         else:

@@ -105,12 +105,22 @@ class FirstRound:
             of a clear BM25 first (``Scorer.merge``).
         speakers: the speakers of the candidate conversation messages that the query names
             (:func:`~context_engine.retrieval.speakers.named_speakers`), whose turns got ``speaker_boost``.
+        gap_weights: context type -> the raised dense weight its typed query was fused with (the lexical-gap rule
+            of ``L0Retriever``: memories only); a type not named here used ``dense_weight``.
     """
 
     lexical: Mapping[str, float] = field(default_factory=lambda: _NO_SCORES)
     dense_weight: float | None = None
     keyword_top: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=lambda: _NO_TOPS)
     speakers: frozenset[str] = frozenset()
+    gap_weights: Mapping[str, float] = field(default_factory=lambda: _NO_SCORES)
+
+    def weight_for(self, context_type: str) -> float | None:
+        """The dense weight the fusion of ``context_type``'s typed query used: ``gap_weights`` where the lexical-gap
+        rule raised it (``L0Retriever``), else ``dense_weight``; ``None`` without ``convex`` fusion."""
+        if self.dense_weight is None:
+            return None
+        return self.gap_weights.get(context_type, self.dense_weight)
 
 
 DENSE_ONLY = FirstRound()

@@ -74,6 +74,22 @@ class SeedSettings(SettingsSection):
         description="Added to the fused first-round score of a conversation message whose speaker the query names "
         "('When did Caroline ...', 'the user'); 0 switches speaker resolution off (retrieval/speakers.py).",
     )
+    lexical_gap_share: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="'convex' fusion: when no BM25 hit of any typed query holds this share of the query's information "
+        "(the Lucene idf of the query tokens a record holds, over their sum: KeywordHit.matched), the query shares "
+        "only incidental words with the store and the dense weight rises to lexical_gap_dense_weight "
+        "(retrieval/l0_retriever.py); 0 switches it off.",
+    )
+    lexical_gap_dense_weight: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="The dense weight of a query with a lexical gap (lexical_gap_share); a model's tuned weight "
+        "above it is kept.",
+    )
     hybrid: bool = Field(
         True,
         description="First round: fuse the level-0 dense list with BM25 over the same abstracts (keyword.fusion) to "

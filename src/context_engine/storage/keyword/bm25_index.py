@@ -161,7 +161,10 @@ def _join(breadcrumb: str, context: str, text: str) -> str:
 class KeywordHit(BaseModel):
     """A keyword search hit. ``score`` is the BM25 score (higher is better, > 0, query-dependent scale).
 
-    ``text`` is what BM25 scored (:func:`keyword_text` of the record: breadcrumb, context and text).
+    ``text`` is what BM25 scored (:func:`keyword_text` of the record: breadcrumb, context and text). ``coverage`` is
+    the score over its upper bound for the query (module docstring); ``matched`` the share of that bound (the
+    query tokens' Lucene idf) whose tokens occur in the record at all, whatever their frequency or the record's
+    length: 1 when the record holds every query token, 0..1.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -170,6 +173,7 @@ class KeywordHit(BaseModel):
     score: float
     score_label: Literal["bm25"] = "bm25"
     coverage: float = 0.0
+    matched: float = 0.0
     uri: str
     parent_uri: str | None
     owner_space: str
@@ -536,11 +540,11 @@ class BM25Index(DerivedIndex[BM25Account]):
                 for level, part in sorted(account.parts.items())
                 if any(f.levels is None or level in f.levels for f in flts)
             ]
-        found: list[list[tuple[float, str, PartitionView, int]]] = [[] for _ in flts]
+        found: list[list[tuple[float, str, PartitionView, int, float]]] = [[] for _ in flts]
         for view in views:
             if view is not None:
                 for i, tops in enumerate(view.top(top_k, self.settings)):
-                    found[i].extend((s, rid, view, r) for s, rid, r in tops)
+                    found[i].extend((s, rid, view, r, m) for s, rid, r, m in tops)
         out: list[list[KeywordHit]] = []
         for hits in found:
             hits.sort(key=lambda h: (-h[0], h[1]))
@@ -548,14 +552,17 @@ class BM25Index(DerivedIndex[BM25Account]):
                 out.append(self._hits(account_id, hits[:top_k]))
             else:
                 out.append(
-                    [_hit(view.part.row(row), score, view.bound, ("", "")) for score, _, view, row in hits[:top_k]]
+                    [
+                        _hit(view.part.row(row), score, view.bound, ("", ""), matched)
+                        for score, _, view, row, matched in hits[:top_k]
+                    ]
                 )
         return out
 
-    def _hits(self, account_id: str, found: list[tuple[float, str, PartitionView, int]]) -> list[KeywordHit]:
+    def _hits(self, account_id: str, found: list[tuple[float, str, PartitionView, int, float]]) -> list[KeywordHit]:
         texts: dict[str, tuple[str, str]] = {}
         missing: list[str] = []
-        for _, rid, view, _ in found:
+        for _, rid, view, _, _ in found:
             text = view.part.texts.get(rid)
             if text is not None:
                 texts[rid] = text
@@ -568,11 +575,11 @@ class BM25Index(DerivedIndex[BM25Account]):
                 for rid, (text, breadcrumb, context) in stored.items()
             )
         out: list[KeywordHit] = []
-        for score, rid, view, row in found:
+        for score, rid, view, row, matched in found:
             text = texts.get(rid)
             if text is None:
                 continue  # deleted since the search started
-            out.append(_hit(view.part.row(row), score, view.bound, text))
+            out.append(_hit(view.part.row(row), score, view.bound, text, matched))
         return out
 
     def count(self, account_id: str | None = None) -> int:
@@ -652,11 +659,12 @@ class BM25Index(DerivedIndex[BM25Account]):
         return index
 
 
-def _hit(r: RowFields, score: float, bound: float, text: tuple[str, str]) -> KeywordHit:
+def _hit(r: RowFields, score: float, bound: float, text: tuple[str, str], matched: float) -> KeywordHit:
     return KeywordHit(
         id=r.id,
         score=score,
         coverage=min(1.0, score / bound) if bound > 0 else 0.0,
+        matched=min(1.0, matched / bound) if bound > 0 else 0.0,
         uri=r.uri,
         parent_uri=r.parent_uri,
         owner_space=r.owner_space,

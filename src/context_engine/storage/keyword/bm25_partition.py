@@ -340,31 +340,40 @@ class PartitionView:
     doc_len: np.ndarray  # rows below n never change
     bound: float
 
-    def top(self, top_k: int, settings: KeywordSettings) -> list[list[tuple[float, str, int]]]:
-        """Per filter mask, ``(score, id, row)`` of the best ``top_k`` rows passing it with score > 0 (and every row
-        tied with the k-th, so that ties resolve by id in the caller). The postings are scored once for all."""
+    def top(self, top_k: int, settings: KeywordSettings) -> list[list[tuple[float, str, int, float]]]:
+        """Per filter mask, ``(score, id, row, matched)`` of the best ``top_k`` rows passing it with score > 0 (and
+        every row tied with the k-th, so that ties resolve by id in the caller); ``matched`` is the Lucene idf of the
+        query tokens the row holds (query counts), whatever their term frequency or the row's length (divided by
+        :attr:`bound`: the share of the query's information the row holds). The postings are scored once for all."""
         scored = self._scored(settings)
-        out: list[list[tuple[float, str, int]]] = []
+        out: list[list[tuple[float, str, int, float]]] = []
         ids = self.part.ids
         for flt in self.flts:
             if scored is None or flt is None:
                 out.append([])
                 continue
-            cand, scores = scored
+            cand, scores, matched = scored
             keep = self.part.mask_rows(flt, self.n, cand, self.alive)
-            cand, scores = cand[keep], scores[keep]
+            cand, scores, matched = cand[keep], scores[keep], matched[keep]
             if cand.size > top_k:
                 kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
                 keep = scores >= kth  # every row tied with the k-th: ties resolve by id
-                cand, scores = cand[keep], scores[keep]
-            out.append([(float(s), ids[r], r) for r, s in zip(cand.tolist(), scores.tolist(), strict=True)])
+                cand, scores, matched = cand[keep], scores[keep], matched[keep]
+            out.append(
+                [
+                    (float(s), ids[r], r, float(m))
+                    for r, s, m in zip(cand.tolist(), scores.tolist(), matched.tolist(), strict=True)
+                ]
+            )
         return out
 
-    def _scored(self, settings: KeywordSettings) -> tuple[np.ndarray, np.ndarray] | None:
-        """Rows with a score > 0 (live or not: :meth:`top` filters them) and their BM25 scores."""
+    def _scored(self, settings: KeywordSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Rows with a score > 0 (live or not: :meth:`top` filters them), their BM25 scores and the Lucene idf of the
+        query tokens each holds (:meth:`top`'s ``matched``)."""
         method, k1, b = settings.method, settings.k1, settings.b
         dfs = np.asarray([df for _, _, df in self.terms], dtype=np.float64)
-        weights = np.asarray([c for _, c, _ in self.terms], dtype=np.float64) * _idf(method, dfs, self.live)
+        counts = np.asarray([c for _, c, _ in self.terms], dtype=np.float64)
+        weights = counts * _idf(method, dfs, self.live)
         row_parts: list[np.ndarray] = []
         tf_parts: list[np.ndarray] = []
         for (tid, _, _), (tail_rows, tail_tfs) in zip(self.terms, self.tails, strict=True):
@@ -387,19 +396,23 @@ class PartitionView:
         contrib *= np.repeat(weights.astype(np.float32), per_term)
         # Every contribution is > 0 except where idf is 0 (robertson, atire): "summed > 0" is "shares a token with
         # the query and scores above 0". The masks are applied after summing (a gather per candidate, not posting).
+        # a token's idf once per row holding it (a row's postings of one token are one entry: main or tail)
+        present = np.repeat(counts * _idf("lucene", dfs, self.live), per_term)
         scores: np.ndarray
         if rows.size * 8 > self.n:
             summed = np.bincount(rows, weights=contrib, minlength=self.n)
             cand = np.flatnonzero(summed > 0)
             scores = summed[cand]
+            matched = np.bincount(rows, weights=present, minlength=self.n)[cand]
         else:
             cand, inverse = np.unique(rows, return_inverse=True)
             scores = np.bincount(inverse, weights=contrib, minlength=cand.size)
+            matched = np.bincount(inverse, weights=present, minlength=cand.size)
             keep = scores > 0
-            cand, scores = cand[keep], scores[keep]
+            cand, scores, matched = cand[keep], scores[keep], matched[keep]
         if base:
             scores = scores + float(weights.sum()) * base  # the non-occurrence part of BM25L / BM25+
-        return cand, scores
+        return cand, scores, matched
 
 
 def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
