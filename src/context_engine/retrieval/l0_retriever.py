@@ -221,7 +221,12 @@ class L0Retriever:
         runbooks), and a question in another language than the document, whose few shared words are identifiers,
         loses with a higher one (eval/README.md)."""
         settings = self._settings
-        if tq.context_type != "memory" or not keyword or base >= settings.lexical_gap_dense_weight:
+        if (
+            self._ks.fusion != "convex"
+            or tq.context_type != "memory"
+            or not keyword
+            or base >= settings.lexical_gap_dense_weight
+        ):
             return base
         best = max(h.matched for h in keyword)
         if best >= settings.lexical_gap_share:
