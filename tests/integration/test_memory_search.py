@@ -362,3 +362,19 @@ def test_a_question_in_other_words_than_the_memory_is_ranked_by_meaning(make):
     off = make(retrieval={"seed": {"lexical_gap_share": 0.0}})
     ids = _agent_conversation(off, "agent-06")
     assert ids[_uris(off.search_memory(question, ANN, top_k=3))[0]] != "D2:3"
+
+
+def test_the_lexical_gap_rule_leaves_a_document_question_alone(make):
+    # The raised weight lifts the memories' fused scores, which the merge compares with documents': a request whose
+    # intent is a document ("runbook") keeps the tuned weight for its memories; the same words without an intent
+    # raise it.
+    engine = make()
+    _agent_conversation(engine, "agent-06")
+
+    def gap_events(query):
+        response = engine.search_memory(query, ANN, top_k=5, include_debug=True, trace_level="detailed")
+        return [e for e in response.thinking_trace["events"] if e["event"] == "lexical_gap"]
+
+    (event,) = gap_events("What does the user cook in bulk at the weekend?")
+    assert event["context_type"] == "memory" and event["dense_weight"] == 0.5
+    assert gap_events("runbook for what the user cooks in bulk at the weekend") == []

@@ -118,8 +118,13 @@ def test_message_has_content_reads_the_text_without_the_speaker():
         ("assistant: How lucky! Did you get a photo of the bittern at Minsmere?", False),
         ("assistant: What a milestone! Where are you thinking of holding the lunch?", False),
         ("Sam: Wow, that's cool, Caroline! What happened at the support group you went to?", False),
-        # a statement beside a question keeps the message's content
+        # a statement beside a question keeps the message's content, however short; an exclamation needs more
         ("Sam: I went to Lisbon last week with my sister. Have you been?", True),
+        ("Sam: I moved to Berlin. You?", True),
+        ("Sam: Guess what? I moved to Berlin.", True),
+        ("Sam: Yes! I adopted Biscuit. Want to see a photo?", True),
+        # Chinese puts no space after its full stop: the statement is still read apart from the question
+        ("Sam: 我上周和姐姐去了里斯本。你去过吗？", True),
         ("Sam: Four on, four off.", True),
         ("Sam: Saw a bittern at Minsmere on Sunday, first time in years!", True),
     ],

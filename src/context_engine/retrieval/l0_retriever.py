@@ -23,6 +23,7 @@ from typing import Protocol
 
 from context_engine.errors import ContextEngineError
 from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
+from context_engine.retrieval.query_planner import preferred_types
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, RequestNodes, SearchRun, SeedRound, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of
 from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
@@ -187,12 +188,14 @@ class L0Retriever:
         gap_weights: dict[str, float] = {}
         named: set[str] = set()
         base = _weight(self._ks)
+        preferred = preferred_types(typed_queries)
+        memory_wanted = not preferred or "memory" in preferred
         for tq, flt, ms, kw in zip(typed_queries, filters, dense, keyword, strict=True):
             if kw is None:
                 fused.append(ms)
                 continue
             keyword_top[tq.context_type] = [(h.uri, h.score) for h in kw[:2]]
-            weight = self._dense_weight(tq, kw, base, run)
+            weight = self._dense_weight(tq, kw, base, run) if memory_wanted else base
             matches, scores = self._fuse(tq, flt, ms, kw, run, speakers, named, weight)
             fused.append(matches)
             if scores is not None:  # convex: absolute fused scores
@@ -219,7 +222,9 @@ class L0Retriever:
         incidental words with the memories ("user", "weekend"), and at the tuned weight those decide the order; the
         meaning is then the better guide. Documents keep the tuned weight: it was tuned on them (SciFact, the
         runbooks), and a question in another language than the document, whose few shared words are identifiers,
-        loses with a higher one (eval/README.md)."""
+        loses with a higher one (eval/README.md). The raised weight lifts the memories' fused scores, which the
+        merge compares with the other types' on one scale: so :meth:`_fuse_all` applies it only when the planner
+        prefers memories or no type, never to a request whose intent is a skill or a document ("runbook for ...")."""
         settings = self._settings
         if (
             self._ks.fusion != "convex"

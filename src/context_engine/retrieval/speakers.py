@@ -46,8 +46,9 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
     """Whether a stored message's own text (its L0 without the ``speaker: `` prefix) says something by itself
-    (:func:`~context_engine.ingest.conversation.carries_content` with no previous message): "assistant: Noted!" and
-    "assistant: How long have you been there?" do not. ``names`` (the speakers) are not content.
+    (:func:`~context_engine.storage.keyword.content_words.states_content`: what it states, its questions aside):
+    "assistant: Noted!", "assistant: How long have you been there?" and "assistant: How lucky! Did you get a photo of
+    the bittern?" do not. ``names`` (the speakers) are not content.
 
     Memoised: a conversation's candidates recur across its queries, and tokenising them is the cost (~20 us each)."""
     return _has_content(abstract, speaker, frozenset(names))

@@ -78,10 +78,11 @@ class SeedSettings(SettingsSection):
         0.5,
         ge=0.0,
         le=1.0,
-        description="'convex' fusion: when no BM25 hit of any typed query holds this share of the query's information "
-        "(the Lucene idf of the query tokens a record holds, over their sum: KeywordHit.matched), the query shares "
-        "only incidental words with the store and the dense weight rises to lexical_gap_dense_weight "
-        "(retrieval/l0_retriever.py); 0 switches it off.",
+        description="'convex' fusion: when no BM25 hit of the memory typed query holds this share of the query's "
+        "information (the Lucene idf of the query tokens a record holds, over their sum: KeywordHit.matched), the "
+        "query shares only incidental words with the memories and their dense weight rises to "
+        "lexical_gap_dense_weight, unless the planner prefers skills or resources (retrieval/l0_retriever.py); 0 "
+        "switches it off.",
     )
     lexical_gap_dense_weight: float = Field(
         0.5,

@@ -63,8 +63,8 @@ _TOKENIZER = KeywordTokenizer(stem=True, stopwords=True, split_identifiers=False
 _PHATIC_LOCK = threading.Lock()
 _PHATIC_STEMS: frozenset[str] | None = None
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-# A sentence ends at . ! ? (and their full-width forms) followed by white space or the end.
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+# A sentence ends at . ! ? followed by white space, or at a full-width 。！？ (Chinese puts no space after it).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
 
 
 def _phatic() -> frozenset[str]:
@@ -109,23 +109,32 @@ def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) 
 
 
 def states_content(text: str, names: Iterable[str] = ()) -> bool:
-    """Whether a message, read alone, *states* something: the content words of its sentences that do not ask
-    (a sentence ending with ``?``), minus phatic and function words and ``names``, are more than
-    :data:`QUESTION_BACK_MAX_NEW` (a message with no question: any content word at all).
+    """Whether a message, read alone, *states* something. A message without a question: any content word
+    (:func:`carries_content` with no previous message). A message with a question (a sentence ending with ``?``):
+    its questions do not count, a statement (a sentence ending otherwise than with ``!``) states something with one
+    content word, an exclamation only with more than :data:`QUESTION_BACK_MAX_NEW`; phatic and function words and
+    ``names`` are never content.
 
-    A question asks, it holds no fact: "How lucky! Did you get a photo?" and "What a milestone! Where are you
-    thinking of holding it?" state nothing but a reaction, however many words their questions repeat from the turn
-    before, while "I went to Lisbon last week. Have you been?" states a trip. Used where the previous message is
-    not at hand (a search reading a stored message), which is when :func:`carries_content` cannot subtract what
-    a question back repeats.
+    A question asks, it holds no fact, and the exclamation beside it is usually a reaction: "How lucky! Did you get a
+    photo?" and "What a milestone! Where are you thinking of holding it?" state nothing, however many words their
+    questions repeat from the turn before, while "I moved to Berlin. You?" and "Yes! I adopted Biscuit. Want to see
+    a photo?" state a fact. Used where the previous message is not at hand (a search reading a stored message),
+    which is when :func:`carries_content` cannot subtract what a question back repeats.
     """
-    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
-    statements = [s for s in sentences if not is_question(s)]
-    if len(statements) == len(sentences):
+    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    if not any(is_question(s) for s in sentences):
         return carries_content(text, None, names)
-    words: set[str] = set()
-    for sentence in statements:
-        words |= _content(sentence)
+    known = set(_phatic())
     for name in names:
-        words -= set(_TOKENIZER(name))
-    return len(words - _phatic()) > QUESTION_BACK_MAX_NEW
+        known.update(_TOKENIZER(name))
+    exclaimed: set[str] = set()
+    for sentence in sentences:
+        if is_question(sentence):
+            continue
+        words = _content(sentence) - known
+        if not sentence.rstrip().endswith(("!", "！")):
+            if words:
+                return True
+        else:
+            exclaimed |= words
+    return len(exclaimed) > QUESTION_BACK_MAX_NEW
