@@ -199,16 +199,18 @@ def test_the_users_turn_not_the_assistants_acknowledgement_comes_first(make, que
     assert all(hits.index(a) > hits.index(uris[turn]) for a in acks if a in hits)
 
 
+def _said(engine, *turns: tuple[str, str]) -> list[str]:
+    """``(speaker, content)`` turns added as one conversation ``d1`` of ANN; their URIs in order."""
+    return engine.add_messages([{"speaker": sp, "content": c} for sp, c in turns], "d1", ANN).uris
+
+
 def test_a_question_naming_a_speaker_prefers_that_speakers_turns(make):
     engine = make()
-    uris = engine.add_messages(
-        [
-            {"speaker": "Caroline", "content": "I went to a LGBTQ support group yesterday and it was so powerful."},
-            {"speaker": "Melanie", "content": "Wow, the support group sounds powerful! I went to a pottery class."},
-        ],
-        "d1",
-        ANN,
-    ).uris
+    uris = _said(
+        engine,
+        ("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+        ("Melanie", "Wow, the support group sounds powerful! I went to a pottery class."),
+    )
     hits = _uris(engine.search_memory("When did Caroline go to the support group?", ANN, top_k=2))
     assert hits[0] == uris[0]
 
@@ -336,14 +338,11 @@ def test_a_question_that_repeats_the_fact_ranks_below_the_statement(make):
     # "How lucky! Did you get a photo of the bittern at Minsmere?" repeats the fact's words but states only a
     # reaction: a question asks, the answer is in the statement it asks about (issue 25, states_content).
     engine = make()
-    uris = engine.add_messages(
-        [
-            {"speaker": "Maggie", "content": "Saw a bittern at Minsmere on Sunday, first time in years!"},
-            {"speaker": "Ruth", "content": "How lucky! Did you get a photo of the bittern at Minsmere?"},
-        ],
-        "d1",
-        ANN,
-    ).uris
+    uris = _said(
+        engine,
+        ("Maggie", "Saw a bittern at Minsmere on Sunday, first time in years!"),
+        ("Ruth", "How lucky! Did you get a photo of the bittern at Minsmere?"),
+    )
     hits = _uris(engine.search_memory("Which bird did Maggie see at Minsmere?", ANN, top_k=2))
     assert hits == [uris[0], uris[1]]
 
