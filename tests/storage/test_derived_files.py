@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from context_engine.schema.nodes import VectorFilter, VectorRecord
 from context_engine.storage import derived_files
-from context_engine.storage.derived_files import DerivedFiles, pack_strings, unpack_strings
+from context_engine.storage.derived_files import DerivedFiles, PackedValues, pack_strings, unpack_strings
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from context_engine.storage.vector.matrix import MatrixVectorIndex
 
@@ -94,6 +94,19 @@ def results(index: MatrixVectorIndex, seed: int = 99) -> list[list[tuple[str, fl
 def test_strings_round_trip(values):
     blob, offsets = pack_strings(values)
     assert unpack_strings(blob, offsets) == values
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=30), st.integers(-40, 40))
+def test_packed_values_read_in_place_as_the_list(values, i):
+    packed = PackedValues(*pack_strings(values))
+    assert len(packed) == len(values)
+    assert list(packed) == values
+    assert packed[1:-1] == values[1:-1] and packed[::2] == values[::2]
+    if -len(values) <= i < len(values):
+        assert packed[i] == values[i]
+    else:
+        with pytest.raises(IndexError):
+            packed[i]
 
 
 def test_a_file_is_safetensors_and_reads_back_zero_copy(store, tmp_path):

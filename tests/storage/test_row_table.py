@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from context_engine.storage import strings
+from context_engine.storage.derived_files import PackedValues
 from context_engine.storage.filters import RowFields, RowTable
 
 ACC = "acc"
@@ -114,6 +115,8 @@ def test_a_restored_table_answers_like_the_original_and_keeps_taking_writes() ->
     restored = RowTable(ACC, capacity=0)
     restored.restore_rows(meta, {k: v.copy() for k, v in arrays.items()})
     assert restored.row_of.nbytes == 0 and restored.children.nbytes == 0  # built when first used
+    # the column vocabularies stay packed in the file's arrays until a lookup by value or a write needs them
+    assert all(isinstance(codes.values, PackedValues) for codes in restored.codes.values())
     check(restored, ref)
     run_ops(restored, ref, seed=5, steps=6, batch=150)
     check(restored, ref)

@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -49,6 +49,7 @@ __all__ = [
     "DerivedFiles",
     "Snapshot",
     "pack_strings",
+    "PackedValues",
     "unpack_strings",
 ]
 
@@ -123,6 +124,51 @@ def unpack_strings(blob: np.ndarray, offsets: np.ndarray) -> list[Any]:
     if nulls.any():
         return [None if null else text[a:b] for a, b, null in zip(starts, ends, nulls.tolist(), strict=True)]
     return [text[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+class PackedValues(Sequence[str | None]):
+    """The list :func:`pack_strings` packed, read in place: ``values[i]`` decodes one value (``None`` where it was
+    ``None``), ``len``, slices (a list) and iteration as a list's.
+
+    A restored column vocabulary (``RowTable``'s ``parent_uri`` or ``doc_id``: about one value a row) held as Python
+    strings in a list costs ~100 bytes a value plus a dictionary entry, ~470 MB at 1M nodes (issue 26); held so, it
+    costs the file's pages that are read, plus one ``str`` of the text (decoded on the first read; the offsets count
+    characters). Immutable, so readers share it without a lock.
+    """
+
+    __slots__ = ("_blob", "_offsets", "_text")
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        if offsets.ndim != 1 or offsets.shape[0] < 1:
+            raise ValueError("packed values need len + 1 offsets")
+        self._blob = blob
+        self._offsets = offsets
+        self._text: str | None = None
+
+    def __len__(self) -> int:
+        return int(self._offsets.shape[0]) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> str | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str | None]: ...
+
+    def __getitem__(self, index: int | slice) -> str | None | list[str | None]:
+        n = len(self)
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(n))]
+        i = int(index) + n if index < 0 else int(index)
+        if not 0 <= i < n:
+            raise IndexError("packed value index out of range")
+        end = int(self._offsets[i + 1])
+        if end < 0:
+            return None
+        start = int(self._offsets[i])
+        text = self._text
+        if text is None:
+            text = self._text = self._blob.tobytes().decode("utf-8")
+        return text[-start - 1 if start < 0 else start : end]
 
 
 def _fsync_dir(path: Path) -> None:

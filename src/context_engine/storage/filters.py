@@ -15,6 +15,7 @@ plain string prefix of ``uri``; ``account_id`` must equal the table's account.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,19 +56,48 @@ _FILTER_FIELDS = (
 
 
 class ValueCodes:
-    """Dictionary encoding of one column: value -> code, append-only."""
+    """Dictionary encoding of one column: value -> code, append-only.
 
-    __slots__ = ("code_of", "values")
+    ``values[code]`` is the value; ``code_of`` the reverse map. A vocabulary restored from a derived file
+    (:meth:`restore`) keeps its values packed (:class:`~context_engine.storage.derived_files.PackedValues`) and builds
+    ``code_of`` on the first lookup by value (a filter naming values, a directory's children): a level-0 matrix or
+    BM25 table has about one ``parent_uri`` and one ``doc_id`` value a row, so decoding them into strings and a dict
+    at load cost ~470 MB at 1M nodes for lookups most of which never come (issue 26). The first :meth:`code` (a
+    write) turns them into a list.
+    """
+
+    __slots__ = ("_code_of", "values")
 
     def __init__(self) -> None:
-        self.code_of: dict[Any, int] = {}
-        self.values: list[Any] = []
+        self._code_of: dict[Any, int] | None = {}
+        self.values: Sequence[Any] = []
+
+    def restore(self, values: Sequence[Any]) -> None:
+        """Hold ``values`` (codes are their positions) as they are; ``code_of`` is built when first asked for."""
+        self.values = values
+        self._code_of = None
+
+    @property
+    def code_of(self) -> dict[Any, int]:
+        """value -> code (built from ``values`` on first use after :meth:`restore`; shared, never copied)."""
+        found = self._code_of
+        if found is None:
+            with _BUILD_LOCK:  # two first readers build it once
+                found = self._code_of
+                if found is None:
+                    found = self._code_of = {v: i for i, v in enumerate(self.values)}
+        return found
 
     def code(self, value: Any) -> int:
-        found = self.code_of.get(value)
+        """The code of ``value``, appended when new (the writer's call: one writer at a time)."""
+        code_of = self.code_of
+        found = code_of.get(value)
         if found is None:
-            found = self.code_of[value] = len(self.values)
-            self.values.append(value)
+            values = self.values
+            if not isinstance(values, list):
+                values = self.values = list(values)  # readers holding the packed values still read the same
+            found = code_of[value] = len(values)
+            values.append(value)
         return found
 
     def lut(self, wanted: Sequence[Any]) -> np.ndarray:
@@ -77,6 +107,9 @@ class ValueCodes:
             if code is not None:
                 table[code] = True
         return table
+
+
+_BUILD_LOCK = threading.Lock()
 
 
 def _tail_limit(n: int) -> int:
@@ -369,7 +402,7 @@ class RowTable:
         """Fill an empty table from :meth:`snapshot_rows` output (arrays under ``prefix``), zero-copy where it can:
         the arrays (the packed ids and URIs included) stay views of the file until a write grows them. The id index
         and the children are built when first used."""
-        from context_engine.storage.derived_files import unpack_strings
+        from context_engine.storage.derived_files import PackedValues
 
         def get(name: str) -> np.ndarray:
             return arrays[prefix + name]
@@ -383,13 +416,11 @@ class RowTable:
             raise ValueError("row arrays of different lengths")
         for name in ENCODED_COLUMNS:
             col = get(f"col.{name}")
-            values = unpack_strings(get(f"vals.{name}.utf8"), get(f"vals.{name}.offsets"))
+            values = PackedValues(get(f"vals.{name}.utf8"), get(f"vals.{name}.offsets"))
             if col.shape[0] != n or (n and int(col.max()) >= len(values)):
                 raise ValueError(f"column {name} does not match its values")
             self.columns[name] = col
-            codes = self.codes[name]
-            codes.values = values
-            codes.code_of = {v: i for i, v in enumerate(values)}
+            self.codes[name].restore(values)
         self.row_of = RowIds(self, built=False)
         self.children = ChildRows(self)
         self._sorted = None
