@@ -23,6 +23,12 @@ entered is seen; only those of ``src/context_engine`` count. The figures:
 ``layer entries``
     per layer, how many separate runs of consecutive stops the walk spends in it (1 everywhere: each layer entered
     once on the way down).
+``call paths``
+    for every call across a module boundary, the layers of the package frames on its stack (outermost first; the
+    data layers and the modules beside the layers skipped): ``calls to a higher layer`` counts the calls whose
+    callee's layer is above its caller's (an upward arrow at run time, e.g. a callback), ``paths entering a layer a
+    second time`` the stacks on which a layer comes back after a lower one. Both 0: each path down the stack enters
+    each layer once (issue 28), whatever the sequence above shows of the returns between stages.
 ``target_uri parsed``
     calls of ``ContextURI.parse`` on the request's ``target_uri`` (its text or its canonical form), wherever from,
     and by the module that asked (the metadata store parses every URI it is asked for to key it: the target is among
@@ -100,6 +106,9 @@ class Walk:
     filters: int = 0
     spaces: int = 0
     visibility: Counter[str] = field(default_factory=Counter)
+    upward: Counter[tuple[str, str]] = field(default_factory=Counter)  # (caller, callee) of a call to a higher layer
+    reentered: Counter[str] = field(default_factory=Counter)  # call paths that enter a layer a second time
+    paths: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -118,16 +127,48 @@ class Walk:
             caller = caller.f_back
         caller_module = module_of(caller.f_code.co_filename) if caller is not None else None
         name = code.co_qualname
+        path = _layer_path(frame) if caller_module != module else None
         with self._lock:
             if caller_module != module:
                 self.crossings += 1
                 self.stops.setdefault((module, name), len(self.stops))
+                self._check_path(path or [], caller_module, module, name)
             if name == "ContextURI.parse" and frame.f_locals.get("uri") in self.target:
                 self.parses[caller_module or "?"] += 1
             elif name == "effective_owner_spaces":
                 self.spaces += 1
             elif name in ("RequestContext.can_see", "RequestContext.can_see_uri") and caller_module != module:
                 self.visibility[caller_module or "?"] += 1
+
+
+    def _check_path(self, path: list[str], caller_module: str | None, module: str, name: str) -> None:
+        """Record what the call path down to this call says: an upward call (the callee's layer above its caller's,
+        data layers skipped), a layer entered a second time on the way down."""
+        self.paths += 1
+        logic = [layer for layer in path if layer not in DATA_LAYERS]
+        if len(logic) >= 2 and LAYERS.index(logic[-1]) < LAYERS.index(logic[-2]):
+            self.upward[(str(caller_module), f"{module}:{name}")] += 1
+        runs = [layer for i, layer in enumerate(logic) if i == 0 or layer != logic[i - 1]]
+        for layer in set(runs):
+            if runs.count(layer) > 1:
+                self.reentered[layer] += 1
+
+
+DATA_LAYERS = ("schema", "errors")
+
+
+def _layer_path(frame: FrameType) -> list[str]:
+    """The layers of the package frames on ``frame``'s stack, outermost first (frames of modules beside the layers
+    and of other packages skipped)."""
+    layers: list[str] = []
+    f: FrameType | None = frame
+    while f is not None:
+        module = module_of(f.f_code.co_filename)
+        layer = layer_of(module) if module is not None else None
+        if layer is not None:
+            layers.append(layer)
+        f = f.f_back
+    return layers[::-1]
 
 
 def build_home(home: Path) -> Any:
@@ -203,6 +244,9 @@ def report(walk: Walk, response: Any, *, listing: bool) -> None:
         ("returns to a higher layer", ups),
         ("... data layers (schema, errors) skipped", ups_logic),
         ("layer entries", ", ".join(f"{layer} {runs[layer]}" for layer in LAYERS if runs[layer])),
+        ("call paths checked (one per call across a module boundary)", walk.paths),
+        ("... calls to a higher layer (upward arrows at run time)", sum(walk.upward.values())),
+        ("... paths entering a layer a second time on the way down", sum(walk.reentered.values())),
         ("typed queries", len(response.typed_queries)),
         ("target_uri parsed (ContextURI.parse)", sum(walk.parses.values())),
         ("... by module", ", ".join(f"{m.rsplit('.', 1)[1]} {n}" for m, n in sorted(walk.parses.items()))),
@@ -217,6 +261,10 @@ def report(walk: Walk, response: Any, *, listing: bool) -> None:
     print(f"|{'-' * (width + 2)}|-------|")
     for name, value in rows:
         print(f"| {name.ljust(width)} | {value} |")
+    for (caller, callee), n in sorted(walk.upward.items()):
+        print(f"  upward: {caller} -> {callee} ({n})")
+    for layer, n in sorted(walk.reentered.items()):
+        print(f"  re-entered on the way down: {layer} ({n} paths)")
     if listing:
         print()
         for i, (module, name) in enumerate(order):

@@ -859,7 +859,7 @@ def measure_home(args: argparse.Namespace) -> None:
             f"first search_memory answered {first:.2f} s after the start (model, matrix and BM25 loads included)"
         )
         if args.audit == "off":  # no tool_invocation row (the row is written after the answer, off the thread)
-            engine.search_pipeline.audit = None
+            engine.search_audit = None
         samples = measure(engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms)
         report(f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}", samples)
         now, peak = rss_mb()

@@ -21,6 +21,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from context_engine.errors import ContextEngineError
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PACKAGE = "context_engine"
@@ -279,3 +283,87 @@ def test_no_module_over_800_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+# ---- the walk of a request at run time: every call path goes down the layers ----------------------------------
+def _upward_calls(run) -> list[str]:
+    """Calls made while ``run()`` runs (every thread) whose callee's layer is above the layer of its nearest caller
+    in a layer (docs/architecture.md's order; modules beside the layers and other packages are skipped, so a call
+    through a library or a thread pool counts as the call of the package frame that led to it)."""
+    import sys
+    import threading
+    from types import FrameType
+
+    order = [layer for layer, _ in documented_layers()]
+    rank = {name: i for i, name in enumerate(order)}
+    package_dir = str(Path(__file__).resolve().parents[1] / "src" / "context_engine")
+    layers: dict[str, str | None] = {}
+
+    def layer_at(frame: FrameType) -> str | None:
+        filename = frame.f_code.co_filename
+        if filename not in layers:
+            layer = None
+            if filename.startswith(package_dir):
+                rel = Path(filename[len(package_dir) + 1 :]).with_suffix("")
+                parts = [PACKAGE, *rel.parts]
+                module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+                layer = layer_of(module)
+            layers[filename] = layer if layer in rank else None
+        return layers[filename]
+
+    found: list[str] = []
+    lock = threading.Lock()
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event != "call":
+            return
+        callee = layer_at(frame)
+        if callee is None:
+            return
+        caller_frame = frame.f_back
+        while caller_frame is not None and layer_at(caller_frame) is None:
+            caller_frame = caller_frame.f_back
+        caller = layer_at(caller_frame) if caller_frame is not None else None
+        if caller is not None and rank[callee] < rank[caller]:
+            with lock:
+                found.append(f"{caller} {caller_frame.f_code.co_qualname} -> {callee} {frame.f_code.co_qualname}")
+
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return found
+
+
+def test_a_request_never_calls_a_layer_above_the_one_it_is_in(make_engine) -> None:
+    """Issue 28: the walk of a request enters each layer once on the way down: no call, at run time, from a layer to
+    one above it (a callback, or the search pipeline writing its audit row through the knowledge layer, as it did
+    before the service took that over). ``bench/code_walk.py`` prints the same figure for one search."""
+    from context_engine.schema.context import RequestContext
+    from context_engine.schema.query import SearchMemoryRequest
+
+    engine = make_engine()
+    admin = RequestContext(account_id="default", role="admin")
+    alice = RequestContext(account_id="default", role="user", user_space="alice", agent_space="helper")
+    runbook = "ctx://resources/runbooks/crashloop.md"
+    engine.add_text("# CrashLoopBackOff\n\nCheck the logs, then restart the pod.\n", runbook, admin)
+    engine.add_memory("I restart crash looping pods with kubectl rollout restart.", alice, category="profile")
+    said = [{"role": "user", "content": "I moved to Lisbon."}, {"role": "assistant", "content": "Noted!"}]
+    engine.add_messages(said, "chat", alice)
+    requests = [
+        SearchMemoryRequest(query="Pod is crash looping", top_k=5),
+        SearchMemoryRequest(query="runbook for a crash looping pod", top_k=5, target_uri="ctx://resources/runbooks/"),
+        SearchMemoryRequest(query="Where does Alice live?", top_k=5),
+    ]
+    for request in requests:
+        engine.search_memory(request, alice)  # the first request's loads stay out of the walks
+        assert _upward_calls(lambda r=request: engine.search_memory(r, alice)) == []
+    with pytest.raises(ContextEngineError):  # a refused request is audited on the way out, as an answered one
+        engine.search_memory(SearchMemoryRequest(query="x", top_k=5, target_uri="ctx://user/bob/"), alice)
+    assert _upward_calls(lambda: engine.read_memory(runbook, alice)) == []
+    assert _upward_calls(lambda: engine.lookup_knowledge("pod crash looping", admin, session_id="s1")) == []
+    rows = engine.list_invocations(alice, tool_name="search_memory")  # waits for the rows written off the thread
+    assert [row.success for row in rows] == [False, True, True, True, True, True, True]  # newest first

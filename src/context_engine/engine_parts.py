@@ -19,6 +19,7 @@ from context_engine.ingest.journal import WriteJournal
 from context_engine.knowledge.hint_index import KnowledgeIndexService
 from context_engine.knowledge.lookup import LookupKnowledgeService
 from context_engine.knowledge.retrieved_doc_tracker import RetrievedDocTracker
+from context_engine.knowledge.search_audit import SearchAudit
 from context_engine.knowledge.semantic_search import VectorSearchService
 from context_engine.knowledge.tool_invocation_recorder import ToolInvocationRecorder
 from context_engine.schema.similarity import SimilarityScale, dense_weight_of, scale_of
@@ -51,11 +52,13 @@ _LOG = logging.getLogger("context_engine.service")  # the startup check logs as 
 
 
 class KnowledgeParts(NamedTuple):
-    """lookup_knowledge's parts: the audit store, the hint index (a write listener) and the service."""
+    """lookup_knowledge's parts: the audit store, the hint index (a write listener) and the service; and
+    search_memory's audit (its rows go through the same recorder)."""
 
     audit: SqlAuditStore
     hint_index: KnowledgeIndexService
     knowledge: LookupKnowledgeService
+    search_audit: SearchAudit
 
 
 class RetrievalParts(NamedTuple):
@@ -133,14 +136,13 @@ def build_knowledge(engine: ContextEngineService) -> KnowledgeParts:
         metrics=engine.metrics,
         redactor=redactor,
     )
-    return KnowledgeParts(audit, hint_index, knowledge)
+    # search_memory's rows (one per call, as lookups), recorded by the service around the pipeline's run
+    return KnowledgeParts(audit, hint_index, knowledge, SearchAudit(knowledge.recorder, ks))
 
 
 def build_retrieval(engine: ContextEngineService) -> RetrievalParts:
     """search_memory / read_memory (DESIGN §5-6): the stages, each with its settings section, and the level-0
-    similarity source (vector index, or the in-memory level-0 matrix kept current from the change log). Needs the
-    engine's knowledge layer (search_memory calls are recorded by its recorder)."""
-    from context_engine.knowledge.search_audit import SearchAudit
+    similarity source (vector index, or the in-memory level-0 matrix kept current from the change log)."""
     from context_engine.retrieval.assembler import RetrievalAssembler
     from context_engine.retrieval.candidate_rechecker import CandidateRechecker
     from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
@@ -184,7 +186,6 @@ def build_retrieval(engine: ContextEngineService) -> RetrievalParts:
         redactor=redactor,
         metrics=engine.metrics,
         settings=rs,
-        audit=SearchAudit(engine.knowledge.recorder, settings.knowledge),  # one row per call, as lookups
     )
     return RetrievalParts(l0_matrix, l0_source, redactor, reader, search_pipeline, ReadMemoryPipeline(reader))
 

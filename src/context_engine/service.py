@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import gc
 import threading
-from datetime import datetime
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
@@ -27,12 +28,14 @@ from context_engine.ingest.pipeline import GarbageReport, Progress, WritePipelin
 from context_engine.ingest.requests import load_resources, skill_doc, text_doc
 from context_engine.knowledge.compact import compact_lookup
 from context_engine.knowledge.lookup import lookup_request
+from context_engine.knowledge.search_audit import SearchAudit
 from context_engine.knowledge.similar_search import SIMILAR_MAX_QUERY_CHARS as SIMILAR_MAX_QUERY_CHARS
 from context_engine.knowledge.similar_search import SimilarSearch
 from context_engine.observability.metrics import Metrics
 from context_engine.providers.embedder import build_embedder
 from context_engine.retrieval.browse import NodeBrowser
 from context_engine.retrieval.compact import compact_search
+from context_engine.retrieval.search_memory import new_request_id
 from context_engine.schema.compact import LookupCompact, SearchMemoryCompact
 from context_engine.schema.context import DEFAULT_CONTEXT, RequestContext
 from context_engine.schema.knowledge import (
@@ -143,7 +146,8 @@ class ContextEngineService(MemoryMethods):
         # current from the change log.
         self.keyword_index = BM25Index(settings.keyword, source=self.metadata, files=self.derived_files)
         # the read side (engine_parts.py): lookup_knowledge's layer first, search_memory's calls are recorded by it
-        self.audit, self.hint_index, self.knowledge = build_knowledge(self)
+        self.audit, self.hint_index, self.knowledge, search_audit = build_knowledge(self)
+        self.search_audit: SearchAudit | None = search_audit  # search_memory's rows (None: not recorded)
         (
             self.l0_matrix,
             self.l0_source,
@@ -633,7 +637,24 @@ class ContextEngineService(MemoryMethods):
         # every text field's encoding, checked once here (a lone surrogate: RET-4001), before the pipeline records
         # anything; the pipeline checks the query's own rules (empty, length, control characters) and audits a refusal
         require_valid_text(request, ErrorCode.QUERY_INVALID)
-        return self.search_pipeline.run(request, ctx.for_user(request.user_space))
+        scoped = ctx.for_user(request.user_space)
+        audit = self.search_audit
+        if audit is None:  # a bench's `--audit off`
+            return self.search_pipeline.run(request, scoped)
+        # one tool_invocation row per call, answered or refused (knowledge/search_audit.py), written here, around the
+        # pipeline's run, so that the request goes down the layers and never back up (issue 28)
+        started, created_at, request_id = time.perf_counter(), datetime.now(UTC), new_request_id()
+        try:
+            response = self.search_pipeline.run(request, scoped, request_id=request_id)
+        except ContextEngineError as err:
+            elapsed = (time.perf_counter() - started) * 1000.0
+            audit.record(request, scoped, request_id=request_id, created_at=created_at, duration_ms=elapsed, error=err)
+            raise
+        elapsed = (time.perf_counter() - started) * 1000.0
+        audit.record(
+            request, scoped, request_id=request_id, created_at=created_at, duration_ms=elapsed, response=response
+        )
+        return response
 
     def search_memory_compact(
         self, request: SearchMemoryRequest | str, ctx: RequestContext | None = None, **fields: Any

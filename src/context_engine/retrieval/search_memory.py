@@ -35,8 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -78,30 +77,15 @@ from context_engine.settings import RetrievalSettings
 from context_engine.storage.protocols import Embedder, MetadataStore
 from context_engine.storage.vector.l0_source import L0Source
 
-__all__ = ["ReadMemoryPipeline", "SearchAuditor", "SearchMemoryPipeline"]
+__all__ = ["ReadMemoryPipeline", "SearchMemoryPipeline", "new_request_id"]
 
 _LOG = logging.getLogger("context_engine.retrieval")
 _DEGRADED_SEARCH = (ErrorCode.VECTOR_SEARCH_FAILED, ErrorCode.EMBEDDING_FAILED)
 
 
-def _new_request_id() -> str:
+def new_request_id() -> str:
+    """A search's ``request_id`` (the response's, and its audit row's ``invocation_id``): 32 hex digits."""
     return uuid.uuid4().hex
-
-
-class SearchAuditor(Protocol):
-    """Where a search_memory call leaves its audit row (implemented by ``knowledge.search_audit.SearchAudit``)."""
-
-    def record(
-        self,
-        request: SearchMemoryRequest,
-        ctx: RequestContext,
-        *,
-        request_id: str,
-        created_at: datetime,
-        duration_ms: float,
-        response: SearchMemoryResponse | None = None,
-        error: ContextEngineError | None = None,
-    ) -> None: ...
 
 
 class SearchMemoryPipeline:
@@ -117,8 +101,9 @@ class SearchMemoryPipeline:
         settings: the ``retrieval`` section.
         rater: labels each answer's ``match_quality`` (default: from ``settings.match_quality`` on the scorer's
             similarity scale).
-        audit: records one ``tool_invocation`` row per call, answered or rejected (``None``: no row; the service
-            passes :class:`context_engine.knowledge.search_audit.SearchAudit`).
+
+    The call's audit row is the service's to write (``ContextEngineService.search_memory``: the layer above, with
+    :class:`context_engine.knowledge.search_audit.SearchAudit`), so that a request's walk goes down the layers only.
     """
 
     def __init__(
@@ -137,10 +122,8 @@ class SearchMemoryPipeline:
         metrics: Metrics,
         settings: RetrievalSettings,
         rater: MatchQualityRater | None = None,
-        audit: SearchAuditor | None = None,
     ) -> None:
         self.planner = planner
-        self.audit = audit
         self.retriever = retriever
         self.searcher = searcher
         self.rechecker = rechecker
@@ -170,9 +153,14 @@ class SearchMemoryPipeline:
             executor.shutdown(wait=True)
 
     # ------------------------------------------------------------------------------------------------ search
-    def run(self, request: SearchMemoryRequest, ctx: RequestContext) -> SearchMemoryResponse:
-        """Execute one search_memory request for ``ctx`` (DESIGN §5; seed 000 §4.1.1) and record its audit row
-        (``audit``; a rejected request's row too, with its error code).
+    def run(
+        self, request: SearchMemoryRequest, ctx: RequestContext, *, request_id: str | None = None
+    ) -> SearchMemoryResponse:
+        """Execute one search_memory request for ``ctx`` (DESIGN §5; seed 000 §4.1.1).
+
+        Args:
+            request_id: the response's ``request_id`` (:func:`new_request_id` when ``None``): the service passes the
+                one its audit row carries.
 
         Returns:
             The response; degradations are in ``trace.warnings`` (see the module docstring), never raised.
@@ -182,24 +170,7 @@ class SearchMemoryPipeline:
                 top_k outside 1..50; ``RET-4003`` invalid score_threshold; ``RET-4031`` target_uri not visible
                 (the same whether or not it exists); ``WRT-5001`` when the metadata store fails.
         """
-        started = time.perf_counter()
-        created_at = datetime.now(UTC)
-        request_id = _new_request_id()
-        try:
-            response = self._search(request, ctx, request_id, started)
-        except ContextEngineError as err:
-            if self.audit is not None:
-                elapsed = (time.perf_counter() - started) * 1000.0
-                self.audit.record(
-                    request, ctx, request_id=request_id, created_at=created_at, duration_ms=elapsed, error=err
-                )
-            raise
-        if self.audit is not None:
-            elapsed = (time.perf_counter() - started) * 1000.0
-            self.audit.record(
-                request, ctx, request_id=request_id, created_at=created_at, duration_ms=elapsed, response=response
-            )
-        return response
+        return self._search(request, ctx, request_id or new_request_id(), time.perf_counter())
 
     def _gather_seeds(
         self,
@@ -395,8 +366,9 @@ class SearchMemoryPipeline:
     def _validate(self, request: SearchMemoryRequest) -> float | None:
         """Check the request; return the threshold in force (``None``: none, the default)."""
         # The query's own rules (non-empty, at most 4096 characters, no control character), for every entry point
-        # (full and compact answers, Python API, HTTP, MCP, CLI), here so that a refused query is audited. Every text
-        # field's encoding (a lone surrogate: RET-4001) was checked once by the service, before anything is recorded.
+        # (full and compact answers, Python API, HTTP, MCP, CLI), here inside the run that the service audits. Every
+        # text field's encoding (a lone surrogate: RET-4001) was checked once by the service, before anything is
+        # recorded.
         check_query_text(request.query)
         if isinstance(request.top_k, bool) or not TOP_K_MIN <= request.top_k <= TOP_K_MAX:
             raise ContextEngineError(
@@ -663,7 +635,7 @@ class ReadMemoryPipeline:
             ContextEngineError: ``RET-4032`` invisible or missing (same body); ``RET-4004`` no such level;
                 ``RET-4001`` ``max_relations``, ``offset`` or ``max_chars`` out of range.
         """
-        request_id = _new_request_id()
+        request_id = new_request_id()
         start = time.perf_counter()
         paged = self.reader.read_page(
             request.uri,
