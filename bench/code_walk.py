@@ -14,10 +14,10 @@ entered is seen; only those of ``src/context_engine`` count. The figures:
 ``files``
     the modules those stops are in.
 ``returns to a higher layer``
-    the stops in the order they were first entered, each given its layer (docs/architecture.md: integrations, client,
-    interfaces, eval, api, service, knowledge, retrieval, ingest, storage, schema, errors; the modules beside the
-    layers, settings, providers, observability and redaction, have none and are skipped): the number of times the next
-    stop is in a higher layer than the one before it, i.e. the walk went down and had to come back up to go on.
+    the stops in the order they were first entered, each given its layer (docs/architecture.md: integrations,
+    interfaces, client, eval, api, service, knowledge, retrieval, ingest, storage, schema, errors; the modules beside
+    the layers, settings, providers, observability and redaction, have none and are skipped): the number of times the
+    next stop is in a higher layer than the one before it, i.e. the walk went down and had to come back up to go on.
 ``... data layers skipped``
     the same without the stops in ``schema`` and ``errors`` (methods of the data models, used by every layer).
 ``layer entries``
@@ -66,7 +66,7 @@ import context_engine
 
 PACKAGE_DIR = str(Path(context_engine.__file__).resolve().parent)
 LAYERS = (
-    "integrations", "client", "interfaces", "eval", "api", "service", "knowledge", "retrieval", "ingest",
+    "integrations", "interfaces", "client", "eval", "api", "service", "knowledge", "retrieval", "ingest",
     "storage", "schema", "errors",
 )  # fmt: skip
 SERVICE_MODULES = ("service", "service_memory", "engine_factory", "engine_parts", "warm_up")

@@ -12,7 +12,7 @@ Heavy modules (the retrieval stages, the exact index) are imported when an engin
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.journal import WriteJournal
@@ -29,15 +29,20 @@ from context_engine.storage.protocols import Embedder, VectorIndex
 
 if TYPE_CHECKING:
     from context_engine.ingest.memory_events import MemoryEventReader
+    from context_engine.ingest.pipeline import WritePipeline
+    from context_engine.observability.metrics import Metrics
     from context_engine.redaction import Redactor
     from context_engine.retrieval.memory_read_service import MemoryReadService
     from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
-    from context_engine.service import ContextEngineService
+    from context_engine.storage.derived_files import DerivedFiles
+    from context_engine.storage.keyword.bm25_index import BM25Index
     from context_engine.storage.metadata.audit import SqlAuditStore
+    from context_engine.storage.protocols import ContentStore, MetadataStore
     from context_engine.storage.vector.l0_source import L0Source
     from context_engine.storage.vector.matrix import MatrixVectorIndex
 
 __all__ = [
+    "EngineStores",
     "KnowledgeParts",
     "RetrievalParts",
     "build_knowledge",
@@ -49,6 +54,41 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger("context_engine.service")  # the startup check logs as the service did
+
+
+class EngineStores(Protocol):
+    """What the builders read of the engine they wire: its settings and what it opened before asking for the parts
+    (:class:`~context_engine.service.ContextEngineService` is one; a protocol, so that this module, which the service
+    imports, does not import the service back, not even for its annotations)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def content(self) -> ContentStore: ...
+    @property
+    def index(self) -> VectorIndex: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def pipeline(self) -> WritePipeline: ...
+    @property
+    def derived_files(self) -> DerivedFiles | None: ...
+    @property
+    def keyword_index(self) -> BM25Index: ...
+    @property
+    def keyword_settings(self) -> KeywordSettings: ...
+    @property
+    def similarity_scale(self) -> SimilarityScale: ...
+    @property
+    def knowledge(self) -> LookupKnowledgeService: ...
+    @property
+    def redactor(self) -> Redactor: ...
 
 
 class KnowledgeParts(NamedTuple):
@@ -90,7 +130,7 @@ def calibrate(embedder: Embedder, settings: Settings) -> tuple[SimilarityScale, 
     return scale, keyword
 
 
-def open_index(engine: ContextEngineService) -> VectorIndex:
+def open_index(engine: EngineStores) -> VectorIndex:
     """The vector index the settings name, its retries and failures counted in the engine's metrics."""
     metrics = engine.metrics
     return open_vector_index(
@@ -103,7 +143,7 @@ def open_index(engine: ContextEngineService) -> VectorIndex:
     )
 
 
-def build_knowledge(engine: ContextEngineService) -> KnowledgeParts:
+def build_knowledge(engine: EngineStores) -> KnowledgeParts:
     """lookup_knowledge (DESIGN §7): the hint index (written inside each write's transaction, so it is added to the
     engine's write pipeline as a listener here), the semantic layer with the exact fallback, session dedup and the
     audit trail, whose tables live in the metadata database."""
@@ -140,7 +180,7 @@ def build_knowledge(engine: ContextEngineService) -> KnowledgeParts:
     return KnowledgeParts(audit, hint_index, knowledge, SearchAudit(knowledge.recorder, ks))
 
 
-def build_retrieval(engine: ContextEngineService) -> RetrievalParts:
+def build_retrieval(engine: EngineStores) -> RetrievalParts:
     """search_memory / read_memory (DESIGN §5-6): the stages, each with its settings section, and the level-0
     similarity source (vector index, or the in-memory level-0 matrix kept current from the change log)."""
     from context_engine.retrieval.assembler import RetrievalAssembler
@@ -190,7 +230,7 @@ def build_retrieval(engine: ContextEngineService) -> RetrievalParts:
     return RetrievalParts(l0_matrix, l0_source, redactor, reader, search_pipeline, ReadMemoryPipeline(reader))
 
 
-def build_memory_events(engine: ContextEngineService) -> MemoryEventReader:
+def build_memory_events(engine: EngineStores) -> MemoryEventReader:
     """The memory event history (issue 29): its recorder is added to the engine's write pipeline as a listener (the
     events are written inside each write's transaction); the reader answers ``list_memory_events`` with the
     engine's redactor (built by :func:`build_retrieval`)."""
