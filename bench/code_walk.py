@@ -1,16 +1,19 @@
 """The walk of one search_memory request through the code (issue 28): where it stops, how often it climbs back up.
 
 One request is run on a small home (the bundled sample corpus under ``ctx://resources/runbooks/``, plus two users'
-memories and a skill) under :func:`sys.setprofile` (every thread), after a first identical request has loaded what a
-first request loads (the level-0 matrix, BM25, the model), so the walk is the steady one. Every Python function
-entered is seen; only those of ``src/context_engine`` count. The figures:
+memories and a skill) under :func:`sys.setprofile` and :func:`threading.setprofile`, after a first identical request
+has loaded what a first request loads (the level-0 matrix, BM25, the model), so the walk is the steady one. Threads
+started by that first request (a worker pool, the audit writer) are not profiled (``threading.setprofile`` reaches
+only threads started after it): ``tests/test_architecture.py`` walks from the first request on for that. Every
+Python function entered is seen; only those of ``src/context_engine`` count. The figures:
 
 ``stops``
     distinct functions of ``context_engine`` entered by a call from another ``context_engine`` module (the nearest
     ``context_engine`` frame on the stack is the caller: a call through a library, e.g. a pydantic validator or a
-    thread pool, counts as the module's call that led to it), plus the entry point. A call within one module is no
-    stop: the reader stays in the file. Generator expressions, comprehensions and lambdas are part of the function
-    that defines them (a generator consumed by another module's function is no stop).
+    thread pool, counts as the module's call that led to it: on a worker thread, the nearest frame of that thread),
+    plus the entry point. A call within one module is no stop: the reader stays in the file. Generator expressions,
+    comprehensions and lambdas are part of the function that defines them (a generator consumed by another module's
+    function is no stop).
 ``files``
     the modules those stops are in.
 ``returns to a higher layer``
@@ -21,8 +24,9 @@ entered is seen; only those of ``src/context_engine`` count. The figures:
 ``... data layers skipped``
     the same without the stops in ``schema`` and ``errors`` (methods of the data models, used by every layer).
 ``layer entries``
-    per layer, how many separate runs of consecutive stops the walk spends in it (1 everywhere: each layer entered
-    once on the way down).
+    per layer, how many separate runs of consecutive stops the walk spends in it (1 everywhere only if the stages
+    never came back to a layer after a lower one answered: a staged pipeline that asks storage between its stages
+    alternates retrieval and storage here; the call paths below are the per-descent figures).
 ``call paths``
     for every call across a module boundary, the layers of the package frames on its stack (outermost first; the
     data layers and the modules beside the layers skipped): ``calls to a higher layer`` counts the calls whose

@@ -12,6 +12,7 @@ Heavy modules (the retrieval stages, the exact index) are imported when an engin
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from context_engine.errors import ContextEngineError, ErrorCode
@@ -137,9 +138,9 @@ def open_index(engine: EngineStores) -> VectorIndex:
         engine.settings,
         engine.metadata,
         engine.embedder.dim,
-        on_retry=lambda operation: metrics.vector_commit_retries.labels(operation).inc(),
+        on_retry=metrics.count_vector_commit_retry,
         model_name=engine.embedder.model_name,
-        on_failure=lambda operation: metrics.storage_failures.labels("vector", operation).inc(),
+        on_failure=partial(metrics.count_storage_failure, "vector"),
     )
 
 

@@ -16,6 +16,7 @@ import gc
 import threading
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
@@ -115,12 +116,12 @@ class ContextEngineService(MemoryMethods):
         # the metadata database first: when it cannot be reached (CFG-4001), nothing else has been created
         self.metadata = metadata or open_metadata(
             settings,
-            on_failure=lambda operation: self.metrics.storage_failures.labels("metadata", operation).inc(),
+            on_failure=partial(self.metrics.count_storage_failure, "metadata"),
             read_only=self.read_only,
         )
         try:
             self.content = content or open_content(
-                settings, on_failure=lambda operation: self.metrics.storage_failures.labels("content", operation).inc()
+                settings, on_failure=partial(self.metrics.count_storage_failure, "content")
             )
             check_model_stamp(self.metadata, self.embedder, read_only=self.read_only)
             self.index = index or open_index(self)
@@ -634,17 +635,20 @@ class ContextEngineService(MemoryMethods):
         ctx = self._caller(ctx)
         if isinstance(request, str):
             request = SearchMemoryRequest(query=request, **_search_fields("search_memory", fields))
-        # every text field's encoding, checked once here (a lone surrogate: RET-4001), before the pipeline records
-        # anything; the pipeline checks the query's own rules (empty, length, control characters) and audits a refusal
+        # every text field's encoding, checked once here (a lone surrogate: RET-4001), before anything is recorded (a
+        # text that cannot be encoded cannot be stored in the audit row either); the pipeline checks the query's own
+        # rules (empty, length, control characters)
         require_valid_text(request, ErrorCode.QUERY_INVALID)
-        scoped = ctx.for_user(request.user_space)
         audit = self.search_audit
         if audit is None:  # a bench's `--audit off`
-            return self.search_pipeline.run(request, scoped)
+            return self.search_pipeline.run(request, ctx.for_user(request.user_space))
         # one tool_invocation row per call, answered or refused (knowledge/search_audit.py), written here, around the
-        # pipeline's run, so that the request goes down the layers and never back up (issue 28)
+        # pipeline's run, so that the request goes down the layers and never back up (issue 28); a non-admin naming
+        # another user's space (RET-4031) is refused inside it, so that refusal leaves its row too
         started, created_at, request_id = time.perf_counter(), datetime.now(UTC), new_request_id()
+        scoped = ctx
         try:
+            scoped = ctx.for_user(request.user_space)
             response = self.search_pipeline.run(request, scoped, request_id=request_id)
         except ContextEngineError as err:
             elapsed = (time.perf_counter() - started) * 1000.0

@@ -120,3 +120,13 @@ class Metrics:
         self.lookup_dedup = Counter(
             "ce_lookup_knowledge_dedup", "Documents withheld because the session already had them", registry=r
         )
+
+    def count_storage_failure(self, store: str, operation: str) -> None:
+        """One store call that failed mid-request (``ce_storage_failures_total{store,operation}``). The stores are
+        handed ``functools.partial(metrics.count_storage_failure, "<store>")`` as their ``on_failure`` hook: a
+        method of this module, beside the layers, so a failing store never calls back into the layer that wired it."""
+        self.storage_failures.labels(store, operation).inc()
+
+    def count_vector_commit_retry(self, operation: str) -> None:
+        """One vector-index call retried (``ce_vector_commit_retries_total{operation}``; the stores' ``on_retry``)."""
+        self.vector_commit_retries.labels(operation).inc()
