@@ -645,12 +645,14 @@ class ContextEngineService(MemoryMethods):
         # one tool_invocation row per call, answered or refused (knowledge/search_audit.py), written here, around the
         # pipeline's run, so that the request goes down the layers and never back up (issue 28); a non-admin naming
         # another user's space (RET-4031) is refused inside it, so that refusal leaves its row too
-        started, created_at, request_id = time.perf_counter(), datetime.now(UTC), new_request_id()
-        scoped = ctx
+        started, created_at = time.perf_counter(), datetime.now(UTC)
+        scoped, request_id = ctx, None
         try:
             scoped = ctx.for_user(request.user_space)
+            request_id = new_request_id()
             response = self.search_pipeline.run(request, scoped, request_id=request_id)
         except ContextEngineError as err:
+            request_id = request_id or new_request_id()
             elapsed = (time.perf_counter() - started) * 1000.0
             audit.record(request, scoped, request_id=request_id, created_at=created_at, duration_ms=elapsed, error=err)
             raise
