@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from context_engine.storage import strings
+from context_engine.storage import filters, strings
 from context_engine.storage.derived_files import PackedValues
 from context_engine.storage.filters import RowFields, RowTable
 
@@ -107,16 +107,20 @@ def test_every_id_colliding_still_finds_the_live_row(monkeypatch) -> None:
     check(table, ref)
 
 
-def test_a_restored_table_answers_like_the_original_and_keeps_taking_writes() -> None:
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_restored_table_answers_like_the_original_and_keeps_taking_writes(monkeypatch, packed) -> None:
     table, ref = RowTable(ACC), Reference()
     run_ops(table, ref, seed=4, steps=8, batch=200)
     meta, arrays = table.snapshot_rows(table.n, table.alive[: table.n].copy())
     assert "ids.byte_offsets" in arrays and "ids.offsets" not in arrays
+    if packed:  # every vocabulary packed, as doc_id's is
+        monkeypatch.setattr(filters, "PACKED_COLUMNS", filters.ENCODED_COLUMNS)
     restored = RowTable(ACC, capacity=0)
     restored.restore_rows(meta, {k: v.copy() for k, v in arrays.items()})
     assert restored.row_of.nbytes == 0 and restored.children.nbytes == 0  # built when first used
-    # the column vocabularies stay packed in the file's arrays until a lookup by value or a write needs them
-    assert all(isinstance(codes.values, PackedValues) for codes in restored.codes.values())
+    # a packed vocabulary stays in the file's arrays until a lookup by value or a write needs it; the others are lists
+    kinds = {name: type(codes.values) for name, codes in restored.codes.items()}
+    assert kinds == {name: PackedValues if packed or name == "doc_id" else list for name in filters.ENCODED_COLUMNS}
     check(restored, ref)
     run_ops(restored, ref, seed=5, steps=6, batch=150)
     check(restored, ref)

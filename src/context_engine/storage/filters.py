@@ -25,7 +25,7 @@ import numpy as np
 from context_engine.schema.nodes import VectorFilter
 from context_engine.storage.strings import HashedIds, PackedStrings
 
-__all__ = ["ENCODED_COLUMNS", "ChildRows", "RowFields", "RowIds", "RowTable", "ValueCodes"]
+__all__ = ["ENCODED_COLUMNS", "PACKED_COLUMNS", "ChildRows", "RowFields", "RowIds", "RowTable", "ValueCodes"]
 
 ENCODED_COLUMNS = ("owner_space", "context_type", "category", "parent_uri", "doc_id")
 """String columns kept as integer codes (one vocabulary per column and table)."""
@@ -58,12 +58,11 @@ _FILTER_FIELDS = (
 class ValueCodes:
     """Dictionary encoding of one column: value -> code, append-only.
 
-    ``values[code]`` is the value; ``code_of`` the reverse map. A vocabulary restored from a derived file
-    (:meth:`restore`) keeps its values packed (:class:`~context_engine.storage.derived_files.PackedValues`) and builds
-    ``code_of`` on the first lookup by value (a filter naming values, a directory's children): a level-0 matrix or
-    BM25 table has about one ``parent_uri`` and one ``doc_id`` value a row, so decoding them into strings and a dict
-    at load cost ~470 MB at 1M nodes for lookups most of which never come (issue 26). The first :meth:`code` (a
-    write) turns them into a list.
+    ``values[code]`` is the value; ``code_of`` the reverse map, built from ``values`` on the first lookup by value
+    after :meth:`restore`. A restored ``doc_id`` vocabulary (:data:`PACKED_COLUMNS`) keeps its values packed in the
+    derived file's arrays (:class:`~context_engine.storage.derived_files.PackedValues`): a value per document, ~3M
+    strings over a 1M-node home's tables, which decoded into a list and a dict at load cost ~1 GB of the serving
+    process for lookups most of which never come (issue 26). The first :meth:`code` (a write) turns them into a list.
     """
 
     __slots__ = ("_code_of", "values")
@@ -110,6 +109,12 @@ class ValueCodes:
 
 
 _BUILD_LOCK = threading.Lock()
+
+PACKED_COLUMNS: tuple[str, ...] = ("doc_id",)
+"""The columns whose restored vocabulary stays packed in the file's arrays (:class:`ValueCodes`): ``doc_id`` has a
+value per document (a level-0 record's is its URI), ~3M strings over a 1M-node home's tables. The others (owner
+spaces, types, categories, directories) have few values and the search reads them per match, so they are decoded
+into lists at load (search_memory at 100k was 1.4 ms slower at p50 with every vocabulary packed)."""
 
 
 def _tail_limit(n: int) -> int:
@@ -416,9 +421,11 @@ class RowTable:
             raise ValueError("row arrays of different lengths")
         for name in ENCODED_COLUMNS:
             col = get(f"col.{name}")
-            values = PackedValues(get(f"vals.{name}.utf8"), get(f"vals.{name}.offsets"))
+            values: Sequence[Any] = PackedValues(get(f"vals.{name}.utf8"), get(f"vals.{name}.offsets"))
             if col.shape[0] != n or (n and int(col.max()) >= len(values)):
                 raise ValueError(f"column {name} does not match its values")
+            if name not in PACKED_COLUMNS:  # a list indexes faster than a value decoded per read
+                values = list(values)
             self.columns[name] = col
             self.codes[name].restore(values)
         self.row_of = RowIds(self, built=False)
