@@ -360,3 +360,19 @@ def test_rows_moving_between_owner_spaces_stay_in_one_segment(
             s: sorted(r for r, sp in where.items() if sp == s) for s in spaces if s in where.values()
         }
     assert index.loads == int(not from_file)
+
+
+def test_widen_gives_astypes_float32_for_every_float16_value() -> None:
+    from context_engine.storage.vector.matrix_segment import widen
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).reshape(256, 256)
+    wide, reference = widen(every), every.astype(np.float32)
+    assert wide.dtype == np.float32 and wide.shape == (256, 256)
+    finite = ~np.isnan(reference)
+    assert finite.sum() == 65_536 - 2_046  # 2 x 1,023 NaN payloads
+    assert np.array_equal(wide[finite].view(np.uint32), reference[finite].view(np.uint32))  # -0.0 and infinities too
+    assert np.isnan(wide[~finite]).all()
+    float32 = np.array([[0.5, -0.25]], dtype=np.float32)
+    assert widen(float32) is float32  # float32 is not copied
+    rows = every[[3, 7, 200]]  # a gather of rows, as a rescoring reads them
+    assert np.array_equal(widen(rows), rows.astype(np.float32), equal_nan=True)

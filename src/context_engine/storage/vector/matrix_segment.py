@@ -36,6 +36,7 @@ __all__ = [
     "rescore_depth",
     "row_of_record",
     "rows_of_matrix",
+    "widen",
 ]
 
 _COMPACT_MIN_DEAD = 256
@@ -92,6 +93,18 @@ def fit_projection(vectors: np.ndarray, dims: int, sample: int = 20_000) -> np.n
     x = np.asarray(vectors[::step], dtype=np.float64)
     _, eigvecs = np.linalg.eigh(x.T @ x)  # eigenvalues ascending
     return np.ascontiguousarray(eigvecs[:, ::-1][:, :dims], dtype=np.float32)
+
+
+_HALF_TO_SINGLE = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def widen(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32: float16 through a table of the 65,536 float16 values (256 KB, exact, the same values as
+    ``astype``, which converts element by element without SIMD here: a rescoring of 200 rows x 512 in 0.09 instead
+    of 0.18 ms, a fifth of a search's CPU at 1M nodes, issue 26); float32 as is."""
+    if values.dtype == np.float16:
+        return np.take(_HALF_TO_SINGLE, values.view(np.uint16))
+    return values.astype(np.float32, copy=False)
 
 
 PROJECT_MIN_ROWS = 0
@@ -171,7 +184,7 @@ class MatrixSegment(RowTable):
         [-1, 1]: cosine similarities (float32, half), or approximations to rescore (projected)."""
         if self.vectors is None:
             assert self.full is not None
-            stored, q = self.full[:n].astype(np.float32), query
+            stored, q = widen(self.full[:n]), query
         else:
             stored = self.vectors[:n]
             q = query if self.projection is None else np.ascontiguousarray(query @ self.projection)
@@ -191,7 +204,7 @@ class MatrixSegment(RowTable):
         [-1, 1]: from the float32 vectors, or the float16 ones (within 4.9e-4)."""
         stored = self.vectors if self.full is None else self.full
         assert stored is not None
-        return np.clip(stored[rows].astype(np.float32, copy=False) @ query, -1.0, 1.0)
+        return np.clip(widen(stored[rows]) @ query, -1.0, 1.0)
 
     def add(self, rows: Sequence[MatrixRow], vectors: np.ndarray) -> None:
         """Append rows with their unit vectors (shape ``(len(rows), dim)``) and publish them."""
@@ -300,7 +313,7 @@ class MatrixSegment(RowTable):
         else:  # projections of the float32 vectors when there are, else of the float16 ones
             assert projection is not None
             vectors = self.vectors if self.full is None else None
-            exact = vectors[live] if vectors is not None else full.astype(np.float32)
+            exact = vectors[live] if vectors is not None else widen(full)
             out._add_stored(rows, exact @ projection, full)
         return out
 
