@@ -21,6 +21,7 @@ from context_engine.schema.nodes import VectorFilter
 from context_engine.settings import KeywordSettings
 from context_engine.storage.derived.base import DerivedAccount
 from context_engine.storage.filters import RowFields, RowTable
+from context_engine.storage.selection import kth_largest
 
 __all__ = ["BM25Account", "Partition", "PartitionView"]
 
@@ -356,7 +357,7 @@ class PartitionView:
             keep = self.part.mask_rows(flt, self.n, cand, self.alive)
             cand, scores, matched = cand[keep], scores[keep], matched[keep]
             if cand.size > top_k:
-                kth = np.partition(scores, cand.size - top_k)[cand.size - top_k]
+                kth = kth_largest(scores, top_k)
                 keep = scores >= kth  # every row tied with the k-th: ties resolve by id
                 cand, scores, matched = cand[keep], scores[keep], matched[keep]
             out.append(
