@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
     from context_engine.storage.derived_files import DerivedFiles
     from context_engine.storage.keyword.bm25_index import BM25Index
-    from context_engine.storage.metadata.audit import SqlAuditStore
-    from context_engine.storage.protocols import ContentStore, MetadataStore
+    from context_engine.storage.protocols import AuditStore, ContentStore, MetadataStore
     from context_engine.storage.vector.l0_source import L0Source
     from context_engine.storage.vector.matrix import MatrixVectorIndex
 
@@ -96,7 +95,7 @@ class KnowledgeParts(NamedTuple):
     """lookup_knowledge's parts: the audit store, the hint index (a write listener) and the service; and
     search_memory's audit (its rows go through the same recorder)."""
 
-    audit: SqlAuditStore
+    audit: AuditStore
     hint_index: KnowledgeIndexService
     knowledge: LookupKnowledgeService
     search_audit: SearchAudit

@@ -66,8 +66,8 @@ from context_engine.schema.context import RequestContext
 from context_engine.schema.knowledge import HintMatch, HintResult
 from context_engine.schema.nodes import NodeRecord, VectorRecord
 from context_engine.settings import KnowledgeSettings
-from context_engine.storage.metadata.audit import HintDoc, HintTerm, SqlAuditStore
-from context_engine.storage.protocols import MetadataStore
+from context_engine.storage.metadata.audit import HintDoc, HintTerm
+from context_engine.storage.protocols import AuditStore, MetadataStore
 
 if TYPE_CHECKING:
     from context_engine.knowledge.semantic_search import DomainRestriction
@@ -239,7 +239,7 @@ class KnowledgeIndexService:
         settings: the ``knowledge`` section (context types indexed, ``hint_max_doc_freq``, domain vocabularies).
     """
 
-    def __init__(self, store: SqlAuditStore, metadata: MetadataStore, settings: KnowledgeSettings) -> None:
+    def __init__(self, store: AuditStore, metadata: MetadataStore, settings: KnowledgeSettings) -> None:
         self._store = store
         self._metadata = metadata
         self._settings = settings

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from context_engine.storage.metadata.audit import LedgerEntry, SqlAuditStore
+from context_engine.storage.metadata.audit import LedgerEntry
+from context_engine.storage.protocols import AuditStore
 
 
 class RetrievedDocTracker:
@@ -32,7 +33,7 @@ class RetrievedDocTracker:
     #: Calls between two purges of expired ledger rows (per process).
     PURGE_EVERY = 500
 
-    def __init__(self, store: SqlAuditStore, ttl_s: int) -> None:
+    def __init__(self, store: AuditStore, ttl_s: int) -> None:
         self._store = store
         self.ttl_s = ttl_s
         self._calls = 0

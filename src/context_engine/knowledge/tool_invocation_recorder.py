@@ -52,7 +52,8 @@ from context_engine.schema.knowledge import (
     ToolInvocation,
 )
 from context_engine.settings import KnowledgeSettings
-from context_engine.storage.metadata.audit import LedgerEntry, SqlAuditStore
+from context_engine.storage.metadata.audit import LedgerEntry
+from context_engine.storage.protocols import AuditStore
 
 _WS_RE = re.compile(r"\s+")
 # Fields a row is looked up by: kept as sent (redacting them would break the lookups).
@@ -81,7 +82,7 @@ class ToolInvocationRecorder:
 
     def __init__(
         self,
-        store: SqlAuditStore,
+        store: AuditStore,
         settings: KnowledgeSettings,
         redactor: Redactor | None = None,
         metrics: Metrics | None = None,

@@ -35,7 +35,7 @@ from context_engine.observability.logging import get_logger
 from context_engine.schema.context import RequestContext
 from context_engine.settings import HttpSettings, Settings, load_settings
 from context_engine.storage.factory import open_api_keys
-from context_engine.storage.metadata.keys import ApiKeyStore
+from context_engine.storage.protocols import KeyStore
 
 log = get_logger("context_engine.http")
 
@@ -62,7 +62,7 @@ class EngineState:
     settings: Settings
     service: Any = None  # ContextEngineService once open
     owns_service: bool = False
-    keys: ApiKeyStore | None = None
+    keys: KeyStore | None = None
     authenticator: Authenticator | None = None
     http_metrics: HttpMetrics | None = None
     mcp: Any = None

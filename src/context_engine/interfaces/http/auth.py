@@ -21,7 +21,8 @@ from starlette.requests import HTTPConnection
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.context import RequestContext
 from context_engine.settings import HttpSettings
-from context_engine.storage.metadata.keys import ApiKeyInfo, ApiKeyStore
+from context_engine.storage.metadata.keys import ApiKeyInfo
+from context_engine.storage.protocols import KeyStore
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -54,7 +55,7 @@ class Authenticator:
         anonymous: the RequestContext of anonymous loopback requests.
     """
 
-    def __init__(self, keys: ApiKeyStore, settings: HttpSettings, anonymous: RequestContext) -> None:
+    def __init__(self, keys: KeyStore, settings: HttpSettings, anonymous: RequestContext) -> None:
         self.keys = keys
         self.settings = settings
         self.anonymous = anonymous
