@@ -130,8 +130,9 @@ class PackedValues(Sequence[str | None]):
     """The list :func:`pack_strings` packed, read in place: ``values[i]`` decodes one value (``None`` where it was
     ``None``), ``len``, slices (a list) and iteration as a list's.
 
-    A restored column vocabulary (``RowTable``'s ``parent_uri`` or ``doc_id``: about one value a row) held as Python
-    strings in a list costs ~100 bytes a value plus a dictionary entry, ~470 MB at 1M nodes (issue 26); held so, it
+    A restored column vocabulary (``RowTable``'s ``doc_id``, ``filters.PACKED_COLUMNS``: about one value a row; every
+    restored column is read through it, and the others are then copied into lists) held as Python strings in a list
+    costs ~100 bytes a value plus a dictionary entry, ~470 MB at 1M nodes (issue 26); held so, it
     costs the file's pages that are read, plus one ``str`` of the text (decoded on the first read; the offsets count
     characters). Immutable, so readers share it without a lock.
     """
