@@ -34,7 +34,8 @@ generated queries (English and Chinese; ~40% name no intent and plan three typed
 a warm-up, in-process, one thread, with the real embedder: p50/p95 per stage (planner, embed, seed_search,
 hierarchical, recheck, assemble) and in total; beside it, query by query, the numpy exact floor (a plain float32
 top-10 over the caller account's level-0 rows, the same vectors, with and without embedding the query) and the ratio
-of search_memory to it; the thread CPU of each search (``total CPU``: what the request's own thread spent, which a
+of search_memory to it; the total per caller kind (account and role: an admin's search spans every owner space of
+its account); the thread CPU of each search (``total CPU``: what the request's own thread spent, which a
 loaded machine's waits do not inflate); with ``--repetitions N`` every query runs N times and each figure is its
 minimum over them; ``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a
 background thread); ``--pause-ms`` idles before each search (a server between requests, where such background
@@ -671,16 +672,17 @@ def measure(
     search_module.TraceRecorder = trace_module.TraceRecorder
     samples: dict[str, list[float]] = {}
     for key in runs[0]:
-        if key in ("typed_queries", "hits"):
+        if key in ("typed_queries", "hits", "caller"):
             samples[key] = runs[0][key]
         else:
             samples[key] = np.min(np.array([run[key] for run in runs]), axis=0).tolist()
     return samples
 
 
-def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms: float) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = defaultdict(list)
-    typed_counts = []
+def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms: float) -> dict[str, list]:
+    samples: dict[str, list] = defaultdict(list)
+    typed_counts: list[int] = []
+    caller_kinds: list[str] = []  # "account role" of each measured query
     matrices = floor_matrices(engine)
     for i, q in enumerate(queries[:warmup] + queries):
         ctx = contexts[(i + offset) % len(contexts)]
@@ -711,7 +713,9 @@ def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms:
         )
         typed_counts.append(len(response.typed_queries))
         samples["hits"].append(len(response.hits))
+        caller_kinds.append(f"{ctx.account_id} {ctx.role}")
     samples["typed_queries"] = typed_counts
+    samples["caller"] = caller_kinds
     return samples
 
 
@@ -742,6 +746,13 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
         f"  search_memory total / floor: p50 {pct(total, 50) / pct(scan, 50):.1f}x, "
         f"p95 {pct(total, 95) / pct(scan, 95):.1f}x (scan only); p50 {pct(total, 50) / pct(embed_scan, 50):.1f}x, "
         f"p95 {pct(total, 95) / pct(embed_scan, 95):.1f}x (embedding included)"
+    )
+    by_caller: dict[str, list[float]] = defaultdict(list)
+    for caller, ms in zip(samples["caller"], total, strict=True):
+        by_caller[str(caller)].append(ms)
+    print(
+        "  total by caller (account role: queries, p50 / p95 ms): "
+        + "; ".join(f"{c}: {len(v)}, {pct(v, 50):.1f} / {pct(v, 95):.1f}" for c, v in sorted(by_caller.items()))
     )
 
 
@@ -882,9 +893,10 @@ def measure_home(args: argparse.Namespace) -> None:
             print(
                 f"  lookup_knowledge: p50 {pct(times, 50):.2f} ms, p95 {pct(times, 95):.2f} ms ({len(times)} queries)"
             )
-            print("    per stage, p50 / p95 ms: " + ", ".join(
-                f"{k} {pct(v, 50):.1f} / {pct(v, 95):.1f}" for k, v in stages.items()
-            ))
+            print(
+                "    per stage, p50 / p95 ms: "
+                + ", ".join(f"{k} {pct(v, 50):.1f} / {pct(v, 95):.1f}" for k, v in stages.items())
+            )
         if source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             writes(engine, contexts)
             recall(engine, queries, contexts)
