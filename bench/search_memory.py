@@ -670,7 +670,7 @@ def measure(
         for r in range(max(1, repetitions))
     ]
     search_module.TraceRecorder = trace_module.TraceRecorder
-    samples: dict[str, list[float]] = {}
+    samples: dict[str, list] = {}
     for key in runs[0]:
         if key in ("typed_queries", "hits", "caller"):
             samples[key] = runs[0][key]
@@ -719,7 +719,7 @@ def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms:
     return samples
 
 
-def report(title: str, samples: dict[str, list[float]]) -> None:
+def report(title: str, samples: dict[str, list]) -> None:
     print(
         f"\n  {title}  ({len(samples['total'])} queries, mean typed queries "
         f"{np.mean(samples['typed_queries']):.2f}, mean hits {np.mean(samples['hits']):.1f})"
