@@ -653,9 +653,7 @@ def floor_top(matrix: np.ndarray, vector: np.ndarray, k: int = 10) -> np.ndarray
     return top[np.argsort(-scores[top], kind="stable")]
 
 
-def measure(
-    engine, queries, contexts, warmup: int, repetitions: int = 1, pause_ms: float = 0.0
-) -> dict[str, list[float]]:
+def measure(engine, queries, contexts, warmup: int, repetitions: int = 1, pause_ms: float = 0.0) -> dict[str, list]:
     """search_memory per stage, and, interleaved query by query (so both see the same machine load), the numpy
     exact floor on the same query and the caller account's level-0 rows: ``floor_scan`` (the top-10 given the
     query vector) and ``floor_embed_scan`` (embedding the query, then the top-10). ``total_cpu`` is the thread CPU
