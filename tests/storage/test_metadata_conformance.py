@@ -220,12 +220,27 @@ def test_get_node_heads_are_get_nodes_reduced_to_the_search_columns(metadata_sto
     for uri, head in heads.items():
         assert isinstance(head, NodeHead)
         assert head == NodeHead(*(getattr(records[uri], name) for name in NodeHead._fields))
+        # the values SQLAlchemy gives (the hot read converts them with the columns' own processors): no 0/1 for
+        # a boolean, no naive or textual timestamp
+        assert all(type(getattr(head, f)) is bool for f in ("is_dir", "has_overview", "has_content"))
+        assert head.updated_at is not None and head.updated_at.tzinfo is not None
     assert heads["ctx://resources/docs/b.md"].index_status == "pending"
     assert heads["ctx://user/alice/memories/profile/m.md"].occurred_at == when
     assert metadata_store.get_node_heads("other", wanted) == {} and metadata_store.get_node_heads(A, []) == {}
     many = [f"ctx://resources/bulk/f{i:04d}.md" for i in range(1_200)]  # more than one IN batch
     metadata_store.upsert_nodes([node(u) for u in many])
     assert sorted(metadata_store.get_node_heads(A, many)) == sorted(many)
+    # inside a transaction its own uncommitted writes are seen (the session's read, not the pooled hot read)
+    with metadata_store.transaction():
+        metadata_store.set_index_status(A, ["ctx://resources/docs/a.md"], "pending")
+        assert (
+            metadata_store.get_node_heads(A, ["ctx://resources/docs/a.md"])["ctx://resources/docs/a.md"].index_status
+            == "pending"
+        )
+    assert (
+        metadata_store.get_node_heads(A, ["ctx://resources/docs/a.md"])["ctx://resources/docs/a.md"].index_status
+        == "pending"
+    )
 
 
 def test_list_children_are_direct_and_ordered(metadata_store: MetadataStore) -> None:

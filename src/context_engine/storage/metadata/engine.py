@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.storage.metadata import dialects, migrate
 from context_engine.storage.metadata.dialects import WRITE_OPTION
+from context_engine.storage.metadata.hot_reads import HotRead
 from context_engine.storage.metadata.migrate import SchemaStatus
 from context_engine.storage.metadata.tables import META
 
@@ -316,6 +317,24 @@ class SqlDatabase:
                 return
             with self._engine.connect() as conn:
                 yield conn
+        except SQLAlchemyError as err:
+            raise self._storage_error(err, "read") from err
+
+    def _hot_rows(
+        self, read: HotRead, params: dict[str, Any], keys: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]] | None:
+        """The rows of a :class:`~context_engine.storage.metadata.hot_reads.HotRead` (committed data, one
+        statement per ``IN`` chunk), or ``None`` inside this thread's transaction, whose uncommitted writes only its
+        session sees: the caller then reads through :meth:`_read`.
+
+        Raises:
+            ContextEngineError: ``WRT-5001`` (retryable) when the database fails.
+        """
+        self._check_open()
+        if getattr(self._local, "session", None) is not None:
+            return None
+        try:
+            return read.rows(self._engine, params, keys)
         except SQLAlchemyError as err:
             raise self._storage_error(err, "read") from err
 

@@ -32,6 +32,7 @@ from context_engine.schema.uri import ContextURI
 from context_engine.storage.changes import IndexDelta, VectorMatrix
 from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.engine import SqlDatabase
+from context_engine.storage.metadata.hot_reads import HotRead
 from context_engine.storage.metadata.tables import (
     CHANGES,
     GENERATIONS,
@@ -51,6 +52,7 @@ _PRUNE_EVERY = 1_000  # prune the log of an account every this many generations
 
 # Built once; lookups by vector id go by primary key alone (see changes_since); callers check the account.
 _GET_GENERATION = select(GENERATIONS.c.generation).where(GENERATIONS.c.account_id == bindparam("account_id"))
+_HOT_GENERATION = HotRead(lambda _: _GET_GENERATION)  # read twice by every search (hot_reads.py)
 _GET_VECTOR_TEXTS = select(
     VECTORS.c.id, VECTORS.c.account_id, VECTORS.c.text, VECTORS.c.breadcrumb, VECTORS.c.context
 ).where(VECTORS.c.id.in_(bindparam("ids", expanding=True)))
@@ -201,13 +203,13 @@ class VectorRows(SqlDatabase):
         also those of other processes, and never reflects uncommitted writes, so a value is never reused after a
         rollback (docs/derived_indexes.md).
         """
+        # committed data only, also inside a transaction: the hot read's pooled connection, never the session
         self._check_open()
         try:
-            with self._engine.connect() as conn:  # a Core connection: a third of a Session's cost per read
-                found = conn.execute(_GET_GENERATION, {"account_id": account_id}).scalar()
+            rows = _HOT_GENERATION.rows(self._engine, {"account_id": account_id})
         except SQLAlchemyError as err:
             raise self._storage_error(err, "read") from err
-        return int(found or 0)
+        return int(rows[0][0] or 0) if rows else 0
 
     def changes_since(
         self,
