@@ -320,12 +320,15 @@ def test_search_many_returns_what_each_search_returns(flts, query, top_k):
     index.upsert(docs)
     many = index.search_many(query, top_k, flts)
     bare = index.search_many(query, top_k, flts, with_text=False)
-    assert len(many) == len(bare) == len(flts)
-    for flt, got, without in zip(flts, many, bare, strict=True):
+    scores = index.scores_many(query, top_k, flts)
+    assert len(many) == len(bare) == len(scores) == len(flts)
+    for flt, got, without, scored in zip(flts, many, bare, scores, strict=True):
         alone = index.search(query, top_k, flt)
         assert [(h.id, h.score, h.text) for h in got] == [(h.id, h.score, h.text) for h in alone]
         assert [(h.id, h.score, h.coverage) for h in without] == [(h.id, h.score, h.coverage) for h in alone]
         assert all(h.text == "" for h in without)
+        # the fusion's reduced hits: the same records, order and scores
+        assert [tuple(h) for h in scored] == [(h.id, h.uri, h.score, h.coverage, h.matched) for h in alone]
 
 
 def test_search_many_rejects_filters_of_two_accounts():

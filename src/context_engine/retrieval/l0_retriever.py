@@ -33,7 +33,7 @@ from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import TypedQuery
 from context_engine.schema.similarity import DEFAULT_DENSE_WEIGHT, IDENTITY, SimilarityScale
 from context_engine.settings import KeywordSettings, SeedSettings
-from context_engine.storage.keyword.bm25_index import KeywordHit
+from context_engine.storage.keyword.bm25_index import KeywordScore
 from context_engine.storage.protocols import Embedder, MetadataStore
 from context_engine.storage.vector.l0_source import L0Source
 from context_engine.storage.vector.scoring import L0Match
@@ -44,15 +44,9 @@ __all__ = ["L0Retriever"]
 class KeywordSearch(Protocol):
     """BM25 over level-0 abstracts (``storage.keyword.BM25Index``)."""
 
-    def search_many(
-        self,
-        query: str,
-        top_k: int,
-        flts: Sequence[VectorFilter],
-        *,
-        generation: int | None = None,
-        with_text: bool = True,
-    ) -> list[list[KeywordHit]]: ...
+    def scores_many(
+        self, query: str, top_k: int, flts: Sequence[VectorFilter], *, generation: int | None = None
+    ) -> list[list[KeywordScore]]: ...
 
 
 class L0Retriever:
@@ -212,11 +206,11 @@ class L0Retriever:
         )
         return fused, first
 
-    def _dense_weight(self, tq: TypedQuery, keyword: list[KeywordHit], base: float, run: SearchRun) -> float:
+    def _dense_weight(self, tq: TypedQuery, keyword: list[KeywordScore], base: float, run: SearchRun) -> float:
         """The dense weight ``w`` of a typed query's fusion: ``base`` (``keyword.dense_weight``, the model's tuned
         weight), raised to ``retrieval.seed.lexical_gap_dense_weight`` for a **memory** typed query when BM25 finds
         little of the query in any memory: no hit holds ``lexical_gap_share`` of the query's information
-        (``KeywordHit.matched``: the Lucene idf of the query tokens a record holds, over their sum; whatever the
+        (``KeywordScore.matched``: the Lucene idf of the query tokens a record holds, over their sum; whatever the
         record's length). A question about a person asked in other words than their memory ("What does the user
         cook in bulk at the weekend?" for "Sundays are meal prep day, usually a big batch of chilli") shares only
         incidental words with the memories ("user", "weekend"), and at the tuned weight those decide the order; the
@@ -248,10 +242,10 @@ class L0Retriever:
         filters: Sequence[VectorFilter],
         dense: Sequence[list[L0Match]],
         run: SearchRun,
-    ) -> list[list[KeywordHit] | None]:
+    ) -> list[list[KeywordScore] | None]:
         """Each typed query's BM25 list (``None`` where BM25 failed: a warning, dense seeds only). Typed queries of
         one text (the planner's usual plan: one per context type) share one scoring of the postings
-        (``BM25Index.search_many``); texts are not read (``_resolve`` takes them from the scorer)."""
+        (``BM25Index.scores_many``: URIs and scores only; ``_resolve`` takes the texts from the scorer)."""
         assert self._keyword is not None
         ks = self._ks
         depths = [
@@ -261,15 +255,11 @@ class L0Retriever:
         by_text: dict[str, list[int]] = {}
         for i, tq in enumerate(typed_queries):
             by_text.setdefault(tq.text, []).append(i)
-        out: list[list[KeywordHit] | None] = [None] * len(typed_queries)
+        out: list[list[KeywordScore] | None] = [None] * len(typed_queries)
         for text, group in by_text.items():
             try:
-                lists = self._keyword.search_many(
-                    text,
-                    max(depths[i] for i in group),
-                    [filters[i] for i in group],
-                    generation=run.generation,
-                    with_text=False,
+                lists = self._keyword.scores_many(
+                    text, max(depths[i] for i in group), [filters[i] for i in group], generation=run.generation
                 )
             except ContextEngineError as err:
                 run.trace.warn(err.code, f"BM25 search failed ({err.message[:120]}); dense seeds only", stage="seed")
@@ -283,7 +273,7 @@ class L0Retriever:
         tq: TypedQuery,
         flt: VectorFilter,
         dense: list[L0Match],
-        keyword: list[KeywordHit],
+        keyword: list[KeywordScore],
         run: SearchRun,
         speakers: frozenset[str] | None,
         named: set[str],

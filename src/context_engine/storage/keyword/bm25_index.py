@@ -69,7 +69,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -86,7 +86,7 @@ from context_engine.storage.keyword.bm25_partition import BM25Account, Partition
 from context_engine.storage.keyword.content_words import carries_content
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
-__all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "keyword_text"]
+__all__ = ["BM25Index", "KeywordDoc", "KeywordHit", "KeywordScore", "keyword_text"]
 
 _FORMAT_VERSION = 1
 _LOG = logging.getLogger(__name__)
@@ -184,6 +184,18 @@ class KeywordHit(BaseModel):
     chunk_index: int
     text: str
     breadcrumb: str = ""
+
+
+class KeywordScore(NamedTuple):
+    """A keyword hit reduced to what a fusion reads (:meth:`BM25Index.scores_many`): the record's ``id`` and ``uri``
+    and the scores of :class:`KeywordHit` (``score``, ``coverage``, ``matched``), without decoding the other columns
+    or building a model (search_memory ranks ~60 of them a request, issue 26)."""
+
+    id: str
+    uri: str
+    score: float
+    coverage: float
+    matched: float
 
 
 def _partitions_of_matrix(
@@ -500,6 +512,51 @@ class BM25Index(DerivedIndex[BM25Account]):
             ValueError: when the filters name different accounts.
             ContextEngineError: ``RET-5001`` (retryable) when scoring or reading the store fails.
         """
+        account_id = flts[0].account_id if flts else ""
+        out: list[list[KeywordHit]] = []
+        for found in self._found(query, top_k, flts, generation):
+            if with_text:
+                out.append(self._hits(account_id, found))
+            else:
+                out.append(
+                    [
+                        _hit(view.part.row(row), score, view.bound, ("", ""), matched)
+                        for score, _, view, row, matched in found
+                    ]
+                )
+        return out
+
+    def scores_many(
+        self, query: str, top_k: int, flts: Sequence[VectorFilter], *, generation: int | None = None
+    ) -> list[list[KeywordScore]]:
+        """:meth:`search_many` without texts (``with_text=False``), each hit reduced to a :class:`KeywordScore`:
+        the same records, order and scores, at the captured generation (a record deleted since included).
+
+        Raises:
+            ValueError: when the filters name different accounts.
+            ContextEngineError: ``RET-5001`` (retryable) when scoring fails.
+        """
+        out: list[list[KeywordScore]] = []
+        for found in self._found(query, top_k, flts, generation):
+            hits: list[KeywordScore] = []
+            for score, rid, view, row, matched in found:
+                bound = view.bound
+                hits.append(
+                    KeywordScore(
+                        rid,
+                        view.part.uris[row],
+                        score,
+                        min(1.0, score / bound) if bound > 0 else 0.0,
+                        min(1.0, matched / bound) if bound > 0 else 0.0,
+                    )
+                )
+            out.append(hits)
+        return out
+
+    def _found(
+        self, query: str, top_k: int, flts: Sequence[VectorFilter], generation: int | None
+    ) -> list[list[tuple[float, str, PartitionView, int, float]]]:
+        """Each filter's best ``top_k`` as ``(score, id, view, row, matched)``, best first (ties by id)."""
         if not flts:
             return []
         if len({f.account_id for f in flts}) > 1:
@@ -509,12 +566,11 @@ class BM25Index(DerivedIndex[BM25Account]):
         q_tokens = self.tokenizer(query)
         if not q_tokens:
             return [[] for _ in flts]
-        account_id = flts[0].account_id
         try:
-            account = self._current(account_id, generation)
+            account = self._current(flts[0].account_id, generation)
             if account is None:
                 return [[] for _ in flts]
-            return self._search_account(account, q_tokens, top_k, flts, with_text=with_text)
+            return self._search_account(account, q_tokens, top_k, flts)
         except ContextEngineError as err:
             if err.code == ErrorCode.VECTOR_SEARCH_FAILED:
                 raise
@@ -528,12 +584,9 @@ class BM25Index(DerivedIndex[BM25Account]):
         q_tokens: list[str],
         top_k: int,
         flts: Sequence[VectorFilter],
-        *,
-        with_text: bool,
-    ) -> list[list[KeywordHit]]:
-        """The body of :meth:`search_many` on one loaded account: capture the partitions' views under the lock,
-        score once, one best-first hit list per filter."""
-        account_id = flts[0].account_id
+    ) -> list[list[tuple[float, str, PartitionView, int, float]]]:
+        """The body of :meth:`_found` on one loaded account: capture the partitions' views under the lock, score
+        once, one best-first list per filter."""
         with account.view_lock:
             views = [
                 part.capture(q_tokens, [f if f.levels is None or level in f.levels else None for f in flts])
@@ -545,19 +598,10 @@ class BM25Index(DerivedIndex[BM25Account]):
             if view is not None:
                 for i, tops in enumerate(view.top(top_k, self.settings)):
                     found[i].extend((s, rid, view, r, m) for s, rid, r, m in tops)
-        out: list[list[KeywordHit]] = []
         for hits in found:
             hits.sort(key=lambda h: (-h[0], h[1]))
-            if with_text:
-                out.append(self._hits(account_id, hits[:top_k]))
-            else:
-                out.append(
-                    [
-                        _hit(view.part.row(row), score, view.bound, ("", ""), matched)
-                        for score, _, view, row, matched in hits[:top_k]
-                    ]
-                )
-        return out
+            del hits[top_k:]
+        return found
 
     def _hits(self, account_id: str, found: list[tuple[float, str, PartitionView, int, float]]) -> list[KeywordHit]:
         texts: dict[str, tuple[str, str]] = {}
