@@ -153,6 +153,26 @@ def test_equal_and_prefix_rows_compare_bytes_like_str(values: list[str], head: i
         strings._MATCH_DECODED = default
 
 
+@given(
+    st.lists(st.sampled_from(["a", "b", "é"]), min_size=1, max_size=30),
+    st.lists(st.sampled_from(["0", "1", "中"]), min_size=1, max_size=12),
+)
+def test_long_values_that_differ_before_or_inside_the_probe_compare_like_str(
+    heads: list[str], tails: list[str]
+) -> None:
+    # values of one length that differ only in their first bytes, or only in their last ones (the probed bytes)
+    values = [f"ctx://resources/{h * 8}/{t * 6}.md" for h in heads for t in tails]
+    values += [f"ctx://resources/{heads[0] * 8}/{tails[0] * 6}.md"]  # a repeated value
+    col = packed(values, head=len(values) // 2)
+    rows = np.arange(len(values))
+    for probe in {values[0], values[-2], f"ctx://resources/{'b' * 8}/{'1' * 6}.md", values[0][:-1] + "x"}:
+        assert col.equal_rows(rows, probe).tolist() == [i for i, v in enumerate(values) if v == probe]
+        prefix = probe[: len(probe) - 4]
+        assert col.prefix_rows(prefix, 0, len(values)).tolist() == [
+            i for i, v in enumerate(values) if v.startswith(prefix)
+        ]
+
+
 def test_equal_rows_compares_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(strings, "_MATCH_CHUNK_BYTES", 16)
     values = [f"ctx://resources/d/{i % 7}.md" for i in range(100)]

@@ -19,6 +19,7 @@ __all__ = ["HashedIds", "PackedStrings", "best_by_score"]
 _ERRORS = "surrogatepass"  # any Python str round-trips, a lone surrogate included
 _MATCH_CHUNK_BYTES = 1 << 20  # bytes gathered at once when comparing rows to a value
 _MATCH_DECODED = 24  # up to this many rows are compared one by one (cheaper than the vectorised comparison)
+_MATCH_PROBE = 8  # bytes at the end of a value compared first (_matches)
 
 
 def _part(data: np.ndarray, offsets: np.ndarray) -> tuple[memoryview, memoryview, np.ndarray, np.ndarray]:
@@ -29,7 +30,25 @@ def _part(data: np.ndarray, offsets: np.ndarray) -> tuple[memoryview, memoryview
 
 
 def _matches(data: np.ndarray, starts: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Whether ``data[start:start + len(want)] == want`` for each start (every row at least that long)."""
+    """Whether ``data[start:start + len(want)] == want`` for each start (every row at least that long).
+
+    Values longer than :data:`_MATCH_PROBE` bytes are probed on their last ``_MATCH_PROBE`` bytes first and compared
+    whole only where those agree: the URIs of one directory share everything up to the file name, so the probe
+    rules out nearly every row after reading an eighth of the bytes or less (issue 26)."""
+    width = want.shape[0]
+    if width > 2 * _MATCH_PROBE and starts.shape[0] > 1:
+        probe = np.arange(width - _MATCH_PROBE, width, dtype=np.int64)
+        ends = data[starts[:, None] + probe].view(np.uint64)[:, 0]  # the probe's 8 bytes as one integer a row
+        agree = np.flatnonzero(ends == want[-_MATCH_PROBE:].view(np.uint64)[0])
+        keep = np.zeros(starts.shape[0], dtype=bool)
+        if agree.size:
+            keep[agree] = _whole(data, starts[agree], want)
+        return keep
+    return _whole(data, starts, want)
+
+
+def _whole(data: np.ndarray, starts: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """:func:`_matches` comparing every byte, in chunks of ``_MATCH_CHUNK_BYTES``."""
     width = want.shape[0]
     keep = np.zeros(starts.shape[0], dtype=bool)
     step = max(1, _MATCH_CHUNK_BYTES // width)
