@@ -135,9 +135,9 @@ class NodeRows(SqlDatabase):
         make = NodeHead._make
         if not keys:
             return out
-        rows = self._hot_rows(_HOT_HEADS, {"account_id": account_id}, keys)
-        if rows is not None:
-            return {row[0]: make(row) for row in rows}
+        hot = self._hot_rows(_HOT_HEADS, {"account_id": account_id}, keys)
+        if hot is not None:
+            return {row[0]: make(row) for row in hot}
         with self._read() as s:
             for chunk in chunks(keys):
                 rows = s.execute(_GET_HEADS, {"account_id": account_id, "keys": list(chunk)})
