@@ -130,11 +130,13 @@ class MemoryL0Scorer:
             rows = rows[sub >= kth_largest(sub, depth)]  # keep every row tied with the k-th: ties resolve by URI
         return rows
 
-    def _best(self, space: str, rows: np.ndarray, k: int) -> list[L0Match]:
+    def _best(self, space: str, rows: np.ndarray, k: int, *, candidates: bool = False) -> list[L0Match]:
         """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
-        :func:`rescore_depth` best by its approximate scores, rescored from its float16 vectors)."""
+        :func:`rescore_depth` best by its approximate scores, rescored from its float16 vectors). ``candidates``:
+        ``rows`` already are :meth:`_candidates` of the rows for ``k``."""
         seg, _ = self._view.segments[space]
-        rows = self._candidates(space, rows, k)
+        if not candidates:
+            rows = self._candidates(space, rows, k)
         exact = self._similarity(space, rows.tolist())
         best = best_by_score(exact, seg.uris, k)  # similarity descending, then URI ascending
         return self._matches(space, best, [exact[r] for r in best])
@@ -177,13 +179,15 @@ class MemoryL0Scorer:
             rows = rows[mask[rows]]
             if rows.size:
                 picked.append((parent, space, rows))
+        # each parent's candidates once; a compressed segment's rescored in one exact read for every parent
+        picked = [(parent, space, self._candidates(space, rows, per_parent)) for parent, space, rows in picked]
         by_space: dict[str, list[np.ndarray]] = {}
         for _, space, rows in picked:
             if self._view.segments[space][0].compressed:
-                by_space.setdefault(space, []).append(self._candidates(space, rows, per_parent))
-        for space, parts in by_space.items():  # one exact read for every parent's candidates
+                by_space.setdefault(space, []).append(rows)
+        for space, parts in by_space.items():
             self._similarity(space, np.unique(np.concatenate(parts)).tolist())
-        return {parent: self._best(space, rows, per_parent) for parent, space, rows in picked}
+        return {parent: self._best(space, rows, per_parent, candidates=True) for parent, space, rows in picked}
 
     def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
         return {uri: m.similarity for uri, m in self.matches(flt, uris).items()}
