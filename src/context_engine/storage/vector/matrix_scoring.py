@@ -168,12 +168,15 @@ class MemoryL0Scorer:
         plain = flt.model_copy(update={"parent_uris": None})
         allowed = set(self._spaces(plain.model_copy(update={"uri_prefix": None})))
         picked: list[tuple[str, str, np.ndarray]] = []
+        masks: dict[str, np.ndarray] = {}  # per segment: the filter's key is computed once per call, not per parent
         for parent in sorted(set(parent_uris)):
             space = space_of(parent)
             if space not in allowed:
                 continue
             seg, n = self._view.segments[space]
-            mask = self._mask(space, plain)
+            mask = masks.get(space)
+            if mask is None:
+                mask = masks[space] = self._mask(space, plain)
             rows = np.asarray(seg.children.get(parent, ()), dtype=np.int64)
             rows = rows[rows < n]
             rows = rows[mask[rows]]
@@ -199,14 +202,18 @@ class MemoryL0Scorer:
         plain = flt.model_copy(update={"categories": None, "uri_prefix": None, "parent_uris": None, "doc_ids": None})
         allowed = set(self._spaces(plain))
         rows_of: dict[str, dict[int, str]] = {}
+        masks: dict[str, np.ndarray] = {}
         for uri in sorted(set(uris)):
             space = space_of(uri)
             if space not in allowed:
                 continue
             seg, n = self._view.segments[space]
+            mask = masks.get(space)
+            if mask is None:
+                mask = masks[space] = self._mask(space, plain)
             siblings = seg.children.get(parent_of(uri), ())
             siblings = siblings[siblings < n]
-            siblings = siblings[self._mask(space, plain)[siblings]]  # vectorised: a directory may hold thousands
+            siblings = siblings[mask[siblings]]  # vectorised: a directory may hold thousands
             for r in seg.uris.equal_rows(siblings, uri).tolist():  # compares bytes, decodes no sibling
                 rows_of.setdefault(space, {})[r] = uri
         out: dict[str, L0Match] = {}
