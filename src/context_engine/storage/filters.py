@@ -438,13 +438,35 @@ class RowTable:
         n = self.n if n is None else n
         return self._mask(flt, n, None, self.alive[:n].copy())
 
-    def mask_rows(self, flt: VectorFilter, n: int, rows: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    def mask_rows(
+        self,
+        flt: VectorFilter,
+        n: int,
+        rows: np.ndarray,
+        alive: np.ndarray,
+        gathered: dict[str, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """``mask(flt, n)[rows]`` computed on ``rows`` only (row numbers below ``n``), with ``alive`` a copy of the
-        tombstones below ``n`` taken with ``n``: a search that scored few rows of a large table filters those."""
-        return self._mask(flt, n, rows, alive[rows])
+        tombstones below ``n`` taken with ``n``: a search that scored few rows of a large table filters those.
+        ``gathered``: a dict shared by the calls of one search over the same ``rows`` (several filters), which keeps
+        each column's values of ``rows`` gathered once (a third of BM25's time at 1M nodes went to these gathers)."""
+        if gathered is None:
+            return self._mask(flt, n, rows, alive[rows])
+        live = gathered.get("alive")
+        if live is None:
+            live = gathered["alive"] = alive[rows]
+        return self._mask(flt, n, rows, live.copy(), gathered)
 
-    def _mask(self, flt: VectorFilter, n: int, rows: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
-        """``mask`` (the live flags of every row below ``n``, or of ``rows``) narrowed by ``flt``, in place."""
+    def _mask(
+        self,
+        flt: VectorFilter,
+        n: int,
+        rows: np.ndarray | None,
+        mask: np.ndarray,
+        gathered: dict[str, np.ndarray] | None = None,
+    ) -> np.ndarray:
+        """``mask`` (the live flags of every row below ``n``, or of ``rows``) narrowed by ``flt``, in place;
+        ``gathered`` keeps the columns' values of ``rows`` (see :meth:`mask_rows`)."""
         if flt.account_id != self.account_id:
             return np.zeros(mask.shape[0], dtype=bool)
         for column, field in _FILTER_FIELDS:
@@ -459,10 +481,9 @@ class RowTable:
                 continue  # every value of the column passes (e.g. owner_space in a segment of one space)
             if not lut.any():
                 return np.zeros(mask.shape[0], dtype=bool)
-            col = self.columns[column]
-            mask &= lut[col[:n] if rows is None else col[rows]]
+            mask &= lut[self._column_of(column, self.columns[column], n, rows, gathered)]
         if flt.levels is not None:
-            levels = self.level[:n] if rows is None else self.level[rows]
+            levels = self._column_of("level", self.level, n, rows, gathered)
             picked = np.zeros(mask.shape[0], dtype=bool)
             for level in set(flt.levels):  # one to three levels: cheaper than np.isin, which sorts
                 picked |= levels == level
@@ -471,6 +492,20 @@ class RowTable:
             prefix = self.prefix_mask(flt.uri_prefix, n)
             mask &= prefix if rows is None else prefix[rows]
         return mask
+
+    @staticmethod
+    def _column_of(
+        name: str, column: np.ndarray, n: int, rows: np.ndarray | None, gathered: dict[str, np.ndarray] | None
+    ) -> np.ndarray:
+        """``column`` below ``n``, or at ``rows`` (gathered once per ``gathered`` dict)."""
+        if rows is None:
+            return column[:n]
+        if gathered is None:
+            return column[rows]
+        found = gathered.get(name)
+        if found is None:
+            found = gathered[name] = column[rows]
+        return found
 
     def prefix_mask(self, prefix: str, n: int) -> np.ndarray:
         """Rows below ``n`` whose URI starts with ``prefix``: two bisections over the rows covered by the last sort

@@ -349,12 +349,13 @@ class PartitionView:
         scored = self._scored(settings)
         out: list[list[tuple[float, str, int, float]]] = []
         ids = self.part.ids
+        gathered: dict[str, np.ndarray] = {}  # the candidates' column values, gathered once for every filter
         for flt in self.flts:
             if scored is None or flt is None:
                 out.append([])
                 continue
             cand, scores, matched = scored
-            keep = self.part.mask_rows(flt, self.n, cand, self.alive)
+            keep = self.part.mask_rows(flt, self.n, cand, self.alive, gathered)
             cand, scores, matched = cand[keep], scores[keep], matched[keep]
             if cand.size > top_k:
                 kth = kth_largest(scores, top_k)
