@@ -247,6 +247,35 @@ def test_a_second_index_opens_from_the_file_with_identical_results(store, tmp_pa
     assert (second.loads, second.file_loads, second.rows_loaded, second.rows_applied) == (0, 1, 0, 0)
     assert {seg.layout for seg, _ in second.view(ACC).segments.values()} == {layout}  # type: ignore[union-attr]
     assert results(l0(store, None, **kw)) == expected  # and a load from the store without files agrees
+    built, read = (ix.view(ACC).segments for ix in (l0(store, None, **kw), second))  # type: ignore[union-attr]
+    for space, (seg, _) in read.items():
+        # a projected segment reads its float16 rows from the file, not the map; its int8 copies are the built ones
+        assert (seg.far is not None) == (layout == "projected")
+        if seg.far is not None:
+            live = np.flatnonzero(seg.alive[: seg.n])
+            np.testing.assert_array_equal(seg.far.rows(live[::-1]), seg.full[live[::-1]])
+            np.testing.assert_array_equal(seg.q8[: seg.n][live], built[space][0].q8[live])  # type: ignore[index]
+
+
+def test_file_rows_read_rows_of_the_file_as_opened(store, tmp_path):
+    files = DerivedFiles(tmp_path / "derived", store)
+    full = unit(3, 50).astype(np.float16)
+    files.save("l0", "acc", 1, {}, {}, {"a": np.arange(3, dtype=np.int64), "full": full})
+    snap = files.load("l0", "acc", {})
+    far = snap.file_rows("full")
+    assert far is not None and far.shape == full.shape and far.dtype == np.float16
+    at = np.array([49, 0, 7, 7, 12])
+    np.testing.assert_array_equal(far.rows(at), full[at])
+    np.testing.assert_array_equal(far.whole(), full)
+    assert far.rows(np.zeros(0, dtype=np.int64)).shape == (0, full.shape[1])
+    for bad in ([50], [-1]):
+        with pytest.raises(IndexError):
+            far.rows(np.array(bad))
+    assert snap.file_rows("a") is None and snap.file_rows("missing") is None  # 1-D, absent
+    # a later save replaces the path; rows already opened still come from the file they were opened from
+    files.save("l0", "acc", 2, {}, {}, {"a": np.arange(3, dtype=np.int64), "full": -full})
+    np.testing.assert_array_equal(far.rows(at), full[at])
+    np.testing.assert_array_equal(files.load("l0", "acc", {}).file_rows("full").rows(at), -full[at])
 
 
 def test_foreign_writes_after_the_save_are_caught_up_from_the_change_log(store, tmp_path):
@@ -333,18 +362,21 @@ def test_many_applied_rows_write_the_file_again(store, tmp_path):
     assert files.load("l0", ACC, index._params()).generation == store.account_generation(ACC)
 
 
-def test_an_account_opened_from_a_file_keeps_taking_writes(store, tmp_path):
+@pytest.mark.parametrize("layout", ["float32", "projected"])
+def test_an_account_opened_from_a_file_keeps_taking_writes(store, tmp_path, layout):
+    kw: dict = {} if layout == "float32" else {"compress_rows": 20, "compress_dims": 8}
     store.put_vectors(records(40))
-    first = l0(store, tmp_path / "derived")
+    first = l0(store, tmp_path / "derived", **kw)
     first.view(ACC)
     first.close()
-    second = l0(store, tmp_path / "derived")
+    second = l0(store, tmp_path / "derived", **kw)
     second.view(ACC)
     for round_ in range(3):  # appends grow the arrays read from the file; deletes write tombstones into them
         second.upsert(records(30, seed=20 + round_, prefix=f"g{round_}-"))
         second.delete([f"r{i:05d}" for i in range(round_, 40, 5)])
-        assert results(second) == results(l0(store, None))
+        assert results(second) == results(l0(store, None, **kw))
     assert second.loads == 0
+    assert {seg.layout for seg, _ in second.view(ACC).segments.values()} == {layout}  # type: ignore[union-attr]
 
 
 def test_has_file_judges_the_header(store, tmp_path):

@@ -362,6 +362,42 @@ def test_rows_moving_between_owner_spaces_stay_in_one_segment(
     assert index.loads == int(not from_file)
 
 
+def test_quantize_keeps_each_component_within_half_a_step() -> None:
+    from context_engine.storage.vector.matrix_segment import quantize
+
+    vectors = clustered(19, 700, 64).astype(np.float16)
+    vectors[3] = 0  # a zero row gets scale 1 and zero codes
+    q, scale = quantize(vectors)
+    assert q.dtype == np.int8 and q.shape == (700, 64) and scale.dtype == np.float32 and scale.shape == (700,)
+    assert scale[3] == 1.0 and not q[3].any()
+    wide = vectors.astype(np.float32)
+    assert np.all(np.abs(q.astype(np.float32) * scale[:, None] - wide) <= scale[:, None] / 2 + 1e-7)
+    assert np.all(np.abs(q).max(axis=1)[np.arange(700) != 3] == 127)  # the largest component uses the whole range
+    chunked = np.concatenate([quantize(vectors[i : i + 300])[0] for i in range(0, 700, 300)])
+    np.testing.assert_array_equal(chunked, q)  # row by row: the same codes however the rows are batched
+
+
+def test_a_compressed_segment_picks_its_rescored_rows_by_int8_scores_close_to_float16(
+    store: SqlMetadataStore,
+) -> None:
+    from context_engine.storage.vector.matrix_segment import refine_depth, rescore_depth
+
+    dim = 64
+    vectors = clustered(20, 2_000, dim)
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(2_000)])
+    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16)
+    seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
+    assert seg.q8 is not None and seg.q8.shape[1] == dim
+    rows = np.arange(2_000)
+    for q in clustered(21, 20, dim):
+        fine, exact = seg.fine(rows, q), seg.exact(rows, q)
+        bound = seg.q8_scale[rows] / 2 * np.abs(q).sum() + 1e-5  # each component within half a step (float32 sums)
+        assert np.all(np.abs(fine - exact) <= bound)
+        top = set(np.argsort(-exact)[:10].tolist())  # the float16 top 10 lie within the int8 top refine_depth(10)
+        assert top <= set(np.argsort(-fine)[: refine_depth(10)].tolist())
+    assert 10 < refine_depth(10) < rescore_depth(10) and refine_depth(1) >= 10
+
+
 def test_widen_gives_astypes_float32_for_every_float16_value() -> None:
     from context_engine.storage.vector.matrix_segment import widen
 

@@ -17,7 +17,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter
 from context_engine.storage.selection import kth_largest
 from context_engine.storage.strings import best_by_score
-from context_engine.storage.vector.matrix_segment import MatrixView, rescore_depth
+from context_engine.storage.vector.matrix_segment import MatrixView, refine_depth, rescore_depth
 from context_engine.storage.vector.scoring import L0Match, ordered, parent_of, space_of
 
 __all__ = ["MemoryL0Scorer"]
@@ -130,13 +130,25 @@ class MemoryL0Scorer:
             rows = rows[sub >= kth_largest(sub, depth)]  # keep every row tied with the k-th: ties resolve by URI
         return rows
 
-    def _best(self, space: str, rows: np.ndarray, k: int, *, candidates: bool = False) -> list[L0Match]:
-        """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
-        :func:`rescore_depth` best by its approximate scores, rescored from its float16 vectors). ``candidates``:
-        ``rows`` already are :meth:`_candidates` of the rows for ``k``."""
+    def _refined(self, space: str, rows: np.ndarray, k: int, fine: np.ndarray | None = None) -> np.ndarray:
+        """Of a compressed segment's :meth:`_candidates` ``rows`` for ``k`` wanted, those its float16 vectors
+        rescore: the :func:`refine_depth` best by the int8 scores (:meth:`MatrixSegment.fine`; ``fine``: those of
+        ``rows``, when already read), with every row tied with the last. Any other segment: ``rows``."""
         seg, _ = self._view.segments[space]
-        if not candidates:
-            rows = self._candidates(space, rows, k)
+        depth = refine_depth(k)
+        if not seg.compressed or rows.size <= depth:
+            return rows
+        if fine is None:
+            fine = seg.fine(rows, self._query)
+        return rows[fine >= kth_largest(fine, depth)]
+
+    def _best(self, space: str, rows: np.ndarray, k: int, *, ready: bool = False) -> list[L0Match]:
+        """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
+        :func:`rescore_depth` best by its approximate scores, of those the :func:`refine_depth` best by its int8
+        scores, rescored from its float16 vectors). ``ready``: ``rows`` already are those to rescore."""
+        seg, _ = self._view.segments[space]
+        if not ready:
+            rows = self._refined(space, self._candidates(space, rows, k), k)
         exact = self._similarity(space, rows.tolist())
         best = best_by_score(exact, seg.uris, k)  # similarity descending, then URI ascending
         return self._matches(space, best, [exact[r] for r in best])
@@ -182,15 +194,36 @@ class MemoryL0Scorer:
             rows = rows[mask[rows]]
             if rows.size:
                 picked.append((parent, space, rows))
-        # each parent's candidates once; a compressed segment's rescored in one exact read for every parent
+        # each parent's candidates once
         picked = [(parent, space, self._candidates(space, rows, per_parent)) for parent, space, rows in picked]
+        refined = self._refined_many(picked, per_parent)
+        return {parent: self._best(space, rows, per_parent, ready=True) for parent, space, rows in refined}
+
+    def _refined_many(self, picked: list[tuple[str, str, np.ndarray]], k: int) -> list[tuple[str, str, np.ndarray]]:
+        """:meth:`_refined` of each ``(key, space, candidates)``, with a compressed segment's int8 scores read once
+        for every key's candidates and those kept rescored in one float16 read (cached for :meth:`_best`)."""
+        depth = refine_depth(k)
         by_space: dict[str, list[np.ndarray]] = {}
         for _, space, rows in picked:
-            if self._view.segments[space][0].compressed:
+            if self._view.segments[space][0].compressed and rows.size > depth:
                 by_space.setdefault(space, []).append(rows)
+        fine: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for space, parts in by_space.items():
+            union = np.unique(np.concatenate(parts))
+            fine[space] = (union, self._view.segments[space][0].fine(union, self._query))
+        refined = []
+        for parent, space, rows in picked:
+            if space in fine and rows.size > depth:
+                union, scores = fine[space]
+                rows = self._refined(space, rows, k, scores[np.searchsorted(union, rows)])
+            refined.append((parent, space, rows))
+        exact: dict[str, list[np.ndarray]] = {}
+        for _, space, rows in refined:
+            if self._view.segments[space][0].compressed:
+                exact.setdefault(space, []).append(rows)
+        for space, parts in exact.items():
             self._similarity(space, np.unique(np.concatenate(parts)).tolist())
-        return {parent: self._best(space, rows, per_parent, candidates=True) for parent, space, rows in picked}
+        return refined
 
     def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
         return {uri: m.similarity for uri, m in self.matches(flt, uris).items()}

@@ -22,7 +22,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import VectorMatrix
 from context_engine.storage.derived.base import DerivedAccount
-from context_engine.storage.derived_files import Snapshot
+from context_engine.storage.derived_files import FileRows, Snapshot
 from context_engine.storage.filters import RowFields, RowTable, ValueCodes
 from context_engine.storage.strings import HashedIds, PackedStrings
 
@@ -33,6 +33,8 @@ __all__ = [
     "MatrixSegment",
     "MatrixView",
     "fit_projection",
+    "quantize",
+    "refine_depth",
     "rescore_depth",
     "row_of_record",
     "rows_of_matrix",
@@ -107,6 +109,28 @@ def widen(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float32, copy=False)
 
 
+_QUANTIZE_CHUNK = 65_536  # rows converted at once: bounds the float32 temporaries of a large compaction
+
+
+def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 copies of ``vectors`` (``(n, dim)`` float16 or float32) with one float32 scale a row: ``q = rint(v / s)``,
+    ``s = max|v| / 127`` (symmetric scalar quantisation, as in Jacob et al., *Quantization and Training of Neural
+    Networks for Efficient Integer-Arithmetic-Only Inference*, CVPR 2018, with one scale per vector), so ``s * q``
+    is within ``s / 2`` of each component. Returns ``(q (n, dim) int8, s (n,) float32)``; a zero row gets scale 1.
+    A compressed segment quantises its float16 vectors, so a segment built, compacted or restored holds the same
+    codes."""
+    n = len(vectors)
+    q = np.empty((n, vectors.shape[1] if vectors.ndim == 2 else 0), dtype=np.int8)
+    scale = np.empty(n, dtype=np.float32)
+    for start in range(0, n, _QUANTIZE_CHUNK):
+        v = widen(vectors[start : start + _QUANTIZE_CHUNK])
+        peak = np.abs(v).max(axis=1) if v.shape[1] else np.zeros(len(v), dtype=np.float32)
+        s = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        q[start : start + len(v)] = np.clip(np.rint(v / s[:, None]), -127, 127)
+        scale[start : start + len(v)] = s
+    return q, scale
+
+
 PROJECT_MIN_ROWS = 0
 """Default ``project_rows``: every segment of a compressed account holds projections. A segment below
 ``project_rows`` keeps float16 vectors only and is scanned from them: 1,024 instead of 1,536 bytes a row, but a
@@ -127,9 +151,13 @@ class MatrixSegment(RowTable):
       ``full`` holds them as float16, ``(capacity, dim)``, and ``vectors`` is ``None``; a scan converts them (2 * dim
       bytes a row).
     * projected (any other segment of a compressed account, ``projection`` of shape ``(dim, r)``): ``vectors``
-      holds the projections, ``(capacity, r)`` float32, and ``full`` the float16 vectors:
-      4 * r + 2 * dim bytes a row (1,536 instead of 2,048 at 512 -> 128). A projected score is an approximation used
-      to pick :func:`rescore_depth` candidates, which :meth:`exact` rescores from ``full`` in memory.
+      holds the projections, ``(capacity, r)`` float32, ``full`` the float16 vectors and ``q8`` / ``q8_scale``
+      their int8 copies (:func:`quantize`): 4 * r + 3 * dim + 4 bytes a row. A projected score is an approximation
+      used to pick :func:`rescore_depth` candidates; :meth:`fine` scores those from the int8 copies, and the
+      :func:`refine_depth` best of them are rescored by :meth:`exact` from the float16 vectors. A segment read back
+      from a derived file reads those few float16 rows from the file (``far``, :class:`FileRows`: ``pread``, not the
+      map), so a search keeps the projections and the int8 copies resident (2.5 KB -> 1 KB a row less than the
+      float16 rows it would otherwise page in), not the float16 vectors.
 
     Float16 rounding moves a cosine of unit vectors by at most 2**-11 ~ 4.9e-4 (a relative error of 2**-11 per
     component, Cauchy-Schwarz; measured at most 5.9e-5 on 489k vectors of the default model). Rescoring read the
@@ -150,11 +178,17 @@ class MatrixSegment(RowTable):
         self.projection = projection
         self.vectors: np.ndarray | None = None
         self.full: np.ndarray | None = None
+        self.q8: np.ndarray | None = None
+        self.q8_scale: np.ndarray | None = None
+        self.far: FileRows | None = None  # ``full`` in a derived file, read by row (restored segments only)
         if projection is not None or not half:
             width = dim if projection is None else int(projection.shape[1])
             self.vectors = np.zeros((capacity, width), dtype=np.float32)
         if projection is not None or half:
             self.full = np.zeros((capacity, dim), dtype=np.float16)
+        if projection is not None:
+            self.q8 = np.zeros((capacity, dim), dtype=np.int8)
+            self.q8_scale = np.zeros(capacity, dtype=np.float32)
         self.texts = PackedStrings()
         self.breadcrumbs = PackedStrings()
         super().__init__(account_id, capacity)
@@ -173,11 +207,13 @@ class MatrixSegment(RowTable):
         def grown(old: np.ndarray | None) -> np.ndarray | None:
             if old is None:
                 return None
-            new = np.zeros((capacity, old.shape[1]), dtype=old.dtype)
+            new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
             new[: self.n] = old[: self.n]
             return new
 
         self.vectors, self.full = grown(self.vectors), grown(self.full)
+        self.q8, self.q8_scale = grown(self.q8), grown(self.q8_scale)
+        self.far = None  # the float16 rows are in memory now, and new rows are not in the file
 
     def scan(self, query: np.ndarray, n: int) -> np.ndarray:
         """Scores of ``query`` (unit, ``(dim,)`` float32) against every row below ``n``, float32 ``(n,)`` clipped to
@@ -201,10 +237,21 @@ class MatrixSegment(RowTable):
 
     def exact(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of ``query`` (unit, ``(dim,)``) to ``rows`` (row numbers), float32 clipped to
-        [-1, 1]: from the float32 vectors, or the float16 ones (within 4.9e-4)."""
+        [-1, 1]: from the float32 vectors, or the float16 ones (within 4.9e-4; read from the file when ``far``)."""
+        if self.far is not None:
+            return np.clip(widen(self.far.rows(rows)) @ query, -1.0, 1.0)
         stored = self.vectors if self.full is None else self.full
         assert stored is not None
         return np.clip(widen(stored[rows]) @ query, -1.0, 1.0)
+
+    def fine(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Scores of ``rows`` from the int8 copies (a projected segment; :meth:`exact` for any other), float32
+        clipped to [-1, 1]: within ``sum(s/2 * |query|)`` <= ~1e-3 of the float16 score for unit vectors (s the
+        row's scale), measured 1.1e-3 at most on the 100k bench home; used to pick which rows :meth:`exact`
+        rescores, never returned as a score."""
+        if self.q8 is None or self.q8_scale is None:
+            return self.exact(rows, query)
+        return np.clip((self.q8[rows].astype(np.float32) @ query) * self.q8_scale[rows], -1.0, 1.0)
 
     def add(self, rows: Sequence[MatrixRow], vectors: np.ndarray) -> None:
         """Append rows with their unit vectors (shape ``(len(rows), dim)``) and publish them."""
@@ -228,6 +275,9 @@ class MatrixSegment(RowTable):
             self.vectors[new.start : new.stop] = stored
         if self.full is not None:
             self.full[new.start : new.stop] = full
+        if self.q8 is not None and self.q8_scale is not None:
+            assert full is not None
+            self.q8[new.start : new.stop], self.q8_scale[new.start : new.stop] = quantize(full)
         self.texts.extend([r.text for r in rows])
         self.breadcrumbs.extend([r.breadcrumb for r in rows])
         self.publish(new)
@@ -256,7 +306,11 @@ class MatrixSegment(RowTable):
         if self.vectors is not None:
             arrays[prefix + "vectors"] = self.vectors[:n]
         if self.full is not None:
-            arrays[prefix + "full"] = self.full[:n]
+            # a restored segment's float16 rows through a map of their own, dropped after the save (not the
+            # segment's map, whose pages a search then keeps resident)
+            arrays[prefix + "full"] = self.far.whole()[:n] if self.far is not None else self.full[:n]
+        if self.q8 is not None and self.q8_scale is not None:
+            arrays[prefix + "q8"], arrays[prefix + "q8_scale"] = self.q8[:n], self.q8_scale[:n]
         for name, column in (("texts", self.texts), ("breadcrumbs", self.breadcrumbs)):
             arrays[f"{prefix}{name}.utf8"], arrays[f"{prefix}{name}.byte_offsets"] = column.arrays(n)
         return meta, arrays
@@ -282,6 +336,13 @@ class MatrixSegment(RowTable):
             if full.shape != (seg.n, dim) or full.dtype != np.float16:
                 raise ValueError("segment float16 vectors do not match its rows")
             seg.full = full
+        if seg.q8 is not None:
+            q8, scale = arrays.get(prefix + "q8"), arrays.get(prefix + "q8_scale")
+            if q8 is None or scale is None or q8.shape != (seg.n, dim) or q8.dtype != np.int8:
+                raise ValueError("segment int8 vectors do not match its rows")
+            if scale.shape != (seg.n,) or scale.dtype != np.float32:
+                raise ValueError("segment int8 vectors do not match its rows")
+            seg.q8, seg.q8_scale = q8, scale
         seg.texts = PackedStrings.from_arrays(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.byte_offsets"])
         seg.breadcrumbs = PackedStrings.from_arrays(
             arrays[prefix + "breadcrumbs.utf8"], arrays[prefix + "breadcrumbs.byte_offsets"]
@@ -296,7 +357,7 @@ class MatrixSegment(RowTable):
         live = np.flatnonzero(self.alive[: self.n])
         rows = [self.row(int(r)) for r in live]
         if self.full is not None:
-            full = self.full[live]
+            full = (self.far.whole() if self.far is not None else self.full)[live]
             if projection is None and not half:
                 raise ValueError("a float16 segment cannot be compacted into float32")
         else:
@@ -456,6 +517,8 @@ class MatrixAccount(DerivedAccount):
         for i, (space, seg_meta) in enumerate(zip(meta["spaces"], meta["segments"], strict=True)):
             assert account.dim is not None
             seg = MatrixSegment.restored(account_id, account.dim, account.projection, seg_meta, snap.arrays, f"s{i}.")
+            if seg.compressed:
+                seg.far = snap.file_rows(f"s{i}.full")
             account.segments[space] = seg
         account.space_of = _SpaceOf(account, built=False)  # built from the segments when a write first needs it
         return account
@@ -540,7 +603,7 @@ class MatrixView:
                 continue
             scores = seg.score_rows(rows, query)
             if seg.compressed:
-                rows, scores = self.rescore(seg, rows, scores, query, rescore_depth(top_k))
+                rows, scores = self.rescore(seg, rows, scores, query, top_k)
             k = min(top_k, rows.size)
             if k < rows.size:
                 kth = scores[np.argpartition(-scores, k - 1)[:k]].min()
@@ -551,13 +614,15 @@ class MatrixView:
         return [_hit(seg.row(row), score) for score, _, seg, row in found[:top_k]]
 
     def rescore(
-        self, seg: MatrixSegment, rows: np.ndarray, approx: np.ndarray, query: np.ndarray, depth: int
+        self, seg: MatrixSegment, rows: np.ndarray, approx: np.ndarray, query: np.ndarray, top_k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``depth`` best ``rows`` by ``approx`` with their scores from the full vectors
-        (:meth:`MatrixSegment.exact`)."""
-        if rows.size > depth:
-            keep = np.argpartition(-approx, depth - 1)[:depth]
-            rows = rows[keep]
+        """For ``top_k`` wanted from a compressed segment: the :func:`rescore_depth` best ``rows`` by ``approx``,
+        of those the :func:`refine_depth` best by :meth:`MatrixSegment.fine`, with their scores from the float16
+        vectors (:meth:`MatrixSegment.exact`)."""
+        for depth, scores in ((rescore_depth(top_k), approx), (refine_depth(top_k), None)):
+            if rows.size > depth:
+                scores = seg.fine(rows, query) if scores is None else scores
+                rows = rows[np.argpartition(-scores, depth - 1)[:depth]]
         return rows, seg.exact(rows, query)
 
 
@@ -568,6 +633,17 @@ def rescore_depth(k: int) -> int:
     candidates, 0.998 at 200, 0.999 at 400; float16 rescoring loses 0.001 at most (bench/search_memory.py
     reports recall as served at each size). Rescoring is in memory: 200 rows cost ~0.2 ms."""
     return max(20 * k, 200)
+
+
+def refine_depth(k: int) -> int:
+    """Of a compressed segment's :func:`rescore_depth` candidates for ``k`` wanted, how many the int8 scores
+    (:meth:`MatrixSegment.fine`) keep for the float16 rescoring (:meth:`MatrixSegment.exact`). Measured on the 1M
+    bench home (docs/search_memory.md): see :data:`REFINE_MIN`."""
+    return max(4 * k, REFINE_MIN)
+
+
+REFINE_MIN = 40
+"""The least :func:`refine_depth`: a directory's children are asked for a few at a time."""
 
 
 def _hit(r: MatrixRow, score: float) -> VectorHit:
