@@ -211,7 +211,10 @@ class MatrixSegment(RowTable):
             new[: self.n] = old[: self.n]
             return new
 
-        self.vectors, self.full = grown(self.vectors), grown(self.full)
+        # a restored segment's float16 rows copied through a map of their own (dropped after), not the file's shared
+        # map, whose pages would stay resident in the process
+        full = self.far.whole() if self.far is not None else self.full
+        self.vectors, self.full = grown(self.vectors), grown(full)
         self.q8, self.q8_scale = grown(self.q8), grown(self.q8_scale)
         self.far = None  # the float16 rows are in memory now, and new rows are not in the file
 
