@@ -273,9 +273,14 @@ def test_file_rows_read_rows_of_the_file_as_opened(store, tmp_path):
             far.rows(np.array(bad))
     assert snap.file_rows("a") is None and snap.file_rows("missing") is None  # 1-D, absent
     # a later save replaces the path; rows already opened still come from the file they were opened from
+    unopened = files.load("l0", "acc", {})
     files.save("l0", "acc", 2, {}, {}, {"a": np.arange(3, dtype=np.int64), "full": -full})
     np.testing.assert_array_equal(far.rows(at), full[at])
+    assert snap.file_rows("full") is not None  # one descriptor per snapshot, opened at the first call
     np.testing.assert_array_equal(files.load("l0", "acc", {}).file_rows("full").rows(at), -full[at])
+    # a snapshot whose file was replaced before it opened it reads through its map instead (None), never the new file
+    assert unopened.file_rows("full") is None
+    np.testing.assert_array_equal(unopened.arrays["full"], full)
 
 
 def test_foreign_writes_after_the_save_are_caught_up_from_the_change_log(store, tmp_path):

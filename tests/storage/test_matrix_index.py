@@ -398,6 +398,44 @@ def test_a_compressed_segment_picks_its_rescored_rows_by_int8_scores_close_to_fl
     assert 10 < refine_depth(10) < rescore_depth(10) and refine_depth(1) >= 10
 
 
+def test_a_compressed_segment_breaks_ties_by_id_past_the_int8_cut(store: SqlMetadataStore) -> None:
+    # 100 copies of one vector (one chunk in many documents): more ties than the int8 step keeps by count
+    others, dup = clustered(22, 500, 64), clustered(23, 1, 64)[0]
+    records = [rec(f"r{i:05d}", others[i]) for i in range(500)]
+    records += [rec(f"r{1_000 + i:05d}", dup) for i in range(100)]
+    store.put_vectors(records[::-1])
+    compressed, exact = MatrixVectorIndex(store, compress_rows=50, compress_dims=16), MatrixVectorIndex(store)
+    for k in (1, 3, 8):
+        want = [h.id for h in exact.search(dup, k, ALL)]
+        assert want == [f"r{1_000 + i:05d}" for i in range(k)]
+        assert [h.id for h in compressed.search(dup, k, ALL)] == want
+
+
+def test_the_int8_cut_keeps_the_float16_top_k_for_vectors_with_one_large_component(store: SqlMetadataStore) -> None:
+    # every vector has a component of 0.6, so the int8 step (max |v| / 127) is coarse; the rows lie in a
+    # 17-dimensional subspace, so the projection loses nothing and any miss would come from the int8 cut
+    rng = np.random.default_rng(6)
+    basis = np.linalg.qr(rng.standard_normal((63, 16)))[0].astype(np.float32)
+    centre = rng.standard_normal(16).astype(np.float32)
+    centre /= np.linalg.norm(centre)
+
+    def make(m: int) -> np.ndarray:
+        sub = centre + 0.04 * rng.standard_normal((m, 16)).astype(np.float32)
+        sub /= np.linalg.norm(sub, axis=1, keepdims=True)
+        v = np.zeros((m, 64), dtype=np.float32)
+        v[:, 0], v[:, 1:] = 0.6, 0.8 * (sub @ basis.T)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    vectors = make(6_000)
+    store.put_vectors([rec(f"r{i:05d}", vectors[i]) for i in range(6_000)])
+    compressed = MatrixVectorIndex(store, compress_rows=50, compress_dims=17)
+    half = vectors.astype(np.float16).astype(np.float32)
+    for q in make(60):
+        got = compressed.search(q, 5, ALL)
+        truth = np.sort(half @ q)[::-1][:5]
+        assert [round(h.score, 3) for h in got] == [round(float(t), 3) for t in truth]
+
+
 def test_widen_gives_astypes_float32_for_every_float16_value() -> None:
     from context_engine.storage.vector.matrix_segment import widen
 

@@ -34,7 +34,7 @@ import uuid
 import weakref
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
@@ -97,25 +97,44 @@ class Snapshot:
         meta: the structure's own JSON-able description (row counts, vocabularies, ...).
         arrays: name -> array, zero-copy views of a private memory map (writable; writes stay in memory).
         path: the file.
-        file: the file as opened for the map (the same inode even if a later save replaced ``path``), for
-            :meth:`file_rows`; ``None`` for a snapshot read from elsewhere.
-        offsets: name -> byte offset of each array in ``file``.
+        identity: ``(st_dev, st_ino)`` of the file that was mapped, so that :meth:`file_rows` reads that file and
+            not one a later save renamed over ``path``; ``None`` for a snapshot read from elsewhere.
+        offsets: name -> byte offset of each array in the file.
     """
 
     generation: int
     meta: dict[str, Any]
     arrays: dict[str, np.ndarray]
     path: Path
-    file: _OpenFile | None = None
+    identity: tuple[int, int] | None = None
     offsets: Mapping[str, int] | None = None
+    _opened: dict[str, _OpenFile | None] = field(default_factory=dict, repr=False, compare=False)
 
     def file_rows(self, name: str) -> FileRows | None:
         """The 2-D array ``name`` read row by row from the file (:class:`FileRows`), or ``None`` when the snapshot
-        has no file or no such non-empty array."""
+        has no such non-empty array or its file is no longer at ``path`` (replaced or removed since it was
+        mapped: the caller reads the array through the map instead). The file is opened once per snapshot, on
+        the first call (one descriptor for every array of it, closed when the last :class:`FileRows` goes)."""
         array = self.arrays.get(name)
-        if self.file is None or self.offsets is None or array is None or array.ndim != 2 or not array.size:
+        if self.identity is None or self.offsets is None or array is None or array.ndim != 2 or not array.size:
             return None
-        return FileRows(self.file, self.offsets[name], array.shape, array.dtype)
+        if "file" not in self._opened:
+            self._opened["file"] = _open_same(self.path, self.identity)
+        opened = self._opened["file"]
+        return None if opened is None else FileRows(opened, self.offsets[name], array.shape, array.dtype)
+
+
+def _open_same(path: Path, identity: tuple[int, int]) -> _OpenFile | None:
+    """``path`` opened read-only when it is still the file ``identity`` names, else ``None``."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != identity:
+        os.close(fd)
+        return None
+    return _OpenFile(fd)
 
 
 class _OpenFile:
@@ -411,7 +430,8 @@ class DerivedFiles:
                 if os.fstat(fh.fileno()).st_size < 8:
                     return reject(path, "truncated")
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)  # the map outlives the file object
-                opened = _OpenFile(os.dup(fh.fileno())) if arrays else None  # for FileRows: this very inode
+                st = os.fstat(fh.fileno())
+                identity = (st.st_dev, st.st_ino)
         except FileNotFoundError:
             return None
         except OSError as err:
@@ -433,7 +453,7 @@ class DerivedFiles:
                 if bad is not None:
                     return reject(path, bad)
             offsets = {name: base + int(spec["data_offsets"][0]) for name, spec in header.items() if name in found}
-            return Snapshot(int(own["generation"]), own.get("meta", {}), found, path, opened, offsets)
+            return Snapshot(int(own["generation"]), own.get("meta", {}), found, path, identity, offsets)
         except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError, OSError) as err:
             return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
 

@@ -132,15 +132,12 @@ class MemoryL0Scorer:
 
     def _refined(self, space: str, rows: np.ndarray, k: int, fine: np.ndarray | None = None) -> np.ndarray:
         """Of a compressed segment's :meth:`_candidates` ``rows`` for ``k`` wanted, those its float16 vectors
-        rescore: the :func:`refine_depth` best by the int8 scores (:meth:`MatrixSegment.fine`; ``fine``: those of
-        ``rows``, when already read), with every row tied with the last. Any other segment: ``rows``."""
+        rescore (:meth:`MatrixSegment.refined`; ``fine``: the int8 scores of ``rows``, when already read). Any
+        other segment: ``rows``."""
         seg, _ = self._view.segments[space]
-        depth = refine_depth(k)
-        if not seg.compressed or rows.size <= depth:
+        if not seg.compressed:
             return rows
-        if fine is None:
-            fine = seg.fine(rows, self._query)
-        return rows[fine >= kth_largest(fine, depth)]
+        return seg.refined(rows, self._query, k, fine)
 
     def _best(self, space: str, rows: np.ndarray, k: int, *, ready: bool = False) -> list[L0Match]:
         """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
