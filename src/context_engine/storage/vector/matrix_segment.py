@@ -272,9 +272,10 @@ class MatrixSegment(RowTable):
             return rows
         if fine is None:
             fine = self.fine(rows, query)
-        margin = refine_margin(float(self.q8_scale[rows].max()), float(np.linalg.norm(query)))
-        floor = min(kth_largest(fine, depth), kth_largest(fine, min(k, rows.size)) - margin)
-        return rows[fine >= floor]
+        n = rows.size
+        ranked = np.partition(fine, (n - depth, n - k))  # the depth-th and the k-th best in one pass (k <= depth)
+        margin = refine_margin(float(self.q8_scale[rows].max()), float(np.sqrt(query @ query)))
+        return rows[fine >= min(ranked[n - depth], ranked[n - k] - margin)]
 
     def add(self, rows: Sequence[MatrixRow], vectors: np.ndarray) -> None:
         """Append rows with their unit vectors (shape ``(len(rows), dim)``) and publish them."""
