@@ -198,28 +198,29 @@ class MemoryL0Scorer:
 
     def _refined_many(self, picked: list[tuple[str, str, np.ndarray]], k: int) -> list[tuple[str, str, np.ndarray]]:
         """:meth:`_refined` of each ``(key, space, candidates)``, with a compressed segment's int8 scores read once
-        for every key's candidates and those kept rescored in one float16 read (cached for :meth:`_best`)."""
+        for every key's candidates and those kept rescored in one float16 read (cached for :meth:`_best`). The
+        candidates are concatenated, not merged: a directory's children are disjoint from another's (a row has one
+        parent), and a row that did repeat would only be scored twice."""
         depth = refine_depth(k)
-        by_space: dict[str, list[np.ndarray]] = {}
-        for _, space, rows in picked:
+        by_space: dict[str, list[int]] = {}
+        for i, (_, space, rows) in enumerate(picked):
             if self._view.segments[space][0].compressed and rows.size > depth:
-                by_space.setdefault(space, []).append(rows)
-        fine: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for space, parts in by_space.items():
-            union = np.unique(np.concatenate(parts))
-            fine[space] = (union, self._view.segments[space][0].fine(union, self._query))
-        refined = []
-        for parent, space, rows in picked:
-            if space in fine and rows.size > depth:
-                union, scores = fine[space]
-                rows = self._refined(space, rows, k, scores[np.searchsorted(union, rows)])
-            refined.append((parent, space, rows))
+                by_space.setdefault(space, []).append(i)
+        fine: dict[int, np.ndarray] = {}
+        for space, idx in by_space.items():
+            parts = [picked[i][2] for i in idx]
+            scores = self._view.segments[space][0].fine(np.concatenate(parts), self._query)
+            ends = np.cumsum([p.size for p in parts])
+            fine.update(zip(idx, np.split(scores, ends[:-1]), strict=True))
+        refined = [
+            (key, space, self._refined(space, rows, k, fine.get(i))) for i, (key, space, rows) in enumerate(picked)
+        ]
         exact: dict[str, list[np.ndarray]] = {}
         for _, space, rows in refined:
             if self._view.segments[space][0].compressed:
                 exact.setdefault(space, []).append(rows)
         for space, parts in exact.items():
-            self._similarity(space, np.unique(np.concatenate(parts)).tolist())
+            self._similarity(space, np.concatenate(parts).tolist())
         return refined
 
     def lookup(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, float]:
