@@ -283,6 +283,31 @@ def test_file_rows_read_rows_of_the_file_as_opened(store, tmp_path):
     np.testing.assert_array_equal(unopened.arrays["full"], full)
 
 
+@pytest.mark.parametrize("change", ["drop", "shape", "dtype"])
+def test_a_projected_segment_whose_int8_copies_do_not_fit_is_rebuilt_not_served(store, tmp_path, change):
+    kw: dict = {"compress_rows": 50, "compress_dims": 8}
+    store.put_vectors(records(300))
+    first = l0(store, tmp_path / "derived", **kw)
+    expected = results(first)
+    first.close()
+    files = DerivedFiles(tmp_path / "derived", store)
+    params = first._params()
+    snap = files.load("l0", ACC, params)
+    arrays = dict(snap.arrays)
+    if change == "drop":
+        del arrays["s0.q8"]
+    elif change == "shape":
+        arrays["s0.q8"] = arrays["s0.q8"][:-1]
+    else:
+        arrays["s0.q8_scale"] = arrays["s0.q8_scale"].astype(np.float16)
+    files.save("l0", ACC, snap.generation, params, snap.meta, arrays)  # whole and stamped, but not a segment
+
+    second = l0(store, tmp_path / "derived", **kw)
+    assert results(second) == expected
+    assert (second.loads, second.file_loads) == (1, 0)  # reloaded from the store
+    assert second._files.rejected == 1  # logged and counted, then replaced by the reload's own file
+
+
 def test_foreign_writes_after_the_save_are_caught_up_from_the_change_log(store, tmp_path):
     store.put_vectors(records(200))
     first = l0(store, tmp_path / "derived")

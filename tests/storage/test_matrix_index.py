@@ -220,6 +220,13 @@ def clustered(seed: int, n: int, dim: int, clusters: int = 40) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def compressed_account(store: SqlMetadataStore, seed: int, n: int, dims: int) -> tuple[MatrixVectorIndex, np.ndarray]:
+    """``n`` clustered 64-dimensional rows ``r0000``... in the store, and an index compressing them to ``dims``."""
+    vectors = clustered(seed, n, 64)
+    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(n)])
+    return MatrixVectorIndex(store, compress_rows=1_000, compress_dims=dims), vectors
+
+
 @pytest.mark.parametrize("layout", ["projected", "half"])
 def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store: SqlMetadataStore, layout) -> None:
     dim = 64
@@ -303,10 +310,7 @@ def test_an_account_of_many_small_segments_is_compressed_with_one_projection(sto
 def test_a_compressed_segment_rescores_a_row_another_writer_changed_from_its_new_vector(
     store: SqlMetadataStore,
 ) -> None:
-    dim = 64
-    vectors = clustered(18, 1_500, dim)
-    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(1_500)])
-    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16)
+    index, vectors = compressed_account(store, 18, 1_500, 16)
     assert index.search(vectors[7], 1, ALL)[0].id == "r0007"
     store.put_vectors([rec("r0007", -vectors[7])])  # another writer moves r0007 to the opposite direction
     hits = {h.id: h.score for h in index.search(vectors[7], 1_500, ALL)}
@@ -382,14 +386,11 @@ def test_a_compressed_segment_picks_its_rescored_rows_by_int8_scores_close_to_fl
 ) -> None:
     from context_engine.storage.vector.matrix_segment import refine_depth, rescore_depth
 
-    dim = 64
-    vectors = clustered(20, 2_000, dim)
-    store.put_vectors([rec(f"r{i:04d}", vectors[i]) for i in range(2_000)])
-    index = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16)
+    index, _ = compressed_account(store, 20, 2_000, 16)
     seg = index.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
-    assert seg.q8 is not None and seg.q8.shape[1] == dim
+    assert seg.q8 is not None and seg.q8.shape[1] == 64
     rows = np.arange(2_000)
-    for q in clustered(21, 20, dim):
+    for q in clustered(21, 20, 64):
         fine, exact = seg.fine(rows, q), seg.exact(rows, q)
         bound = seg.q8_scale[rows] / 2 * np.abs(q).sum() + 1e-5  # each component within half a step (float32 sums)
         assert np.all(np.abs(fine - exact) <= bound)

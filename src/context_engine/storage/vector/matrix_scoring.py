@@ -134,15 +134,13 @@ class MemoryL0Scorer:
         """Of a compressed segment's :meth:`_candidates` ``rows`` for ``k`` wanted, those its float16 vectors
         rescore (:meth:`MatrixSegment.refined`; ``fine``: the int8 scores of ``rows``, when already read). Any
         other segment: ``rows``."""
-        seg, _ = self._view.segments[space]
-        if not seg.compressed:
-            return rows
-        return seg.refined(rows, self._query, k, fine)
+        return self._view.segments[space][0].refined(rows, self._query, k, fine)
 
     def _best(self, space: str, rows: np.ndarray, k: int, *, ready: bool = False) -> list[L0Match]:
         """The ``k`` best of ``rows`` by similarity descending, then URI ascending (a compressed segment: the
-        :func:`rescore_depth` best by its approximate scores, of those the :func:`refine_depth` best by its int8
-        scores, rescored from its float16 vectors). ``ready``: ``rows`` already are those to rescore."""
+        :func:`rescore_depth` best by its approximate scores, of those the ones its int8 scores keep
+        (:meth:`MatrixSegment.refined`), rescored from its float16 vectors). ``ready``: ``rows`` already are those
+        to rescore."""
         seg, _ = self._view.segments[space]
         if not ready:
             rows = self._refined(space, self._candidates(space, rows, k), k)

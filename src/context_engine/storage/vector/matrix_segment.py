@@ -36,6 +36,7 @@ __all__ = [
     "fit_projection",
     "quantize",
     "refine_depth",
+    "refine_margin",
     "rescore_depth",
     "row_of_record",
     "rows_of_matrix",
@@ -157,8 +158,8 @@ class MatrixSegment(RowTable):
       used to pick :func:`rescore_depth` candidates; :meth:`fine` scores those from the int8 copies, and the
       :func:`refine_depth` best of them are rescored by :meth:`exact` from the float16 vectors. A segment read back
       from a derived file reads those few float16 rows from the file (``far``, :class:`FileRows`: ``pread``, not the
-      map), so a search keeps the projections and the int8 copies resident (2.5 KB -> 1 KB a row less than the
-      float16 rows it would otherwise page in), not the float16 vectors.
+      map), so a search keeps the projections and the int8 copies resident (1 KB a row at 512 -> 128), not the
+      float16 vectors (another 1 KB a row, which the map would page in a few searches at a time).
 
     Float16 rounding moves a cosine of unit vectors by at most 2**-11 ~ 4.9e-4 (a relative error of 2**-11 per
     component, Cauchy-Schwarz; measured at most 5.9e-5 on 489k vectors of the default model). Rescoring read the
@@ -212,13 +213,15 @@ class MatrixSegment(RowTable):
             new[: self.n] = old[: self.n]
             return new
 
-        # a restored segment's float16 rows copied through a map of their own (dropped after), not the file's shared
-        # map, whose pages would stay resident in the process
-        far = self.far
-        full = far.whole() if far is not None else self.full
-        self.vectors, self.full = grown(self.vectors), grown(full)
+        self.vectors, self.full = grown(self.vectors), grown(self._full_for_bulk())
         self.q8, self.q8_scale = grown(self.q8), grown(self.q8_scale)
         self.far = None  # the float16 rows are in memory now, and new rows are not in the file
+
+    def _full_for_bulk(self) -> np.ndarray | None:
+        """``full`` for a read of every row (a grow, a save, a compaction): a restored segment's through a map of
+        its own, dropped afterwards, not the file's shared map, whose pages would then stay resident."""
+        far = self.far  # read once: a writer's on_grow may drop it
+        return far.whole() if far is not None else self.full
 
     def scan(self, query: np.ndarray, n: int) -> np.ndarray:
         """Scores of ``query`` (unit, ``(dim,)`` float32) against every row below ``n``, float32 ``(n,)`` clipped to
@@ -252,9 +255,9 @@ class MatrixSegment(RowTable):
 
     def fine(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Scores of ``rows`` from the int8 copies (a projected segment; :meth:`exact` for any other), float32
-        clipped to [-1, 1]: within ``sum(s/2 * |query|)`` <= ~1e-3 of the float16 score for unit vectors (s the
-        row's scale), measured 1.1e-3 at most on the 100k bench home; used to pick which rows :meth:`exact`
-        rescores, never returned as a score."""
+        clipped to [-1, 1]: within ``sum(s/2 * |query|)`` of the float16 score (s the row's scale), measured
+        1.1e-3 at most on the 1M bench home's largest segment; used to pick which rows :meth:`exact` rescores,
+        never returned as a score."""
         if self.q8 is None or self.q8_scale is None:
             return self.exact(rows, query)
         return np.clip((self.q8[rows].astype(np.float32) @ query) * self.q8_scale[rows], -1.0, 1.0)
@@ -329,11 +332,9 @@ class MatrixSegment(RowTable):
         arrays = {prefix + k: v for k, v in rows.items()}
         if self.vectors is not None:
             arrays[prefix + "vectors"] = self.vectors[:n]
-        if self.full is not None:
-            # a restored segment's float16 rows through a map of their own, dropped after the save (not the
-            # segment's map, whose pages a search then keeps resident)
-            far = self.far
-            arrays[prefix + "full"] = far.whole()[:n] if far is not None else self.full[:n]
+        full = self._full_for_bulk()
+        if full is not None:
+            arrays[prefix + "full"] = full[:n]
         if self.q8 is not None and self.q8_scale is not None:
             arrays[prefix + "q8"], arrays[prefix + "q8_scale"] = self.q8[:n], self.q8_scale[:n]
         for name, column in (("texts", self.texts), ("breadcrumbs", self.breadcrumbs)):
@@ -363,9 +364,11 @@ class MatrixSegment(RowTable):
             seg.full = full
         if seg.q8 is not None:
             q8, scale = arrays.get(prefix + "q8"), arrays.get(prefix + "q8_scale")
-            if q8 is None or scale is None or q8.shape != (seg.n, dim) or q8.dtype != np.int8:
-                raise ValueError("segment int8 vectors do not match its rows")
-            if scale.shape != (seg.n,) or scale.dtype != np.float32:
+            if (
+                q8 is None
+                or scale is None
+                or (q8.shape, q8.dtype, scale.shape, scale.dtype) != ((seg.n, dim), np.int8, (seg.n,), np.float32)
+            ):
                 raise ValueError("segment int8 vectors do not match its rows")
             seg.q8, seg.q8_scale = q8, scale
         seg.texts = PackedStrings.from_arrays(arrays[prefix + "texts.utf8"], arrays[prefix + "texts.byte_offsets"])
@@ -381,9 +384,9 @@ class MatrixSegment(RowTable):
         :meth:`__init__`). The float32 layout can only come from itself (float16 vectors are never widened back)."""
         live = np.flatnonzero(self.alive[: self.n])
         rows = [self.row(int(r)) for r in live]
-        if self.full is not None:
-            far = self.far
-            full = (far.whole() if far is not None else self.full)[live]
+        held = self._full_for_bulk()
+        if held is not None:
+            full = held[live]
             if projection is None and not half:
                 raise ValueError("a float16 segment cannot be compacted into float32")
         else:
@@ -643,8 +646,8 @@ class MatrixView:
         self, seg: MatrixSegment, rows: np.ndarray, approx: np.ndarray, query: np.ndarray, top_k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """For ``top_k`` wanted from a compressed segment: the :func:`rescore_depth` best ``rows`` by ``approx``,
-        of those the :func:`refine_depth` best by :meth:`MatrixSegment.fine`, with their scores from the float16
-        vectors (:meth:`MatrixSegment.exact`)."""
+        of those the ones :meth:`MatrixSegment.refined` keeps by their int8 scores, with their scores from the
+        float16 vectors (:meth:`MatrixSegment.exact`); ties kept at both cuts."""
         depth = rescore_depth(top_k)
         if rows.size > depth:
             rows = rows[approx >= kth_largest(approx, depth)]  # every row tied with the last: ties resolve by id
