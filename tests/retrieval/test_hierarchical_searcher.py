@@ -17,7 +17,7 @@ from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import NodeRecord
-from context_engine.schema.query import TypedQuery
+from context_engine.schema.query import QueryHints, TypedQuery
 from context_engine.settings import HierarchySettings, ScoringSettings
 from context_engine.storage.vector.scoring import L0Match
 
@@ -165,6 +165,36 @@ def test_expansion_starts_from_root_and_seed_parent_and_respects_depth():
     run = make_run()
     hits = searcher(max_depth=0).expand(TQ, [seed(run, "ctx://resources/ops/deep/a.md")], CTX, run=run)
     assert [h.uri for h in hits] == ["ctx://resources/ops/deep/a.md"] and run.scorer.children_calls == []
+
+
+def test_only_the_preferred_types_are_walked_and_the_others_keep_their_seeds():
+    """A plan whose intent prefers memories (the planner's label on every typed query) walks the memory typed query
+    only; the resource typed query keeps its seed, scored with its ancestors exactly as when walked (issue 26)."""
+    intent = QueryHints(intent="memory")
+    memory = TypedQuery(text="q", context_type="memory", top_k=10, hints=intent)
+    resource = TypedQuery(text="q", context_type="resource", top_k=10, hints=intent)
+    a_md = "ctx://resources/ops/deep/a.md"
+
+    run = make_run()
+    hits = searcher().expand_all([memory, resource], [[], [seed(run, a_md)]], CTX, run=run)
+    assert [h.uri for h in hits[1]] == [a_md]  # the seed, none of its siblings
+    assert hits[1][0].source == "seed"
+    assert hits[1][0].hierarchy_score == pytest.approx((0.6 + 0.4) / 1.5, abs=1e-6)
+    walked = {u for call in run.scorer.children_calls for u in call}
+    assert not any(u.startswith("ctx://resources/") for u in walked)
+    events = [e for e in run.trace.events if e["event"] == "not_walked"]
+    assert events == [
+        {"stage": "hierarchical", "event": "not_walked", "context_type": "resource", "reason": "not_preferred"}
+    ]
+
+    for walk_all, label in ((True, "memory"), (False, "fallback"), (False, "memory+resource")):
+        hints = QueryHints(intent=label)
+        plan = [tq.model_copy(update={"hints": hints}) for tq in (memory, resource)]
+        run = make_run()
+        hits = searcher(expand_other_types=walk_all).expand_all(plan, [[], [seed(run, a_md)]], CTX, run=run)
+        uris = {h.uri for h in hits[1]}
+        assert a_md in uris and "ctx://resources/ops/deep/deeper/" in uris, label  # walked from the seed's parent
+        assert not [e for e in run.trace.events if e["event"] == "not_walked"]
 
 
 def test_children_cap_and_beam():

@@ -316,3 +316,28 @@ def test_a_planner_fault_keeps_the_target_type_and_request_errors_still_raise(en
     with pytest.raises(ContextEngineError) as exc:  # a caller's error is not a planner fault
         engine.search_memory("disk", ALICE, planner_hints={"intent": "all"})
     assert exc.value.code is ErrorCode.QUERY_INVALID
+
+
+def test_a_clear_intent_walks_its_types_and_keeps_the_others_seeds(hash_engine):
+    """A memory-intent query expands the memory typed query only; the resource typed query still answers with its
+    seeds (the intent never excludes a type), and ``expand_other_types`` walks every typed query (issue 26)."""
+    query = "remember the disk space fix"
+    by_setting = {}
+    for walk_all in (False, True):
+        engine = hash_engine(retrieval={"hierarchy": {"expand_other_types": walk_all}})
+        seed_small_store(engine)
+        r = engine.search_memory(query, ALICE, include_debug=True, trace_level="detailed")
+        assert [tq.context_type for tq in r.typed_queries] == ["memory", "skill", "resource"]
+        assert {tq.hints.intent for tq in r.typed_queries} == {"memory"}
+        events = [e for e in r.thinking_trace["events"] if e["stage"] == "hierarchical"]
+        by_setting[walk_all] = (
+            sorted(e["context_type"] for e in events if e["event"] == "not_walked"),
+            [h.uri for h in r.hits],
+        )
+    assert by_setting[False][0] == ["resource", "skill"] and by_setting[True][0] == []
+    assert by_setting[False][1][0] == "ctx://resources/ops/storage/disk-pressure.md"  # a seed of a skipped type
+    fallback = hash_engine()
+    seed_small_store(fallback)
+    r = fallback.search_memory("disk space fix", ALICE, include_debug=True, trace_level="detailed")
+    assert {tq.hints.intent for tq in r.typed_queries} == {"fallback"}
+    assert not [e for e in r.thinking_trace["events"] if e["event"] == "not_walked"]

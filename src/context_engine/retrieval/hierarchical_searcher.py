@@ -7,7 +7,9 @@ level per step: each step scores the children of every frontier directory in one
 index search, or one pass over the in-memory matrix), keeps the best ``children_per_dir`` children per directory,
 and carries the best ``dirs_per_level`` child directories into the next step; at most ``max_depth`` steps, within
 ``budget_ms`` per expansion (a step that would start after the budget is spent is skipped, with the warning
-``RET-5004``). Only level-0 records are used: no overview or content is read.
+``RET-5004``). Only level-0 records are used: no overview or content is read. When the planner's intent prefers
+some context types, only their typed queries are walked; the others keep their seeds, scored with their ancestors as
+usual (``retrieval.hierarchy.expand_other_types`` walks them all).
 
 ``hierarchy_score`` (path consistency), in 0..1::
 
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.retrieval.query_planner import preferred_types
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, SearchRun, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of, within_target
 from context_engine.retrieval.scoring import Scorer
@@ -156,10 +159,11 @@ class HierarchicalSearcher:
         """
         if scopes is None:
             scopes = [scope_of(tq, ctx) for tq in typed_queries]
+        walk = self._walked(typed_queries)
 
         def explore(i: int) -> _Plan | None:
             try:
-                return self._explore(typed_queries[i], scopes[i], seeds[i], run, first_round)
+                return self._explore(typed_queries[i], scopes[i], seeds[i], run, first_round, walk=walk[i])
             except ContextEngineError as err:
                 if err.code is not ErrorCode.VECTOR_SEARCH_FAILED:
                     raise
@@ -223,15 +227,35 @@ class HierarchicalSearcher:
         return [self._seed_hit(h, run, first_round) for h in seeds]
 
     # ---- internals -----------------------------------------------------------------------------------------------
+    def _walked(self, typed_queries: Sequence[TypedQuery]) -> list[bool]:
+        """Which typed queries are walked: all with ``retrieval.hierarchy.expand_other_types`` or when the planner
+        prefers no type, else those of a preferred type (:func:`preferred_types`). The others keep their seeds, so
+        the intent still never excludes a type (issue 11); what they lose is the siblings of those seeds, which the
+        intent says are not what the caller is after, and a search saves the walk's cost (issue 26)."""
+        preferred = preferred_types(typed_queries)
+        if self._settings.expand_other_types or not preferred:
+            return [True] * len(typed_queries)
+        return [tq.context_type in preferred for tq in typed_queries]
+
     def _explore(
-        self, tq: TypedQuery, scope: QueryScope, seeds: Sequence[SeedHit], run: SearchRun, first_round: FirstRound
+        self,
+        tq: TypedQuery,
+        scope: QueryScope,
+        seeds: Sequence[SeedHit],
+        run: SearchRun,
+        first_round: FirstRound,
+        *,
+        walk: bool = True,
     ) -> _Plan:
-        """Phase 1: the breadth-first walk, ancestor scores and the provisional ranking (no metadata reads)."""
+        """Phase 1: the breadth-first walk (none when ``walk`` is false: the seeds alone, with their ancestor
+        scores), ancestor scores and the provisional ranking (no metadata reads)."""
         started = time.perf_counter()
         s = self._settings
         flt = scope.filter
         seed_uris = {h.uri for h in seeds}
-        starts = self._starts(tq, scope, seeds, run)
+        starts = self._starts(tq, scope, seeds, run) if walk else []
+        if not walk:
+            run.trace.event("hierarchical", "not_walked", context_type=tq.context_type, reason="not_preferred")
         found: dict[str, _Found] = {}
         frontier = starts
         visited = set(starts)

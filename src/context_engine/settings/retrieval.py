@@ -122,6 +122,13 @@ class HierarchySettings(SettingsSection):
     parallel_workers: int = Field(
         3, ge=1, le=16, description="Typed queries searched and expanded concurrently (1: one after another)."
     )
+    expand_other_types: bool = Field(
+        False,
+        description="Walk the directories of every typed query, not only of the types the planner's intent prefers. "
+        "Off: when the intent prefers types, the other types keep their seeds (scored with their ancestors as "
+        "usual) and are not expanded, which saves a third of a search's time per skipped type; without a "
+        "preferred type every typed query is expanded.",
+    )
 
 
 class ScoringSettings(SettingsSection):

@@ -227,30 +227,30 @@ class MemoryL0Scorer:
     def matches(self, flt: VectorFilter, uris: Sequence[str]) -> dict[str, L0Match]:
         """The level-0 records of ``uris`` that exist and pass ``flt`` (as :meth:`lookup`, with their texts)."""
         # A record is found among its parent's children (the URI names the parent), so a lookup reads the few
-        # siblings, not the segment; the filter mask is the request's shared one.
+        # siblings, not the segment; the filter is then applied to the rows found only (RowTable.mask_rows): a
+        # request looks up a few dozen URIs, and a whole-segment mask per filter cost more than the lookups.
         plain = flt.model_copy(update={"categories": None, "uri_prefix": None, "parent_uris": None, "doc_ids": None})
         allowed = set(self._spaces(plain))
         rows_of: dict[str, dict[int, str]] = {}
-        masks: dict[str, np.ndarray] = {}
         for uri in sorted(set(uris)):
             space = space_of(uri)
             if space not in allowed:
                 continue
             seg, n = self._view.segments[space]
-            mask = masks.get(space)
-            if mask is None:
-                mask = masks[space] = self._mask(space, plain)
             siblings = seg.children.get(parent_of(uri), ())
             siblings = siblings[siblings < n]
-            siblings = siblings[mask[siblings]]  # vectorised: a directory may hold thousands
             for r in seg.uris.equal_rows(siblings, uri).tolist():  # compares bytes, decodes no sibling
                 rows_of.setdefault(space, {})[r] = uri
         out: dict[str, L0Match] = {}
-        for space, rows in rows_of.items():
-            sims = self._similarity(space, list(rows))
-            found = list(sims)
+        for space, by_row in rows_of.items():
+            seg, n = self._view.segments[space]
+            found = np.fromiter(by_row, dtype=np.int64, count=len(by_row))
+            found = found[seg.mask_rows(plain, n, found, seg.alive)].tolist()
+            if not found:
+                continue
+            sims = self._similarity(space, found)
             for r, m in zip(found, self._matches(space, found, [sims[r] for r in found]), strict=True):
-                out[rows[r]] = m
+                out[by_row[r]] = m
         return out
 
 
