@@ -335,3 +335,56 @@ def test_search_many_rejects_filters_of_two_accounts():
     index = BM25Index()
     with pytest.raises(ValueError, match="same account"):
         index.search_many("pod", 5, [VectorFilter(account_id="a"), VectorFilter(account_id="b")])
+
+
+SPACES = ["shared", "user:a", "user:b", "user:c", "agent:x", "agent:y"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    placed=st.lists(st.tuples(st.integers(0, 59), st.sampled_from(SPACES), texts), min_size=1, max_size=60),
+    deleted=st.lists(st.integers(0, 59), max_size=10),
+    merge_first=st.booleans(),
+    wanted=st.lists(
+        st.lists(st.sampled_from([*SPACES, "user:unknown"]), max_size=3, unique=True), min_size=1, max_size=3
+    ),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+)
+def test_filters_naming_owner_spaces_score_only_theirs_and_find_what_a_full_scoring_finds(
+    placed, deleted, merge_first, wanted, query
+):
+    """Main segments group a term's postings by owner space, and a search whose filters name spaces reads only
+    theirs (issue 26): the hits, scores and ties are those of an unfiltered search filtered afterwards, whether the
+    rows sit in the main segment, the append segment or both, with tombstones."""
+    with mock.patch.object(bm25_partition, "_MERGE_MIN_ROWS", 3):
+        index = BM25Index()
+        for key, space, text in placed:
+            index.upsert([KeywordDoc(id=f"r{key:02d}", text=text, account_id=ACC, owner_space=space)])
+        if merge_first:
+            index.optimize()
+        index.delete(ACC, [f"r{k:02d}" for k in deleted])
+        index.upsert([KeywordDoc(id="late", text=query, account_id=ACC, owner_space="user:b")])  # in the tail
+    everything = index.search(query, 10_000, VectorFilter(account_id=ACC))
+    flts = [VectorFilter(account_id=ACC, owner_spaces=spaces) for spaces in wanted]
+    for flt, got in zip(flts, index.search_many(query, 10_000, flts), strict=True):
+        assert flt.owner_spaces is not None
+        expected = [(h.id, h.score) for h in everything if h.owner_space in flt.owner_spaces]
+        assert [(h.id, h.score) for h in got] == expected
+
+
+def test_a_search_naming_spaces_reads_only_their_postings_from_the_main_segment():
+    index = BM25Index()
+    index.upsert(
+        KeywordDoc(id=f"d{i:03d}", text="disk pressure", account_id=ACC, owner_space=SPACES[i % len(SPACES)])
+        for i in range(120)
+    )
+    index.optimize()
+    (part,) = index._account(ACC, create=False).parts.values()
+    assert part.tail_rows == 0
+    view = part.capture(index.tokenizer("disk"), [VectorFilter(account_id=ACC, owner_spaces=["user:a", "shared"])])
+    assert view is not None
+    rows, _scores, _matched = view._scored(index.settings)
+    assert sorted({part.value("owner_space", r) for r in rows.tolist()}) == ["shared", "user:a"]
+    assert rows.size == 40  # 20 rows in each of the two spaces, none of the other 80
+    everyone = part.capture(index.tokenizer("disk"), [VectorFilter(account_id=ACC)])
+    assert everyone is not None and everyone._scored(index.settings)[0].size == 120

@@ -23,7 +23,8 @@ never mix and no tenant's vocabulary leaks into another's scores. A partition is
   matched, e.g. a conversation's "Noted!", see :func:`keyword_text`), the total length (``avgdl = total / N``) and
   ``df`` per term; a partition's scores after any sequence of adds and deletes are those of a fresh build of its
   live rows;
-* a **main segment**: postings in CSR form (per-term offsets into int32 row and uint16 tf arrays), immutable once
+* a **main segment**: postings in CSR form (per-term offsets into int32 row and uint16 tf arrays), grouped within a
+  term by the row's owner space (so a search whose filters name owner spaces scores only theirs), immutable once
   built;
 * an **append segment**: the postings of the rows added since the last merge, per term in growable arrays.
 
@@ -426,7 +427,8 @@ class BM25Index(DerivedIndex[BM25Account]):
         time)."""
         # "text": the rule of keyword_text (2: content-free messages hold no tokens), so files built by another
         # rule are rebuilt rather than mixed with rows indexed by this one.
-        return {"tokenizer": self.tokenizer.config, "text": 2}
+        # "postings": main segments grouped by owner space within a term (files from before lack main.spaces).
+        return {"tokenizer": self.tokenizer.config, "text": 2, "postings": "by-space"}
 
     def _restored(self, account_id: str, snap: Snapshot) -> BM25Account:
         account = BM25Account(account_id, by_uri=False)

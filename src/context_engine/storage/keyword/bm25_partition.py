@@ -43,38 +43,67 @@ def _grown(arr: np.ndarray, need: int, used: int) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class _Main:
-    """An immutable main segment: the postings of term ``t`` are ``rows/tfs[indptr[t]:indptr[t + 1]]``, rows
-    ascending (tombstoned rows dropped at build time; rows killed since are masked by the reader)."""
+    """An immutable main segment: the postings of term ``t`` are ``rows/tfs[indptr[t]:indptr[t + 1]]``, ordered by
+    the row's owner space code (``spaces``, the partition's ``owner_space`` column), then row ascending (tombstoned
+    rows dropped at build time; rows killed since are masked by the reader). Grouped by space, a search whose filters
+    name owner spaces reads only their postings (two bisections a term and space): a user's memory question in an
+    account of many users scores its own space and the shared ones, not every user's (issue 26)."""
 
     indptr: np.ndarray  # int64, (terms + 1,)
     rows: np.ndarray  # int32
     tfs: np.ndarray  # uint16
+    spaces: np.ndarray  # int32, the owner space code of each posting's row (ascending within a term)
 
-    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+    def postings(self, term: int, wanted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The rows and tfs of ``term``; with ``wanted`` (owner space codes, ascending) only those spaces' rows."""
         if term + 1 >= self.indptr.shape[0]:
             return _NO_ROWS, _NO_TFS
         start, end = int(self.indptr[term]), int(self.indptr[term + 1])
-        return self.rows[start:end], self.tfs[start:end]
+        if wanted is None or start == end:
+            return self.rows[start:end], self.tfs[start:end]
+        spaces = self.spaces[start:end]
+        lo = np.searchsorted(spaces, wanted, side="left")
+        hi = np.searchsorted(spaces, wanted, side="right")
+        spans = [(start + int(a), start + int(b)) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
+        if len(spans) == 1:
+            a, b = spans[0]
+            return self.rows[a:b], self.tfs[a:b]
+        if not spans:
+            return _NO_ROWS, _NO_TFS
+        return (
+            np.concatenate([self.rows[a:b] for a, b in spans]),
+            np.concatenate([self.tfs[a:b] for a, b in spans]),
+        )
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int32)
 _NO_TFS = np.zeros(0, dtype=np.uint16)
-_EMPTY_MAIN = _Main(np.zeros(1, dtype=np.int64), _NO_ROWS, _NO_TFS)
+_EMPTY_MAIN = _Main(np.zeros(1, dtype=np.int64), _NO_ROWS, _NO_TFS, np.zeros(0, dtype=np.int32))
 
 
 def _build_main(
-    n: int, alive: np.ndarray, fwd_start: np.ndarray, fwd_terms: np.ndarray, fwd_tfs: np.ndarray, vocab: int
+    n: int,
+    alive: np.ndarray,
+    fwd_start: np.ndarray,
+    fwd_terms: np.ndarray,
+    fwd_tfs: np.ndarray,
+    vocab: int,
+    row_spaces: np.ndarray,
 ) -> _Main:
-    """A main segment of the live rows below ``n`` from the forward index (postings of dead rows dropped)."""
+    """A main segment of the live rows below ``n`` from the forward index (postings of dead rows dropped), grouped
+    by term, then by owner space (``row_spaces``: each row's code), rows ascending within."""
     used = int(fwd_start[n])
     counts = np.diff(fwd_start[: n + 1])
     entry_rows = np.repeat(np.arange(n, dtype=np.int32), counts)
     keep = alive[:n][entry_rows]
+    rows = entry_rows[keep]
     terms = fwd_terms[:used][keep]
-    order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
+    spaces = row_spaces[:n].astype(np.int32)[rows]
+    # stable: entries come in row order, so rows stay ascending within a (term, space) group
+    order = np.argsort((terms.astype(np.int64) << 32) | spaces, kind="stable")
     indptr = np.zeros(vocab + 1, dtype=np.int64)
     np.cumsum(np.bincount(terms, minlength=vocab), out=indptr[1:])
-    return _Main(indptr, entry_rows[keep][order], fwd_tfs[:used][keep][order])
+    return _Main(indptr, rows[order], fwd_tfs[:used][keep][order], spaces[order])
 
 
 class Partition(RowTable):
@@ -202,7 +231,14 @@ class Partition(RowTable):
     def build_main(self) -> tuple[_Main, int]:
         """A main segment of every live row (built beside the current one; swap it in with :meth:`swap_main`)."""
         n = self.n
-        return _build_main(n, self.alive[:n], self.fwd_start, self.fwd_terms, self.fwd_tfs, len(self.term_of)), n
+        main = _build_main(
+            n, self.alive[:n], self.fwd_start, self.fwd_terms, self.fwd_tfs, len(self.term_of), self._spaces(n)
+        )
+        return main, n
+
+    def _spaces(self, n: int) -> np.ndarray:
+        """The owner space code of each row below ``n``."""
+        return self.columns["owner_space"][:n]
 
     # ---- files (storage/derived_files.py) ------------------------------------------------------------------------
     def capture_state(self) -> tuple[int, np.ndarray, np.ndarray, int, list[str], _Main | None]:
@@ -220,7 +256,7 @@ class Partition(RowTable):
 
         n, alive, df, total_len, terms, main = captured
         if main is None:
-            main = _build_main(n, alive, self.fwd_start, self.fwd_terms, self.fwd_tfs, len(terms))
+            main = _build_main(n, alive, self.fwd_start, self.fwd_terms, self.fwd_tfs, len(terms), self._spaces(n))
         meta, rows = self.snapshot_rows(n, alive)
         meta.update(level=self.part_level, total_len=int(total_len), vocab=len(terms))
         arrays = {prefix + k: v for k, v in rows.items()}
@@ -235,6 +271,7 @@ class Partition(RowTable):
                 prefix + "main.indptr": main.indptr,
                 prefix + "main.rows": main.rows,
                 prefix + "main.tfs": main.tfs,
+                prefix + "main.spaces": main.spaces,
             }
         )
         arrays[prefix + "terms.utf8"], arrays[prefix + "terms.offsets"] = pack_strings(terms)
@@ -257,7 +294,9 @@ class Partition(RowTable):
         part.fwd_terms = arrays[prefix + "fwd_terms"]
         part.fwd_tfs = arrays[prefix + "fwd_tfs"]
         indptr = arrays[prefix + "main.indptr"]
-        part.main = _Main(indptr, arrays[prefix + "main.rows"], arrays[prefix + "main.tfs"])
+        part.main = _Main(
+            indptr, arrays[prefix + "main.rows"], arrays[prefix + "main.tfs"], arrays[prefix + "main.spaces"]
+        )
         part.main_rows = n
         part.empty = int(np.count_nonzero((part.doc_len == 0) & part.alive[:n]))
         if not (
@@ -265,7 +304,7 @@ class Partition(RowTable):
             and part.doc_len.shape[0] == n
             and part.fwd_start.shape[0] == n + 1
             and part.fwd_terms.shape[0] == part.fwd_tfs.shape[0] == int(part.fwd_start[n])
-            and part.main.rows.shape[0] == part.main.tfs.shape[0] == int(indptr[-1])
+            and part.main.rows.shape[0] == part.main.tfs.shape[0] == part.main.spaces.shape[0] == int(indptr[-1])
         ):
             raise ValueError("BM25 partition arrays do not match")
         return part
@@ -321,8 +360,32 @@ class Partition(RowTable):
                 tails.append((np.array(found[0], dtype=np.int32), np.array(found[1], dtype=np.uint16)))
         alive = self.alive[:n].copy()  # the filters are applied to the scored rows only (PartitionView.top)
         return PartitionView(
-            self, n, live, self.total_len, terms, self.main, tails, list(flts), alive, self.doc_len, bound
+            self,
+            n,
+            live,
+            self.total_len,
+            terms,
+            self.main,
+            tails,
+            list(flts),
+            alive,
+            self.doc_len,
+            bound,
+            self._wanted_spaces(flts),
         )
+
+    def _wanted_spaces(self, flts: Sequence[VectorFilter | None]) -> np.ndarray | None:
+        """The owner space codes any of ``flts`` can pass (ascending), or ``None`` when one of them names no spaces
+        (every space then). A row of another space fails every filter, so its postings need not be scored."""
+        wanted: set[int] = set()
+        code_of = self.codes["owner_space"].code_of
+        for flt in flts:
+            if flt is None:
+                continue
+            if flt.owner_spaces is None:
+                return None
+            wanted.update(c for c in (code_of.get(s) for s in flt.owner_spaces) if c is not None)
+        return np.asarray(sorted(wanted), dtype=np.int32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +403,7 @@ class PartitionView:
     alive: np.ndarray  # a copy of the tombstones below n, taken with n
     doc_len: np.ndarray  # rows below n never change
     bound: float
+    spaces: np.ndarray | None = None  # owner space codes the filters can pass (main postings read), None: all
 
     def top(self, top_k: int, settings: KeywordSettings) -> list[list[tuple[float, str, int, float]]]:
         """Per filter mask, ``(score, id, row, matched)`` of the best ``top_k`` rows passing it with score > 0 (and
@@ -379,7 +443,7 @@ class PartitionView:
         row_parts: list[np.ndarray] = []
         tf_parts: list[np.ndarray] = []
         for (tid, _, _), (tail_rows, tail_tfs) in zip(self.terms, self.tails, strict=True):
-            main_rows, main_tfs = self.main.postings(tid)
+            main_rows, main_tfs = self.main.postings(tid, self.spaces)
             row_parts += (main_rows, tail_rows)
             tf_parts += (main_tfs, tail_tfs)
         rows = np.concatenate(row_parts)
