@@ -210,3 +210,47 @@ def test_best_by_score_orders_like_a_sort_by_score_then_value(pairs: list[tuple[
     col = PackedStrings([v for _, v in pairs])
     scores = {row: s for row, (s, _) in enumerate(pairs)}
     assert best_by_score(scores, col, k) == sorted(scores, key=lambda r: (-scores[r], col[r]))[:k]
+
+
+def test_equal_rows_by_end_keys_follow_appends_and_short_rows() -> None:
+    """The last-8-bytes keys are built at the first lookup and extended as rows are appended: a row appended after
+    a lookup is found, rows shorter than the key and rows sharing a value's last 8 bytes are compared whole."""
+    values = ["short", "x", "ctx://r/a/1.md", "ctx://r/bb/1.md", "ctx://r/a/1.md", "é/a/1.md"]
+    col = packed(values, head=3)
+    rows = np.arange(len(values))
+    assert col.equal_rows(rows, "ctx://r/a/1.md").tolist() == [2, 4]  # same last 8 bytes as row 3, not equal
+    assert col.equal_rows(rows, "é/a/1.md").tolist() == [5]
+    col.extend(["ctx://r/c/9.md", "ctx://r/a/1.md"])
+    rows = np.arange(len(col))
+    assert col.equal_rows(rows, "ctx://r/c/9.md").tolist() == [6]
+    assert col.equal_rows(rows[::-1], "ctx://r/a/1.md").tolist() == [7, 4, 2]  # the order given
+    assert col.equal_rows(rows, "\x00" * 8).tolist() == []  # a short row's key is 0: compared whole, not equal
+    with pytest.raises(IndexError):
+        col.equal_rows([0, len(col)], "ctx://r/a/1.md")
+
+
+def test_equal_rows_while_a_writer_appends() -> None:
+    col = PackedStrings([f"ctx://resources/dir/{i:06d}.md" for i in range(500)])
+    published = [len(col)]
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def read() -> None:
+        rng = np.random.default_rng(5)
+        while not stop.is_set():
+            n = published[0]
+            i = int(rng.integers(0, n))
+            rows = np.arange(max(0, i - 40), min(n, i + 40))
+            if col.equal_rows(rows, f"ctx://resources/dir/{i:06d}.md").tolist() != [i]:
+                errors.append(f"row {i} of {n}")
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    for start in range(500, 20_000, 53):
+        col.extend([f"ctx://resources/dir/{i:06d}.md" for i in range(start, start + 53)])
+        published[0] = len(col)
+    stop.set()
+    for t in readers:
+        t.join()
+    assert errors == []
