@@ -388,3 +388,5 @@ def test_a_search_naming_spaces_reads_only_their_postings_from_the_main_segment(
     assert rows.size == 40  # 20 rows in each of the two spaces, none of the other 80
     everyone = part.capture(index.tokenizer("disk"), [VectorFilter(account_id=ACC)])
     assert everyone is not None and everyone._scored(index.settings)[0].size == 120
+    every = part.capture(index.tokenizer("disk"), [VectorFilter(account_id=ACC, owner_spaces=[*SPACES, "user:none"])])
+    assert every is not None and every.spaces is None  # every space named: whole postings, no slice per space

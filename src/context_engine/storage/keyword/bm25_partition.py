@@ -375,8 +375,9 @@ class Partition(RowTable):
         )
 
     def _wanted_spaces(self, flts: Sequence[VectorFilter | None]) -> np.ndarray | None:
-        """The owner space codes any of ``flts`` can pass (ascending), or ``None`` when one of them names no spaces
-        (every space then). A row of another space fails every filter, so its postings need not be scored."""
+        """The owner space codes any of ``flts`` can pass (ascending), or ``None`` when one of them names no spaces or
+        they name every space of the partition. A row of another space fails every filter, so its postings need not
+        be scored."""
         wanted: set[int] = set()
         code_of = self.codes["owner_space"].code_of
         for flt in flts:
@@ -385,6 +386,8 @@ class Partition(RowTable):
             if flt.owner_spaces is None:
                 return None
             wanted.update(c for c in (code_of.get(s) for s in flt.owner_spaces) if c is not None)
+        if len(wanted) == len(code_of):
+            return None  # every space (an account admin's search): read whole postings, not a slice per space
         return np.asarray(sorted(wanted), dtype=np.int32)
 
 
