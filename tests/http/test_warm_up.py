@@ -70,6 +70,8 @@ def test_lifespan_warms_every_account_before_ready(keyed_home, embedder, monkeyp
                 seen["during"] = err.code
             report = real(service, **kwargs)
             seen["after"] = [(a, svc.keyword_index.held(a), svc.l0_matrix.held(a)) for a in ACCOUNTS]
+            views = [svc.l0_matrix.view(a) for a in ACCOUNTS]
+            seen["keys"] = [seg.uris._ends is not None for v in views if v for seg, _ in v.segments.values()]
             return report
 
         monkeypatch.setattr(warm_module, "warm_up", watched)
@@ -77,6 +79,7 @@ def test_lifespan_warms_every_account_before_ready(keyed_home, embedder, monkeyp
         with TestClient(app, base_url=LOOPBACK_URL, client=("127.0.0.1", 40002)) as client:
             assert seen["during"] == ErrorCode.NOT_READY
             assert seen["after"] == [(a, True, True) for a in ACCOUNTS]  # loaded before the app said ready
+            assert seen["keys"] and all(seen["keys"])  # the URI lookups' keys too (PackedStrings.prepare_lookups)
             report = app.state.engine.warm_up
             assert report.accounts == list(ACCOUNTS) and report.not_warmed == []
             steps = {"model", "tokenizer", "hint rules", "redaction", "vector index", "accounts", "gc freeze"}

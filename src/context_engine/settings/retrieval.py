@@ -126,8 +126,8 @@ class HierarchySettings(SettingsSection):
         False,
         description="Walk the directories of every typed query, not only of the types the planner's intent prefers. "
         "Off: when the intent prefers types, the other types keep their seeds (scored with their ancestors as "
-        "usual) and are not expanded, which saves a third of a search's time per skipped type; without a "
-        "preferred type every typed query is expanded.",
+        "usual) and are not expanded, which saves their walk (~5% of a search at 100k nodes); without a "
+        "preferred type, or when the caller named the types, every typed query is expanded.",
     )
 
 

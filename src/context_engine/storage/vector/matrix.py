@@ -198,6 +198,16 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
                     if seg.dead:
                         account.segments[space] = seg.compacted(seg.projection, half=seg.layout == "half")
 
+    def warm(self, account_id: str) -> bool:
+        """:meth:`DerivedIndex.warm`, then the keys of each segment's URI lookups
+        (:meth:`PackedStrings.prepare_lookups`), which the first search would otherwise build."""
+        held = super().warm(account_id)
+        view = self.view(account_id) if held else None
+        if view is not None:
+            for seg, _ in view.segments.values():
+                seg.uris.prepare_lookups()
+        return held
+
     def view(self, account_id: str, generation: int | None = None) -> MatrixView | None:
         """A read view of the account at (at least) its committed generation, catching up first when needed
         (:meth:`DerivedIndex._current`); ``None`` when the account has more than ``max_rows`` rows.
