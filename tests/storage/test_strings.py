@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -98,10 +99,15 @@ def test_a_reader_holding_a_count_reads_the_same_rows_while_the_writer_grows_the
     assert list(col) == [f"row {i} ü" for i in range(5000)]
 
 
-@pytest.mark.parametrize("head", [0, 100])
-def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row(head: int) -> None:
-    col = packed([f"{i}:{'é' * (i % 7)}" for i in range(head)], head=head)
-    published = [head]  # the owner's ``n``: moved after the rows are appended
+def append_while_reading(
+    col: PackedStrings,
+    value_of: Callable[[int], str],
+    batch: int,
+    check: Callable[[int, np.random.Generator], str | None],
+) -> list[str]:
+    """Append rows ``len(col)`` .. 20,000 in batches, publishing the count after each (the owner's ``n``), while
+    three readers call ``check(n, rng)`` below the published count; the errors they report."""
+    published = [len(col)]
     stop = threading.Event()
     errors: list[str] = []
 
@@ -109,23 +115,38 @@ def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row
         rng = np.random.default_rng(threading.get_ident() % 2**32)
         while not stop.is_set():
             n = published[0]
-            if n:
-                i = int(rng.integers(0, n))
-                if col[i] != f"{i}:{'é' * (i % 7)}":
-                    errors.append(f"row {i} read {col[i]!r}")
-                if col[max(0, n - 50) : n] != [f"{j}:{'é' * (j % 7)}" for j in range(max(0, n - 50), n)]:
-                    errors.append(f"slice below {n}")
+            if n and (error := check(n, rng)) is not None:
+                errors.append(error)
 
     readers = [threading.Thread(target=read) for _ in range(3)]
     for t in readers:
         t.start()
-    for start in range(head, 20_000, 37):
-        col.extend([f"{i}:{'é' * (i % 7)}" for i in range(start, start + 37)])
+    for start in range(len(col), 20_000, batch):
+        col.extend([value_of(i) for i in range(start, start + batch)])
         published[0] = len(col)
     stop.set()
     for t in readers:
         t.join()
-    assert errors == []
+    return errors
+
+
+def accented(i: int) -> str:
+    return f"{i}:{'é' * (i % 7)}"
+
+
+@pytest.mark.parametrize("head", [0, 100])
+def test_concurrent_readers_below_a_published_count_never_see_a_half_written_row(head: int) -> None:
+    col = packed([accented(i) for i in range(head)], head=head)
+
+    def check(n: int, rng: np.random.Generator) -> str | None:
+        i = int(rng.integers(0, n))
+        if col[i] != accented(i):
+            return f"row {i} read {col[i]!r}"
+        if col[max(0, n - 50) : n] != [accented(j) for j in range(max(0, n - 50), n)]:
+            return f"slice below {n}"
+        return None
+
+    assert append_while_reading(col, accented, 37, check) == []
 
 
 @given(
@@ -230,27 +251,14 @@ def test_equal_rows_by_end_keys_follow_appends_and_short_rows() -> None:
 
 
 def test_equal_rows_while_a_writer_appends() -> None:
-    col = PackedStrings([f"ctx://resources/dir/{i:06d}.md" for i in range(500)])
-    published = [len(col)]
-    stop = threading.Event()
-    errors: list[str] = []
+    def uri(i: int) -> str:
+        return f"ctx://resources/dir/{i:06d}.md"
 
-    def read() -> None:
-        rng = np.random.default_rng(5)
-        while not stop.is_set():
-            n = published[0]
-            i = int(rng.integers(0, n))
-            rows = np.arange(max(0, i - 40), min(n, i + 40))
-            if col.equal_rows(rows, f"ctx://resources/dir/{i:06d}.md").tolist() != [i]:
-                errors.append(f"row {i} of {n}")
+    col = PackedStrings([uri(i) for i in range(500)])
 
-    readers = [threading.Thread(target=read) for _ in range(3)]
-    for t in readers:
-        t.start()
-    for start in range(500, 20_000, 53):
-        col.extend([f"ctx://resources/dir/{i:06d}.md" for i in range(start, start + 53)])
-        published[0] = len(col)
-    stop.set()
-    for t in readers:
-        t.join()
-    assert errors == []
+    def check(n: int, rng: np.random.Generator) -> str | None:
+        i = int(rng.integers(0, n))
+        rows = np.arange(max(0, i - 40), min(n, i + 40))
+        return None if col.equal_rows(rows, uri(i)).tolist() == [i] else f"row {i} of {n}"
+
+    assert append_while_reading(col, uri, 53, check) == []
