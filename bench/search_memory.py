@@ -668,6 +668,11 @@ def measure(engine, queries, contexts, warmup: int, repetitions: int = 1, pause_
         for r in range(max(1, repetitions))
     ]
     search_module.TraceRecorder = trace_module.TraceRecorder
+    if len(runs) > 1:  # a first pass much slower than the later ones is cold cost (first touches), not noise
+        print(
+            "  total per repetition (p50 / p95 ms): "
+            + "; ".join(f"{pct(run['total'], 50):.2f} / {pct(run['total'], 95):.2f}" for run in runs)
+        )
     samples: dict[str, list] = {}
     for key in runs[0]:
         if key in ("typed_queries", "hits", "caller"):
