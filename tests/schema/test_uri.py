@@ -1,7 +1,11 @@
+import unicodedata
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.schema.uri import ContextURI
+from context_engine.schema.uri import ContextURI, validate_segment
 
 
 @pytest.mark.parametrize(
@@ -81,3 +85,58 @@ def test_cjk_uri_within_byte_limit_is_accepted():
     assert ok.segments[0] == seg
     with pytest.raises(ContextEngineError):
         ContextURI.parse("ctx://resources/" + "/".join(["文" * 80] * 5))
+
+
+def _reference_refusal(segment: str) -> str | None:
+    """What the per-character rule refuses in a segment (the first separator or Cc/Cf/Zl/Zp character), as the
+    message names it; ``None`` when nothing."""
+    for ch in unicodedata.normalize("NFC", segment):
+        if ch in "/\\:":
+            return f"character {ch!r} is not allowed inside a segment"
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"control character U+{ord(ch):04X} is not allowed"
+    return None
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x1f", "\x7f", "\t", "/", "\\", ":", "\u200b", "\u2028", "\u2029", "\x85"])
+@pytest.mark.parametrize("around", [("notes", ".md"), ("笔记", ".md"), ("", "x")])
+def test_a_refused_character_is_named_in_ascii_and_other_segments(bad, around):
+    segment = around[0] + bad + around[1]
+    with pytest.raises(ContextEngineError) as err:
+        validate_segment(segment)
+    assert err.value.code is ErrorCode.URI_INVALID
+    assert _reference_refusal(segment) in err.value.message
+
+
+def _reference_outcome(segment: str) -> str:
+    """validate_segment as a plain per-character rule (blank, '.', '..', reserved, then the first refused character,
+    a lone surrogate, the length): the NFC segment, or the reason it is refused."""
+    seg = unicodedata.normalize("NFC", segment)
+    stem = seg.rsplit(".", 1)[0]
+    if seg == "" or not seg.strip() or (stem and not stem.strip()) or seg in (".", ".."):
+        return "refused before the characters"
+    if seg in {".abstract.md", ".overview.md", ".content.md", ".node"}:
+        return "refused before the characters"
+    refusal = _reference_refusal(seg)
+    if refusal is not None:
+        return refusal
+    if any("\ud800" <= ch <= "\udfff" for ch in seg):
+        return "contains a lone surrogate"
+    if len(seg.encode("utf-8", "surrogatepass")) > 255:
+        return "segment longer than 255 bytes"
+    return seg
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=12) | st.text(min_size=1, max_size=12))
+def test_segment_validation_refuses_what_the_per_character_rule_refuses(segment):
+    # the ASCII fast path (one regex search) and the general loop give the plain rule's answer, message included
+    expected = _reference_outcome(segment)
+    try:
+        got = validate_segment(segment)
+    except ContextEngineError as err:
+        assert expected != unicodedata.normalize("NFC", segment)
+        if expected != "refused before the characters":
+            assert expected in err.message
+    else:
+        assert got == expected

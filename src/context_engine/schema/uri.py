@@ -10,6 +10,7 @@ never be mistaken for node content.
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Literal
@@ -31,6 +32,14 @@ def _invalid(uri: str, why: str) -> ContextEngineError:
     return ContextEngineError(ErrorCode.URI_INVALID, f"invalid URI {shown!r}: {why}", {"reason": why})
 
 
+# What no segment may hold, in one C-level search: the separators, and for an ASCII segment every character of the
+# categories refused below (ASCII has only Cc ones: U+0000-U+001F and U+007F). A parse of a URI first seen costs
+# its segments' validation, and a search meets a few hundred new URIs (expansion, hydration): the per-character
+# category loop was ~1 ms of a cold 1M-node search (bench/search_memory.py, first pass against the next).
+_ASCII_REFUSED = re.compile(r"[\x00-\x1f\x7f/\\:]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def validate_segment(segment: str, uri: str = "") -> str:
     """Return the NFC form of one path segment or raise ``WRT-4001`` saying what is wrong with it."""
     seg = unicodedata.normalize("NFC", segment)
@@ -45,12 +54,17 @@ def validate_segment(segment: str, uri: str = "") -> str:
         raise _invalid(uri or segment, f"segment {seg!r} is not allowed")
     if seg in RESERVED_SEGMENTS:
         raise _invalid(uri or segment, f"segment {seg!r} is a reserved internal name")
-    for ch in seg:
+    refused: tuple[str, ...]
+    if seg.isascii():
+        found = _ASCII_REFUSED.search(seg)
+        refused = () if found is None else (found.group(),)
+    else:
+        refused = tuple(ch for ch in seg if ch in "/\\:" or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"))
+    for ch in refused[:1]:  # the first refused character names the problem
         if ch in "/\\:":
             raise _invalid(uri or segment, f"character {ch!r} is not allowed inside a segment")
-        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
-            raise _invalid(uri or segment, f"control character U+{ord(ch):04X} is not allowed")
-    if any("\ud800" <= ch <= "\udfff" for ch in seg):
+        raise _invalid(uri or segment, f"control character U+{ord(ch):04X} is not allowed")
+    if not seg.isascii() and _SURROGATE.search(seg):
         raise _invalid((uri or segment).encode("utf-8", "backslashreplace").decode(), "contains a lone surrogate")
     if len(seg.encode()) > MAX_SEGMENT_BYTES:
         raise _invalid(uri or segment, f"segment longer than {MAX_SEGMENT_BYTES} bytes")
@@ -88,7 +102,7 @@ class ContextURI:
     @classmethod
     def _parse(cls, uri: str) -> ContextURI:
         raw = unicodedata.normalize("NFC", uri.strip())
-        if any("\ud800" <= ch <= "\udfff" for ch in raw):  # a lone surrogate cannot be stored or encoded
+        if not raw.isascii() and _SURROGATE.search(raw):  # a lone surrogate cannot be stored or encoded
             raise _invalid(raw.encode("utf-8", "backslashreplace").decode(), "contains a lone surrogate character")
         if len(raw.encode()) > MAX_URI_BYTES:
             raise _invalid(raw, f"longer than {MAX_URI_BYTES} bytes")
