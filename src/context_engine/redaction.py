@@ -144,15 +144,18 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ),
 ]
 
-#: A superset of what any pattern can match, searched in the lower-cased text (so every branch is lower case): text
-#: without any of these needs no pattern pass. Lower-casing once and matching case-sensitively is ~5x faster than
-#: re.IGNORECASE over the 40 branches (11 against 54 us for a 127-character abstract), and a first-seen abstract
-#: of a search result pays it (the pass is memoised per text).
+#: A case-insensitive superset of what any pattern can match: text without any of these needs no pattern pass.
 _TRIGGER = re.compile(
-    r"private key|://|eyj|a[ks]ia|agpa|aida|aroa|anpa|anva|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|sk-|"
-    r"_live_|_test_|aiza|npm_|pypi-|bearer|basic\s|accountkey|sharedaccesskey|sig=|sg\.|(?:sk|ac)[0-9a-f]{32}|"
-    r"key-[0-9a-z]{32}|do[opr]_v1_|shp(?:at|ca|pa|ss)_|gocspx-|cookie|curl|mysql|login|" + _KEY_WORDS
+    r"PRIVATE KEY|://|eyJ|A[KS]IA|AGPA|AIDA|AROA|ANPA|ANVA|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|sk-|"
+    r"_live_|_test_|AIza|npm_|pypi-|bearer|basic\s|AccountKey|SharedAccessKey|sig=|SG\.|(?:SK|AC)[0-9a-f]{32}|"
+    r"key-[0-9a-z]{32}|do[opr]_v1_|shp(?:at|ca|pa|ss)_|GOCSPX-|cookie|curl|mysql|login|" + _KEY_WORDS,
+    re.IGNORECASE,
 )
+#: :data:`_TRIGGER` for an ASCII text, searched in its lower-cased form with every branch in lower case: ~5x faster
+#: than re.IGNORECASE over the 40 branches (11 against 54 us for a 127-character abstract), and a search result's
+#: first-seen abstract pays it (the pass is memoised per text). Only for ASCII: re.IGNORECASE also matches letters
+#: that ``str.lower`` does not map to ASCII ("paſſword", U+017F), which such text cannot hold.
+_TRIGGER_ASCII = re.compile(_TRIGGER.pattern.lower())
 # Short texts (abstracts) redacted by patterns only are memoised: they repeat across searches.
 _CACHE_MAX_CHARS = 1024
 _CACHE_SIZE = 8192
@@ -316,7 +319,8 @@ def _replace(match: re.Match[str], kind: str, group: int, out: Redaction) -> str
 
 def _pattern_pass(text: str) -> Redaction:
     out = Redaction(text)
-    if _TRIGGER.search(text.lower()) is None:
+    trigger = _TRIGGER_ASCII.search(text.lower()) if text.isascii() else _TRIGGER.search(text)
+    if trigger is None:
         return out
     for kind, pattern, group in PATTERNS:
         out.text = pattern.sub(functools.partial(_replace, kind=kind, group=group, out=out), out.text)
