@@ -37,10 +37,11 @@ top-10 over the caller account's level-0 rows, the same vectors, with and withou
 of search_memory to it; the total per caller kind (account and role: an admin's search spans every owner space of
 its account); the thread CPU of each search (``total CPU``: what the request's own thread spent, which a
 loaded machine's waits do not inflate); with ``--repetitions N`` every query runs N times and each figure is its
-minimum over them; ``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a
-background thread); ``--pause-ms`` idles before each search (a server between requests, where such background
-work is done); ``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the
-``gc.freeze`` of :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches
+minimum over them (each pass's p50 / p95 is printed too: a first pass slower than the others is cold cost);
+``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a background thread);
+``--pause-ms`` idles before each search (a server between requests, where such background work is done);
+``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the ``gc.freeze`` of
+:mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches
 (with its anonymous and file-backed parts); lookup_knowledge p50/p95 (with a vector index) and per stage (from its
 traces); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and
 recall@10 of the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
