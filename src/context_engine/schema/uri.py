@@ -54,13 +54,13 @@ def validate_segment(segment: str, uri: str = "") -> str:
         raise _invalid(uri or segment, f"segment {seg!r} is not allowed")
     if seg in RESERVED_SEGMENTS:
         raise _invalid(uri or segment, f"segment {seg!r} is a reserved internal name")
-    refused: tuple[str, ...]
+    # the first refused character names the problem
     if seg.isascii():
         found = _ASCII_REFUSED.search(seg)
-        refused = () if found is None else (found.group(),)
+        ch = None if found is None else found.group()
     else:
-        refused = tuple(ch for ch in seg if ch in "/\\:" or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"))
-    for ch in refused[:1]:  # the first refused character names the problem
+        ch = next((c for c in seg if c in "/\\:" or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if ch is not None:
         if ch in "/\\:":
             raise _invalid(uri or segment, f"character {ch!r} is not allowed inside a segment")
         raise _invalid(uri or segment, f"control character U+{ord(ch):04X} is not allowed")
