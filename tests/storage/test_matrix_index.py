@@ -237,7 +237,10 @@ def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store:
     small = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=24, project_rows=project_rows)
     seg = small.view("acc-a").segments["shared"][0]  # type: ignore[union-attr]
     assert seg.layout == layout and seg.compressed == (layout == "projected")
-    assert seg.vectors is None if layout == "half" else seg.vectors.shape == (3_000, 24)
+    if layout == "half":
+        assert seg.vectors is None and seg.tail is None
+    else:  # the projections split into the leading coordinates a scan reads and the others
+        assert seg.vectors.shape == (3_000, 12) and seg.tail is not None and seg.tail.shape == (3_000, 12)
     assert seg.full is not None and seg.full.dtype == np.float16 and seg.full.shape == (3_000, dim)
     queries = clustered(15, 50, dim)
     recall = []
@@ -290,7 +293,8 @@ def test_an_account_of_many_small_segments_is_compressed_with_one_projection(sto
     view = index.view("acc-a")
     assert view is not None and len(view.segments) == 40
     projections = {id(seg.projection) for seg, _ in view.segments.values()}
-    assert len(projections) == 1 and all(seg.vectors.shape[1] == 16 for seg, _ in view.segments.values())
+    assert len(projections) == 1
+    assert all(seg.vectors.shape[1] + seg.tail.shape[1] == 16 for seg, _ in view.segments.values())
     # below project_rows, such small segments keep float16 vectors only
     halves = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=16, project_rows=1_000).view("acc-a")
     assert halves is not None and {seg.layout for seg, _ in halves.segments.values()} == {"half"}
@@ -451,3 +455,43 @@ def test_widen_gives_astypes_float32_for_every_float16_value() -> None:
     assert widen(float32) is float32  # float32 is not copied
     rows = every[[3, 7, 200]]  # a gather of rows, as a rescoring reads them
     assert np.array_equal(widen(rows), rows.astype(np.float32), equal_nan=True)
+
+
+def test_a_projected_segment_scans_the_leading_coordinates_and_adds_the_others_for_its_candidates(
+    store: SqlMetadataStore,
+) -> None:
+    from context_engine.storage.vector.matrix_segment import lead_dims
+
+    index, _ = compressed_account(store, 24, 1_500, 20)
+    seg, n = index.view("acc-a").segments["shared"]  # type: ignore[union-attr]
+    assert seg.projection is not None and seg.vectors.shape == (n, lead_dims(20)) == (n, 10)
+    whole = np.hstack([seg.vectors[:n], seg.tail[:n]])  # the projections, as one (n, 20) array
+    rows = np.array([0, 7, 700, 1_499])
+    for q in clustered(25, 10, 64):
+        projected = seg.project(q)
+        np.testing.assert_allclose(projected, q @ seg.projection, rtol=1e-6)
+        lead = seg.scan(q, n)
+        np.testing.assert_allclose(lead, np.clip(seg.vectors[:n] @ projected[:10], -1, 1), atol=1e-6)
+        want = np.clip(whole[rows] @ projected, -1, 1)
+        np.testing.assert_allclose(seg.approximate(rows, lead[rows], projected), want, atol=1e-6)
+        np.testing.assert_allclose(seg.score_rows(rows, q), want, atol=1e-6)
+
+
+def test_the_scorer_cascade_finds_the_top_k_of_a_segment_larger_than_its_depth(store: SqlMetadataStore) -> None:
+    # 12,000 rows: the partial scan keeps cascade_depth(10) = 4,000 of them for the whole projection to score; the
+    # index's own search scores every row on the whole projection: both answer the same top 10
+    from context_engine.storage.vector.matrix_scoring import MemoryL0Scorer
+    from context_engine.storage.vector.matrix_segment import cascade_depth
+
+    index, vectors = compressed_account(store, 26, 12_000, 32)
+    exact = MatrixVectorIndex(store)
+    view = index.view("acc-a")
+    assert view is not None and view.segments["shared"][1] > cascade_depth(10)
+    recall, agree = [], 0
+    for q in clustered(27, 40, 64):
+        got = [m.uri for m in MemoryL0Scorer(view, q).top(ALL, 10)]
+        whole = [h.uri for h in index.search(q, 10, ALL)]
+        truth = [h.uri for h in exact.search(q, 10, ALL)]
+        agree += got == whole
+        recall.append(len(set(got) & set(truth)) / 10)
+    assert agree == 40 and np.mean(recall) >= 0.99

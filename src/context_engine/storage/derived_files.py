@@ -57,11 +57,12 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Version of the derived-file layout (the arrays each kind writes and what they mean). A file of another version is
-ignored and rebuilt (docs/derived_indexes.md). 3: a projected segment of a compressed level-0 account also holds
-int8 copies of its vectors with one scale a row (``q8``, ``q8_scale``), which pick the few candidates its float16
-vectors rescore; 2: row ids, URIs, texts and breadcrumbs are packed string columns
+ignored and rebuilt (docs/derived_indexes.md). 4: a projected segment keeps its projections in two arrays, the
+leading coordinates that a scan reads (``vectors``) and the others (``tail``); 3: a projected segment of a
+compressed level-0 account also holds int8 copies of its vectors with one scale a row (``q8``, ``q8_scale``), which
+pick the few candidates its float16 vectors rescore; 2: row ids, URIs, texts and breadcrumbs are packed string columns
 (UTF-8 bytes and int64 *byte* offsets, ``<name>.utf8`` / ``<name>.byte_offsets``) read back zero-copy, and a
 segment of a compressed level-0 account holds float16 vectors (``full``) with its layout in its metadata; 1 stored
 character offsets and projections only."""

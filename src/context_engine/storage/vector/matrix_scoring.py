@@ -17,7 +17,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter
 from context_engine.storage.selection import kth_largest
 from context_engine.storage.strings import best_by_score
-from context_engine.storage.vector.matrix_segment import MatrixView, refine_depth, rescore_depth
+from context_engine.storage.vector.matrix_segment import MatrixView, cascade_depth, refine_depth, rescore_depth
 from context_engine.storage.vector.scoring import L0Match, ordered, parent_of, space_of
 
 __all__ = ["MemoryL0Scorer"]
@@ -39,6 +39,7 @@ class MemoryL0Scorer:
         self._view = view
         self._query = np.asarray(query_vector, dtype=np.float32)
         self._scores: dict[str, np.ndarray] = {}
+        self._projected: dict[int, np.ndarray] = {}  # id(projection) -> the query projected (one per account)
         self._exact: dict[str, dict[int, float]] = {}  # compressed segments: rows rescored so far
         self._masks: dict[tuple, np.ndarray] = {}  # (space, filter key) -> mask: a request asks with few filters
         self._lock = threading.Lock()
@@ -48,8 +49,21 @@ class MemoryL0Scorer:
         """The account generation the view is at."""
         return self._view.generation
 
+    def _project(self, space: str) -> np.ndarray | None:
+        """The query projected by the segment's projection (:meth:`MatrixSegment.project`), once per request."""
+        seg, _ = self._view.segments[space]
+        if seg.projection is None:
+            return None
+        found = self._projected.get(id(seg.projection))
+        if found is None:
+            found = seg.project(self._query)
+            assert found is not None
+            self._projected[id(seg.projection)] = found
+        return found
+
     def scores(self, space: str) -> np.ndarray:
-        """Cosine similarity of the query to every row of one segment (below the view's row count)."""
+        """Cosine similarity of the query to every row of one segment (below the view's row count); a compressed
+        segment's are the partial scores of its leading projected coordinates (:meth:`MatrixSegment.scan`)."""
         found = self._scores.get(space)
         if found is not None:
             return found
@@ -66,7 +80,7 @@ class MemoryL0Scorer:
                         {"expected_dim": seg.dim},
                     )
                 else:
-                    found = seg.scan(self._query, n)
+                    found = seg.scan(self._query, n, self._project(space))
                 self._scores[space] = found
         return found
 
@@ -121,14 +135,28 @@ class MemoryL0Scorer:
         ]
 
     def _candidates(self, space: str, rows: np.ndarray, k: int) -> np.ndarray:
-        """The rows :meth:`_best` scores fully for ``k`` wanted: the ``k`` best (a compressed segment: the
-        :func:`rescore_depth` best by its approximate scores), with every row tied with the last."""
+        """The rows :meth:`_best` scores fully for ``k`` wanted: the ``k`` best, with every row tied with the last
+        (ties resolve by URI). A compressed segment's: the :func:`cascade_depth` best by its partial scan scores,
+        of those the :func:`rescore_depth` best by the whole projection's (:meth:`MatrixSegment.approximate`),
+        ties kept at both cuts."""
         seg, _ = self._view.segments[space]
-        depth = rescore_depth(k) if seg.compressed else k
-        if rows.size > depth:
-            sub = self.scores(space)[rows]
-            rows = rows[sub >= kth_largest(sub, depth)]  # keep every row tied with the k-th: ties resolve by URI
-        return rows
+        if not seg.compressed:
+            if rows.size > k:
+                sub = self.scores(space)[rows]
+                rows = rows[sub >= kth_largest(sub, k)]
+            return rows
+        depth = rescore_depth(k)
+        if rows.size <= depth:
+            return rows
+        lead = self.scores(space)[rows]
+        wide = cascade_depth(k)
+        if rows.size > wide:
+            keep = lead >= kth_largest(lead, wide)
+            rows, lead = rows[keep], lead[keep]
+        projected = self._project(space)
+        assert projected is not None
+        approx = seg.approximate(rows, lead, projected)
+        return rows[approx >= kth_largest(approx, depth)]
 
     def _refined(self, space: str, rows: np.ndarray, k: int, fine: np.ndarray | None = None) -> np.ndarray:
         """Of a compressed segment's :meth:`_candidates` ``rows`` for ``k`` wanted, those its float16 vectors
@@ -157,7 +185,7 @@ class MemoryL0Scorer:
             # One candidate threshold across the segments (a caller whose scope spans many owner spaces, e.g. an
             # admin's): a row below the depth-th best score of all segments cannot be among the k best, so each
             # segment keeps only the rows at or above it, as if the segments were one (ties kept: >=).
-            depth = rescore_depth(k) if layouts == {True} else k
+            depth = cascade_depth(k) if layouts == {True} else k
             approx = [self.scores(space)[rows] for space, rows in picked]
             total = sum(a.size for a in approx)
             if total > depth:
