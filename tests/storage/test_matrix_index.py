@@ -477,16 +477,23 @@ def test_a_projected_segment_scans_the_leading_coordinates_and_adds_the_others_f
         np.testing.assert_allclose(seg.score_rows(rows, q), want, atol=1e-6)
 
 
-def test_the_scorer_cascade_finds_the_top_k_of_a_segment_larger_than_its_depth(store: SqlMetadataStore) -> None:
+@pytest.mark.parametrize("spaces", [1, 6])
+def test_the_scorer_cascade_finds_the_top_k_of_a_segment_larger_than_its_depth(
+    store: SqlMetadataStore, spaces: int
+) -> None:
     # 12,000 rows: the partial scan keeps cascade_depth(10) = 4,000 of them for the whole projection to score; the
-    # index's own search scores every row on the whole projection: both answer the same top 10
+    # index's own search scores every row on the whole projection: both answer the same top 10. Over six owner
+    # spaces (an admin's scope) the scorer cuts with one threshold across the segments, the index per segment.
     from context_engine.storage.vector.matrix_scoring import MemoryL0Scorer
     from context_engine.storage.vector.matrix_segment import cascade_depth
 
-    index, vectors = compressed_account(store, 26, 12_000, 32)
-    exact = MatrixVectorIndex(store)
+    vectors = clustered(26, 12_000, 64)
+    store.put_vectors([rec(f"r{i:05d}", vectors[i], owner_space=f"user:u{i % spaces}") for i in range(12_000)])
+    index, exact = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=32), MatrixVectorIndex(store)
     view = index.view("acc-a")
-    assert view is not None and view.segments["shared"][1] > cascade_depth(10)
+    assert view is not None and len(view.segments) == spaces
+    assert sum(n for _, n in view.segments.values()) > cascade_depth(10)
+    assert all(seg.compressed for seg, _ in view.segments.values())
     recall, agree = [], 0
     for q in clustered(27, 40, 64):
         got = [m.uri for m in MemoryL0Scorer(view, q).top(ALL, 10)]

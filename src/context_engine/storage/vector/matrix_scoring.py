@@ -145,18 +145,33 @@ class MemoryL0Scorer:
                 sub = self.scores(space)[rows]
                 rows = rows[sub >= kth_largest(sub, k)]
             return rows
-        depth = rescore_depth(k)
-        if rows.size <= depth:
+        if rows.size <= rescore_depth(k):
             return rows
-        lead = self.scores(space)[rows]
-        wide = cascade_depth(k)
-        if rows.size > wide:
-            keep = lead >= kth_largest(lead, wide)
-            rows, lead = rows[keep], lead[keep]
-        projected = self._project(space)
-        assert projected is not None
-        approx = seg.approximate(rows, lead, projected)
-        return rows[approx >= kth_largest(approx, depth)]
+        return self._candidates_across([(space, rows)], k)[0][1]
+
+    def _candidates_across(self, picked: list[tuple[str, np.ndarray]], k: int) -> list[tuple[str, np.ndarray]]:
+        """:meth:`_candidates` of compressed segments' ``(space, rows)`` as if they were one segment: each cut (the
+        :func:`cascade_depth` best partial scores, then the :func:`rescore_depth` best whole-projection scores)
+        takes one threshold across them, so a scope of many owner spaces (an admin's) scores about as many rows as
+        a scope of one. Ties kept (``>=``)."""
+        wide, depth = cascade_depth(k), rescore_depth(k)
+        if sum(rows.size for _, rows in picked) <= depth:
+            return picked
+        lead = [self.scores(space)[rows] for space, rows in picked]
+        if sum(a.size for a in lead) > wide:
+            kth = kth_largest(np.concatenate(lead), wide)
+            kept = [a >= kth for a in lead]
+            picked = [(space, rows[m]) for (space, rows), m in zip(picked, kept, strict=True)]
+            lead = [a[m] for a, m in zip(lead, kept, strict=True)]
+        approx = []
+        for (space, rows), a in zip(picked, lead, strict=True):
+            projected = self._project(space)
+            assert projected is not None
+            approx.append(self._view.segments[space][0].approximate(rows, a, projected))
+        if sum(a.size for a in approx) > depth:
+            kth = kth_largest(np.concatenate(approx), depth)
+            picked = [(space, rows[a >= kth]) for (space, rows), a in zip(picked, approx, strict=True)]
+        return picked
 
     def _refined(self, space: str, rows: np.ndarray, k: int, fine: np.ndarray | None = None) -> np.ndarray:
         """Of a compressed segment's :meth:`_candidates` ``rows`` for ``k`` wanted, those its float16 vectors
@@ -181,17 +196,19 @@ class MemoryL0Scorer:
             return []
         picked = [(space, rows) for space in self._spaces(flt) if (rows := np.flatnonzero(self._mask(space, flt))).size]
         layouts = {self._view.segments[space][0].compressed for space, _ in picked}
-        if len(picked) > 1 and len(layouts) == 1:  # approximations are compared with approximations only
-            # One candidate threshold across the segments (a caller whose scope spans many owner spaces, e.g. an
-            # admin's): a row below the depth-th best score of all segments cannot be among the k best, so each
-            # segment keeps only the rows at or above it, as if the segments were one (ties kept: >=).
-            depth = cascade_depth(k) if layouts == {True} else k
-            approx = [self.scores(space)[rows] for space, rows in picked]
-            total = sum(a.size for a in approx)
-            if total > depth:
-                kth = kth_largest(np.concatenate(approx), depth)
-                picked = [(space, rows[a >= kth]) for (space, rows), a in zip(picked, approx, strict=True)]
         matches: list[L0Match] = []
+        if layouts == {True}:  # approximations are compared with approximations only
+            for space, rows in self._candidates_across(picked, k):
+                if rows.size:
+                    matches.extend(self._best(space, self._refined(space, rows, k), k, ready=True))
+            return ordered(matches)[:k]
+        if len(picked) > 1 and layouts == {False}:
+            # One threshold across the segments (a caller whose scope spans many owner spaces, e.g. an admin's): a
+            # row below the k-th best score of all segments cannot be among the k best (ties kept: >=).
+            scores = [self.scores(space)[rows] for space, rows in picked]
+            if sum(a.size for a in scores) > k:
+                kth = kth_largest(np.concatenate(scores), k)
+                picked = [(space, rows[a >= kth]) for (space, rows), a in zip(picked, scores, strict=True)]
         for space, rows in picked:
             if rows.size:
                 matches.extend(self._best(space, rows, k))
