@@ -157,10 +157,10 @@ class MemoryL0Scorer:
         wide, depth = cascade_depth(k), rescore_depth(k)
         if sum(rows.size for _, rows in picked) <= depth:
             return picked
-        lead = [self.scores(space)[rows] for space, rows in picked]
+        lead = [self._rows_of(self.scores(space), rows) for space, rows in picked]
         if sum(a.size for a in lead) > wide:
-            kth = kth_largest(np.concatenate(lead), wide)
-            kept = [a >= kth for a in lead]
+            kth = kth_largest(lead[0] if len(lead) == 1 else np.concatenate(lead), wide)
+            kept = [np.flatnonzero(a >= kth) for a in lead]  # a few thousand of up to ~325k rows: take by index
             picked = [(space, rows[m]) for (space, rows), m in zip(picked, kept, strict=True)]
             lead = [a[m] for a, m in zip(lead, kept, strict=True)]
         approx = []
@@ -172,6 +172,11 @@ class MemoryL0Scorer:
             kth = kth_largest(np.concatenate(approx), depth)
             picked = [(space, rows[a >= kth]) for (space, rows), a in zip(picked, approx, strict=True)]
         return picked
+
+    @staticmethod
+    def _rows_of(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``scores[rows]`` for sorted unique ``rows`` (a mask's): the array itself when they are every row."""
+        return scores if rows.size == scores.size else scores[rows]
 
     def _refined(self, space: str, rows: np.ndarray, k: int, fine: np.ndarray | None = None) -> np.ndarray:
         """Of a compressed segment's :meth:`_candidates` ``rows`` for ``k`` wanted, those its float16 vectors
