@@ -25,7 +25,14 @@ from context_engine.schema.hits import NodeHit
         ("What did Sam start drinking when caffeine was ruining their nights?", None),
         ("What did Sam do at the wedding of the sister who married in Galway?", None),
         ("Where does Sam live?", None),
-        ("What does the user do for a living?", None),
+        ("What does the user do for a living?", "occupation"),
+        ("What is the user's profession?", "occupation"),
+        ("What is Sam's job title now?", "occupation"),
+        ("what line of work is Priya in?", "occupation"),
+        ("What does Kwame work as?", "occupation"),
+        # "do" without "for a living" is any activity; "career" asks for plans, not a job held
+        ("What does Melanie do to destress?", None),
+        ("What career path has Caroline decided to pursue?", None),
         ("萨姆什么时候搬家的？", None),
     ],
 )
@@ -49,6 +56,16 @@ def test_a_name_is_a_capitalised_word_inside_a_sentence_the_question_does_not_na
     assert not has_answer_type("name", "Kwame: Switched Kofi to two meals a day, the vet said it's time.", q)
     assert not has_answer_type("name", "I think Kofi's vet is great. Really.", q)
     assert has_answer_type("name", "I just started at Northwind as a data engineer.", "What company does Sam work for?")
+
+
+def test_an_occupation_is_one_of_the_listed_nouns_as_a_whole_word():
+    q = "What does the user do for a living?"
+    assert has_answer_type("occupation", "Being a paramedic doesn't help, the night shifts wreck my rhythm.", q)
+    assert has_answer_type("occupation", "I'm going back to work part-time in April, as a pharmacist at Boots.", q)
+    assert has_answer_type("occupation", "Both my parents were Teachers.", q)  # any case, plural
+    assert not has_answer_type("occupation", "Four on, four off.", q)
+    assert not has_answer_type("occupation", "The cookery course was great fun.", q)  # "cook" inside a word
+    assert not has_answer_type("occupation", "I drive to work at eight.", q)  # "driver" is listed, "drive" is not
 
 
 def _hit(name: str, score: float, abstract: str, *, context_type: str = "memory", is_dir: bool = False) -> NodeHit:

@@ -12,7 +12,13 @@ words (English):
   word (:data:`NUMBER_WORDS`: "twice", "yesterday", "last week" by its "week");
 * ``name``: "who / whom / whose", "what is the name ...", "what is X's name", "what / which brand, company, city,
   neighbourhood, book, ..." -- answered by a capitalised word inside a sentence (a proper noun) that the question
-  does not already name ("I" and a sentence's first word are not names).
+  does not already name ("I" and a sentence's first word are not names);
+* ``occupation``: "what does X do for a living / for work / professionally", "what is X's job / profession /
+  occupation / line of work / trade", "what job ...", "what does X work as" -- answered by an occupation noun
+  (:data:`OCCUPATIONS`: "I'm an architect", "Being a paramedic doesn't help"). A person's occupation is a class of
+  its own in question classification (Li & Roth, *Learning Question Classifiers*, COLING 2002: HUM:title); the
+  question rarely shares a word with the memory that answers it ("What is the user's profession?" against "I'm
+  going back to work part-time in April, as a pharmacist at Boots").
 
 Other questions ("what", "where", "why", "how", Chinese) have no expected type and are unchanged.
 :func:`prefer_answer_type` adds ``retrieval.scoring.answer_type_boost`` (0.08) to the final score of each memory
@@ -29,9 +35,9 @@ from typing import Literal
 
 from context_engine.schema.hits import NodeHit
 
-__all__ = ["NUMBER_WORDS", "AnswerType", "expected_answer_type", "has_answer_type", "prefer_answer_type"]
+__all__ = ["NUMBER_WORDS", "OCCUPATIONS", "AnswerType", "expected_answer_type", "has_answer_type", "prefer_answer_type"]
 
-AnswerType = Literal["number", "name"]
+AnswerType = Literal["number", "name", "occupation"]
 
 _NUMBER_QUESTION = re.compile(
     r"^\W*(?:when|how (?:many|much|old|long|often|far|heavy|tall|frequently)|what (?:time|year|day|date|month|weekday)"
@@ -44,6 +50,33 @@ _NAME_QUESTION = re.compile(
     r"|bank|airline|school|team|band|book|film|movie|show|app|game))\b",
     re.IGNORECASE,
 )
+
+_OCCUPATION_QUESTION = re.compile(
+    r"^\W*(?:what (?:does|did|do) [\w'’ ]+ do (?:for (?:a )?(?:living|work|job)|professionally)"
+    r"|what (?:is|was|are|were) [\w'’ ]*(?:job|profession|occupation|line of work|trade)\b"
+    r"|what (?:job|profession|occupation|line of work|trade)\b"
+    r"|what (?:does|did|do) [\w'’ ]+ work as\b)",
+    re.IGNORECASE,
+)
+
+#: Occupations (nouns, singular; a plural "s" is allowed when matched), for the ``occupation`` answer type: the
+#: common ones of conversation, written for this module.
+OCCUPATIONS: tuple[str, ...] = tuple(
+    """
+    accountant actor actress analyst architect artist astronomer athlete attorney auditor baker banker
+    barber barista bartender biologist bookkeeper builder butcher carpenter cashier chef chemist clerk
+    coach consultant cook counselor counsellor courier curator dancer dentist designer detective
+    developer dietitian doctor driver economist editor electrician engineer farmer firefighter fisherman
+    florist gardener geologist hairdresser historian illustrator instructor interpreter janitor
+    journalist labourer laborer lawyer lecturer librarian lifeguard locksmith machinist manager mechanic
+    midwife musician nanny nurse optician paralegal paramedic pharmacist photographer physician
+    physicist physiotherapist plumber police policeman policewoman politician postman producer professor
+    programmer psychiatrist psychologist receptionist reporter researcher salesman saleswoman scientist
+    secretary soldier solicitor statistician surgeon surveyor teacher technician therapist translator
+    tutor veterinarian vet waiter waitress welder writer
+    """.split()
+)
+_OCCUPATION = re.compile(r"\b(?:" + "|".join(OCCUPATIONS) + r")s?\b", re.IGNORECASE)
 
 #: Words that state a number, a frequency, a date or a time (besides digits); those of :data:`_COUNTED` also in the
 #: plural ("Tuesdays", "two weeks"). Not "one": in conversation it is mostly a pronoun ("the one I liked"; without it
@@ -74,6 +107,8 @@ def expected_answer_type(query: str) -> AnswerType | None:
         return "number"
     if _NAME_QUESTION.search(query):
         return "name"
+    if _OCCUPATION_QUESTION.search(query):
+        return "occupation"
     return None
 
 
@@ -91,6 +126,8 @@ def has_answer_type(kind: AnswerType, text: str, query: str) -> bool:
     text = _SPEAKER_PREFIX.sub("", text, count=1)
     if kind == "number":
         return _NUMBER.search(text) is not None
+    if kind == "occupation":
+        return _OCCUPATION.search(text) is not None
     named = {_stem(w) for w in re.findall(r"[\w'’]+", query)}
     for match in _INNER_CAPITAL.finditer(text):
         word = match.group(1)

@@ -174,7 +174,8 @@ class ScoringSettings(SettingsSection):
         le=1.0,
         description="Added to the final score of memories that hold what the question's opening words ask for: a "
         "number, date or time for 'when' / 'how many' / 'what time', a proper noun for 'who' / 'what is the name' / "
-        "'which company' (English; retrieval/answer_type.py); 0 switches it off.",
+        "'which company', an occupation for 'what does X do for a living' / 'what is X's job' (English; "
+        "retrieval/answer_type.py); 0 switches it off.",
     )
     intent_boost: float = Field(
         0.05,
@@ -382,5 +383,3 @@ class KeywordSettings(SettingsSection):
         "embedding model's tuned weight for the fusion in use (eval/README.md).",
     )
     fusion_depth: int = Field(100, ge=1, le=10_000, description="Candidates taken from each ranked list before fusion.")
-
-
