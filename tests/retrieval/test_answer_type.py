@@ -30,6 +30,7 @@ from context_engine.schema.hits import NodeHit
         ("What is Sam's job title now?", "occupation"),
         ("what line of work is Priya in?", "occupation"),
         ("What does Kwame work as?", "occupation"),
+        ("What part-time job does Lena have now?", "occupation"),
         # "do" without "for a living" is any activity; "career" asks for plans, not a job held
         ("What does Melanie do to destress?", None),
         ("What career path has Caroline decided to pursue?", None),

@@ -14,11 +14,11 @@ words (English):
   neighbourhood, book, ..." -- answered by a capitalised word inside a sentence (a proper noun) that the question
   does not already name ("I" and a sentence's first word are not names);
 * ``occupation``: "what does X do for a living / for work / professionally", "what is X's job / profession /
-  occupation / line of work / trade", "what job ...", "what does X work as" -- answered by an occupation noun
-  (:data:`OCCUPATIONS`: "I'm an architect", "Being a paramedic doesn't help"). A person's occupation is a class of
-  its own in question classification (Li & Roth, *Learning Question Classifiers*, COLING 2002: HUM:title); the
-  question rarely shares a word with the memory that answers it ("What is the user's profession?" against "I'm
-  going back to work part-time in April, as a pharmacist at Boots").
+  occupation / line of work / trade", "what (part-time / new ...) job ...", "what does X work as" -- answered by
+  an occupation noun (:data:`OCCUPATIONS`: "I'm an architect", "Being a paramedic doesn't help"). A person's
+  occupation is a class of its own in question classification (Li & Roth, *Learning Question Classifiers*, COLING
+  2002: HUM:title); the question rarely shares a word with the memory that answers it ("What is the user's
+  profession?" against "I'm going back to work part-time in April, as a pharmacist at Boots").
 
 Other questions ("what", "where", "why", "how", Chinese) have no expected type and are unchanged.
 :func:`prefer_answer_type` adds ``retrieval.scoring.answer_type_boost`` (0.08) to the final score of each memory
@@ -54,7 +54,7 @@ _NAME_QUESTION = re.compile(
 _OCCUPATION_QUESTION = re.compile(
     r"^\W*(?:what (?:does|did|do) [\w'’ ]+ do (?:for (?:a )?(?:living|work|job)|professionally)"
     r"|what (?:is|was|are|were) [\w'’ ]*(?:job|profession|occupation|line of work|trade)\b"
-    r"|what (?:job|profession|occupation|line of work|trade)\b"
+    r"|what (?:[\w-]+ )?(?:job|profession|occupation|line of work|trade)\b"
     r"|what (?:does|did|do) [\w'’ ]+ work as\b)",
     re.IGNORECASE,
 )
@@ -63,17 +63,20 @@ _OCCUPATION_QUESTION = re.compile(
 #: common ones of conversation, written for this module.
 OCCUPATIONS: tuple[str, ...] = tuple(
     """
-    accountant actor actress analyst architect artist astronomer athlete attorney auditor baker banker
-    barber barista bartender biologist bookkeeper builder butcher carpenter cashier chef chemist clerk
-    coach consultant cook counselor counsellor courier curator dancer dentist designer detective
-    developer dietitian doctor driver economist editor electrician engineer farmer firefighter fisherman
-    florist gardener geologist hairdresser historian illustrator instructor interpreter janitor
-    journalist labourer laborer lawyer lecturer librarian lifeguard locksmith machinist manager mechanic
-    midwife musician nanny nurse optician paralegal paramedic pharmacist photographer physician
-    physicist physiotherapist plumber police policeman policewoman politician postman producer professor
-    programmer psychiatrist psychologist receptionist reporter researcher salesman saleswoman scientist
-    secretary soldier solicitor statistician surgeon surveyor teacher technician therapist translator
-    tutor veterinarian vet waiter waitress welder writer
+    accountant actor actress administrator analyst apprentice architect artist assistant astronomer
+    athlete attorney auditor baker banker barber barista bartender biologist bookkeeper broker builder
+    butcher carer caretaker carpenter cashier chef chemist clerk coach consultant cook
+    coordinator counsellor counselor courier curator dancer dentist designer detective developer
+    dietitian dispatcher doctor driver economist editor electrician engineer entrepreneur executive
+    farmer firefighter fisherman florist freelancer gardener geologist guard hairdresser historian
+    housekeeper illustrator inspector instructor intern interpreter janitor journalist laborer labourer
+    lawyer lecturer librarian lifeguard locksmith machinist manager mechanic midwife miner minister
+    musician nanny nurse officer operator optician painter paralegal paramedic pastor pharmacist
+    photographer physician physicist physiotherapist plumber police policeman policewoman politician
+    postman priest producer professor programmer psychiatrist psychologist rabbi realtor receptionist
+    reporter representative researcher sailor salesman saleswoman scientist sculptor secretary singer
+    soldier solicitor specialist statistician supervisor surgeon surveyor teacher technician therapist
+    trainer translator trucker tutor vet veterinarian vicar waiter waitress warden welder writer
     """.split()
 )
 _OCCUPATION = re.compile(r"\b(?:" + "|".join(OCCUPATIONS) + r")s?\b", re.IGNORECASE)
