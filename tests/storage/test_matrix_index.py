@@ -239,8 +239,8 @@ def test_a_compressed_segment_returns_the_exact_top_k_with_float16_scores(store:
     assert seg.layout == layout and seg.compressed == (layout == "projected")
     if layout == "half":
         assert seg.vectors is None and seg.tail is None
-    else:  # the projections split into the leading coordinates a scan reads and the others
-        assert seg.vectors.shape == (3_000, 12) and seg.tail is not None and seg.tail.shape == (3_000, 12)
+    else:  # a projection of fewer than 32 coordinates is scanned whole: its tail is empty
+        assert seg.vectors.shape == (3_000, 24) and seg.tail is not None and seg.tail.shape == (3_000, 0)
     assert seg.full is not None and seg.full.dtype == np.float16 and seg.full.shape == (3_000, dim)
     queries = clustered(15, 50, dim)
     recall = []
@@ -462,16 +462,17 @@ def test_a_projected_segment_scans_the_leading_coordinates_and_adds_the_others_f
 ) -> None:
     from context_engine.storage.vector.matrix_segment import lead_dims
 
-    index, _ = compressed_account(store, 24, 1_500, 20)
+    assert [lead_dims(r) for r in (8, 16, 31, 32, 40, 128)] == [8, 16, 31, 16, 20, 64]
+    index, _ = compressed_account(store, 24, 1_500, 40)
     seg, n = index.view("acc-a").segments["shared"]  # type: ignore[union-attr]
-    assert seg.projection is not None and seg.vectors.shape == (n, lead_dims(20)) == (n, 10)
-    whole = np.hstack([seg.vectors[:n], seg.tail[:n]])  # the projections, as one (n, 20) array
+    assert seg.projection is not None and seg.vectors.shape == (n, 20) and seg.tail.shape == (n, 20)
+    whole = np.hstack([seg.vectors[:n], seg.tail[:n]])  # the projections, as one (n, 40) array
     rows = np.array([0, 7, 700, 1_499])
     for q in clustered(25, 10, 64):
         projected = seg.project(q)
         np.testing.assert_allclose(projected, q @ seg.projection, rtol=1e-6)
         lead = seg.scan(q, n)
-        np.testing.assert_allclose(lead, np.clip(seg.vectors[:n] @ projected[:10], -1, 1), atol=1e-6)
+        np.testing.assert_allclose(lead, np.clip(seg.vectors[:n] @ projected[:20], -1, 1), atol=1e-6)
         want = np.clip(whole[rows] @ projected, -1, 1)
         np.testing.assert_allclose(seg.approximate(rows, lead[rows], projected), want, atol=1e-6)
         np.testing.assert_allclose(seg.score_rows(rows, q), want, atol=1e-6)
