@@ -503,3 +503,28 @@ def test_the_scorer_cascade_finds_the_top_k_of_a_segment_larger_than_its_depth(
         agree += got == whole
         recall.append(len(set(got) & set(truth)) / 10)
     assert agree == 40 and np.mean(recall) >= 0.99
+
+
+def test_copies_of_one_vector_tie_by_uri_in_a_compressed_account(store: SqlMetadataStore) -> None:
+    # 5,000 copies of one vector among 12,000 rows in three owner spaces: every copy must get the same float16
+    # score (a BLAS product rounded copies differently by their position in the batch), so the k best are the
+    # copies with the smallest URIs
+    from context_engine.storage.vector.matrix_scoring import MemoryL0Scorer
+
+    rng = np.random.default_rng(24)
+    dup = clustered(25, 1, 64)[0]
+    vectors = np.vstack([clustered(24, 7_000, 64), np.repeat(dup[None], 5_000, axis=0)])[rng.permutation(12_000)]
+    spaces = ["shared", "user:u1", "user:u2"]
+    store.put_vectors(
+        [
+            rec(f"r{i:05d}", vectors[i], uri=f"ctx://resources/docs/r{i:05d}.md", owner_space=spaces[i % 3])
+            for i in range(12_000)
+        ]
+    )
+    view = MatrixVectorIndex(store, compress_rows=1_000, compress_dims=24).view("acc-a")
+    assert view is not None
+    copies = sorted(f"ctx://resources/docs/r{i:05d}.md" for i in range(12_000) if vectors[i].tobytes() == dup.tobytes())
+    for k in (3, 10):
+        got = MemoryL0Scorer(view, dup).top(ALL, k)
+        assert [m.uri for m in got] == copies[:k]
+        assert len({m.similarity for m in got}) == 1

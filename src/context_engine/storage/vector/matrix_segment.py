@@ -277,10 +277,14 @@ class MatrixSegment(RowTable):
         [-1, 1]: from the float32 vectors, or the float16 ones (within 4.9e-4; read from the file when ``far``)."""
         far = self.far  # read once: a writer's on_grow may drop it
         if far is not None:
-            return np.clip(widen(far.rows(rows)) @ query, -1.0, 1.0)
-        stored = self.vectors if self.full is None else self.full
-        assert stored is not None
-        return np.clip(widen(stored[rows]) @ query, -1.0, 1.0)
+            picked = widen(far.rows(rows))
+        else:
+            stored = self.vectors if self.full is None else self.full
+            assert stored is not None
+            picked = widen(stored[rows])
+        # einsum, as scan: each row's sum in the same order wherever it sits in the batch, so copies of one vector
+        # score the same and tie by URI (a BLAS product rounded them differently by position)
+        return np.clip(np.einsum("ij,j->i", picked, query), -1.0, 1.0)
 
     def fine(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Scores of ``rows`` from the int8 copies (a projected segment; :meth:`exact` for any other), float32
