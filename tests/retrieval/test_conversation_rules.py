@@ -47,9 +47,7 @@ def test_current_state_questions_are_recognised(query, expected):
 
 
 def _hit(name: str, score: float, when: datetime | None) -> NodeHit:
-    return NodeHit(
-        uri=SESSION + name, owner_space="user:ann", context_type="memory", score=score, occurred_at=when
-    )
+    return NodeHit(uri=SESSION + name, owner_space="user:ann", context_type="memory", score=score, occurred_at=when)
 
 
 def test_prefer_latest_lifts_the_newer_statement_only_for_current_state_questions():
@@ -109,6 +107,22 @@ def test_message_has_content_reads_the_text_without_the_speaker():
     assert message_has_content("assistant: How long have you been there?", "assistant", names) is False
     assert message_has_content("Sam: I just started at Northwind as a data engineer.", "Sam", names) is True
     assert message_has_content("assistant: Rooibos is caffeine-free.", "assistant", names) is True
+
+
+@pytest.mark.parametrize(
+    ("text", "speaker", "expected"),
+    [
+        # an assistant asking the user something states nothing about the user, whatever it says beside the question
+        ("assistant: That sounds like demanding work. How long have you been doing it?", "assistant", False),
+        ("assistant: I hope it goes smoothly. Will someone help you at home afterwards?", "assistant", False),
+        ("assistant: 听起来很辛苦。你做这行多久了？", "assistant", False),
+        # without a question its statements keep their content; another speaker's statement beside a question too
+        ("assistant: Rooibos is a caffeine-free alternative to coffee.", "assistant", True),
+        ("Sam: That sounds like demanding work. How long have you been doing it?", "Sam", True),
+    ],
+)
+def test_an_assistant_question_back_carries_no_content(text, speaker, expected):
+    assert message_has_content(text, speaker, {"assistant", "Sam"}) is expected
 
 
 @pytest.mark.parametrize(

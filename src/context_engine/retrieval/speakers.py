@@ -20,9 +20,12 @@ import unicodedata
 from collections.abc import Iterable
 
 from context_engine.schema.conversation import SESSION_SEGMENT, message_speaker
-from context_engine.storage.keyword.content_words import states_content
+from context_engine.storage.keyword.content_words import asks_something, states_content
 
-__all__ = ["SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
+__all__ = ["ASSISTANT", "SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
+
+ASSISTANT = "assistant"
+"""The speaker of an assistant's message stored without a name (the role stands for it, ``ingest/memory.py``)."""
 
 
 def _fold(text: str) -> str:
@@ -50,6 +53,13 @@ def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bo
     "assistant: Noted!", "assistant: How long have you been there?" and "assistant: How lucky! Did you get a photo of
     the bittern?" do not. ``names`` (the speakers) are not content.
 
+    An assistant's message that asks the user something states nothing about the user either, whatever it says
+    beside its question: "That sounds like demanding work. How long have you been doing it?" reacts to the user's
+    turn and asks for more, and its words ("work") let it outrank the turn that holds the fact ("What does Tomasz do
+    for work?"); the user's answer, not the question, is the memory. The assistant's statements without a question
+    ("Rooibos is caffeine-free.") keep their content. Only the unnamed assistant (:data:`ASSISTANT`) is recognised:
+    a stored message does not carry its role, and a named assistant reads like any speaker.
+
     Memoised: a conversation's candidates recur across its queries, and tokenising them is the cost (~20 us each)."""
     return _has_content(abstract, speaker, frozenset(names))
 
@@ -57,4 +67,6 @@ def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bo
 @functools.lru_cache(maxsize=65_536)
 def _has_content(abstract: str, speaker: str, names: frozenset[str]) -> bool:
     text = abstract[len(speaker) + 2 :] if abstract.startswith(f"{speaker}: ") else abstract
+    if speaker == ASSISTANT and asks_something(text):
+        return False
     return states_content(text, names)

@@ -27,6 +27,7 @@ __all__ = [
     "PHATIC_WORDS",
     "QUESTION_BACK_MAX_NEW",
     "SESSION_SEGMENT",
+    "asks_something",
     "carries_content",
     "is_question",
     "states_content",
@@ -83,6 +84,12 @@ def _content(text: str) -> set[str]:
 def is_question(text: str | None) -> bool:
     """``text`` ends with a question mark (its last sentence asks something)."""
     return bool(text) and text.rstrip().endswith(("?", "？"))  # type: ignore[union-attr]
+
+
+def asks_something(text: str) -> bool:
+    """Whether any sentence of ``text`` is a question (:func:`is_question`; sentences end with ``.``, ``!`` or
+    ``?``, ASCII or full-width)."""
+    return any(is_question(s) for s in _SENTENCE_END.split(text.strip()) if s.strip())
 
 
 def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) -> bool:
