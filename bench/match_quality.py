@@ -22,8 +22,9 @@ Printed per dataset and group: the distribution (p5 ... p95) of the rule's featu
 ``similarity``, ``evidence``, ``first_vector_score``, and the share of questions with a missing name), the
 none / weak / strong rates, the precision of ``strong`` (share of strong answers whose first hit is an evidence turn;
 a strong answer to an unanswerable question counts as imprecise) beside the same share for ``weak``, the acceptance
-check (none >= 90% of unanswerable, < 5% of answerable), and the none rates the other ``none_below_evidence`` values
-would give (recomputed from the features; nothing is searched again). Nothing is asserted: this prints figures.
+check (none >= 90% of unanswerable, < 5% of answerable), the none rates the other ``none_below_evidence`` and
+``none_below_own_text`` values would give (recomputed from the features; nothing is searched again), and the share of
+answers the own-text check read. Nothing is asserted: this prints figures.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ from context_engine.eval.conversations import ConversationDataset, load_conversa
 from context_engine.providers.embedder import build_embedder
 from context_engine.schema.query import SearchMemoryResponse
 from context_engine.service import ContextEngineService
-from context_engine.settings import Settings, load_settings
+from context_engine.settings import MatchQualitySettings, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ("none", "weak", "strong")
 FEATURES = ("similarity", "topic_similarity", "evidence", "first_vector_score")
 PERCENTILES = (0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95)
 NONE_SWEEP = (0.15, 0.175, 0.20, 0.225, 0.25, 0.30)
+OWN_SWEEP = (0.0, 0.1, 0.125, 0.15, 0.175, 0.2)
 ANSWERABLE, IN_STORE, OTHER_CONV = "answerable", "unanswerable (in store)", "unanswerable (other conversation)"
 
 
@@ -82,9 +84,7 @@ def no_answer_questions(folder: Path) -> list[dict[str, Any]]:
 
 def ask(service: ContextEngineService, query: str, conv_id: str, top_k: int) -> SearchMemoryResponse:
     """``search_memory`` under the conversation's context with the detailed trace (the rule's features)."""
-    return service.search_memory(
-        query, context_of(conv_id), top_k=top_k, include_debug=True, trace_level="detailed"
-    )
+    return service.search_memory(query, context_of(conv_id), top_k=top_k, include_debug=True, trace_level="detailed")
 
 
 def features_of(response: SearchMemoryResponse) -> dict[str, Any]:
@@ -170,18 +170,24 @@ def precision(asked: Sequence[Asked], label: str) -> tuple[float | None, int]:
     return (sum(a.first_is_evidence for a in chosen) / len(chosen) if chosen else None), len(chosen)
 
 
-def relabel(asked: Sequence[Asked], none_below: float) -> Callable[[Asked], bool]:
-    """Whether an answer would be ``none`` with ``none_below_evidence = none_below`` (from its features)."""
+def relabel(asked: Sequence[Asked], none_below: float, own_below: float) -> Callable[[Asked], bool]:
+    """Whether an answer would be ``none`` with ``none_below_evidence = none_below`` and ``none_below_own_text =
+    own_below`` (from its features; the own-text check's outcome is read where it ran, so a ``none_below`` other
+    than the setting's does not add or remove checked answers: an approximation)."""
 
     def is_none(a: Asked) -> bool:
         f = a.features
-        return not f or not f.get("hits") or float(f.get("evidence", 0.0)) < none_below
+        if not f or not f.get("hits") or float(f.get("evidence", 0.0)) < none_below:
+            return True
+        own = f.get("own_text_evidence")
+        return own is not None and float(own) < own_below
 
     return is_none
 
 
-def summary(result: DatasetResult) -> dict[str, Any]:
-    """The figures of one dataset as JSON-ready values (what :func:`print_summary` prints)."""
+def summary(result: DatasetResult, rule: MatchQualitySettings) -> dict[str, Any]:
+    """The figures of one dataset as JSON-ready values (what :func:`print_summary` prints); ``rule``: the
+    thresholds the answers were labelled with (each sweep varies one of them)."""
     groups = {g: [a for a in result.asked if a.group == g] for g in (ANSWERABLE, IN_STORE, OTHER_CONV)}
     groups = {g: xs for g, xs in groups.items() if xs}
     out: dict[str, Any] = {"dataset": result.name, "notes": result.notes, "groups": {}}
@@ -205,10 +211,20 @@ def summary(result: DatasetResult) -> dict[str, Any]:
     unanswerable = [a for g, xs in groups.items() if g != ANSWERABLE for a in xs]
     out["sweep_none_below_evidence"] = {
         str(t): {
-            "answerable_none": _share(answerable, relabel(answerable, t)),
-            "unanswerable_none": _share(unanswerable, relabel(unanswerable, t)),
+            "answerable_none": _share(answerable, relabel(answerable, t, rule.none_below_own_text)),
+            "unanswerable_none": _share(unanswerable, relabel(unanswerable, t, rule.none_below_own_text)),
         }
         for t in NONE_SWEEP
+    }
+    out["sweep_none_below_own_text"] = {
+        str(t): {
+            "answerable_none": _share(answerable, relabel(answerable, rule.none_below_evidence, t)),
+            "unanswerable_none": _share(unanswerable, relabel(unanswerable, rule.none_below_evidence, t)),
+        }
+        for t in OWN_SWEEP
+    }
+    out["own_text_checked"] = {
+        g: _share(xs, lambda a: a.features.get("own_text_evidence") is not None) for g, xs in groups.items()
     }
     out["acceptance"] = {
         "unanswerable_none": _share(unanswerable, lambda a: a.label == "none"),
@@ -252,6 +268,13 @@ def print_summary(s: dict[str, Any]) -> None:
     print("|---|---|---|")
     for t, v in s["sweep_none_below_evidence"].items():
         print(f"| {t} | {_pct(v['answerable_none'])} | {_pct(v['unanswerable_none'])} |")
+    print("\nnone rate by none_below_own_text (from the features; answers the own-text check read):\n")
+    print("| none_below_own_text | answerable none | unanswerable none |")
+    print("|---|---|---|")
+    for t, v in s["sweep_none_below_own_text"].items():
+        print(f"| {t} | {_pct(v['answerable_none'])} | {_pct(v['unanswerable_none'])} |")
+    checked = ", ".join(f"{g} {_pct(v)}" for g, v in s["own_text_checked"].items())
+    print(f"\nanswers the own-text check read (embedding their first messages alone): {checked}")
     a = s["acceptance"]
     ok = (a["unanswerable_none"] or 0) >= 0.90 and (a["answerable_none"] or 0) < 0.05
     print(
@@ -276,7 +299,7 @@ def main() -> None:
     for folder in args.dataset:
         started = time.perf_counter()
         result = run_dataset(folder.expanduser(), settings, cross=args.cross, top_k=args.top_k, cache_dir=cache)
-        s = summary(result)
+        s = summary(result, settings.retrieval.match_quality)
         s["seconds"] = round(time.perf_counter() - started, 1)
         print_summary(s)
         s["questions"] = [

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from context_engine.retrieval.match_quality import MatchQualityRater, mentions, query_names, speaker_neutral
+from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.similarity import SimilarityScale
 from context_engine.settings import MatchQualitySettings
@@ -226,8 +227,11 @@ def test_every_answer_carries_the_label_and_the_trace_shows_its_features(hash_en
 def test_the_label_never_removes_a_hit(hash_engine):
     """The same request answers the same hits whatever the thresholds say: the label only labels."""
     strict = hash_engine(retrieval={"match_quality": {"none_below_evidence": 1.0}})
-    lenient = hash_engine(retrieval={"match_quality": {"none_below_evidence": 0.0, "strong_min_evidence": 0.0,
-                                                      "strong_min_vector_score": 0.0}})
+    lenient = hash_engine(
+        retrieval={
+            "match_quality": {"none_below_evidence": 0.0, "strong_min_evidence": 0.0, "strong_min_vector_score": 0.0}
+        }
+    )
     for e in (strict, lenient):
         seed_small_store(e)
     a = strict.search_memory("Alice prefers short answers", ALICE)
@@ -296,3 +300,138 @@ def test_a_failing_neutral_embedding_falls_back_to_the_query_cosine(hash_engine,
     assert detail["topic_similarity"] == detail["similarity"] and r.hits and r.match_quality == detail["label"]
     events = [e for e in r.thinking_trace["events"] if e.get("event") == "match_quality_fallback"]
     assert events and events[0]["reason"] == "RuntimeError"
+
+
+# ---- the own-text check ----------------------------------------------------------------------------------------------
+def _messages(*sims: float) -> list[NodeHit]:
+    return [hit(f"{SESSION}m{i}.md", s, abstract=f"Sam: message {i}") for i, s in enumerate(sims)]
+
+
+def test_the_own_text_check_reads_the_first_file_hits_in_its_band_only():
+    s = MatchQualitySettings()
+    directory = hit(SESSION, 0.9, abstract="Directory c1")
+    hits = [directory, *_messages(0.3, 0.25, 0.2, 0.1)]
+    in_band = RATER.features("q", hits)
+    assert s.none_below_evidence <= in_band.evidence < s.own_text_check_below
+    assert [h.uri for h in RATER.own_text_hits(in_band, hits)] == [h.uri for h in hits[1:4]]  # no directory
+    assert RATER.own_text_hits(RATER.features("q", _messages(0.45, 0.1)), hits) == []  # evidence above the band
+    assert RATER.own_text_hits(RATER.features("q", _messages(0.15)), hits) == []  # already none
+    memories = [hit(f"ctx://user/alice/memories/m{i}.md", 0.3, abstract=f"Sam: memory {i}") for i in range(3)]
+    assert RATER.own_text_hits(RATER.features("q", memories), memories) == []  # indexed as their own texts
+    mixed = [memories[0], *_messages(0.3)]
+    assert len(RATER.own_text_hits(RATER.features("q", mixed), mixed)) == 2  # one message among them suffices
+    assert RATER.embedded_alone(mixed) == mixed[1:]
+    off = MatchQualityRater(MatchQualitySettings(own_text_hits=0))
+    assert off.own_text_hits(off.features("q", hits), hits) == []
+
+
+def test_the_own_text_evidence_can_only_turn_a_label_into_none():
+    s = MatchQualitySettings()
+    hits = _messages(0.35, 0.3)
+    plain = RATER.features("q", hits)
+    assert plain.own_text_similarity is None and plain.own_text_evidence is None and RATER.label(plain) == "weak"
+    low = RATER.features("q", hits, own={hits[0].uri: 0.05, hits[1].uri: 0.1})
+    assert low.own_text_similarity == pytest.approx(0.1) and low.own_text_evidence == pytest.approx(0.1)
+    assert low.evidence == plain.evidence and RATER.label(low) == "none"
+    kept = RATER.features("q", hits, own={hits[0].uri: s.none_below_own_text})
+    assert RATER.label(kept) == "weak"  # at the threshold: not below it
+    named = RATER.features("Did Nate say it?", hits, own={hits[0].uri: 0.3})
+    assert named.own_text_evidence == pytest.approx(0.3 - s.missing_name_penalty)  # the same name penalty
+    assert RATER.label(named) == "none"
+    assert low.as_dict()["own_text_similarity"] == pytest.approx(0.1)
+
+
+def test_the_own_text_check_decides_none_on_measured_values():
+    """agent_dev, read back by bench/match_quality.py (use-multilingual): "What car does Priya drive?" is never
+    answered; the first hits' level-0 vectors, indexed with the messages they answer, reach evidence 0.292, their
+    own texts 0.025 ("Priya: My mum's 70th birthday is on 22 April ..."). "What is the name of the user's
+    daughter?" is answered by the first hit ("user: My daughter Zoe is in year 1 at St Mark's.", evidence 0.263),
+    whose own text keeps 0.379."""
+    car = [
+        hit(
+            SESSION + "p1.md",
+            0.291668,
+            abstract="Priya: My mum's 70th birthday is on 22 April and we're planning a surprise lunch.",
+        ),
+        hit(SESSION + "p2.md", 0.25, abstract="Priya: Probably Saffron House, her favourite Gujarati place."),
+    ]
+    f = RATER.features("What car does Priya drive?", car, own={car[0].uri: 0.025363, car[1].uri: 0.0})
+    assert RATER.label(RATER.features("What car does Priya drive?", car)) == "weak" and RATER.label(f) == "none"
+    zoe = _messages(0.262818, 0.2)
+    g = RATER.features("What is the name of the user's daughter?", zoe, own={zoe[0].uri: 0.379})
+    assert RATER.label(g) == "weak"
+
+
+def test_the_pipeline_embeds_the_first_messages_alone_and_falls_back_when_it_cannot(hash_engine, monkeypatch):
+    # every answer in the band: the check runs whatever the hashing embedder's cosines are
+    band = {"match_quality": {"none_below_evidence": 0.0, "own_text_check_below": 1.0}}
+    engine = hash_engine(retrieval=band)
+    _conversation(engine)
+    embedder = engine.search_pipeline._embedder
+    seen: list[list[str]] = []
+    real = embedder.embed_documents
+
+    def recording(texts, **kw):
+        seen.append(list(texts))
+        return real(texts, **kw)
+
+    monkeypatch.setattr(embedder, "embed_documents", recording)
+    r = engine.search_memory("Where does Sam work?", ALICE, include_debug=True, trace_level="detailed")
+    detail = r.thinking_trace["stages"]["assemble"]["match_quality"]
+    files = [h for h in r.hits if not h.uri.endswith("/")]
+    assert seen == [[h.abstract for h in files[:3]]]  # one batch: the first three file hits, each alone
+    assert detail["own_text_similarity"] is not None and detail["own_text_evidence"] is not None
+
+    def down(texts, **kw):
+        raise RuntimeError("embedder down")
+
+    monkeypatch.setattr(embedder, "embed_documents", down)
+    again = engine.search_memory("Where does Sam work?", ALICE, include_debug=True, trace_level="detailed")
+    fallback = again.thinking_trace["stages"]["assemble"]["match_quality"]
+    assert fallback["own_text_similarity"] is None and again.hits
+    events = [e for e in again.thinking_trace["events"] if e.get("event") == "match_quality_fallback"]
+    assert events and events[0]["check"] == "own_text" and events[0]["reason"] == "RuntimeError"
+    assert [h.uri for h in again.hits] == [h.uri for h in r.hits]
+
+
+# A conversation written for this test: the assistant's questions are the context the user's answers are indexed with.
+PRIYA = RequestContext(account_id="acme", role="user", user_space="priya", agent_space="helper")
+PRIYA_MESSAGES = [
+    {"role": "user", "speaker": "Priya", "content": "Hi! I'm back."},
+    {"role": "assistant", "content": "Welcome back! How was the first week at the new school?"},
+    {"role": "user", "speaker": "Priya", "content": "Busy, but the other teachers are lovely."},
+    {"role": "assistant", "content": "Which car do you take to get there?"},
+    {"role": "user", "speaker": "Priya", "content": "Mostly the number 42 bus, it stops right outside."},
+    {"role": "assistant", "content": "Noted!"},
+    {"role": "user", "speaker": "Priya", "content": "My daughter Meera started ballet lessons on Saturdays."},
+    {"role": "assistant", "content": "Lovely. What instrument does your son play?"},
+    {"role": "user", "speaker": "Priya", "content": "Arjun is obsessed with dinosaurs at the moment."},
+]
+
+
+def test_a_question_the_messages_never_answer_is_none_by_their_own_texts(tmp_path, default_embedder):
+    """The default model: "What is Priya's favourite film?" finds Priya's messages, lifted by the assistant's
+    questions they were indexed with (evidence in the own-text band), while what they say is far from films; the
+    same request with the check off is ``weak``. An answered question keeps its label."""
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+
+    labels = {}
+    for name, own_text_hits in (("on", 3), ("off", 0)):
+        settings = load_settings(tmp_path / name, retrieval={"match_quality": {"own_text_hits": own_text_hits}})
+        with ContextEngineService(settings, embedder=default_embedder) as engine:
+            engine.add_messages(PRIYA_MESSAGES, "c1", PRIYA)
+            film = engine.search_memory(
+                "What is Priya's favourite film?", PRIYA, include_debug=True, trace_level="detailed"
+            )
+            ballet = engine.search_memory("What does Priya's daughter do on Saturdays?", PRIYA)
+            labels[name] = (film, ballet)
+    film, ballet = labels["on"]
+    detail = film.thinking_trace["stages"]["assemble"]["match_quality"]
+    s = MatchQualitySettings()
+    assert s.none_below_evidence <= detail["evidence"] < s.own_text_check_below
+    assert detail["own_text_evidence"] < s.none_below_own_text and film.match_quality == "none" and film.hits
+    off_film, off_ballet = labels["off"]
+    assert off_film.match_quality == "weak" and [h.uri for h in off_film.hits] == [h.uri for h in film.hits]
+    assert ballet.match_quality != "none" and ballet.match_quality == off_ballet.match_quality
+    assert ballet.hits[0].abstract.startswith("Priya: My daughter Meera started ballet")

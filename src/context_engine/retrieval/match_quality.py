@@ -30,7 +30,20 @@ rates and the command that reproduces them):
   (calibrated cosine 0.7), and not about Nate. Queries without capitals (Chinese, lower-case) have no names.
 * **evidence** = topic similarity − ``missing_name_penalty`` [0.4] × the share of the query's names that are
   missing (0 when it names nothing).
-* ``none`` when there is no hit or evidence < ``none_below_evidence`` [0.2]; ``strong`` when evidence ≥
+* **own-text evidence**: when the evidence is at least ``none_below_evidence`` but below ``own_text_check_below``
+  [0.4], the first ``own_text_hits`` [3] file hits are judged by what they say: a conversation message among them
+  is embedded alone (its L0, ``"<speaker>: <text>"``, without the context it was indexed with: the message it
+  answers, ``ingest/conversation.py``), any other hit keeps its level-0 cosine (it was indexed as its own text);
+  the own-text evidence is their best calibrated cosine to the (speaker-neutral) query less the same missing-name
+  penalty. Why: a message's level-0 vector carries its context's words, which lift it towards questions about what
+  the context mentions while the message itself says nothing of it ("Smaller team, and I get to do Kubernetes
+  full-time", indexed after a question about a new job, for "What is Hannah's salary?"). The context helps find
+  an answer ("Yes!" to "Do you have a dog?"); whether the store holds one is better told by the messages' own
+  words. Only the first hits count: over more of them some message matches any question a little. The check
+  costs one embedding batch of at most ``own_text_hits`` short texts, only for answers in that band whose first
+  hits are messages.
+* ``none`` when there is no hit, evidence < ``none_below_evidence`` [0.2], or the own-text evidence (when checked)
+  < ``none_below_own_text`` [0.125]; ``strong`` when evidence ≥
   ``strong_min_evidence`` [0.4] and the first file hit's own vector score (its fused meaning + words score with the
   hybrid first round, ``FirstRound.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
   feature that best tells whether the first hit holds the answer; ``weak`` otherwise.
@@ -42,6 +55,10 @@ agent_dev). ``missing_name_penalty`` 0.4: with less, LoCoMo questions asked in a
 (0.3: 91% instead of 97%). ``strong_min_evidence`` 0.4 and ``strong_min_vector_score`` 0.4 keep ``strong`` as
 precise as before the topic similarity (share of strong answers whose first hit is an evidence turn) at about the
 same share of answers; 0.5 on the lower topic evidence would make ``strong`` rarer and no more precise.
+``none_below_own_text`` 0.125 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
+5% (0.15: 5.0%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 84.3% (LoCoMo's answerable
+``none`` stays 1.0%). ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
+``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (both at < 5% answerable ``none``).
 
 Tried and not kept (no gain over the topic similarity on the dev sets, or a loss): the share of the query's content
 words (stemmed, stopwords and speakers removed) that occur in any candidate, as a penalty or as a second threshold;
@@ -163,6 +180,9 @@ class MatchFeatures:
         hits: the number of hits the label describes.
         neutral_query: the query with the returned messages' speakers it names in the first person
             (:func:`speaker_neutral`), ``None`` when it names none or the check is off.
+        own_text_similarity: the best calibrated cosine of the first ``own_text_hits`` file hits' own texts to the
+            (speaker-neutral) query, 0..1; ``None`` when the own-text check did not run (module docstring).
+        own_text_evidence: ``own_text_similarity`` less the missing-name penalty; ``None`` when not checked.
     """
 
     similarity: float
@@ -174,6 +194,8 @@ class MatchFeatures:
     hits: int
     topic_similarity: float = 0.0
     neutral_query: str | None = None
+    own_text_similarity: float | None = None
+    own_text_evidence: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The features as JSON-ready values (lists for the name tuples)."""
@@ -203,6 +225,27 @@ class MatchQualityRater:
         speakers = {s for h in hits if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
         return speaker_neutral(query, speakers) if speakers else None
 
+    def own_text_hits(self, features: MatchFeatures, hits: Sequence[NodeHit]) -> list[NodeHit]:
+        """The file hits the own-text check reads (the first ``own_text_hits`` of ``hits``), or ``[]`` when it does
+        not run: the label is already ``none``, or the evidence is at least ``own_text_check_below``, or only
+        directories were returned, or none of those hits is a conversation message (every other node was indexed
+        as its own text: nothing to check), or the check is off (module docstring)."""
+        s = self._settings
+        if (
+            s.own_text_hits == 0
+            or not features.files
+            or not s.none_below_evidence <= features.evidence < s.own_text_check_below
+        ):
+            return []
+        first = [h for h in hits if not h.is_dir][: s.own_text_hits]
+        return first if self.embedded_alone(first) else []
+
+    @staticmethod
+    def embedded_alone(hits: Sequence[NodeHit]) -> list[NodeHit]:
+        """Those of ``hits`` (:meth:`own_text_hits`) the own-text check embeds alone: conversation messages, which
+        may have been indexed with a context; any other node's level-0 vector is its own text's already."""
+        return [h for h in hits if message_speaker(h.uri, h.abstract or "") is not None]
+
     def features(
         self,
         query: str,
@@ -211,6 +254,7 @@ class MatchQualityRater:
         *,
         neutral: Mapping[str, float] | None = None,
         neutral_query: str | None = None,
+        own: Mapping[str, float] | None = None,
     ) -> MatchFeatures:
         """The rule's inputs for one answer.
 
@@ -223,6 +267,8 @@ class MatchQualityRater:
                 by URI; a hit without one counts with its own similarity. ``None``: no neutral query (the topic
                 similarity is the similarity).
             neutral_query: the text whose cosines ``neutral`` holds (for the trace).
+            own: the raw cosines of the own-text check (:meth:`own_text_hits`) by URI: a message's own text's to
+                the speaker-neutral query (else the query), any other hit's level-0 one; ``None``: not checked.
 
         Returns:
             :class:`MatchFeatures`; with no hits, zero similarity and evidence.
@@ -239,6 +285,10 @@ class MatchQualityRater:
         if neutral is not None:
             topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
         penalty = self._settings.missing_name_penalty * len(missing) / len(names) if names else 0.0
+        own_similarity = own_evidence = None
+        if own:
+            own_similarity = round(max(vector_score(c, self._scale) for c in own.values()), _DECIMALS)
+            own_evidence = round(own_similarity - penalty, _DECIMALS)
         return MatchFeatures(
             similarity=round(similarity, _DECIMALS),
             first_vector_score=round(min(1.0, max(0.0, basis[0].vector_score)), _DECIMALS),
@@ -249,12 +299,16 @@ class MatchQualityRater:
             hits=len(hits),
             topic_similarity=round(topic, _DECIMALS),
             neutral_query=neutral_query if neutral is not None else None,
+            own_text_similarity=own_similarity,
+            own_text_evidence=own_evidence,
         )
 
     def label(self, features: MatchFeatures) -> MatchQuality:
         """``none`` | ``weak`` | ``strong`` for the features (module docstring)."""
         s = self._settings
         if features.hits == 0 or features.evidence < s.none_below_evidence:
+            return "none"
+        if features.own_text_evidence is not None and features.own_text_evidence < s.none_below_own_text:
             return "none"
         if (
             features.files

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
+
 from context_engine.observability.trace import TraceRecorder
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import NodeHead
@@ -80,12 +82,15 @@ class SearchRun:
         trace: the request's trace recorder.
         generation: the account generation the request read before gathering seeds (docs/derived_indexes.md), for
             BM25.
+        query_vector: the request's query vector (``(dim,)`` float32, unit norm; the caller's text as embedded
+            for the first search, also in a search again without the speakers' names), ``None`` when not known.
     """
 
     scorer: L0Scorer
     nodes: RequestNodes
     trace: TraceRecorder = field(default_factory=TraceRecorder)
     generation: int | None = None
+    query_vector: np.ndarray | None = None
 
 
 _NO_SCORES: Mapping[str, float] = MappingProxyType({})

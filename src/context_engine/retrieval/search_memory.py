@@ -33,7 +33,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -192,7 +192,8 @@ class SearchMemoryPipeline:
             for attempt in (1, 2):
                 generation = self._metadata.account_generation(ctx.account_id)
                 scorer = self.source.scorer(ctx.account_id, vector, generation)
-                run = SearchRun(scorer, RequestNodes(self._metadata, ctx.account_id), trace, generation=generation)
+                nodes = RequestNodes(self._metadata, ctx.account_id)
+                run = SearchRun(scorer, nodes, trace, generation=generation, query_vector=vector)
                 seeds = self.retriever.search_all(
                     typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
@@ -239,6 +240,7 @@ class SearchMemoryPipeline:
                 RequestNodes(self._metadata, ctx.account_id),
                 trace,
                 generation=run.generation,
+                query_vector=run.query_vector,
             )
             retyped = [tq.model_copy(update={"text": text}) for tq in typed]
             found = self.retriever.search_all(
@@ -477,10 +479,16 @@ class SearchMemoryPipeline:
         (:meth:`MatchQualityRater.neutral_query`) is embedded and the returned file hits' level-0 cosines to it read
         from the similarity source (one query embedding, about 3 ms with the default model, and one lookup of at most
         ``top_k`` records). A failure there labels from the query's own cosines, recorded as the trace event
-        ``match_quality_fallback``."""
+        ``match_quality_fallback``.
+
+        When the evidence is in the own-text band (:meth:`MatchQualityRater.own_text_hits`), the first file hits
+        that are conversation messages are embedded alone (one batch of at most ``own_text_hits`` texts) and their
+        cosines to the same query vector read; a failure there keeps the label of the evidence alone (trace event
+        ``match_quality_fallback``, ``check`` ``own_text``)."""
         trace = run.trace
         neutral_query = self.rater.neutral_query(query, final)
         neutral: dict[str, float] | None = None
+        query_vector = run.query_vector
         if neutral_query is not None:
             try:
                 vector = self._embedder.embed_query(neutral_query)
@@ -488,13 +496,37 @@ class SearchMemoryPipeline:
                 flt = VectorFilter(account_id=ctx.account_id, owner_spaces=spaces, levels=[0])
                 found = scorer.matches(flt, [h.uri for h in final if not h.is_dir])
                 neutral = {uri: m.similarity for uri, m in found.items()}
+                query_vector = vector
             except Exception as err:  # noqa: BLE001 - a label never fails a search: the query's own cosines, traced
                 trace.event("assemble", "match_quality_fallback", reason=type(err).__name__)
         features = self.rater.features(query, final, merged, neutral=neutral, neutral_query=neutral_query)
+        checked = self.rater.own_text_hits(features, final)
+        if checked and query_vector is not None:
+            try:
+                own = self._own_text_cosines(checked, query_vector, neutral)
+                features = self.rater.features(
+                    query, final, merged, neutral=neutral, neutral_query=neutral_query, own=own
+                )
+            except Exception as err:  # noqa: BLE001 - a label never fails a search: the evidence alone, traced
+                trace.event("assemble", "match_quality_fallback", check="own_text", reason=type(err).__name__)
         quality = self.rater.label(features)
         if trace.detailed:
             trace.detail("assemble", "match_quality", {"label": quality, **features.as_dict()})
         return quality
+
+    def _own_text_cosines(
+        self, checked: Sequence[NodeHit], query_vector: np.ndarray, neutral: Mapping[str, float] | None
+    ) -> dict[str, float]:
+        """The own-text check's raw cosines by URI (:meth:`MatchQualityRater.features`, ``own``): each message of
+        ``checked`` embedded alone, against ``query_vector`` (the speaker-neutral query's when there is one); any
+        other hit's level-0 cosine (``neutral``'s, else its own similarity)."""
+        alone = self.rater.embedded_alone(checked)
+        vectors = self._embedder.embed_documents([h.abstract or "" for h in alone])
+        cosines = dict(zip([h.uri for h in alone], (np.asarray(vectors) @ query_vector).tolist(), strict=True))
+        for h in checked:
+            if h.uri not in cosines:
+                cosines[h.uri] = neutral.get(h.uri, h.similarity) if neutral is not None else h.similarity
+        return cosines
 
     def _assemble(
         self, typed: Sequence[TypedQuery], final: Sequence[NodeHit], origin: dict[int, int], ctx: RequestContext

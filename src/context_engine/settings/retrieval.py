@@ -246,6 +246,29 @@ class MatchQualitySettings(SettingsSection):
         "message's L0 starts with its speaker, which lifts its cosine to any question naming them, whatever the "
         "topic. False: from the query's own cosine.",
     )
+    own_text_hits: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="The first this many file hits are judged by their own text too, when the evidence is below "
+        "own_text_check_below: a conversation message among them is embedded alone (without the context it was "
+        "indexed with; one batch of at most this many short texts), any other hit keeps its level-0 cosine. 0 "
+        "turns the check off.",
+    )
+    own_text_check_below: float = Field(
+        0.4,
+        ge=0.0,
+        le=1.0,
+        description="The own-text check runs when the evidence is at least none_below_evidence and below this.",
+    )
+    none_below_own_text: float = Field(
+        0.125,
+        ge=0.0,
+        le=1.0,
+        description="'none' when the own-text evidence (the best calibrated cosine of the own_text_hits first file "
+        "hits' own texts to the query, speaker-neutral when that applies, less the missing-name penalty) is below "
+        "this.",
+    )
     strong_min_evidence: float = Field(
         0.4, ge=0.0, le=1.0, description="'strong' needs at least this evidence (and strong_min_vector_score)."
     )
