@@ -344,9 +344,9 @@ def test_the_own_text_evidence_can_only_turn_a_label_into_none():
 def test_the_own_text_check_decides_none_on_measured_values():
     """agent_dev, read back by bench/match_quality.py (use-multilingual): "What car does Priya drive?" is never
     answered; the first hits' level-0 vectors, indexed with the messages they answer, reach evidence 0.292, their
-    own texts 0.025 ("Priya: My mum's 70th birthday is on 22 April ..."). "What is the name of the user's
-    daughter?" is answered by the first hit ("user: My daughter Zoe is in year 1 at St Mark's.", evidence 0.263),
-    whose own text keeps 0.379."""
+    own texts 0.025 ("Priya: My mum's 70th birthday is on 22 April ..."). "What is Priya's husband called?" is
+    answered by the first hit ("Priya: My husband Dev works shifts at Heathrow, ...", evidence 0.260), whose own
+    text keeps 0.169."""
     car = [
         hit(
             SESSION + "p1.md",
@@ -357,9 +357,15 @@ def test_the_own_text_check_decides_none_on_measured_values():
     ]
     f = RATER.features("What car does Priya drive?", car, own={car[0].uri: 0.025363, car[1].uri: 0.0})
     assert RATER.label(RATER.features("What car does Priya drive?", car)) == "weak" and RATER.label(f) == "none"
-    zoe = _messages(0.262818, 0.2)
-    g = RATER.features("What is the name of the user's daughter?", zoe, own={zoe[0].uri: 0.379})
-    assert RATER.label(g) == "weak"
+    dev = [
+        hit(
+            SESSION + "d1.md",
+            0.260272,
+            abstract="Priya: My husband Dev works shifts at Heathrow, so I do most of the school runs.",
+        )
+    ]
+    g = RATER.features("What is Priya's husband called?", dev, own={dev[0].uri: 0.169286})
+    assert g.own_text_evidence == pytest.approx(0.169286) and RATER.label(g) == "weak"
 
 
 def test_the_pipeline_embeds_the_first_messages_alone_and_falls_back_when_it_cannot(hash_engine, monkeypatch):
@@ -435,3 +441,46 @@ def test_a_question_the_messages_never_answer_is_none_by_their_own_texts(tmp_pat
     assert off_film.match_quality == "weak" and [h.uri for h in off_film.hits] == [h.uri for h in film.hits]
     assert ballet.match_quality != "none" and ballet.match_quality == off_ballet.match_quality
     assert ballet.hits[0].abstract.startswith("Priya: My daughter Meera started ballet")
+
+
+def test_a_memory_indexed_as_its_own_text_counts_for_the_own_text_check_at_any_rank():
+    """Three weak messages first and a memory (no message: its level-0 vector is its own text's) fifth: the
+    memory's cosine holds the answer up."""
+    messages = _messages(0.3, 0.25, 0.22, 0.21)
+    memory = hit("ctx://user/alice/memories/m.md", 0.28, abstract="Alice's favourite film is Arrival")
+    hits = [*messages, memory]
+    checked = RATER.own_text_hits(RATER.features("q", hits), hits)
+    assert [h.uri for h in checked] == [h.uri for h in messages[:3]]
+    own = {h.uri: 0.01 for h in checked}
+    f = RATER.features("q", hits, own=own)
+    assert f.own_text_similarity == pytest.approx(0.28) and RATER.label(f) == "weak"
+    without = RATER.features("q", messages, own=own)
+    assert RATER.label(without) == "none"
+
+
+def test_the_own_text_check_reads_the_vector_the_search_scored_against(hash_engine, monkeypatch):
+    """A query naming a speaker is searched again without the name; with no speaker-neutral query (switched off)
+    the own texts are compared with the name-less query's vector, not the named one (whose speaker prefix lifts
+    every message of that speaker)."""
+    from context_engine.retrieval.query_transform import without_speakers
+
+    band = {"none_below_evidence": 0.0, "own_text_check_below": 1.0, "speaker_neutral_similarity": False}
+    engine = hash_engine(retrieval={"match_quality": band})
+    _conversation(engine)
+    pipeline = engine.search_pipeline
+    seen = []
+    real = pipeline._own_text_cosines
+
+    def spy(checked, query_vector, neutral):
+        seen.append(query_vector)
+        return real(checked, query_vector, neutral)
+
+    monkeypatch.setattr(pipeline, "_own_text_cosines", spy)
+    query = "What is the name of Sam's cat?"
+    r = engine.search_memory(query, ALICE, include_debug=True, trace_level="detailed")
+    assert [e for e in r.thinking_trace["events"] if e.get("transform") == "speaker_names"]  # searched again
+    nameless = without_speakers(query, {"Sam"})
+    assert nameless and seen
+    embedder = pipeline._embedder
+    assert seen[0] == pytest.approx(embedder.embed_query(nameless))
+    assert seen[0] != pytest.approx(embedder.embed_query(query))

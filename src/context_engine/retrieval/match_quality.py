@@ -36,10 +36,12 @@ rates and the command that reproduces them):
   answers, ``ingest/conversation.py``), any other hit keeps its level-0 cosine (it was indexed as its own text);
   the own-text evidence is their best calibrated cosine to the (speaker-neutral) query less the same missing-name
   penalty. Why: a message's level-0 vector carries its context's words, which lift it towards questions about what
-  the context mentions while the message itself says nothing of it ("Smaller team, and I get to do Kubernetes
-  full-time", indexed after a question about a new job, for "What is Hannah's salary?"). The context helps find
+  the context mentions while the message itself says nothing of it (agent_dev, "What car does Priya drive?", never
+  answered: evidence 0.29 from the first hits' level-0 vectors, 0.03 from their own texts, such as "Priya: My mum's
+  70th birthday is on 22 April ..."). The context helps find
   an answer ("Yes!" to "Do you have a dog?"); whether the store holds one is better told by the messages' own
-  words. Only the first hits count: over more of them some message matches any question a little. The check
+  words. Only the first hits count: over more of them some message matches any question a little (any other file
+  hit that is no message counts whatever its rank: its level-0 vector is its own text's). The check
   costs one embedding batch of at most ``own_text_hits`` short texts, only for answers in that band whose first
   hits are messages.
 * ``none`` when there is no hit, evidence < ``none_below_evidence`` [0.2], or the own-text evidence (when checked)
@@ -58,7 +60,9 @@ same share of answers; 0.5 on the lower topic evidence would make ``strong`` rar
 ``none_below_own_text`` 0.125 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
 5% (0.15: 5.0%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 84.3% (LoCoMo's answerable
 ``none`` stays 1.0%). ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
-``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (both at < 5% answerable ``none``).
+``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at < 5% answerable
+``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value lets it turn one
+into ``none``.
 
 Tried and not kept (no gain over the topic similarity on the dev sets, or a loss): the share of the query's content
 words (stemmed, stopwords and speakers removed) that occur in any candidate, as a penalty or as a second threshold;
@@ -269,6 +273,8 @@ class MatchQualityRater:
             neutral_query: the text whose cosines ``neutral`` holds (for the trace).
             own: the raw cosines of the own-text check (:meth:`own_text_hits`) by URI: a message's own text's to
                 the speaker-neutral query (else the query), any other hit's level-0 one; ``None``: not checked.
+                The own-text similarity is the best of them and of the level-0 cosines of every other returned file
+                hit that is not a message (indexed as its own text, whatever its rank).
 
         Returns:
             :class:`MatchFeatures`; with no hits, zero similarity and evidence.
@@ -287,7 +293,14 @@ class MatchQualityRater:
         penalty = self._settings.missing_name_penalty * len(missing) / len(names) if names else 0.0
         own_similarity = own_evidence = None
         if own:
-            own_similarity = round(max(vector_score(c, self._scale) for c in own.values()), _DECIMALS)
+            # every other file hit that is no message was indexed as its own text: its level-0 cosine counts too
+            cosines = [*own.values()]
+            cosines += [
+                neutral.get(h.uri, h.similarity) if neutral is not None else h.similarity
+                for h in files
+                if h.uri not in own and message_speaker(h.uri, h.abstract or "") is None
+            ]
+            own_similarity = round(max(vector_score(c, self._scale) for c in cosines), _DECIMALS)
             own_evidence = round(own_similarity - penalty, _DECIMALS)
         return MatchFeatures(
             similarity=round(similarity, _DECIMALS),

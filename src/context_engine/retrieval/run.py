@@ -82,8 +82,8 @@ class SearchRun:
         trace: the request's trace recorder.
         generation: the account generation the request read before gathering seeds (docs/derived_indexes.md), for
             BM25.
-        query_vector: the request's query vector (``(dim,)`` float32, unit norm; the caller's text as embedded
-            for the first search, also in a search again without the speakers' names), ``None`` when not known.
+        query_vector: the vector ``scorer`` scores against (``(dim,)`` float32, unit norm: the query's, or in a
+            search again without the speakers' names the name-less text's), ``None`` when not known.
     """
 
     scorer: L0Scorer

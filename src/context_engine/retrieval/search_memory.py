@@ -240,7 +240,7 @@ class SearchMemoryPipeline:
                 RequestNodes(self._metadata, ctx.account_id),
                 trace,
                 generation=run.generation,
-                query_vector=run.query_vector,
+                query_vector=vector,
             )
             retyped = [tq.model_copy(update={"text": text}) for tq in typed]
             found = self.retriever.search_all(

@@ -259,7 +259,8 @@ class MatchQualitySettings(SettingsSection):
         0.4,
         ge=0.0,
         le=1.0,
-        description="The own-text check runs when the evidence is at least none_below_evidence and below this.",
+        description="The own-text check runs when the evidence is at least none_below_evidence and below this (at "
+        "most strong_min_evidence keeps 'strong' answers out of it; above, the check may turn one into 'none').",
     )
     none_below_own_text: float = Field(
         0.125,
