@@ -28,6 +28,12 @@ cosine lifted above what the first round found; path consistency orders it among
 hit whose own vector score is higher. Ancestors are scored under the same tenancy filter as the node (account,
 visible spaces, context type), without the target or category narrowing, since a target's ancestors lie above it.
 
+A seed that is a conversation message asking something brings its reply, the next message by another speaker that
+states something (:mod:`~context_engine.retrieval.replies`): an expansion candidate whose vector score is at least
+``reply_factor`` times the seed's, so the answer to a question that matches the query ranks just below the question
+(the one case where an expansion hit's score comes from another node's match; ``match_reason`` says
+``reply_to:<seed>``).
+
 Every step searches under the typed query's :class:`~context_engine.retrieval.scope.QueryScope` (the filter the
 level-0 recall used, built once per request), and the scores on the first round's scale come from the recall's
 :class:`~context_engine.retrieval.run.FirstRound`, passed in. A hydrated node that is missing or pending is dropped;
@@ -38,10 +44,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.retrieval.query_planner import preferred_types
+from context_engine.retrieval.replies import first_reply, reply_window
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, SearchRun, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of, within_target
 from context_engine.retrieval.scoring import Scorer
@@ -90,6 +97,8 @@ class _Plan:
     paths: dict[str, list[str]]
     known: dict[str, float]
     ranked: list[tuple[float, _Found]]  # every expansion candidate with its provisional final score, best first
+    # the replies of asking seeds (retrieval/replies.py): URI -> (match, least vector score, the seed it answers)
+    replies: dict[str, tuple[_Found, float, str]] = field(default_factory=dict)
 
 
 class HierarchicalSearcher:
@@ -317,6 +326,8 @@ class HierarchicalSearcher:
             key=lambda pair: (-pair[0], pair[1].match.uri),
         )
         plan = _Plan(tq, list(seeds), [], paths, known, ranked)
+        if walk:
+            plan.replies = self._replies(tq, seeds, flt, run, first_round, paths, known)
         if run.trace.detailed:
             run.trace.detail(
                 "hierarchical",
@@ -330,6 +341,45 @@ class HierarchicalSearcher:
                 },
             )
         return plan
+
+    def _replies(
+        self,
+        tq: TypedQuery,
+        seeds: Sequence[SeedHit],
+        flt: VectorFilter,
+        run: SearchRun,
+        first_round: FirstRound,
+        paths: dict[str, list[str]],
+        known: dict[str, float],
+    ) -> dict[str, tuple[_Found, float, str]]:
+        """The reply of each seed that is a conversation message asking something (:mod:`~context_engine.
+        retrieval.replies`), with the least vector score it gets: ``reply_factor`` times the seed's. One level-0
+        lookup for every seed's ``reply_window`` following messages; a reply found for several seeds keeps the
+        highest. Their ancestors are scored into ``known`` (``paths`` gets theirs). None with ``reply_factor`` 0."""
+        s = self._settings
+        if s.reply_factor <= 0:
+            return {}
+        following = {h.uri: reply_window(h.uri, h.abstract, s.reply_window) for h in seeds}
+        wanted = sorted({u for uris in following.values() for u in uris})
+        if not wanted:
+            return {}
+        found = run.scorer.matches(flt, wanted)
+        out: dict[str, tuple[_Found, float, str]] = {}
+        for h in seeds:
+            reply = first_reply(h.uri, h.abstract, following[h.uri], found) if following[h.uri] else None
+            if reply is None:
+                continue
+            least = s.reply_factor * self._vscore(h.uri, h.score, first_round, reply.context_type)
+            if reply.uri not in out or least > out[reply.uri][1]:
+                out[reply.uri] = (_Found(reply, 1), least, h.uri)
+        for uri in out:
+            if uri not in paths:
+                above = _parent(uri)
+                paths[uri] = [] if above is None else [above, *ancestor_uris(above, s.ancestor_levels - 1)]
+        self._score_ancestors(flt, paths, known, run)
+        if out:
+            run.trace.event("hierarchical", "replies", context_type=tq.context_type, count=len(out))
+        return out
 
     def _select(
         self, plans: Sequence[_Plan | None], typed_queries: Sequence[TypedQuery], seeds: Sequence[Sequence[SeedHit]]
@@ -361,7 +411,15 @@ class HierarchicalSearcher:
         hits = [self._seed_hit(h, run, first_round) for h in plan.seeds]
         for h in hits:
             h.hierarchy_score = self._hierarchy(plan.paths[h.uri], plan.known)
-        return hits + self._hydrate(plan.provisional, plan.paths, plan.known, run, first_round)
+        taken = {h.uri for h in plan.seeds} | {f.match.uri for f in plan.provisional}
+        replies = [found for uri, (found, _, _) in plan.replies.items() if uri not in taken]
+        out = hits + self._hydrate([*plan.provisional, *replies], plan.paths, plan.known, run, first_round)
+        for h in out:
+            reply = plan.replies.get(h.uri)
+            if reply is not None and reply[1] > h.vector_score:  # ranks with the question it answers
+                h.vector_score = round(reply[1], 6)
+                h.match_reason = f"reply_to:{reply[2]}"
+        return out
 
     def _starts(self, tq: TypedQuery, scope: QueryScope, seeds: Sequence[SeedHit], run: SearchRun) -> list[str]:
         """Roots first, then each seed's directory (a seed that is a directory) and parent, deduplicated, capped.

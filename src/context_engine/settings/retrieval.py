@@ -129,6 +129,18 @@ class HierarchySettings(SettingsSection):
         "usual) and are not expanded, which saves their walk (~5% of a search at 100k nodes); without a "
         "preferred type, or when the caller named the types, every typed query is expanded.",
     )
+    reply_factor: float = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="A seed that is a conversation message asking something brings its reply (the next message by "
+        "another speaker that states something, within reply_window messages) as an expansion candidate whose "
+        "vector score is at least this times the seed's (retrieval/replies.py): the answer to a question that "
+        "matches the query. 0 turns it off.",
+    )
+    reply_window: int = Field(
+        3, ge=1, le=20, description="Messages after an asking seed searched for its reply (acknowledgements skipped)."
+    )
 
 
 class ScoringSettings(SettingsSection):

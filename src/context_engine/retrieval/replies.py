@@ -1,0 +1,62 @@
+"""The reply to a question turn: a seed that asks something brings the message that answers it (issue 25).
+
+In a conversation a question and its answer form an *adjacency pair* (Schegloff & Sacks, *Opening up Closings*,
+Semiotica 1973): the answer is the next turn by another speaker. When a question of the conversation matches the
+query, it is usually the answer that the caller wants, and the answer often shares few words with the query: for
+"What inspired Caroline's painting for the art show?" (LoCoMo) the turn "Wow, Caroline, that painting is awesome! ...
+What inspired it?" is the second seed, and the answer "Thanks, Melanie! I painted this after I visited a LGBTQ
+center ..." is not among the first ten hits. The answer is indexed with the question as its context
+(``ingest/conversation.py``), but its own words dilute that match.
+
+:func:`reply_window` lists the messages after an asking seed, :func:`first_reply` picks its reply among those found
+at level 0: the first by another speaker that states something (:func:`~context_engine.retrieval.speakers.
+message_has_content`), so an acknowledgement ("assistant: Noted!") between a question and its answer is passed over.
+The hierarchical expansion (``retrieval/hierarchical_searcher.py``) adds that reply as an expansion candidate whose
+vector score is at least ``retrieval.hierarchy.reply_factor`` (0.7) times the seed's: it ranks below the question,
+unless its own match is better. On locomo_dev R@10 0.7645 -> 0.7735 with no category lower (adversarial 0.850 ->
+0.878, open-domain 0.434 -> 0.445, single-hop 0.833 -> 0.837), P@1 unchanged; 0.8 gives 0.7732 with open-domain at
+0.400, 0.9 0.7717, 1.0 0.7710 (docs/memories.md). Carrying the score the other way, from a seed to the message it
+answers, lost at the first ranks (R@3 0.6253 -> 0.6155 at 0.8) for little recall (R@10 0.7776): not kept. A message
+asks something when one of its sentences is a question
+(:func:`~context_engine.storage.keyword.content_words.asks_something`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from context_engine.retrieval.speakers import message_has_content, message_speaker
+from context_engine.storage.keyword.content_words import asks_something
+from context_engine.storage.vector.scoring import L0Match
+
+__all__ = ["first_reply", "reply_window"]
+
+# a stored message: ".../memories/sessions/<conversation_id>/<seq>.md" (ingest/memory.py), seq zero-padded
+_MESSAGE = re.compile(r"^(ctx://.+/memories/sessions/.+/)(\d+)\.md$")
+
+
+def reply_window(uri: str, abstract: str, window: int) -> list[str]:
+    """The URIs of the ``window`` messages after the message ``uri`` (L0 ``abstract``, ``"<speaker>: <text>"``), in
+    order, when it is a conversation message that asks something; else ``[]``."""
+    m = _MESSAGE.match(uri)
+    speaker = message_speaker(uri, abstract) if m else None
+    if m is None or speaker is None or not asks_something(abstract[len(speaker) + 2 :]):
+        return []
+    prefix, seq = m.group(1), m.group(2)
+    return [f"{prefix}{int(seq) + i:0{len(seq)}d}.md" for i in range(1, window + 1)]
+
+
+def first_reply(uri: str, abstract: str, following: list[str], found: Mapping[str, L0Match]) -> L0Match | None:
+    """The reply to the asking message ``uri``: the first of ``following`` (:func:`reply_window`) present in
+    ``found`` (level-0 matches by URI) whose speaker is another and that states something; ``None`` when none is
+    (an acknowledgement, a message of the same speaker, or a gap in ``found`` is passed over)."""
+    asker = message_speaker(uri, abstract)
+    for candidate in following:
+        m = found.get(candidate)
+        if m is None:
+            continue
+        speaker = message_speaker(m.uri, m.text)
+        if speaker is not None and speaker != asker and message_has_content(m.text, speaker, ()):
+            return m
+    return None
