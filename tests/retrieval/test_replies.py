@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from context_engine.retrieval.replies import first_reply, reply_window
+from context_engine.retrieval.replies import first_reply, lift, reply_window, unlift_orphans
 from context_engine.schema.context import RequestContext
+from context_engine.schema.hits import NodeHit
 from context_engine.storage.vector.scoring import L0Match
 
 SESSION = "ctx://user/mel/memories/sessions/c1/"
@@ -36,6 +37,7 @@ def test_an_asking_message_looks_at_the_messages_after_it(uri, abstract, window)
         ("ctx://user/mel/memories/prefs.md", "Melanie: What inspired it?"),  # not a conversation message
         (SESSION, "Melanie: What inspired it?"),  # a directory
         (f"{SESSION}notes.md", "Melanie: What inspired it?"),  # no sequence number
+        ("ctx://resources/faq/memories/sessions/q/000012.md", "Q: What is it?"),  # a resource, not a message
     ],
 )
 def test_other_nodes_have_no_reply_window(uri, abstract):
@@ -56,6 +58,19 @@ def test_the_reply_is_the_next_message_of_another_speaker_that_states_something(
     assert first_reply(*asker, following, {}) is None  # nothing found (deleted, filtered out, another space)
 
 
+def test_a_lifted_reply_keeps_its_own_score_and_gives_it_back_when_its_question_is_dropped():
+    question = NodeHit(uri=f"{SESSION}000015.md", owner_space="user:mel", vector_score=0.6)
+    reply = NodeHit(uri=f"{SESSION}000016.md", owner_space="user:mel", vector_score=0.05, match_reason="child_of:x")
+    other = NodeHit(uri=f"{SESSION}000030.md", owner_space="user:mel", vector_score=0.3, match_reason="l0_hybrid")
+    assert lift(reply, 0.42, question.uri) and not lift(other, 0.2, question.uri)  # the own score is higher
+    assert (reply.vector_score, reply.own_vector_score, reply.reply_to) == (0.42, 0.05, question.uri)
+    assert reply.match_reason == f"child_of:x; reply_to:{question.uri}" and other.reply_to is None
+    assert unlift_orphans([[question, reply], [other]]) == 0 and reply.vector_score == 0.42  # the question is kept
+    assert unlift_orphans([[reply], [other]]) == 1  # a filter dropped the question
+    assert (reply.vector_score, reply.own_vector_score, reply.reply_to) == (0.05, None, None)
+    assert reply.match_reason == "child_of:x"
+
+
 # ---- through the engine (the default model) --------------------------------------------------------------------------
 MEL = RequestContext(account_id="acme", role="user", user_space="mel", agent_space="helper")
 # written for this test: the question of the conversation matches the query; its answer shares few of its words
@@ -71,7 +86,7 @@ _LINES = [
 TURNS = [{"role": "user", "speaker": who, "content": text} for who, text in _LINES]
 
 
-def _search(tmp_path, embedder, name, **hierarchy):
+def _search(tmp_path, embedder, name, *, request=None, **hierarchy):
     from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
 
@@ -80,7 +95,11 @@ def _search(tmp_path, embedder, name, **hierarchy):
     with ContextEngineService(settings, embedder=embedder) as engine:
         engine.add_messages(TURNS, "c1", MEL)
         return engine.search_memory(
-            "What inspired Caroline's painting for the art show?", MEL, include_debug=True, trace_level="detailed"
+            "What inspired Caroline's painting for the art show?",
+            MEL,
+            include_debug=True,
+            trace_level="detailed",
+            **(request or {}),
         )
 
 
@@ -91,8 +110,45 @@ def test_the_answer_to_a_matching_question_ranks_with_it(tmp_path, default_embed
     asking = next(h for h in on.hits if "What inspired the painting?" in (h.abstract or ""))
     reply = next(h for h in on.hits if "community centre" in (h.abstract or ""))
     assert uris_on.index(reply.uri) == uris_on.index(asking.uri) + 1  # right below the question it answers
-    assert reply.match_reason.startswith(f"reply_to:{asking.uri} ")
+    assert f"reply_to:{asking.uri}" in reply.match_reason
     assert reply.uri not in uris_off[: uris_off.index(asking.uri) + 2]  # without the rule: lower, or not at all
     events = [e for e in on.thinking_trace["events"] if e.get("event") == "replies"]
     assert events and events[0]["count"] >= 1
     assert not [e for e in off.thinking_trace["events"] if e.get("event") == "replies"]
+
+
+def test_a_reply_borrows_no_rank_from_a_question_the_filters_drop(tmp_path, default_embedder):
+    """exclude_terms drops the question at the recheck: its reply ranks on its own score again, and the label reads
+    the reply's own vector score."""
+    on = _search(tmp_path, default_embedder, "on", request={"planner_hints": {"exclude_terms": ["painting"]}})
+    off = _search(
+        tmp_path, default_embedder, "off", reply_factor=0.0, request={"planner_hints": {"exclude_terms": ["painting"]}}
+    )
+    assert not [h for h in on.hits if "painting" in (h.abstract or "").lower()]  # the question is gone
+    asking = f"{SESSION}000003.md"
+    assert not [h for h in on.hits if f"reply_to:{asking}" in h.match_reason]
+    both = {h.uri: h.score for h in off.hits}
+    # no score borrowed from the dropped question (a reply to a kept question, "Did they enjoy the campfire?", is)
+    shared = [(h.uri, h.score) for h in on.hits if h.uri in both and "reply_to:" not in h.match_reason]
+    assert len(shared) >= 3 and shared == [(uri, both[uri]) for uri, _ in shared]
+    assert on.match_quality == off.match_quality
+
+
+def test_a_reply_outside_the_target_is_not_looked_up(tmp_path, default_embedder):
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+
+    with ContextEngineService(load_settings(tmp_path / "t"), embedder=default_embedder) as engine:
+        uris = engine.add_messages(TURNS, "c1", MEL).uris
+        asking = uris[2]  # "... What inspired the painting?"
+        r = engine.search_memory(
+            "What inspired Caroline's painting for the art show?",
+            MEL,
+            target_uri=asking,
+            include_debug=True,
+            trace_level="detailed",
+        )
+    assert [h.uri for h in r.hits] == [asking]
+    assert not [e for e in r.thinking_trace["events"] if e.get("event") == "replies"]
+    drops = r.thinking_trace["stages"].get("recheck", {})
+    assert "outside_target_uri" not in str(drops)

@@ -31,8 +31,9 @@ visible spaces, context type), without the target or category narrowing, since a
 A seed that is a conversation message asking something brings its reply, the next message by another speaker that
 states something (:mod:`~context_engine.retrieval.replies`): an expansion candidate whose vector score is at least
 ``reply_factor`` times the seed's, so the answer to a question that matches the query ranks just below the question
-(the one case where an expansion hit's score comes from another node's match; ``match_reason`` says
-``reply_to:<seed>``).
+(the one case where an expansion hit's score comes from another node's match; ``match_reason`` ends with
+``reply_to:<seed>``; at most one reply per seed, on top of the ``hits_per_top_k`` cap; the pipeline gives a reply its
+own score back when the recheck drops its question).
 
 Every step searches under the typed query's :class:`~context_engine.retrieval.scope.QueryScope` (the filter the
 level-0 recall used, built once per request), and the scores on the first round's scale come from the recall's
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.retrieval.query_planner import preferred_types
-from context_engine.retrieval.replies import first_reply, reply_window
+from context_engine.retrieval.replies import first_reply, lift, reply_window
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, SearchRun, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of, within_target
 from context_engine.retrieval.scoring import Scorer
@@ -186,7 +187,12 @@ class HierarchicalSearcher:
 
         plans = list(map_fn(explore, range(len(typed_queries))))
         self._select(plans, typed_queries, seeds)
-        run.nodes.fetch(f.match.uri for plan in plans if plan is not None for f in plan.provisional)
+        run.nodes.fetch(
+            uri
+            for plan in plans
+            if plan is not None
+            for uri in [*(f.match.uri for f in plan.provisional), *plan.replies]
+        )
         return [
             self._finish(plan, run, first_round) if plan is not None else self.seeds_only(seeds[i], run, first_round)
             for i, plan in enumerate(plans)
@@ -327,7 +333,7 @@ class HierarchicalSearcher:
         )
         plan = _Plan(tq, list(seeds), [], paths, known, ranked)
         if walk:
-            plan.replies = self._replies(tq, seeds, flt, run, first_round, paths, known)
+            plan.replies = self._replies(tq, seeds, flt, run, first_round, paths)
         if run.trace.detailed:
             run.trace.detail(
                 "hierarchical",
@@ -350,20 +356,28 @@ class HierarchicalSearcher:
         run: SearchRun,
         first_round: FirstRound,
         paths: dict[str, list[str]],
-        known: dict[str, float],
     ) -> dict[str, tuple[_Found, float, str]]:
         """The reply of each seed that is a conversation message asking something (:mod:`~context_engine.
         retrieval.replies`), with the least vector score it gets: ``reply_factor`` times the seed's. One level-0
-        lookup for every seed's ``reply_window`` following messages; a reply found for several seeds keeps the
-        highest. Their ancestors are scored into ``known`` (``paths`` gets theirs). None with ``reply_factor`` 0."""
+        lookup for every seed's ``reply_window`` following messages, within the typed query's target and categories
+        (the lookup by URI applies the rest of the filter); a reply found for several seeds keeps the highest. A reply
+        shares its seed's directory, whose ancestors are already scored (``paths`` gets the seed's path). None with
+        ``reply_factor`` 0."""
         s = self._settings
         if s.reply_factor <= 0:
             return {}
-        following = {h.uri: reply_window(h.uri, h.abstract, s.reply_window) for h in seeds}
+        following = {
+            h.uri: [u for u in reply_window(h.uri, h.abstract, s.reply_window) if within_target(u, tq.target_uri)]
+            for h in seeds
+        }
         wanted = sorted({u for uris in following.values() for u in uris})
         if not wanted:
             return {}
-        found = run.scorer.matches(flt, wanted)
+        found = {
+            uri: m
+            for uri, m in run.scorer.matches(flt, wanted).items()
+            if flt.categories is None or m.category in flt.categories
+        }
         out: dict[str, tuple[_Found, float, str]] = {}
         for h in seeds:
             reply = first_reply(h.uri, h.abstract, following[h.uri], found) if following[h.uri] else None
@@ -372,11 +386,8 @@ class HierarchicalSearcher:
             least = s.reply_factor * self._vscore(h.uri, h.score, first_round, reply.context_type)
             if reply.uri not in out or least > out[reply.uri][1]:
                 out[reply.uri] = (_Found(reply, 1), least, h.uri)
-        for uri in out:
-            if uri not in paths:
-                above = _parent(uri)
-                paths[uri] = [] if above is None else [above, *ancestor_uris(above, s.ancestor_levels - 1)]
-        self._score_ancestors(flt, paths, known, run)
+        for uri, (_, _, asker) in out.items():
+            paths.setdefault(uri, paths[asker])
         if out:
             run.trace.event("hierarchical", "replies", context_type=tq.context_type, count=len(out))
         return out
@@ -416,9 +427,8 @@ class HierarchicalSearcher:
         out = hits + self._hydrate([*plan.provisional, *replies], plan.paths, plan.known, run, first_round)
         for h in out:
             reply = plan.replies.get(h.uri)
-            if reply is not None and reply[1] > h.vector_score:  # ranks with the question it answers
-                h.vector_score = round(reply[1], 6)
-                h.match_reason = f"reply_to:{reply[2]}"
+            if reply is not None:  # ranks with the question it answers (a seed too, when its own score is lower)
+                lift(h, reply[1], reply[2])
         return out
 
     def _starts(self, tq: TypedQuery, scope: QueryScope, seeds: Sequence[SeedHit], run: SearchRun) -> list[str]:

@@ -167,6 +167,11 @@ def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
     return out if out != text else None
 
 
+def _own_vector_score(hit: NodeHit) -> float:
+    """A hit's own vector score: before the lift of a reply to rank with its question (``retrieval/replies.py``)."""
+    return hit.vector_score if hit.own_vector_score is None else hit.own_vector_score
+
+
 @dataclass(frozen=True, slots=True)
 class MatchFeatures:
     """What the rule reads (module docstring), for the label and the detailed trace.
@@ -175,7 +180,8 @@ class MatchFeatures:
         similarity: the best calibrated cosine of the basis, 0..1.
         topic_similarity: the best calibrated cosine of the basis to the speaker-neutral query (``neutral_query``),
             0..1; ``similarity`` when there is none.
-        first_vector_score: the first basis hit's own vector score, 0..1 (fused with hybrid, else calibrated cosine).
+        first_vector_score: the first basis hit's own vector score, 0..1 (fused with hybrid, else calibrated cosine;
+            a reply's own, before the lift it borrows from its question: ``NodeHit.own_vector_score``).
         names: the names the query mentions (:func:`query_names`).
         missing_names: those no candidate mentions.
         evidence: ``topic_similarity`` less ``missing_name_penalty`` times the share of ``names`` missing (may be
@@ -304,7 +310,7 @@ class MatchQualityRater:
             own_evidence = round(own_similarity - penalty, _DECIMALS)
         return MatchFeatures(
             similarity=round(similarity, _DECIMALS),
-            first_vector_score=round(min(1.0, max(0.0, basis[0].vector_score)), _DECIMALS),
+            first_vector_score=round(min(1.0, max(0.0, _own_vector_score(basis[0]))), _DECIMALS),
             names=names,
             missing_names=missing,
             evidence=round(topic - penalty, _DECIMALS),

@@ -24,16 +24,17 @@ asks something when one of its sentences is a question
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from context_engine.retrieval.speakers import message_has_content, message_speaker
+from context_engine.schema.hits import NodeHit
 from context_engine.storage.keyword.content_words import asks_something
 from context_engine.storage.vector.scoring import L0Match
 
-__all__ = ["first_reply", "reply_window"]
+__all__ = ["first_reply", "lift", "reply_window", "unlift_orphans"]
 
 # a stored message: ".../memories/sessions/<conversation_id>/<seq>.md" (ingest/memory.py), seq zero-padded
-_MESSAGE = re.compile(r"^(ctx://.+/memories/sessions/.+/)(\d+)\.md$")
+_MESSAGE = re.compile(r"^(ctx://user/[^/]+/memories/sessions/[^/]+/)(\d+)\.md$")
 
 
 def reply_window(uri: str, abstract: str, window: int) -> list[str]:
@@ -50,7 +51,8 @@ def reply_window(uri: str, abstract: str, window: int) -> list[str]:
 def first_reply(uri: str, abstract: str, following: list[str], found: Mapping[str, L0Match]) -> L0Match | None:
     """The reply to the asking message ``uri``: the first of ``following`` (:func:`reply_window`) present in
     ``found`` (level-0 matches by URI) whose speaker is another and that states something; ``None`` when none is
-    (an acknowledgement, a message of the same speaker, or a gap in ``found`` is passed over)."""
+    (an acknowledgement, a message of the same speaker, or a gap in ``found`` is passed over; the choice is made
+    before hydration, so a reply found pending is dropped there, not replaced by the next message)."""
     asker = message_speaker(uri, abstract)
     for candidate in following:
         m = found.get(candidate)
@@ -60,3 +62,32 @@ def first_reply(uri: str, abstract: str, following: list[str], found: Mapping[st
         if speaker is not None and speaker != asker and message_has_content(m.text, speaker, ()):
             return m
     return None
+
+
+def lift(hit: NodeHit, least: float, asker: str) -> bool:
+    """Raise ``hit``'s vector score to ``least`` (the reply to ``asker`` ranks with it), keeping its own score and
+    saying so in ``match_reason``; ``False`` (nothing changed) when its own score is at least ``least``."""
+    if least <= hit.vector_score:
+        return False
+    hit.own_vector_score = hit.vector_score
+    hit.vector_score = round(least, 6)
+    hit.reply_to = asker
+    hit.match_reason = f"{hit.match_reason}; reply_to:{asker}" if hit.match_reason else f"reply_to:{asker}"
+    return True
+
+
+def unlift_orphans(groups: Sequence[Sequence[NodeHit]]) -> int:
+    """Give back their own vector score to the lifted replies (:func:`lift`) whose asking message is in none of
+    ``groups`` (the request's hits after the recheck: a filter dropped the question, so its answer cannot borrow its
+    rank). Returns how many were restored; their final scores must be computed again."""
+    kept = {h.uri for hits in groups for h in hits}
+    restored = 0
+    for hits in groups:
+        for h in hits:
+            if h.reply_to is not None and h.reply_to not in kept and h.own_vector_score is not None:
+                h.match_reason = h.match_reason.removesuffix(f"; reply_to:{h.reply_to}").removeprefix(
+                    f"reply_to:{h.reply_to}"
+                )
+                h.vector_score, h.own_vector_score, h.reply_to = h.own_vector_score, None, None
+                restored += 1
+    return restored

@@ -52,6 +52,7 @@ from context_engine.retrieval.memory_read_service import MemoryReadService
 from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
 from context_engine.retrieval.query_transform import QueryTransformer, without_speakers
 from context_engine.retrieval.redaction import Redactor
+from context_engine.retrieval.replies import unlift_orphans
 from context_engine.retrieval.run import RequestNodes, SearchRun, SeedRound
 from context_engine.retrieval.scope import QueryScope, effective_owner_spaces, scopes_of
 from context_engine.retrieval.scoring import Scorer
@@ -308,6 +309,8 @@ class SearchMemoryPipeline:
 
         with trace.stage("recheck"):
             kept = self._recheck_all(typed, scored, ctx, trace, allowed)
+            if unlift_orphans(kept):  # a reply whose question a filter dropped ranks on its own score
+                kept = [self.scorer.score(tq, hits) for tq, hits in zip(typed, kept, strict=True)]
 
         with trace.stage("assemble"):
             origin: dict[int, int] = {}

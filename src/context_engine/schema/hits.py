@@ -51,6 +51,9 @@ class NodeHit(BaseModel):
         depth: 0 for seeds; the depth below its start directory for expansion hits.
         match_reason: why it is a candidate, e.g. ``l0_vector`` or ``child_of:ctx://resources/ops/``.
         exclude_reason: set only on candidates a stage dropped (recorded in the trace, never returned).
+        reply_to: the asking message this hit answers when its ``vector_score`` was lifted to rank with it
+            (``retrieval/replies.py``), else ``None``.
+        own_vector_score: the hit's own vector score before that lift (``None`` when not lifted).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -77,6 +80,8 @@ class NodeHit(BaseModel):
     depth: int = 0
     match_reason: str = ""
     exclude_reason: str | None = None
+    reply_to: str | None = None
+    own_vector_score: float | None = None
 
 
 class RelationRef(BaseModel):
