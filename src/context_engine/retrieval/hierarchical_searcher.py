@@ -30,7 +30,7 @@ visible spaces, context type), without the target or category narrowing, since a
 
 A seed that is a conversation message asking something brings its reply, the next message by another speaker that
 states something (:mod:`~context_engine.retrieval.replies`): an expansion candidate whose vector score is at least
-``reply_factor`` times the seed's, so the answer to a question that matches the query ranks just below the question
+``reply_factor`` times the seed's, so the answer to a question that matches the query ranks below the question
 (the one case where an expansion hit's score comes from another node's match; ``match_reason`` ends with
 ``reply_to:<seed>``; at most one reply per seed, on top of the ``hits_per_top_k`` cap; the pipeline gives a reply its
 own score back when the recheck drops its question).
