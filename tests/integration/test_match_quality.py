@@ -66,3 +66,52 @@ def test_the_compact_answer_carries_the_same_label(engine):
     compact = engine.search_memory_compact("What am I allergic to?", ANN, top_k=3)
     assert compact.match_quality == full.match_quality
     assert engine.search_memory_compact("What is the capital of France?", ANN).model_dump()["match_quality"] == "none"
+
+
+MESSAGES = (
+    {"role": "user", "content": "I rent a small flat in Hackney with two friends."},
+    {"role": "assistant", "content": "Got it, thanks for sharing."},
+    {"role": "user", "content": "I'm learning katakana at the moment, hiragana is done."},
+    {"role": "assistant", "content": "Noted!"},
+    {"role": "user", "content": "My brother works as a plumber in Leeds."},
+    {"role": "assistant", "content": "Thanks for telling me."},
+)
+
+
+@pytest.fixture(params=[("use-multilingual", "default_embedder"), ("sentence-transformers", "embedder")], ids=str)
+def conversation(request, tmp_path):
+    from context_engine.service import ContextEngineService
+
+    backend, fixture = request.param
+    settings = load_settings(tmp_path / "home", embedding={"backend": backend})
+    e = ContextEngineService(settings, embedder=request.getfixturevalue(fixture))
+    e.add_messages(list(MESSAGES), conversation_id="c1", ctx=ANN)
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize(
+    ("question", "place"),
+    [
+        ("Which part of London does the user rent in?", "london"),
+        ("Which Japanese script is the user studying?", "japanese"),
+    ],
+)
+def test_a_place_or_language_no_message_names_costs_nothing_when_the_question_names_the_speaker(
+    conversation, question, place
+):
+    """The question is about the user, whose messages say "Hackney" and "katakana": the capitalised word no candidate
+    mentions is no other person (with the name penalty both were 'none')."""
+    r = conversation.search_memory(question, ANN, top_k=5, include_debug=True, trace_level="detailed")
+    features = r.thinking_trace["stages"]["assemble"]["match_quality"]
+    assert features["missing_names"] == [place] and features["speaker_named"] is True
+    assert r.match_quality in ("weak", "strong")
+
+
+def test_a_person_the_conversation_never_names_still_costs_the_penalty(conversation):
+    r = conversation.search_memory(
+        "Where does Bob rent a flat?", ANN, top_k=5, include_debug=True, trace_level="detailed"
+    )
+    features = r.thinking_trace["stages"]["assemble"]["match_quality"]
+    assert features["missing_names"] == ["bob"] and features["speaker_named"] is False
+    assert r.match_quality == "none"

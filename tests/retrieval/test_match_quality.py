@@ -203,8 +203,34 @@ def test_a_hit_without_a_neutral_cosine_keeps_its_own_and_the_scale_applies():
 def test_the_name_penalty_applies_to_the_topic_similarity():
     s = MatchQualitySettings()
     tim = hit(SESSION + "t.md", 0.7, 0.5, "Tim: my favourite genre is fantasy")
-    f = RATER.features("Did Nate and Tim like fantasy?", [tim], neutral={tim.uri: 0.6})
-    assert f.missing_names == ("nate",) and f.evidence == pytest.approx(0.6 - s.missing_name_penalty / 2)
+    f = RATER.features("What is Nate's favourite genre?", [tim], neutral={tim.uri: 0.6})
+    assert not f.speaker_named  # Nate is no speaker of the returned messages: the full penalty
+    assert f.missing_names == ("nate",) and f.evidence == pytest.approx(0.6 - s.missing_name_penalty)
+
+
+def test_a_query_naming_a_returned_speaker_takes_the_speaker_penalty_for_its_other_names():
+    # Measured on agent_dev: "Which neighbourhood of the Spanish capital is Mateo based in?" is answered by
+    # "Mateo: I live in Chamberí, ..."; "Spanish" is in no candidate, and the full penalty made the answer 'none'.
+    mateo = hit(SESSION + "m.md", 0.3, 0.2, "Mateo: I live in Chamberí, by the way, so the airport is a quick ride.")
+    query = "Which neighbourhood of the Spanish capital is Mateo based in?"
+    f = RATER.features(query, [mateo], neutral={mateo.uri: 0.3})
+    assert f.speaker_named and f.missing_names == ("spanish",)
+    assert f.evidence == pytest.approx(0.3) and RATER.label(f) == "weak"
+    # the same through a role: "the user" names the speaker "user"
+    user = hit(SESSION + "u.md", 0.3, 0.2, "user: I rent a room in Hackney.")
+    g = RATER.features("Which part of London does the user rent in?", [user], neutral={user.uri: 0.3})
+    assert g.speaker_named and g.missing_names == ("london",) and g.evidence == pytest.approx(0.3)
+    # the penalty with a speaker named is a setting of its own; a question of two people still loses half of it
+    half = MatchQualityRater(MatchQualitySettings(missing_name_penalty_with_speaker=0.2))
+    assert half.features(query, [mateo], neutral={mateo.uri: 0.3}).evidence == pytest.approx(0.3 - 0.2 / 2)
+    tim = hit(SESSION + "t.md", 0.7, 0.5, "Tim: my favourite genre is fantasy")
+    two = half.features("Did Nate and Tim like fantasy?", [tim], neutral={tim.uri: 0.6})
+    assert two.missing_names == ("nate",) and two.evidence == pytest.approx(0.6 - 0.2 / 2)
+    # a memory that is no message has no speaker: the full penalty
+    note = hit("ctx://user/alice/memories/a.md", 0.3, 0.2, "Mateo lives in Chamberí")
+    assert RATER.features(query, [note]).evidence == pytest.approx(
+        0.3 - MatchQualitySettings().missing_name_penalty / 2
+    )
 
 
 # ---- through the pipeline (hashing embedder) -------------------------------------------------------------------------

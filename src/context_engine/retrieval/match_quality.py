@@ -29,7 +29,13 @@ rates and the command that reproduces them):
   genre of movies?" over a conversation between Tim and John finds their favourite genres, close in meaning
   (calibrated cosine 0.7), and not about Nate. Queries without capitals (Chinese, lower-case) have no names.
 * **evidence** = topic similarity − ``missing_name_penalty`` [0.4] × the share of the query's names that are
-  missing (0 when it names nothing).
+  missing (0 when it names nothing); when the query names a speaker of the returned messages (``Mateo``, ``the
+  user``), ``missing_name_penalty_with_speaker`` [0] instead. Why: the question is then about someone the store
+  holds, and a capitalised word that no candidate mentions is more often a place, a language or a nationality said
+  in other words than a sign that it asks about someone else ("Which neighbourhood of the Spanish capital is Mateo
+  based in?", answered by "Mateo: I live in Chamberí, by the way ...": evidence 0.11 with the penalty, 0.31
+  without). The penalty keeps its work where the question's person is absent: LoCoMo's questions asked in another
+  conversation.
 * **own-text evidence**: when the evidence is at least ``none_below_evidence`` but below ``own_text_check_below``
   [0.4], the first ``own_text_hits`` [3] file hits are judged by what they say: a conversation message among them
   is embedded alone (its L0, ``"<speaker>: <text>"``, without the context it was indexed with: the message it
@@ -45,7 +51,7 @@ rates and the command that reproduces them):
   costs one embedding batch of at most ``own_text_hits`` short texts, only for answers in that band whose first
   hits are messages.
 * ``none`` when there is no hit, evidence < ``none_below_evidence`` [0.2], or the own-text evidence (when checked)
-  < ``none_below_own_text`` [0.125]; ``strong`` when evidence ≥
+  < ``none_below_own_text`` [0.15]; ``strong`` when evidence ≥
   ``strong_min_evidence`` [0.4] and the first file hit's own vector score (its fused meaning + words score with the
   hybrid first round, ``FirstRound.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
   feature that best tells whether the first hit holds the answer; ``weak`` otherwise.
@@ -57,9 +63,11 @@ agent_dev). ``missing_name_penalty`` 0.4: with less, LoCoMo questions asked in a
 (0.3: 91% instead of 97%). ``strong_min_evidence`` 0.4 and ``strong_min_vector_score`` 0.4 keep ``strong`` as
 precise as before the topic similarity (share of strong answers whose first hit is an evidence turn) at about the
 same share of answers; 0.5 on the lower topic evidence would make ``strong`` rarer and no more precise.
-``none_below_own_text`` 0.125 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
-5% (0.15: 5.0%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 84.3% (LoCoMo's answerable
-``none`` stays 1.0%). ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
+``none_below_own_text`` 0.15 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
+5% (4.2%; 0.175: 6.3%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 88.6% (LoCoMo's
+answerable ``none`` 0.7%). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same labels on the dev sets): with
+the full penalty there, agent_dev's answerable ``none`` was 4.2% at ``none_below_own_text`` 0.125 and 5.0% at
+0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
 ``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at < 5% answerable
 ``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value lets it turn one
 into ``none``.
@@ -184,8 +192,9 @@ class MatchFeatures:
             a reply's own, before the lift it borrows from its question: ``NodeHit.own_vector_score``).
         names: the names the query mentions (:func:`query_names`).
         missing_names: those no candidate mentions.
-        evidence: ``topic_similarity`` less ``missing_name_penalty`` times the share of ``names`` missing (may be
-            negative).
+        evidence: ``topic_similarity`` less the missing-name penalty (``missing_name_penalty``, or
+            ``missing_name_penalty_with_speaker`` when ``speaker_named``) times the share of ``names`` missing (may
+            be negative).
         files: whether the basis is file hits (``False``: only directories were returned, or nothing).
         hits: the number of hits the label describes.
         neutral_query: the query with the returned messages' speakers it names in the first person
@@ -193,6 +202,8 @@ class MatchFeatures:
         own_text_similarity: the best calibrated cosine of the first ``own_text_hits`` file hits' own texts to the
             (speaker-neutral) query, 0..1; ``None`` when the own-text check did not run (module docstring).
         own_text_evidence: ``own_text_similarity`` less the missing-name penalty; ``None`` when not checked.
+        speaker_named: whether the query names a speaker of the returned conversation messages (:func:`
+            speaker_neutral` finds one): the missing-name penalty is then ``missing_name_penalty_with_speaker``.
     """
 
     similarity: float
@@ -206,6 +217,7 @@ class MatchFeatures:
     neutral_query: str | None = None
     own_text_similarity: float | None = None
     own_text_evidence: float | None = None
+    speaker_named: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The features as JSON-ready values (lists for the name tuples)."""
@@ -296,7 +308,12 @@ class MatchQualityRater:
         topic = similarity
         if neutral is not None:
             topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
-        penalty = self._settings.missing_name_penalty * len(missing) / len(names) if names else 0.0
+        speakers = {s for h in basis if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
+        speaker_named = bool(speakers) and speaker_neutral(query, speakers) is not None
+        rate = (
+            self._settings.missing_name_penalty_with_speaker if speaker_named else self._settings.missing_name_penalty
+        )
+        penalty = rate * len(missing) / len(names) if names else 0.0
         own_similarity = own_evidence = None
         if own:
             # every other file hit that is no message was indexed as its own text: its level-0 cosine counts too
@@ -320,6 +337,7 @@ class MatchQualityRater:
             neutral_query=neutral_query if neutral is not None else None,
             own_text_similarity=own_similarity,
             own_text_evidence=own_evidence,
+            speaker_named=speaker_named,
         )
 
     def label(self, features: MatchFeatures) -> MatchQuality:

@@ -250,6 +250,16 @@ class MatchQualitySettings(SettingsSection):
         description="Taken from the evidence, times the share of the names the query mentions (capitalised words "
         "inside a sentence, e.g. 'Nate', 'LGBTQ') that no candidate's L0 text mentions; 0 turns the check off.",
     )
+    missing_name_penalty_with_speaker: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="The missing-name penalty instead of missing_name_penalty when the query names a speaker of the "
+        "returned conversation messages ('Where is Mateo based?', 'the user'): the question is then about someone "
+        "the store holds, and a capitalised word no candidate mentions is more often a place, language or "
+        "nationality said in other words ('the Spanish capital' for 'Madrid') than a sign that the question is "
+        "about someone else. 0: no penalty then.",
+    )
     speaker_neutral_similarity: bool = Field(
         True,
         description="When the query names a speaker of the returned conversation messages ('Sam', 'the user'), "
@@ -275,7 +285,7 @@ class MatchQualitySettings(SettingsSection):
         "most strong_min_evidence keeps 'strong' answers out of it; above, the check may turn one into 'none').",
     )
     none_below_own_text: float = Field(
-        0.125,
+        0.15,
         ge=0.0,
         le=1.0,
         description="'none' when the own-text evidence (the best calibrated cosine of the own_text_hits first file "
