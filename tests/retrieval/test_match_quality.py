@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context_engine.retrieval.match_quality import MatchQualityRater, mentions, query_names, speaker_neutral
+from context_engine.retrieval.match_quality import (
+    MatchQualityRater,
+    descriptor_names,
+    mentions,
+    query_names,
+    speaker_neutral,
+)
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.similarity import SimilarityScale
@@ -153,6 +159,11 @@ SESSION = "ctx://user/alice/memories/sessions/c1/"
         ("Where does Samantha live?", ["Sam"], None),  # whole words only
         ("What is Nate's favorite genre?", ["Tim", "John"], None),  # names no speaker
         ("What is the capital of France?", [], None),
+        ("Where will Priya move next month?", ["Will", "Jo"], None),  # a capitalised query: names are capitalised
+        ("What does Will do for work?", ["Will", "Jo"], "What does I do for work?"),
+        ("what does will do for work", ["Will", "Jo"], "what does I do for work"),  # no capitals: any case
+        ("What user name does Priya use?", ["user", "assistant"], None),  # a role is named with its article
+        ("Which job does Priya's assistant have?", ["user", "assistant"], None),
     ],
 )
 def test_speaker_neutral(query, speakers, neutral):
@@ -208,29 +219,56 @@ def test_the_name_penalty_applies_to_the_topic_similarity():
     assert f.missing_names == ("nate",) and f.evidence == pytest.approx(0.6 - s.missing_name_penalty)
 
 
-def test_a_query_naming_a_returned_speaker_takes_the_speaker_penalty_for_its_other_names():
+@pytest.mark.parametrize(
+    ("query", "places"),
+    [
+        ("Which neighbourhood of the Spanish capital is Mateo based in?", {"spanish"}),
+        ("Which Japanese writing system is the user studying?", {"japanese"}),
+        ("Which part of London does the user rent in?", {"london"}),
+        ("When did Caroline go to the LGBTQ support group?", {"lgbtq"}),
+        ("Where does the user's friend Bob rent a flat?", set()),  # after a noun: a person
+        ("What did the user say about Nate's favourite genre?", set()),  # possessive
+        ("What does Priya work as, according to Will?", set()),  # after a verb
+        ("Did the user meet the Smiths' neighbour, or the Smiths?", set()),  # one possessive use is enough
+        ("What did the user buy in Paris and give to Anna?", {"paris"}),  # "to" takes people as often as places
+    ],
+)
+def test_descriptor_names(query, places):
+    assert descriptor_names(query) == places
+
+
+def test_a_query_naming_a_returned_speaker_takes_the_speaker_penalty_for_places_only():
     # Measured on agent_dev: "Which neighbourhood of the Spanish capital is Mateo based in?" is answered by
     # "Mateo: I live in Chamberí, ..."; "Spanish" is in no candidate, and the full penalty made the answer 'none'.
+    full = MatchQualitySettings().missing_name_penalty
     mateo = hit(SESSION + "m.md", 0.3, 0.2, "Mateo: I live in Chamberí, by the way, so the airport is a quick ride.")
     query = "Which neighbourhood of the Spanish capital is Mateo based in?"
     f = RATER.features(query, [mateo], neutral={mateo.uri: 0.3})
-    assert f.speaker_named and f.missing_names == ("spanish",)
+    assert f.speaker_named and f.missing_names == ("spanish",) and f.place_names == ("spanish",)
     assert f.evidence == pytest.approx(0.3) and RATER.label(f) == "weak"
     # the same through a role: "the user" names the speaker "user"
     user = hit(SESSION + "u.md", 0.3, 0.2, "user: I rent a room in Hackney.")
     g = RATER.features("Which part of London does the user rent in?", [user], neutral={user.uri: 0.3})
-    assert g.speaker_named and g.missing_names == ("london",) and g.evidence == pytest.approx(0.3)
-    # the penalty with a speaker named is a setting of its own; a question of two people still loses half of it
+    assert g.speaker_named and g.place_names == ("london",) and g.evidence == pytest.approx(0.3)
+    # a person the store never names keeps the full penalty, the speaker named or not (a review's reproducer:
+    # without the position test "the user's friend Bob" was 'strong')
+    bob = RATER.features("Where does the user's friend Bob rent a flat?", [user], neutral={user.uri: 0.6})
+    assert bob.speaker_named and bob.missing_names == ("bob",) and bob.place_names == ()
+    assert bob.evidence == pytest.approx(0.6 - full)
+    tim = hit(SESSION + "t.md", 0.7, 0.5, "Tim: my favourite genre is fantasy")
+    two = RATER.features("Did Nate and Tim like fantasy?", [tim], neutral={tim.uri: 0.6})
+    assert two.speaker_named and two.place_names == () and two.evidence == pytest.approx(0.6 - full / 2)
+    # "will" is no reference to the speaker Will in a capitalised query: the full penalty for Priya
+    will = hit(SESSION + "w.md", 0.5, 0.3, "Will: I might move flats next month.")
+    moving = RATER.features("Where will Priya move next month?", [will])
+    assert not moving.speaker_named and moving.evidence == pytest.approx(0.5 - full)
+    # the penalty of a place beside a named speaker is a setting of its own
     half = MatchQualityRater(MatchQualitySettings(missing_name_penalty_with_speaker=0.2))
     assert half.features(query, [mateo], neutral={mateo.uri: 0.3}).evidence == pytest.approx(0.3 - 0.2 / 2)
-    tim = hit(SESSION + "t.md", 0.7, 0.5, "Tim: my favourite genre is fantasy")
-    two = half.features("Did Nate and Tim like fantasy?", [tim], neutral={tim.uri: 0.6})
-    assert two.missing_names == ("nate",) and two.evidence == pytest.approx(0.6 - 0.2 / 2)
     # a memory that is no message has no speaker: the full penalty
     note = hit("ctx://user/alice/memories/a.md", 0.3, 0.2, "Mateo lives in Chamberí")
-    assert RATER.features(query, [note]).evidence == pytest.approx(
-        0.3 - MatchQualitySettings().missing_name_penalty / 2
-    )
+    n = RATER.features(query, [note])
+    assert not n.speaker_named and n.evidence == pytest.approx(0.3 - full / 2)
 
 
 # ---- through the pipeline (hashing embedder) -------------------------------------------------------------------------

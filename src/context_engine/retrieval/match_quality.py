@@ -29,13 +29,15 @@ rates and the command that reproduces them):
   genre of movies?" over a conversation between Tim and John finds their favourite genres, close in meaning
   (calibrated cosine 0.7), and not about Nate. Queries without capitals (Chinese, lower-case) have no names.
 * **evidence** = topic similarity − ``missing_name_penalty`` [0.4] × the share of the query's names that are
-  missing (0 when it names nothing); when the query names a speaker of the returned messages (``Mateo``, ``the
-  user``), ``missing_name_penalty_with_speaker`` [0] instead. Why: the question is then about someone the store
-  holds, and a capitalised word that no candidate mentions is more often a place, a language or a nationality said
-  in other words than a sign that it asks about someone else ("Which neighbourhood of the Spanish capital is Mateo
-  based in?", answered by "Mateo: I live in Chamberí, by the way ...": evidence 0.11 with the penalty, 0.31
-  without). The penalty keeps its work where the question's person is absent: LoCoMo's questions asked in another
-  conversation.
+  missing (0 when it names nothing); a missing name that is a place or a descriptor (:func:`descriptor_names`: after
+  an article, an interrogative determiner or a preposition of place, never possessive) costs
+  ``missing_name_penalty_with_speaker`` [0] instead when the query also names a speaker of the returned messages
+  (``Mateo``, ``the user``; :func:`speaker_neutral`). Why: the question is then about someone the store holds, who
+  may name the place in other words ("Which neighbourhood of the Spanish capital is Mateo based in?", answered by
+  "Mateo: I live in Chamberí, by the way ...": evidence 0.11 with the penalty, 0.31 without). A person the store
+  never names keeps the full penalty, beside a named speaker too ("Where does the user's friend Bob rent a flat?":
+  after a noun, not a determiner; "Nate's genre": possessive), and so do the questions of LoCoMo asked in another
+  conversation, which name no speaker of the store.
 * **own-text evidence**: when the evidence is at least ``none_below_evidence`` but below ``own_text_check_below``
   [0.4], the first ``own_text_hits`` [3] file hits are judged by what they say: a conversation message among them
   is embedded alone (its L0, ``"<speaker>: <text>"``, without the context it was indexed with: the message it
@@ -65,8 +67,8 @@ precise as before the topic similarity (share of strong answers whose first hit 
 same share of answers; 0.5 on the lower topic evidence would make ``strong`` rarer and no more precise.
 ``none_below_own_text`` 0.15 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
 5% (4.2%; 0.175: 6.3%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 88.6% (LoCoMo's
-answerable ``none`` 0.7%). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same labels on the dev sets): with
-the full penalty there, agent_dev's answerable ``none`` was 4.2% at ``none_below_own_text`` 0.125 and 5.0% at
+answerable ``none`` 0.9%). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same labels on the dev sets):
+with the full penalty there, agent_dev's answerable ``none`` was 4.2% at ``none_below_own_text`` 0.125 and 5.0% at
 0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
 ``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at < 5% answerable
 ``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value lets it turn one
@@ -97,7 +99,7 @@ from context_engine.schema.query import MatchQuality
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import MatchQualitySettings
 
-__all__ = ["MatchFeatures", "MatchQualityRater", "mentions", "query_names", "speaker_neutral"]
+__all__ = ["MatchFeatures", "MatchQualityRater", "descriptor_names", "mentions", "query_names", "speaker_neutral"]
 
 _DECIMALS = 6
 # A word of a cased or uncased script (no digits, no underscore), with inner apostrophes ("Nate's", "O'Neil").
@@ -112,6 +114,13 @@ _FUNCTION_WORDS = frozenset(
     would can could should shall might must may not no yes ok okay oh hi hello hey dear please thanks also just when
     where what who whom whose which why how all any some every each other another both either neither tell show
     give find list remind let""".split()
+)
+_ROLES = frozenset({"user", "assistant", "system", "tool"})  # schema.memory.MessageRole
+# Words before a name that make it a place or a descriptor, not a person ("of London", "the Spanish capital", "Which
+# Japanese script"): articles, interrogative determiners and prepositions of place (not "to", "from", "with", which
+# take people as often).
+_DESCRIPTOR_BEFORE = frozenset(
+    """the a an which what whose this that these those some any of in at near around across inside outside""".split()
 )
 _CALENDAR = frozenset(
     """january february march april may june july august september october november december monday tuesday
@@ -151,6 +160,28 @@ def query_names(query: str) -> list[str]:
     return list(names)
 
 
+def descriptor_names(query: str) -> frozenset[str]:
+    """The names of ``query`` (:func:`query_names`) that name a place or a descriptor, not a person: every
+    occurrence follows an article, an interrogative determiner or a preposition of place (``_DESCRIPTOR_BEFORE``:
+    "of London", "the Spanish capital", "Which Japanese script") and none is possessive. "friend Bob", "Nate's
+    genre", "does Priya work", "with Bob" name people. English word order; a name of another language counts as a
+    person (the full penalty)."""
+    text = unicodedata.normalize("NFKC", query)
+    words = list(_WORD.finditer(text))
+    verdict: dict[str, bool] = {}
+    for i, m in enumerate(words):
+        word = m.group(0)
+        if not word[0].isupper() or _starts_sentence(text, m.start()):
+            continue
+        parts = re.split(r"['’]", word, maxsplit=1)
+        name = _fold(parts[0])
+        before = _fold(words[i - 1].group(0)) if i > 0 else ""
+        possessive = len(parts) > 1 or text[m.end() : m.end() + 1] in ("'", "’")  # "Nate's", "the Smiths'"
+        place = not possessive and before in _DESCRIPTOR_BEFORE
+        verdict[name] = verdict.get(name, True) and place
+    return frozenset(n for n, place in verdict.items() if place)
+
+
 def mentions(text: str, name: str) -> bool:
     """Whether ``text`` mentions the case-folded ``name`` as a whole word (case-folded, NFKC)."""
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", _fold(text)) is not None
@@ -159,20 +190,40 @@ def mentions(text: str, name: str) -> bool:
 def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
     """``query`` with its references to ``speakers`` put in the first person, or ``None`` when it names none.
 
-    A reference is a speaker's name as a whole word or phrase (case-folded), with an optional ``the`` before it
-    ("the user") and an optional possessive ``'s`` after it, which becomes ``my`` (else ``I``): ``"How old is
-    Sam?"`` -> ``"How old is I?"``, ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is not needed
-    by an embedding model). Longer names are replaced first ("Dr Okafor" before "Okafor").
+    A reference is a speaker's name as a whole word or phrase, with an optional ``the`` before it and an optional
+    possessive ``'s`` after it, which becomes ``my`` (else ``I``): ``"How old is Sam?"`` -> ``"How old is I?"``,
+    ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is not needed by an embedding model). A role
+    (``user``, ``assistant``, ``system``, ``tool``: a message stored without a speaker name) is referred to with its
+    article only ("the user", not "What user name ..."); a name, in a query that has capitals, only capitalised
+    ("Where will Priya move?" does not name the speaker Will); a query written without capitals matches names in any
+    case. Longer names are replaced first ("Dr Okafor" before "Okafor").
     """
     names = sorted({_fold(s).strip() for s in speakers} - {""}, key=len, reverse=True)
     if not names:
         return None
-    pattern = re.compile(
-        rf"(?<![\w'’])(?:the\s+)?(?:{'|'.join(re.escape(n) for n in names)})(['’]s)?(?![\w'’])", re.IGNORECASE
-    )
     text = unicodedata.normalize("NFKC", query)
-    out = pattern.sub(lambda m: "my" if m.group(1) else "I", text)
-    return out if out != text else None
+    cased = any(c.isupper() for c in text)
+    pattern = re.compile(
+        rf"(?<![\w'’])(the\s+)?({'|'.join(re.escape(n) for n in names)})(['’]s)?(?![\w'’])", re.IGNORECASE
+    )
+
+    def reference(m: re.Match[str]) -> bool:
+        name = m.group(2)
+        if _fold(name) in _ROLES:  # "the user", "the assistant": a role is named with its article
+            return m.group(1) is not None
+        return not cased or name[0].isupper()  # "Will", not "will"; any case in a query written without capitals
+
+    found = False
+
+    def replace(m: re.Match[str]) -> str:
+        nonlocal found
+        if not reference(m):
+            return m.group(0)
+        found = True
+        return "my" if m.group(3) else "I"
+
+    out = pattern.sub(replace, text)
+    return out if found else None
 
 
 def _own_vector_score(hit: NodeHit) -> float:
@@ -202,8 +253,11 @@ class MatchFeatures:
         own_text_similarity: the best calibrated cosine of the first ``own_text_hits`` file hits' own texts to the
             (speaker-neutral) query, 0..1; ``None`` when the own-text check did not run (module docstring).
         own_text_evidence: ``own_text_similarity`` less the missing-name penalty; ``None`` when not checked.
-        speaker_named: whether the query names a speaker of the returned conversation messages (:func:`
-            speaker_neutral` finds one): the missing-name penalty is then ``missing_name_penalty_with_speaker``.
+        speaker_named: whether the query names a speaker of the returned conversation messages
+            (:func:`speaker_neutral` finds a reference to one).
+        place_names: the missing names that cost ``missing_name_penalty_with_speaker`` instead of
+            ``missing_name_penalty``: the query names a speaker, and the name is a place or a descriptor
+            (:func:`descriptor_names`).
     """
 
     similarity: float
@@ -218,11 +272,13 @@ class MatchFeatures:
     own_text_similarity: float | None = None
     own_text_evidence: float | None = None
     speaker_named: bool = False
+    place_names: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The features as JSON-ready values (lists for the name tuples)."""
         out = asdict(self)
         out["names"], out["missing_names"] = list(self.names), list(self.missing_names)
+        out["place_names"] = list(self.place_names)
         return out
 
 
@@ -310,10 +366,9 @@ class MatchQualityRater:
             topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
         speakers = {s for h in basis if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
         speaker_named = bool(speakers) and speaker_neutral(query, speakers) is not None
-        rate = (
-            self._settings.missing_name_penalty_with_speaker if speaker_named else self._settings.missing_name_penalty
-        )
-        penalty = rate * len(missing) / len(names) if names else 0.0
+        places = tuple(n for n in missing if n in descriptor_names(query)) if speaker_named and missing else ()
+        full, reduced = self._settings.missing_name_penalty, self._settings.missing_name_penalty_with_speaker
+        penalty = sum(reduced if n in places else full for n in missing) / len(names) if names else 0.0
         own_similarity = own_evidence = None
         if own:
             # every other file hit that is no message was indexed as its own text: its level-0 cosine counts too
@@ -338,6 +393,7 @@ class MatchQualityRater:
             own_text_similarity=own_similarity,
             own_text_evidence=own_evidence,
             speaker_named=speaker_named,
+            place_names=places,
         )
 
     def label(self, features: MatchFeatures) -> MatchQuality:

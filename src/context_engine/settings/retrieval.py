@@ -254,11 +254,12 @@ class MatchQualitySettings(SettingsSection):
         0.0,
         ge=0.0,
         le=1.0,
-        description="The missing-name penalty instead of missing_name_penalty when the query names a speaker of the "
-        "returned conversation messages ('Where is Mateo based?', 'the user'): the question is then about someone "
-        "the store holds, and a capitalised word no candidate mentions is more often a place, language or "
-        "nationality said in other words ('the Spanish capital' for 'Madrid') than a sign that the question is "
-        "about someone else. 0: no penalty then.",
+        description="The missing-name penalty of a place or a descriptor ('of London', 'the Spanish capital', 'Which "
+        "Japanese script': after an article, an interrogative determiner or a preposition of place, never "
+        "possessive) when the query also names a speaker of the returned conversation messages ('Mateo', 'the "
+        "user'): the question is then about someone the store holds, who may name the place in other words "
+        "('Chamberí'). A person the store never names ('the user's friend Bob', 'Nate's genre') keeps "
+        "missing_name_penalty. 0: no penalty for such a place.",
     )
     speaker_neutral_similarity: bool = Field(
         True,
