@@ -23,12 +23,17 @@ def test_message_speaker_reads_only_conversation_messages():
     assert message_speaker("ctx://user/ann/memories/general/x.md", "Sam: likes tea") is None
 
 
-def test_named_speakers_are_whole_words_case_folded():
+def test_named_speakers_are_whole_words_as_the_writer_capitalises():
     speakers = {"Caroline", "Melanie", "user", "Al"}
     assert named_speakers("When did caroline go to the support group?", speakers) == {"Caroline"}
     assert named_speakers("What does the user drink?", speakers) == {"user"}
     assert named_speakers("What did Alice say?", speakers) == set()  # "Al" is not a word of it
     assert named_speakers("What is the capital of France?", speakers) == set()
+    # the writer's capitals decide: "will" is no name in a query that capitalises Priya; a role needs its article
+    assert named_speakers("Where will Priya move?", {"Will", "Jo"}) == set()
+    assert named_speakers("What does Will do?", {"Will", "Jo"}) == {"Will"}
+    assert named_speakers("what does will do?", {"Will", "Jo"}) == {"Will"}
+    assert named_speakers("What user name does Priya use?", {"user", "Priya"}) == {"Priya"}
 
 
 @pytest.mark.parametrize(
@@ -64,7 +69,13 @@ def test_prefer_latest_lifts_the_newer_statement_only_for_current_state_question
 def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
     assert without_speakers("Where is Sam employed?", {"Sam"}) == "Where is employed?"
     assert without_speakers("What is Sam's favourite band?", {"Sam", "user"}) == "What is favourite band?"
-    assert without_speakers("What did caroline and Melanie paint?", {"Caroline", "Melanie"}) == "What did and paint?"
+    assert without_speakers("what did caroline and melanie paint?", {"Caroline", "Melanie"}) == "what did and paint?"
+    # a query that capitalises names: a lower-case word is no name ("will" beside the speaker Will)
+    assert without_speakers("Where will Priya move next?", {"Will", "Priya"}) == "Where will move next?"
+    assert (
+        without_speakers("What did caroline and Melanie paint?", {"Caroline", "Melanie"})
+        == "What did caroline and paint?"
+    )
     assert without_speakers("What does the user drink?", {"user"}) is None  # a role, not a name
     assert without_speakers("Sam?", {"Sam"}) is None  # nothing left to search for
     assert without_speakers("Where is Samantha employed?", {"Sam"}) is None  # whole words only

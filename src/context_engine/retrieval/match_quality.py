@@ -93,6 +93,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from context_engine.retrieval.scoring import vector_score
+from context_engine.retrieval.speakers import references
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
@@ -115,7 +116,6 @@ _FUNCTION_WORDS = frozenset(
     where what who whom whose which why how all any some every each other another both either neither tell show
     give find list remind let""".split()
 )
-_ROLES = frozenset({"user", "assistant", "system", "tool"})  # schema.memory.MessageRole
 # Words before a name that make it a place or a descriptor, not a person ("of London", "the Spanish capital", "Which
 # Japanese script"): articles, interrogative determiners and prepositions of place (not "to", "from", "with", which
 # take people as often).
@@ -190,40 +190,20 @@ def mentions(text: str, name: str) -> bool:
 def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
     """``query`` with its references to ``speakers`` put in the first person, or ``None`` when it names none.
 
-    A reference is a speaker's name as a whole word or phrase, with an optional ``the`` before it and an optional
-    possessive ``'s`` after it, which becomes ``my`` (else ``I``): ``"How old is Sam?"`` -> ``"How old is I?"``,
-    ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is not needed by an embedding model). A role
-    (``user``, ``assistant``, ``system``, ``tool``: a message stored without a speaker name) is referred to with its
-    article only ("the user", not "What user name ..."); a name, in a query that has capitals, only capitalised
-    ("Where will Priya move?" does not name the speaker Will); a query written without capitals matches names in any
-    case. Longer names are replaced first ("Dr Okafor" before "Okafor").
+    A reference (:func:`~context_engine.retrieval.speakers.references`: a name as a whole word, capitalised in a
+    query that has capitals; a role with its article, "the user") becomes ``my`` when possessive, else ``I``:
+    ``"How old is Sam?"`` -> ``"How old is I?"``, ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is
+    not needed by an embedding model); "Where will Priya move?" names no speaker Will.
     """
-    names = sorted({_fold(s).strip() for s in speakers} - {""}, key=len, reverse=True)
-    if not names:
-        return None
     text = unicodedata.normalize("NFKC", query)
-    cased = any(c.isupper() for c in text)
-    pattern = re.compile(
-        rf"(?<![\w'’])(the\s+)?({'|'.join(re.escape(n) for n in names)})(['’]s)?(?![\w'’])", re.IGNORECASE
-    )
-
-    def reference(m: re.Match[str]) -> bool:
-        name = m.group(2)
-        if _fold(name) in _ROLES:  # "the user", "the assistant": a role is named with its article
-            return m.group(1) is not None
-        return not cased or name[0].isupper()  # "Will", not "will"; any case in a query written without capitals
-
-    found = False
-
-    def replace(m: re.Match[str]) -> str:
-        nonlocal found
-        if not reference(m):
-            return m.group(0)
-        found = True
-        return "my" if m.group(3) else "I"
-
-    out = pattern.sub(replace, text)
-    return out if found else None
+    found = references(text, speakers)
+    if not found:
+        return None
+    parts, at = [], 0
+    for m in found:
+        parts += [text[at : m.start()], "my" if m.group(3) else "I"]
+        at = m.end()
+    return "".join([*parts, text[at:]])
 
 
 def _own_vector_score(hit: NodeHit) -> float:

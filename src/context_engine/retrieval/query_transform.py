@@ -15,11 +15,13 @@ original query's vector.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 
 import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
+from context_engine.retrieval.speakers import ROLE_SPEAKERS, references
 from context_engine.storage.protocols import Embedder
 
 __all__ = ["QueryTransformer", "first_person", "without_speakers"]
@@ -44,10 +46,6 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 
-#: Speakers that are roles, not names: "the user" is how agents ask about the user, and stays in the query.
-_ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool"})
-
-
 def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     """``query`` with the names of ``speakers`` taken out (possessive forms included), or ``None`` when it names none
     of them (roles such as ``user`` are kept) or nothing but them is left.
@@ -57,13 +55,17 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     Examples: ``("Where is Sam employed?", {"Sam"})`` -> ``"Where is employed?"``; ``("What is Sam's favourite
     band?", {"Sam"})`` -> ``"What is favourite band?"``.
     """
-    out = query
-    for name in sorted({s for s in speakers if s.strip().casefold() not in _ROLE_SPEAKERS}, key=len, reverse=True):
-        name_re = re.escape(name.strip())
-        out = re.sub(rf"(?<![\w]){name_re}(?:['’]s)?(?![\w])", " ", out, flags=re.IGNORECASE)
+    # roles are kept: "the user" is how agents ask about the user
+    names = [s for s in speakers if s.strip().casefold() not in ROLE_SPEAKERS]
+    text = unicodedata.normalize("NFKC", query)
+    parts, at = [], 0
+    for m in references(text, names):  # "Where will Priya move?" keeps its "will" beside the speaker Will
+        parts += [text[at : m.start()], m.group(1) or "", " "]
+        at = m.end()
+    out = "".join([*parts, text[at:]])
     out = re.sub(r"\s+", " ", out).strip()
     out = re.sub(r"\s+([?!.,;:])", r"\1", out)
-    if out == query.strip() or not re.search(r"\w", out):
+    if out == re.sub(r"\s+", " ", text).strip() or not re.search(r"\w", out):
         return None
     return out
 

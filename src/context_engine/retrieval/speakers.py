@@ -7,9 +7,9 @@ the evidence turns of a question naming one speaker are that speaker's (990 of 1
 turns mention the name as a vocative ("Wow, Caroline!") and the turn before or after carries the same words as
 context. Neither BM25 nor the embedding separates them, since the name is in almost every turn's indexed text.
 
-:func:`named_speakers` finds the speakers a query names among the candidates' speakers (whole words, case-folded;
-``the user`` names the speaker ``user``); :class:`~context_engine.retrieval.l0_retriever.L0Retriever` then adds
-``retrieval.seed.speaker_boost`` to the fused score of those speakers' turns.
+:func:`named_speakers` finds the speakers a query names among the candidates' speakers (:func:`references`: whole
+words; ``the user`` names the speaker ``user``); :class:`~context_engine.retrieval.l0_retriever.L0Retriever` then
+adds ``retrieval.seed.speaker_boost`` to the fused score of those speakers' turns.
 """
 
 from __future__ import annotations
@@ -22,29 +22,82 @@ from collections.abc import Iterable
 from context_engine.schema.conversation import SESSION_SEGMENT, message_speaker
 from context_engine.storage.keyword.content_words import asks_something, states_content
 
-__all__ = ["ASSISTANT", "SESSION_SEGMENT", "message_has_content", "message_speaker", "named_speakers"]
+__all__ = [
+    "ASSISTANT",
+    "ROLE_SPEAKERS",
+    "SESSION_SEGMENT",
+    "message_has_content",
+    "message_speaker",
+    "named_speakers",
+    "references",
+]
 
 ASSISTANT = "assistant"
 """The speaker of an assistant's message stored without a name (the role stands for it, ``ingest/memory.py``)."""
+
+ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool"})
+"""Speakers that are roles (``schema.memory.MessageRole``): a message stored without a speaker name."""
 
 
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+_WORD = re.compile(r"[^\W\d_]+")
+_SENTENCE_END = frozenset(".!?;:…。！？；：\n")
+_LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#"
+
+
+def _writes_capitals(text: str) -> bool:
+    """Whether ``text`` capitalises a word inside a sentence (a name, "Priya"; not "I", not a sentence's first word):
+    its writer then capitalises names, and a lower-case word is no name."""
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        if len(word) > 1 and word[0].isupper():
+            before = text[: m.start()].rstrip(_LEAD_IN)
+            if before and before[-1] not in _SENTENCE_END:
+                return True
+    return False
+
+
+def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
+    """The references in ``query`` (NFKC-normalised: the matches' positions are in that text) to the speakers of
+    ``speakers``, in order: a speaker's name as a whole word or phrase (longer names first, "Dr Okafor" before
+    "Okafor"), with an optional article before it (group 1) and an optional possessive ``'s`` after it (group 3); the
+    name as written is group 2.
+
+    A role (:data:`ROLE_SPEAKERS`) is referred to with its article ("the user", "the assistant's"; "What user name
+    ..." does not name the user); a name, in a query that capitalises a word inside a sentence, only with a capital
+    first letter ("What does Will do?" names the speaker Will, "Where will Priya move?" does not); a query that does
+    not ("when did caroline go ...?") refers to names in any case."""
+    names = sorted({_fold(s).strip() for s in speakers} - {""}, key=len, reverse=True)
+    if not names:
+        return []
+    text = unicodedata.normalize("NFKC", query)
+    cased = _writes_capitals(text)
+    pattern = re.compile(
+        rf"(?<![\w'’])(the\s+)?({'|'.join(re.escape(n) for n in names)})(['’]s)?(?![\w'’])", re.IGNORECASE
+    )
+    out: list[re.Match[str]] = []
+    for m in pattern.finditer(text):
+        if _fold(m.group(2)) in ROLE_SPEAKERS:
+            if m.group(1) is not None:
+                out.append(m)
+        elif not cased or m.group(2)[0].isupper():
+            out.append(m)
+    return out
+
+
 def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
-    """The speakers of ``speakers`` that ``query`` names as a whole word or phrase (case-folded, NFKC).
+    """The speakers of ``speakers`` that ``query`` refers to (:func:`references`).
 
     Returns:
         The names as given in ``speakers`` (their original case); empty when the query names none.
     """
-    q = _fold(query)
-    out: set[str] = set()
-    for name in set(speakers):
-        folded = _fold(name).strip()
-        if folded and re.search(rf"(?<!\w){re.escape(folded)}(?!\w)", q):
-            out.add(name)
-    return out
+    by_fold: dict[str, set[str]] = {}
+    for name in speakers:
+        by_fold.setdefault(_fold(name).strip(), set()).add(name)
+    return {name for m in references(query, by_fold) for name in by_fold.get(_fold(m.group(2)), ())}
 
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
