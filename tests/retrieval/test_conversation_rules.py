@@ -34,6 +34,8 @@ def test_named_speakers_are_whole_words_as_the_writer_capitalises():
     assert named_speakers("What does Will do?", {"Will", "Jo"}) == {"Will"}
     assert named_speakers("what does will do?", {"Will", "Jo"}) == {"Will"}
     assert named_speakers("What user name does Priya use?", {"user", "Priya"}) == {"Priya"}
+    # a name stored in lower case (a handle) is matched in any case
+    assert named_speakers("What did Priya tell dj_kim?", {"dj_kim", "Priya"}) == {"dj_kim", "Priya"}
 
 
 @pytest.mark.parametrize(

@@ -67,12 +67,14 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     name as written is group 2.
 
     A role (:data:`ROLE_SPEAKERS`) is referred to with its article ("the user", "the assistant's"; "What user name
-    ..." does not name the user); a name, in a query that capitalises a word inside a sentence, only with a capital
-    first letter ("What does Will do?" names the speaker Will, "Where will Priya move?" does not); a query that does
-    not ("when did caroline go ...?") refers to names in any case."""
-    names = sorted({_fold(s).strip() for s in speakers} - {""}, key=len, reverse=True)
+    ..." does not name the user); a capitalised name, in a query that capitalises a word inside a sentence, only with
+    a capital first letter ("What does Will do?" names the speaker Will, "Where will Priya move?" does not); a query
+    that does not ("when did caroline go ...?"), or a name stored in lower case (a handle, "dj_kim"), in any case."""
+    stored = [s.strip() for s in speakers]
+    names = sorted({_fold(s) for s in stored} - {""}, key=len, reverse=True)
     if not names:
         return []
+    capitalised = {_fold(s) for s in stored if s[:1].isupper()}
     text = unicodedata.normalize("NFKC", query)
     cased = _writes_capitals(text)
     pattern = re.compile(
@@ -83,7 +85,7 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
         if _fold(m.group(2)) in ROLE_SPEAKERS:
             if m.group(1) is not None:
                 out.append(m)
-        elif not cased or m.group(2)[0].isupper():
+        elif not cased or m.group(2)[0].isupper() or _fold(m.group(2)) not in capitalised:
             out.append(m)
     return out
 
@@ -97,7 +99,8 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
     by_fold: dict[str, set[str]] = {}
     for name in speakers:
         by_fold.setdefault(_fold(name).strip(), set()).add(name)
-    return {name for m in references(query, by_fold) for name in by_fold.get(_fold(m.group(2)), ())}
+    names = [n for group in by_fold.values() for n in group]
+    return {name for m in references(query, names) for name in by_fold.get(_fold(m.group(2)), ())}
 
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
