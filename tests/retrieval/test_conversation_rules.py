@@ -34,6 +34,15 @@ def test_named_speakers_are_whole_words_as_the_writer_capitalises():
     assert named_speakers("What does Will do?", {"Will", "Jo"}) == {"Will"}
     assert named_speakers("what does will do?", {"Will", "Jo"}) == {"Will"}
     assert named_speakers("What user name does Priya use?", {"user", "Priya"}) == {"Priya"}
+    # possessives and quotes; acronyms and list numbers are no sign of a writer who capitalises names (a review)
+    assert named_speakers("What is James' job?", {"James"}) == {"James"}
+    assert named_speakers("What did 'Sam' say?", {"Sam"}) == {"Sam"}
+    assert named_speakers("what did caroline say about the API?", speakers) == {"Caroline"}
+    assert named_speakers("1) Where does sam live?", {"Sam"}) == {"Sam"}
+    assert named_speakers("Where does O'Neil live?", {"Neil"}) == set()
+    # a role with a determiner or as a possessive
+    assert named_speakers("what is user's job?", speakers) == {"user"}
+    assert named_speakers("What did my assistant recommend?", {"assistant"}) == {"assistant"}
     # a name stored in lower case (a handle) is matched in any case
     assert named_speakers("What did Priya tell dj_kim?", {"dj_kim", "Priya"}) == {"dj_kim", "Priya"}
 
@@ -81,6 +90,8 @@ def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
     assert without_speakers("What does the user drink?", {"user"}) is None  # a role, not a name
     assert without_speakers("Sam?", {"Sam"}) is None  # nothing left to search for
     assert without_speakers("Where is Samantha employed?", {"Sam"}) is None  # whole words only
+    assert without_speakers("Where is it ?", {"Sam"}) is None  # names no speaker: no second search
+    assert without_speakers("What is James' job?", {"James"}) == "What is job?"
 
 
 def test_first_person_rewrite():

@@ -164,6 +164,7 @@ SESSION = "ctx://user/alice/memories/sessions/c1/"
         ("what does will do for work", ["Will", "Jo"], "what does I do for work"),  # no capitals: any case
         ("What user name does Priya use?", ["user", "assistant"], None),  # a role is named with its article
         ("Which job does Priya's assistant have?", ["user", "assistant"], None),
+        ("What is James' job?", ["James"], "What is my job?"),
     ],
 )
 def test_speaker_neutral(query, speakers, neutral):

@@ -191,7 +191,7 @@ def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
     """``query`` with its references to ``speakers`` put in the first person, or ``None`` when it names none.
 
     A reference (:func:`~context_engine.retrieval.speakers.references`: a name as a whole word, capitalised in a
-    query that has capitals; a role with its article, "the user") becomes ``my`` when possessive, else ``I``:
+    query that capitalises names; a role with a determiner, "the user") becomes ``my`` when possessive, else ``I``:
     ``"How old is Sam?"`` -> ``"How old is I?"``, ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is
     not needed by an embedding model); "Where will Priya move?" names no speaker Will.
     """

@@ -58,14 +58,17 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     # roles are kept: "the user" is how agents ask about the user
     names = [s for s in speakers if s.strip().casefold() not in ROLE_SPEAKERS]
     text = unicodedata.normalize("NFKC", query)
+    found = references(text, names)  # "Where will Priya move?" keeps its "will" beside the speaker Will
+    if not found:
+        return None
     parts, at = [], 0
-    for m in references(text, names):  # "Where will Priya move?" keeps its "will" beside the speaker Will
+    for m in found:
         parts += [text[at : m.start()], m.group(1) or "", " "]
         at = m.end()
     out = "".join([*parts, text[at:]])
     out = re.sub(r"\s+", " ", out).strip()
     out = re.sub(r"\s+([?!.,;:])", r"\1", out)
-    if out == re.sub(r"\s+", " ", text).strip() or not re.search(r"\w", out):
+    if not re.search(r"\w", out):
         return None
     return out
 

@@ -45,15 +45,16 @@ def _fold(text: str) -> str:
 
 _WORD = re.compile(r"[^\W\d_]+")
 _SENTENCE_END = frozenset(".!?;:…。！？；：\n")
-_LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#"
+_LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#0123456789"  # list numbers too: "1) Where ..."
+_ROLE_DETERMINERS = ("the", "my", "your", "our")
 
 
 def _writes_capitals(text: str) -> bool:
-    """Whether ``text`` capitalises a word inside a sentence (a name, "Priya"; not "I", not a sentence's first word):
-    its writer then capitalises names, and a lower-case word is no name."""
+    """Whether ``text`` capitalises a word inside a sentence (a name, "Priya"; not "I", not an acronym, "API", not
+    a sentence's first word): its writer then capitalises names, and a lower-case word is no name."""
     for m in _WORD.finditer(text):
         word = m.group(0)
-        if len(word) > 1 and word[0].isupper():
+        if len(word) > 1 and word[0].isupper() and not word.isupper():
             before = text[: m.start()].rstrip(_LEAD_IN)
             if before and before[-1] not in _SENTENCE_END:
                 return True
@@ -63,13 +64,15 @@ def _writes_capitals(text: str) -> bool:
 def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     """The references in ``query`` (NFKC-normalised: the matches' positions are in that text) to the speakers of
     ``speakers``, in order: a speaker's name as a whole word or phrase (longer names first, "Dr Okafor" before
-    "Okafor"), with an optional article before it (group 1) and an optional possessive ``'s`` after it (group 3); the
-    name as written is group 2.
+    "Okafor"), with an optional determiner before it (group 1: the, my, your, our) and an optional possessive ``'s``
+    after it (group 3); the name as written is group 2. A name ending in ``s`` may take a bare apostrophe ("James'");
+    a quote after any other name is no possessive ("'Sam'").
 
-    A role (:data:`ROLE_SPEAKERS`) is referred to with its article ("the user", "the assistant's"; "What user name
-    ..." does not name the user); a capitalised name, in a query that capitalises a word inside a sentence, only with
-    a capital first letter ("What does Will do?" names the speaker Will, "Where will Priya move?" does not); a query
-    that does not ("when did caroline go ...?"), or a name stored in lower case (a handle, "dj_kim"), in any case."""
+    A role (:data:`ROLE_SPEAKERS`) is referred to with a determiner ("the user", "my assistant") or as a possessive
+    ("user's job"); "What user name ..." does not name the user. A capitalised name, in a query that capitalises a
+    word inside a sentence (not an acronym), only with a capital first letter ("What does Will do?" names the speaker
+    Will, "Where will Priya move?" does not); in a query that does not ("when did caroline go ...?"), or a name stored
+    in lower case (a handle, "dj_kim"), in any case."""
     stored = [s.strip() for s in speakers]
     names = sorted({_fold(s) for s in stored} - {""}, key=len, reverse=True)
     if not names:
@@ -77,13 +80,16 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     capitalised = {_fold(s) for s in stored if s[:1].isupper()}
     text = unicodedata.normalize("NFKC", query)
     cased = _writes_capitals(text)
+    # not inside a word, nor after a word's apostrophe ("O'Neil" does not name Neil)
     pattern = re.compile(
-        rf"(?<![\w'’])(the\s+)?({'|'.join(re.escape(n) for n in names)})(['’]s)?(?![\w'’])", re.IGNORECASE
+        rf"(?<!\w)(?<!\w['’])((?:{'|'.join(_ROLE_DETERMINERS)})\s+)?({'|'.join(re.escape(n) for n in names)})"
+        rf"(['’]s(?!\w)|(?<=s)['’](?!\w))?(?!\w)",
+        re.IGNORECASE,
     )
     out: list[re.Match[str]] = []
     for m in pattern.finditer(text):
         if _fold(m.group(2)) in ROLE_SPEAKERS:
-            if m.group(1) is not None:
+            if m.group(1) is not None or m.group(3) is not None:
                 out.append(m)
         elif not cased or m.group(2)[0].isupper() or _fold(m.group(2)) not in capitalised:
             out.append(m)
