@@ -43,6 +43,9 @@ def test_named_speakers_are_whole_words_as_the_writer_capitalises():
     # a role with a determiner or as a possessive
     assert named_speakers("what is user's job?", speakers) == {"user"}
     assert named_speakers("What did my assistant recommend?", {"assistant"}) == {"assistant"}
+    # a name whose case folding changes its letters is found as written
+    assert named_speakers("Wo wohnt Herr Strauß?", {"Strauß"}) == {"Strauß"}
+    assert named_speakers("İpek nerede yaşıyor?", {"İpek"}) == {"İpek"}
     # a name stored in lower case (a handle) is matched in any case
     assert named_speakers("What did Priya tell dj_kim?", {"dj_kim", "Priya"}) == {"dj_kim", "Priya"}
 

@@ -73,8 +73,10 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     word inside a sentence (not an acronym), only with a capital first letter ("What does Will do?" names the speaker
     Will, "Where will Priya move?" does not); in a query that does not ("when did caroline go ...?"), or a name stored
     in lower case (a handle, "dj_kim"), in any case."""
-    stored = [s.strip() for s in speakers]
-    names = sorted({_fold(s) for s in stored} - {""}, key=len, reverse=True)
+    stored = [unicodedata.normalize("NFKC", s).strip() for s in speakers]
+    # each name as stored and case-folded: the pattern ignores case, but folding may change letters ("Strauß" ->
+    # "strauss", "İpek" -> "i̇pek"), and a query writes the name as stored
+    names = sorted({form for s in stored for form in (s, _fold(s))} - {""}, key=len, reverse=True)
     if not names:
         return []
     capitalised = {_fold(s) for s in stored if s[:1].isupper()}
