@@ -93,7 +93,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from context_engine.retrieval.scoring import vector_score
-from context_engine.retrieval.speakers import references
+from context_engine.retrieval.speakers import references, starts_sentence
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
@@ -105,8 +105,6 @@ __all__ = ["MatchFeatures", "MatchQualityRater", "descriptor_names", "mentions",
 _DECIMALS = 6
 # A word of a cased or uncased script (no digits, no underscore), with inner apostrophes ("Nate's", "O'Neil").
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
-_SENTENCE_END = frozenset(".!?;:…。！？；：\n")
-_LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#"
 # Capitalised, these start questions, titles or quotes; they never name what the store must hold.
 _FUNCTION_WORDS = frozenset(
     """a an the and or but nor so yet if then than i me my mine we us our ours you your yours he him his she her hers
@@ -132,12 +130,6 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def _starts_sentence(text: str, start: int) -> bool:
-    """Whether the word at ``start`` is the first of a sentence (only lead-in characters since a sentence end)."""
-    before = text[:start].rstrip(_LEAD_IN)
-    return not before or before[-1] in _SENTENCE_END
-
-
 def query_names(query: str) -> list[str]:
     """The names a query mentions, case-folded, in order of first appearance, without duplicates.
 
@@ -151,7 +143,7 @@ def query_names(query: str) -> list[str]:
     names: dict[str, None] = {}
     for m in _WORD.finditer(text):
         word = m.group(0)
-        if not word[0].isupper() or _starts_sentence(text, m.start()):
+        if not word[0].isupper() or starts_sentence(text, m.start()):
             continue
         base = _fold(re.split(r"['’]", word, maxsplit=1)[0])
         if len(base) < 2 or base in _FUNCTION_WORDS or base in _CALENDAR:
@@ -171,7 +163,7 @@ def descriptor_names(query: str) -> frozenset[str]:
     verdict: dict[str, bool] = {}
     for i, m in enumerate(words):
         word = m.group(0)
-        if not word[0].isupper() or _starts_sentence(text, m.start()):
+        if not word[0].isupper() or starts_sentence(text, m.start()):
             continue
         parts = re.split(r"['’]", word, maxsplit=1)
         name = _fold(parts[0])
@@ -234,7 +226,7 @@ class MatchFeatures:
             (speaker-neutral) query, 0..1; ``None`` when the own-text check did not run (module docstring).
         own_text_evidence: ``own_text_similarity`` less the missing-name penalty; ``None`` when not checked.
         speaker_named: whether the query names a speaker of the returned conversation messages
-            (:func:`speaker_neutral` finds a reference to one).
+            (:func:`~context_engine.retrieval.speakers.references` finds one).
         place_names: the missing names that cost ``missing_name_penalty_with_speaker`` instead of
             ``missing_name_penalty``: the query names a speaker, and the name is a place or a descriptor
             (:func:`descriptor_names`).
@@ -345,8 +337,9 @@ class MatchQualityRater:
         if neutral is not None:
             topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
         speakers = {s for h in basis if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
-        speaker_named = bool(speakers) and speaker_neutral(query, speakers) is not None
-        places = tuple(n for n in missing if n in descriptor_names(query)) if speaker_named and missing else ()
+        speaker_named = bool(speakers) and bool(references(query, speakers))
+        descriptors = descriptor_names(query) if speaker_named and missing else frozenset()
+        places = tuple(n for n in missing if n in descriptors)
         full, reduced = self._settings.missing_name_penalty, self._settings.missing_name_penalty_with_speaker
         penalty = sum(reduced if n in places else full for n in missing) / len(names) if names else 0.0
         own_similarity = own_evidence = None

@@ -30,6 +30,7 @@ __all__ = [
     "message_speaker",
     "named_speakers",
     "references",
+    "starts_sentence",
 ]
 
 ASSISTANT = "assistant"
@@ -49,15 +50,20 @@ _LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#0123456789"  # list num
 _ROLE_DETERMINERS = ("the", "my", "your", "our")
 
 
+def starts_sentence(text: str, start: int) -> bool:
+    """Whether the word at ``start`` of ``text`` is the first of a sentence: only lead-in characters (spaces, quotes,
+    brackets, bullets, list numbers) since a sentence end or the start of the text."""
+    before = text[:start].rstrip(_LEAD_IN)
+    return not before or before[-1] in _SENTENCE_END
+
+
 def _writes_capitals(text: str) -> bool:
     """Whether ``text`` capitalises a word inside a sentence (a name, "Priya"; not "I", not an acronym, "API", not
     a sentence's first word): its writer then capitalises names, and a lower-case word is no name."""
     for m in _WORD.finditer(text):
         word = m.group(0)
-        if len(word) > 1 and word[0].isupper() and not word.isupper():
-            before = text[: m.start()].rstrip(_LEAD_IN)
-            if before and before[-1] not in _SENTENCE_END:
-                return True
+        if len(word) > 1 and word[0].isupper() and not word.isupper() and not starts_sentence(text, m.start()):
+            return True
     return False
 
 
