@@ -40,6 +40,8 @@ loaded machine's waits do not inflate); with ``--repetitions N`` every query run
 minimum over them (each pass's p50 / p95 is printed too: a first pass slower than the others is cold cost);
 ``--audit off`` measures without the ``tool_invocation`` row (written after the answer by a background thread);
 ``--pause-ms`` idles before each search (a server between requests, where such background work is done);
+``--floor after`` runs a pass's searches back to back and the floor after them (interleaved, the default, the
+floor's own work leaves the audit writer time that a client sending requests back to back does not);
 ``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the ``gc.freeze`` of
 :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches
 (with its anonymous and file-backed parts); lookup_knowledge p50/p95 (with a vector index) and per stage (from its
@@ -654,18 +656,23 @@ def floor_top(matrix: np.ndarray, vector: np.ndarray, k: int = 10) -> np.ndarray
     return top[np.argsort(-scores[top], kind="stable")]
 
 
-def measure(engine, queries, contexts, warmup: int, repetitions: int = 1, pause_ms: float = 0.0) -> dict[str, list]:
+def measure(
+    engine, queries, contexts, warmup: int, repetitions: int = 1, pause_ms: float = 0.0, floor: str = "interleaved"
+) -> dict[str, list]:
     """search_memory per stage, and, interleaved query by query (so both see the same machine load), the numpy
     exact floor on the same query and the caller account's level-0 rows: ``floor_scan`` (the top-10 given the
     query vector) and ``floor_embed_scan`` (embedding the query, then the top-10). ``total_cpu`` is the thread CPU
     of the search (``time.thread_time``: what the request's own thread spent, without waiting for the cores).
     With ``repetitions`` > 1 the queries run that many times, and each figure of a query is its minimum over the
     repetitions (the noise of a shared machine only ever adds time). ``pause_ms``: idle time before each search (a
-    server between requests: work left to background threads, such as the audit row, is done in it)."""
+    server between requests: work left to background threads, such as the audit row, is done in it). ``floor``
+    ``after``: the searches of a pass run back to back and the floor over the same queries after them (a client
+    that sends its next request as soon as it has the answer: the audit writer then competes with the next search,
+    where interleaved it mostly runs during the floor's work)."""
     search_module.TraceRecorder = RecordingTrace  # per-request float timings
     # a query keeps its caller in every repetition (the warm-up queries come first in the first one only)
     runs = [
-        _measure_once(engine, queries, contexts, warmup if r == 0 else 0, 0 if r == 0 else warmup, pause_ms)
+        _measure_once(engine, queries, contexts, warmup if r == 0 else 0, 0 if r == 0 else warmup, pause_ms, floor)
         for r in range(max(1, repetitions))
     ]
     search_module.TraceRecorder = trace_module.TraceRecorder
@@ -683,12 +690,25 @@ def measure(engine, queries, contexts, warmup: int, repetitions: int = 1, pause_
     return samples
 
 
-def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms: float) -> dict[str, list]:
+def _floor_once(engine, matrices: dict[str, np.ndarray], q: str, ctx: RequestContext) -> tuple[float, float]:
+    """The floor of one query: ``(floor_scan, floor_embed_scan)`` in ms."""
+    start = time.perf_counter()
+    vector = np.asarray(engine.embedder.embed_query(q), dtype=np.float32)
+    embedded = time.perf_counter()
+    floor_top(matrices[ctx.account_id], vector)
+    scanned = time.perf_counter()
+    return (scanned - embedded) * 1e3, (scanned - start) * 1e3
+
+
+def _measure_once(
+    engine, queries, contexts, warmup: int, offset: int, pause_ms: float, floor: str = "interleaved"
+) -> dict[str, list]:
     samples: dict[str, list] = defaultdict(list)
     typed_counts: list[int] = []
     caller_kinds: list[str] = []  # "account role" of each measured query
     matrices = floor_matrices(engine)
-    for i, q in enumerate(queries[:warmup] + queries):
+    asked = list(enumerate(queries[:warmup] + queries))
+    for i, q in asked:
         ctx = contexts[(i + offset) % len(contexts)]
         if pause_ms > 0:
             time.sleep(pause_ms / 1e3)
@@ -697,15 +717,12 @@ def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms:
         response = engine.search_memory(SearchMemoryRequest(query=q, top_k=10), ctx)
         total = (time.perf_counter() - start) * 1e3
         cpu = (time.thread_time() - cpu) * 1e3
-        start = time.perf_counter()
-        vector = np.asarray(engine.embedder.embed_query(q), dtype=np.float32)
-        embedded = time.perf_counter()
-        floor_top(matrices[ctx.account_id], vector)
-        scanned = time.perf_counter()
+        floor_ms = _floor_once(engine, matrices, q, ctx) if floor == "interleaved" else None
         if i < warmup:
             continue
-        samples["floor_scan"].append((scanned - embedded) * 1e3)
-        samples["floor_embed_scan"].append((scanned - start) * 1e3)
+        if floor_ms is not None:
+            samples["floor_scan"].append(floor_ms[0])
+            samples["floor_embed_scan"].append(floor_ms[1])
         t = RecordingTrace.last.timings_ms
         samples["total"].append(total)
         samples["total_cpu"].append(cpu)
@@ -718,6 +735,11 @@ def _measure_once(engine, queries, contexts, warmup: int, offset: int, pause_ms:
         typed_counts.append(len(response.typed_queries))
         samples["hits"].append(len(response.hits))
         caller_kinds.append(f"{ctx.account_id} {ctx.role}")
+    if floor != "interleaved":  # after the pass: the same queries and callers, back to back too
+        for i, q in asked[warmup:]:
+            scan, embed_scan = _floor_once(engine, matrices, q, contexts[(i + offset) % len(contexts)])
+            samples["floor_scan"].append(scan)
+            samples["floor_embed_scan"].append(embed_scan)
     samples["typed_queries"] = typed_counts
     samples["caller"] = caller_kinds
     return samples
@@ -739,7 +761,8 @@ def report(title: str, samples: dict[str, list]) -> None:
     print(f"  throughput     {1000.0 / total_mean:9.1f} queries/s (one thread)")
     scan, embed_scan, total = (samples[k] for k in ("floor_scan", "floor_embed_scan", "total"))
     print(
-        "  numpy exact floor (plain float32 top-10 over the caller account's level-0 rows, same queries, interleaved):"
+        "  numpy exact floor (plain float32 top-10 over the caller account's level-0 rows, same queries, "
+        f"{samples['floor'][0]}):"
     )
     print(f"  {'floor_scan':<14}{pct(scan, 50):9.2f}{pct(scan, 95):9.2f}{np.mean(scan):9.2f}   (query vector given)")
     print(
@@ -875,7 +898,8 @@ def measure_home(args: argparse.Namespace) -> None:
         )
         if args.audit == "off":  # no tool_invocation row (the row is written after the answer, off the thread)
             engine.search_audit = None
-        samples = measure(engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms)
+        samples = measure(engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms, args.floor)
+        samples["floor"] = [args.floor]
         report(f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}", samples)
         now, peak = rss_mb()
         anon, mapped = rss_split_mb()
@@ -986,6 +1010,12 @@ def main() -> None:
     )
     parser.add_argument("--pause-ms", type=float, default=0.0, help="idle time before each measured search")
     parser.add_argument(
+        "--floor",
+        default="interleaved",
+        choices=["interleaved", "after"],
+        help="the numpy floor between the searches (default), or after each pass (searches back to back)",
+    )
+    parser.add_argument(
         "--search-only", action="store_true", help="search_memory and the floor only (no lookup, writes, recall, reads)"
     )
     parser.add_argument(
@@ -1020,6 +1050,7 @@ def main() -> None:
             child = [sys.executable, __file__, "--measure-home", str(home), "--queries", str(args.queries)]
             child += ["--warmup", str(args.warmup), "--sources", *args.sources, "--hybrid", *args.hybrid]
             child += ["--repetitions", str(args.repetitions), "--audit", args.audit, "--pause-ms", str(args.pause_ms)]
+            child += ["--floor", args.floor]
             child += ["--search-only"] if args.search_only else []
             child += ["--serve-warm-up"] if args.serve_warm_up else []
             child += ["--backend", backend] + (["--milvus-uri", args.milvus_uri] if args.milvus_uri else [])

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context_engine.redaction import _TRIGGER, PATTERNS, Redaction, _pattern_pass, _replace
+from context_engine.redaction import _TRIGGER, _TRIGGER_ASCII, PATTERNS, Redaction, _pattern_pass, _replace
 from tests.security.secret_corpus import DOCUMENT, MEMORY, SECRETS
 
 
@@ -87,6 +87,31 @@ def test_letters_that_only_fold_to_ascii_still_reach_the_patterns(text):
     assert _pattern_pass(text).text == _patterns_always(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ctx://resources/payments/api-gateway/r7047.md",
+        "ctx://user/sam/memories/conversations/s1/m0004.md",
+        "see https://example.org/docs/runbook#restart for the steps",
+    ],
+)
+def test_a_uri_without_userinfo_skips_the_pattern_pass(text):
+    # the URL patterns need `user:password@` or `token@`: a URI without an `@` after its scheme is no trigger, so
+    # the URIs of every search answer and audit row skip the 30-pattern pass
+    assert _TRIGGER.search(text) is None
+    assert _TRIGGER_ASCII.search(text.lower()) is None
+    assert _pattern_pass(text).text == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["redis://:pw12345@host", "postgres://app:Hunter22x@db:5432/app", "https://abcdefghij0123456789xyz@example.org"],
+)
+def test_a_uri_with_userinfo_still_triggers(text):
+    assert _TRIGGER_ASCII.search(text.lower()) is not None
+    assert _pattern_pass(text).text != text
+
+
 def test_the_ascii_trigger_is_the_trigger_in_lower_case():
     assert re.search(r"\\[A-Z]", _TRIGGER.pattern) is None  # lower-casing changes no escape (\S, \W, \D, ...)
 
@@ -102,7 +127,9 @@ _FRAGMENTS = [
     "sk-",
     "ghp_",
     "://",
+    "https://",
     "user:",
+    "hooks.slack.com/services/",
     "@host",
     "=",
     ": ",
