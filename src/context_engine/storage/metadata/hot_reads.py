@@ -35,7 +35,18 @@ IN_SIZES = (1, 8, 32, 128, 512)
 class _Compiled:
     sql: str
     positional: tuple[str, ...] | None  # parameter names in order (qmark/format dialects); None for named styles
-    processors: tuple[Callable[[Any], Any] | None, ...]
+    active: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, result processor) of the columns that have one
+
+
+def _converted(row: Sequence[Any], active: tuple[tuple[int, Callable[[Any], Any]], ...]) -> tuple[Any, ...]:
+    """``row`` with each column of ``active`` converted by its processor (``None`` stays ``None``): only those
+    columns are visited (a node head has 5 of 11), about half the cost of a pass over every column."""
+    values = list(row)
+    for i, process in active:
+        value = values[i]
+        if value is not None:
+            values[i] = process(value)
+    return tuple(values)
 
 
 class HotRead:
@@ -67,8 +78,9 @@ class HotRead:
                         column.type.dialect_impl(dialect).result_processor(dialect, None)
                         for column in stmt.selected_columns
                     )
+                    active = tuple((i, p) for i, p in enumerate(processors) if p is not None)
                     found = self._compiled[key] = _Compiled(
-                        compiled.string, tuple(order) if dialect.positional and order is not None else None, processors
+                        compiled.string, tuple(order) if dialect.positional and order is not None else None, active
                     )
         return found
 
@@ -107,13 +119,11 @@ class HotRead:
                         raise DBAPIError.instance(
                             prepared.sql, args, err, dialect.loaded_dbapi.Error, dialect=dialect
                         ) from err
-                    processors = prepared.processors
-                    if any(p is not None for p in processors):
-                        fetched = [
-                            tuple(v if p is None or v is None else p(v) for p, v in zip(processors, row, strict=True))
-                            for row in fetched
-                        ]
-                    out.extend(tuple(row) for row in fetched)
+                    active = prepared.active
+                    if active:
+                        out.extend(_converted(row, active) for row in fetched)
+                    else:
+                        out.extend(tuple(row) for row in fetched)
             finally:
                 cursor.close()
         finally:
