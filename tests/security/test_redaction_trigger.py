@@ -103,6 +103,17 @@ def test_a_uri_without_userinfo_skips_the_pattern_pass(text):
     assert _pattern_pass(text).text == text
 
 
+def test_a_long_run_of_uris_without_whitespace_is_scanned_once():
+    # the scheme branch stops at the first "/" (userinfo holds none): a branch that scanned to the end of the run for
+    # each "://" in it took seconds for such a text (minified JSON of links, a document of URIs); the answer is the
+    # same either way, so this guards the shape of the branch and runs in milliseconds
+    text = '{"links":[' + ",".join(f'"https://example.org/p/{i}"' for i in range(20_000)) + "]}"
+    assert _TRIGGER_ASCII.search(text.lower()) is None
+    assert _pattern_pass(text).text == text
+    assert _TRIGGER_ASCII.search("https://example.org/users/@bob") is None  # an "@" after a "/" is no userinfo
+    assert _pattern_pass(text + " redis://:pw12345@host").text.endswith("redis://:[REDACTED:connection_string]@host")
+
+
 @pytest.mark.parametrize(
     "text",
     ["redis://:pw12345@host", "postgres://app:Hunter22x@db:5432/app", "https://abcdefghij0123456789xyz@example.org"],
