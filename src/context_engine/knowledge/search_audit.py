@@ -8,9 +8,9 @@ read-only home records nothing. A rejected request leaves a row with ``success=f
 What differs from a lookup row, because the call differs:
 
 * the row is written after the answer, on the recorder's background writer (issue 26: redaction and the insert
-  cost ~3 ms of a search's thread; 0.8 ms of CPU since URIs no longer trigger the redaction patterns); every read of the audit trail through the engine waits for it, and so does the
-  engine's ``close``; a refused row is logged and counted (``ce_audit_write_failures_total{tool}``), it does not
-  fail the search that was answered;
+  cost ~3 ms of a search's thread; 0.8 ms of CPU since URIs no longer trigger the redaction patterns); every read of
+  the audit trail through the engine waits for it, and so does the engine's ``close``; a refused row is logged and
+  counted (``ce_audit_write_failures_total{tool}``), it does not fail the search that was answered;
 * ``invocation_id`` is the response's ``request_id`` (one id to quote for the call);
 * ``session_id`` is the request's ``conversation_id`` (the conversation whose memories were asked for; a search has
   no diagnosis session, and the row's column keeps the seed's name);
