@@ -91,3 +91,31 @@ def test_the_helpers_add_and_remove_exactly_the_own_line():
     assert own_text_removed(ctx, "Sam", text) == "user: what?"
     assert own_text_removed("user: what?", "Sam", text) == "user: what?"  # nothing of its own to remove
     assert indexed_context("", "", text, "A …") == "A long text"  # a memory (no speaker)
+
+
+def test_a_very_long_text_is_indexed_by_its_first_characters_and_stored_whole(engine):
+    # the embedding's time and memory grow with its input: one 1 MB message could exhaust a small server, so the
+    # own-text line is bounded (INDEXED_TEXT_MAX_CHARS); the message's content keeps every character
+    from context_engine.ingest.memory import INDEXED_TEXT_MAX_CHARS
+    from tests.retrieval.conftest import ALICE
+
+    text = " ".join([HEAD, *[f"{FILLER} ({i})" for i in range(600)], "The last line names Zanzibar."])
+    assert len(text) > 3 * INDEXED_TEXT_MAX_CHARS
+    uri = engine.add_messages([{"role": "user", "content": text}], "long", ALICE).uris[0]
+    context = _level0_context(engine, uri)
+    assert context.startswith("user: Caroline moved to Berlin")
+    assert len(context) <= INDEXED_TEXT_MAX_CHARS + len("user: ")
+    assert "Zanzibar" not in context  # past the bound: not indexed by this line
+    assert engine.read_memory(uri, ALICE, level="L2").total_chars == len(text)  # stored whole
+
+
+def test_the_bound_line_is_removed_on_update_and_so_is_an_uncut_one_stored_before():
+    from context_engine.ingest.memory import INDEXED_TEXT_MAX_CHARS
+
+    text = "word " * INDEXED_TEXT_MAX_CHARS
+    ctx = indexed_context("user: what?", "Sam", text, "Sam: word …")
+    own = ctx.split("\n")[-1]
+    assert len(own) <= INDEXED_TEXT_MAX_CHARS + len("Sam: ")
+    assert own_text_removed(ctx, "Sam", text) == "user: what?"
+    uncut = "user: what?\nSam: " + " ".join(text.split())  # what a release without the bound stored
+    assert own_text_removed(uncut, "Sam", text) == "user: what?"
