@@ -31,9 +31,10 @@ the share of assistant turns among all turns returned.
 
 The engine's ingest is cached: ``<cache>/conversations/<dataset>-<turns sha256[:12]>-<key>/`` where ``key`` hashes the
 model, every settings section that shapes what is written (all but ``retrieval``, ``keyword``, ``eval``, ``http``,
-``logging`` and ``home``) and the source of the write path (``ingest/``, ``schema/nodes.py``, ``schema/memory.py``),
-so a changed write path is not measured on a stale home (a change elsewhere that alters what is written, in
-``service.py`` say, needs another ``--cache-dir`` or the home deleted). ``ingested.json`` (turn id -> URI) is written
+``logging`` and ``home``) and the source of the write path (``ingest/``, ``schema/{nodes,memory,conversation}.py``
+and the keyword rules ``storage/keyword/{content_words,tokenize}.py``), so a changed write path is not measured on a
+stale home (a change elsewhere that alters what is written, in ``service.py`` say, needs another ``--cache-dir`` or
+the home deleted). ``ingested.json`` (turn id -> URI) is written
 last; a home without it is rebuilt from scratch.
 """
 
@@ -167,9 +168,18 @@ class ScopedRetriever:
 
 
 def _source_hash() -> str:
-    """SHA-256 (16 hex) of the write path's source: ``ingest/`` and the node and memory schemas."""
+    """SHA-256 (16 hex) of the write path's source: ``ingest/``, the node, memory and conversation schemas, and the
+    keyword rules that decide what a message is indexed with (``storage/keyword/content_words.py``, ``tokenize.py``)."""
     h = hashlib.sha256()
-    files = sorted([*(_SRC / "ingest").rglob("*.py"), _SRC / "schema" / "nodes.py", _SRC / "schema" / "memory.py"])
+    keyword = _SRC / "storage" / "keyword"
+    files = sorted(
+        [
+            *(_SRC / "ingest").rglob("*.py"),
+            *(_SRC / "schema" / f for f in ("nodes.py", "memory.py", "conversation.py")),
+            keyword / "content_words.py",
+            keyword / "tokenize.py",
+        ]
+    )
     for p in files:
         if p.is_file():
             h.update(p.relative_to(_SRC).as_posix().encode() + b"\0" + p.read_bytes())
@@ -372,7 +382,6 @@ def ask_no_answer(
     return out
 
 
-
 def _run(
     conversations: ConversationDataset,
     retriever: Retriever,
@@ -428,7 +437,6 @@ class ConversationEvalOptions:
     context_k: int | None = None
     cache_dir: Path | None = None
     variant: str = ""
-
 
 
 def run_conversation_eval(
