@@ -87,6 +87,7 @@ def test_lifespan_warms_every_account_before_ready(keyed_home, embedder, monkeyp
             assert svc.gc_frozen and gc.get_freeze_count() > 0  # what was loaded is out of the collector's walks
             assert svc.index.opened  # LanceDB opened (and queried) before the first request
             assert keyword_tokenize._jieba_tokenizer is not None  # the hint layer's and Chinese queries' dictionary
+            assert keyword_tokenize._proper_nouns  # the names of a Chinese question (match_quality)
             hint_loads = []
             load_hint_index = svc.audit.load_hint_index
             monkeypatch.setattr(svc.audit, "load_hint_index", lambda *a: hint_loads.append(a) or load_hint_index(*a))

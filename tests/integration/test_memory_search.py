@@ -261,9 +261,7 @@ GREETINGS_AND_A_JOB = [
 def test_a_speakers_name_in_the_question_does_not_favour_the_speakers_shortest_turns(make, speaker_names):
     engine = make(retrieval={"query_transform": {"speaker_names": speaker_names}})
     uris = engine.add_messages(GREETINGS_AND_A_JOB, "s1", ANN).uris
-    response = engine.search_memory(
-        "Where is Sam employed?", ANN, top_k=5, include_debug=True, trace_level="detailed"
-    )
+    response = engine.search_memory("Where is Sam employed?", ANN, top_k=5, include_debug=True, trace_level="detailed")
     hits = _uris(response)
     events = [e for e in response.thinking_trace["events"] if e["event"] == "query_transform"]
     if speaker_names:
@@ -275,14 +273,14 @@ def test_a_speakers_name_in_the_question_does_not_favour_the_speakers_shortest_t
         assert not events
 
 
-def _agent_conversation(engine, conv_id: str) -> dict[str, str]:
-    """One conversation of eval/conversations/agent_dev (written by us) added session by session; URI -> turn id."""
+def _agent_conversation(engine, conv_id: str, dataset: str = "agent_dev") -> dict[str, str]:
+    """One conversation of eval/conversations/<dataset> (written by us) added session by session; URI -> turn id."""
     import json
 
     from tests.conftest import REPO
 
     sessions: dict[str, list[dict]] = {}
-    path = REPO / "eval" / "conversations" / "agent_dev" / "turns.jsonl"
+    path = REPO / "eval" / "conversations" / dataset / "turns.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         turn = json.loads(line)
         if turn["conv_id"] == conv_id:
@@ -298,6 +296,35 @@ def _agent_conversation(engine, conv_id: str) -> dict[str, str]:
         report = engine.add_messages(messages, session, ANN)
         ids.update({u: t["dia_id"] for u, t in zip(report.uris, turns, strict=True)})
     return ids
+
+
+@pytest.mark.parametrize("speaker_names", [True, False])
+def test_a_chinese_speakers_name_is_resolved_like_an_english_one(make, speaker_names):
+    # Chinese has no spaces between words: "林晓从事哪方面的职业？" names the speaker 林晓 (issue 25). With the name
+    # out of the second search, the job turns come first; with it in, the speaker's shortest turns ("林晓: 哈喽～").
+    engine = make(retrieval={"query_transform": {"speaker_names": speaker_names}})
+    ids = _agent_conversation(engine, "agent-zh-01", "agent_dev_zh")
+    response = engine.search_memory("林晓从事哪方面的职业？", ANN, top_k=5, include_debug=True, trace_level="detailed")
+    first = [ids[u] for u in _uris(response)]
+    named = [e for e in response.thinking_trace["events"] if e["event"] == "messages"]
+    assert named and named[0]["named"] == ["林晓"]  # the speaker boost applies either way
+    events = [e for e in response.thinking_trace["events"] if e["event"] == "query_transform"]
+    # D1:3 "我上周刚入职星河科技，做前端开发，..."; D4:9 "还有，我上周升职成高级前端工程师了！"
+    if speaker_names:
+        assert set(first[:2]) == {"D1:3", "D4:9"}
+        assert events and events[0]["text"] == "从事哪方面的职业?"
+    else:
+        assert first[0] not in {"D1:3", "D4:9"}  # a greeting ("D1:1" 又来打扰啦！, "D4:1") comes first
+        assert not events
+
+
+def test_a_chinese_question_naming_what_the_store_never_mentions_is_no_match(make):
+    # jieba's dictionary finds the names of a Chinese question (no capitals to tell them by): a place the
+    # conversation never mentions gets the missing-name penalty, a speaker it holds does not
+    engine = make()
+    _agent_conversation(engine, "agent-zh-01", "agent_dev_zh")
+    assert engine.search_memory("日本的首都是哪里？", ANN, top_k=10).match_quality == "none"
+    assert engine.search_memory("林晓的猫叫什么名字？", ANN, top_k=10).match_quality != "none"
 
 
 @pytest.mark.parametrize("boost", [0.08, 0.0])

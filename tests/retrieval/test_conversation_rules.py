@@ -57,6 +57,9 @@ def test_named_speakers_are_whole_words_as_the_writer_capitalises():
         ("What does the user drink these days?", True),
         ("Is she still vegetarian?", True),
         ("他现在住在哪里？", True),
+        ("用户仍然在那家公司上班吗？", True),
+        ("林晓最终报名了哪个比赛？", True),
+        ("用户2019年住在哪里？", False),
         ("Where did Sam live in 2019?", False),
         ("What is the nowcast model?", False),
     ],
@@ -78,6 +81,27 @@ def test_prefer_latest_lifts_the_newer_statement_only_for_current_state_question
     assert prefer_latest("Where does Sam live now?", [old, new, untimed], 0.05) is True
     assert old.score == 0.50 and new.score == pytest.approx(0.52) and untimed.score == 0.48
     assert prefer_latest("Where does Sam live now?", [old], 0.05) is False  # nothing to compare
+
+
+def test_chinese_names_and_role_words_are_found_without_spaces():
+    # Chinese writes no space between words: a name of CJK characters is found wherever it occurs
+    assert named_speakers("林晓在哪家公司上班？", {"林晓", "assistant"}) == {"林晓"}
+    assert named_speakers("林晓的猫叫什么名字？", {"林晓"}) == {"林晓"}
+    assert named_speakers("陈杰什么时候搬家的？", {"林晓"}) == set()
+    # a role by its Chinese word, without an article; not inside a compound (用户名: a user name)
+    assert named_speakers("用户的猫叫什么名字？", {"user", "assistant"}) == {"user"}
+    assert named_speakers("助手推荐了哪本书？", {"user", "assistant"}) == {"assistant"}
+    assert named_speakers("用户名是什么？", {"user", "assistant"}) == set()
+    assert named_speakers("用户的猫叫什么名字？", {"林晓"}) == set()  # no speaker stored under the role
+    # a Latin name beside CJK characters is a whole word; inside a Latin word it is not
+    assert named_speakers("Sam的猫叫什么？", {"Sam"}) == {"Sam"}
+    assert named_speakers("Samantha的猫叫什么？", {"Sam"}) == set()
+
+
+def test_without_speakers_takes_a_chinese_name_and_its_possessive_out():
+    assert without_speakers("林晓的猫叫什么名字？", {"林晓"}) == "猫叫什么名字?"
+    assert without_speakers("林晓在哪家公司上班？", {"林晓"}) == "在哪家公司上班?"
+    assert without_speakers("用户的猫叫什么名字？", {"user"}) is None  # a role, as "the user"
 
 
 def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
@@ -143,6 +167,7 @@ def test_message_has_content_reads_the_text_without_the_speaker():
         ("assistant: That sounds like demanding work. How long have you been doing it?", "assistant", False),
         ("assistant: I hope it goes smoothly. Will someone help you at home afterwards?", "assistant", False),
         ("assistant: 听起来很辛苦。你做这行多久了？", "assistant", False),
+        ("assistant: 小猫适应得怎么样", "assistant", False),  # 怎么样 asks without a question mark too
         # without a question its statements keep their content; another speaker's statement beside a question too
         ("assistant: Rooibos is a caffeine-free alternative to coffee.", "assistant", True),
         ("Sam: That sounds like demanding work. How long have you been doing it?", "Sam", True),
@@ -166,6 +191,10 @@ def test_an_assistant_question_back_carries_no_content(text, speaker, expected):
         ("Sam: Yes! I adopted Biscuit. Want to see a photo?", True),
         # Chinese puts no space after its full stop: the statement is still read apart from the question
         ("Sam: 我上周和姐姐去了里斯本。你去过吗？", True),
+        # a Chinese question particle asks without the mark; 呢 before a full stop states
+        ("Sam: 你喜欢那里吗", False),
+        ("Sam: 你呢", False),
+        ("Sam: 还没决定呢。", True),
         ("Sam: Four on, four off.", True),
         ("Sam: Saw a bittern at Minsmere on Sunday, first time in years!", True),
     ],

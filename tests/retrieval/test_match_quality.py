@@ -45,7 +45,13 @@ def hit(uri: str, similarity: float, vector: float | None = None, abstract: str 
         ("Nate's favourite genre?", []),  # the first word of a sentence is not taken for a name
         ("What did John attend in March 2023? And on Monday?", ["john"]),  # months, weekdays, sentence starts
         ("What does the user drink instead of coffee?", []),
-        ("用户喜欢喝什么茶？", []),  # no case: no names
+        # Chinese: proper nouns of jieba's dictionary, Latin words; terms of address it marks as names are not
+        ("用户喜欢喝什么茶？", []),
+        ("日本的首都是哪里？", ["日本"]),
+        ("用户喜欢周杰伦吗？", ["周杰伦"]),
+        ("林晓在杭州住哪个小区？", ["杭州"]),  # a name the dictionary does not hold (林晓) is not found: no penalty
+        ("用户的NAS是什么型号？", ["nas"]),
+        ("用户的老公叫什么名字？", []),
         ("Is I or The or What a name?", []),  # capitalised function words are not
         ("Did Anna meet Anna's sister?", ["anna"]),
     ],
@@ -59,6 +65,10 @@ def test_mentions_is_a_whole_word_case_folded():
     assert mentions("Maria's dogs", "maria")
     assert not mentions("Natalie likes films", "nate")
     assert not mentions("", "nate")
+    # Chinese writes no spaces: a CJK name anywhere; a Latin name beside CJK characters is a whole word
+    assert mentions("林晓: 我上周去了杭州", "杭州")
+    assert mentions("user: 我的NAS是群晖的", "nas")
+    assert not mentions("user: 我的NASA纪念品", "nas")
 
 
 def test_no_hits_is_none():
@@ -165,6 +175,11 @@ SESSION = "ctx://user/alice/memories/sessions/c1/"
         ("What user name does Priya use?", ["user", "assistant"], None),  # a role is named with its article
         ("Which job does Priya's assistant have?", ["user", "assistant"], None),
         ("What is James' job?", ["James"], "What is my job?"),
+        # Chinese: a name anywhere, its possessive 的, and the role's Chinese word
+        ("林晓的猫叫什么名字？", ["林晓", "assistant"], "我的猫叫什么名字?"),
+        ("林晓在哪家公司上班？", ["林晓"], "我在哪家公司上班?"),
+        ("用户对什么过敏？", ["user", "assistant"], "我对什么过敏?"),
+        ("用户名是什么？", ["user"], None),
     ],
 )
 def test_speaker_neutral(query, speakers, neutral):
@@ -232,6 +247,8 @@ def test_the_name_penalty_applies_to_the_topic_similarity():
         ("What does Priya work as, according to Will?", set()),  # after a verb
         ("Did the user meet the Smiths' neighbour, or the Smiths?", set()),  # one possessive use is enough
         ("What did the user buy in Paris and give to Anna?", {"paris"}),  # "to" takes people as often as places
+        ("林晓在杭州住哪个小区？", {"杭州"}),  # Chinese: the places jieba's dictionary marks (ns)
+        ("用户喜欢周杰伦吗？", set()),
     ],
 )
 def test_descriptor_names(query, places):

@@ -48,6 +48,12 @@ CURRENT_MARKERS: tuple[str, ...] = (
     "最近",
     "最新",
     "还在",
+    "仍然",
+    "依然",
+    "至今",
+    "当前",
+    "眼下",
+    "最终",
 )
 _PATTERN = re.compile(
     "|".join(rf"(?<!\w){re.escape(m)}(?!\w)" if m.isascii() else re.escape(m) for m in CURRENT_MARKERS),

@@ -24,10 +24,11 @@ rates and the command that reproduces them):
   ``speaker_neutral_similarity`` [on] switches it.
 * **missing names**: the names the query mentions (:func:`query_names`: capitalised words inside a sentence,
   ``Nate``, ``LGBTQ``, ``Lisbon``; not at a sentence start, not function words or month and weekday names) that no
-  candidate of the request mentions (:func:`mentions`: whole word, case-folded, in its L0 text). A question about
+  candidate of the request mentions (:func:`mentions`: whole word, case-folded, in its L0 text; Chinese: proper
+  nouns by jieba's dictionary, and Latin words, :func:`_chinese_names`). A question about
   someone or something the store's best matches never name is seldom answered by them: "What is Nate's favorite
   genre of movies?" over a conversation between Tim and John finds their favourite genres, close in meaning
-  (calibrated cosine 0.7), and not about Nate. Queries without capitals (Chinese, lower-case) have no names.
+  (calibrated cosine 0.7), and not about Nate. Queries without capitals (lower-case) have no names.
 * **evidence** = topic similarity − ``missing_name_penalty`` [0.4] × the share of the query's names that are
   missing (0 when it names nothing); a missing name that is a place or a descriptor (:func:`descriptor_names`: after
   an article, an interrogative determiner or a preposition of place, never possessive) costs
@@ -93,7 +94,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from context_engine.retrieval.scoring import vector_score
-from context_engine.retrieval.speakers import references, starts_sentence
+from context_engine.retrieval.speakers import is_cjk_name, references, starts_sentence
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
@@ -126,8 +127,46 @@ _CALENDAR = frozenset(
 )
 
 
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+_LATIN_WORD = rf"[^\W{_CJK}]"  # a word character that is not CJK
+_LATIN_NAME = re.compile(r"[A-Za-z\u00c0-\u024f]+(?:['’][A-Za-z\u00c0-\u024f]+)*")  # Latin letters, accented too
+# Terms of address and kinship that jieba's dictionary marks as names (老公 nr, 哥哥 ns, 师兄 nr): they name no one
+_ZH_ADDRESS_TERMS = frozenset(
+    """
+    老公 老婆 爸爸 妈妈 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 叔叔 阿姨 舅舅 舅妈 姑姑 婶婶 伯伯
+    儿子 女儿 孙子 孙女 外孙 外孙女 宝宝 宝贝 老大 老二 老三 师兄 师姐 师弟 师妹 师傅 老师 同事 室友 老板
+    先生 太太 夫人 男友 女友 男朋友 女朋友 对象 闺蜜 兄弟 姐妹
+    """.split()
+)
+
+
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _chinese_names(text: str) -> dict[str, bool]:
+    """The names of a query written in Chinese, case-folded, in order, each with whether it is a place.
+
+    The words of jieba's cut that its dictionary marks as proper nouns
+    (:func:`~context_engine.storage.keyword.tokenize.jieba_proper_nouns`: "日本的首都是哪里？" -> 日本, a place;
+    "用户喜欢周杰伦吗？" -> 周杰伦), and every Latin word of two letters or more that is not a function word
+    ("用户的NAS是什么型号？" -> nas): a Chinese text has no capitals to tell them by. A name the dictionary does not
+    hold is not found (no penalty rather than a wrong one)."""
+    from context_engine.storage.keyword.tokenize import jieba_proper_nouns, jieba_tokenizer
+
+    proper = jieba_proper_nouns()
+    names: dict[str, bool] = {}
+    for raw in jieba_tokenizer().cut(text):
+        word = raw.strip()
+        if len(word) < 2:
+            continue
+        kind = proper.get(word)
+        if kind is not None and word not in _ZH_ADDRESS_TERMS:
+            names.setdefault(_fold(word), kind == "place")
+        elif _LATIN_NAME.fullmatch(word) and _fold(word) not in _FUNCTION_WORDS | _CALENDAR:
+            names.setdefault(_fold(word), False)
+    return names
 
 
 def query_names(query: str) -> list[str]:
@@ -137,9 +176,12 @@ def query_names(query: str) -> list[str]:
     before an apostrophe is not a function word (``What``, ``I``, ``The``) or a month or weekday name (those are in
     questions about time, while the store keeps times as metadata). ``"What is Nate's favorite genre?"`` ->
     ``["nate"]``; ``"When did Caroline go to the LGBTQ support group?"`` -> ``["caroline", "lgbtq"]``; a query
-    without capitals (Chinese, lower-case) names nothing.
+    without capitals (lower-case) names nothing. A query holding Chinese: its proper nouns by part of speech and its
+    Latin words (:func:`_chinese_names`).
     """
     text = unicodedata.normalize("NFKC", query)
+    if _CJK_CHAR.search(text):
+        return list(_chinese_names(text))
     names: dict[str, None] = {}
     for m in _WORD.finditer(text):
         word = m.group(0)
@@ -157,8 +199,11 @@ def descriptor_names(query: str) -> frozenset[str]:
     occurrence follows an article, an interrogative determiner or a preposition of place (``_DESCRIPTOR_BEFORE``:
     "of London", "the Spanish capital", "Which Japanese script") and none is possessive. "friend Bob", "Nate's
     genre", "does Priya work", "with Bob" name people. English word order; a name of another language counts as a
-    person (the full penalty)."""
+    person (the full penalty). A query holding Chinese: the names jieba's dictionary marks as places (``ns``: "杭州",
+    "日本")."""
     text = unicodedata.normalize("NFKC", query)
+    if _CJK_CHAR.search(text):
+        return frozenset(name for name, place in _chinese_names(text).items() if place)
     words = list(_WORD.finditer(text))
     verdict: dict[str, bool] = {}
     for i, m in enumerate(words):
@@ -175,8 +220,12 @@ def descriptor_names(query: str) -> frozenset[str]:
 
 
 def mentions(text: str, name: str) -> bool:
-    """Whether ``text`` mentions the case-folded ``name`` as a whole word (case-folded, NFKC)."""
-    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", _fold(text)) is not None
+    """Whether ``text`` mentions the case-folded ``name`` as a whole word (case-folded, NFKC; a CJK character is no
+    part of a Latin word); a name in CJK characters anywhere (those languages put no space between words)."""
+    if _CJK_CHAR.search(name):
+        return name in _fold(text)
+    # a CJK character beside a Latin name is no word it is inside ("我的nas是群晖")
+    return re.search(rf"(?<!{_LATIN_WORD}){re.escape(name)}(?!{_LATIN_WORD})", _fold(text)) is not None
 
 
 def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
@@ -185,7 +234,8 @@ def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
     A reference (:func:`~context_engine.retrieval.speakers.references`: a name as a whole word, capitalised in a
     query that capitalises names; a role with a determiner, "the user") becomes ``my`` when possessive, else ``I``:
     ``"How old is Sam?"`` -> ``"How old is I?"``, ``"What is the user's job?"`` -> ``"What is my job?"`` (grammar is
-    not needed by an embedding model); "Where will Priya move?" names no speaker Will.
+    not needed by an embedding model); "Where will Priya move?" names no speaker Will. A Chinese reference becomes
+    ``我`` (``我的`` with its possessive ``的``): "用户的猫叫什么？" -> "我的猫叫什么？".
     """
     text = unicodedata.normalize("NFKC", query)
     found = references(text, speakers)
@@ -193,7 +243,10 @@ def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
         return None
     parts, at = [], 0
     for m in found:
-        parts += [text[at : m.start()], "my" if m.group(3) else "I"]
+        if is_cjk_name(m.group(2)):  # "林晓的猫叫什么？" -> "我的猫叫什么？"
+            parts += [text[at : m.start()], "我的" if m.group(3) else "我"]
+        else:
+            parts += [text[at : m.start()], "my" if m.group(3) else "I"]
         at = m.end()
     return "".join([*parts, text[at:]])
 

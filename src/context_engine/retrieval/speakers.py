@@ -24,12 +24,15 @@ from context_engine.storage.keyword.content_words import asks_something, states_
 
 __all__ = [
     "ASSISTANT",
+    "ROLE_ALIASES",
     "ROLE_SPEAKERS",
     "SESSION_SEGMENT",
     "message_has_content",
     "message_speaker",
     "named_speakers",
+    "is_cjk_name",
     "references",
+    "speaker_of_reference",
     "starts_sentence",
 ]
 
@@ -48,6 +51,16 @@ _WORD = re.compile(r"[^\W\d_]+")
 _SENTENCE_END = frozenset(".!?;:…。！？；：\n")
 _LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#0123456789"  # list numbers too: "1) Where ..."
 _ROLE_DETERMINERS = ("the", "my", "your", "our")
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_NAME = re.compile(rf"[{_CJK}·]+")
+_LATIN_WORD = rf"[^\W{_CJK}]"  # a word character that is not CJK
+
+ROLE_ALIASES: dict[str, str] = {"用户": "user", "使用者": "user", "助手": "assistant", "助理": "assistant"}
+"""The Chinese words for the roles a question refers to (an agent asks "用户的猫叫什么名字？")."""
+
+# what may follow a role's Chinese word in a compound that does not name the speaker: 用户名 (user name), 用户数
+# (user count), 用户组 (user group), 用户量, 用户群, 用户体验 (user experience), 用户界面 (user interface)
+_ALIAS_COMPOUNDS = "名|数|组|量|群|体验|界面"
 
 
 def starts_sentence(text: str, start: int) -> bool:
@@ -78,30 +91,62 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     ("user's job"); "What user name ..." does not name the user. A capitalised name, in a query that capitalises a
     word inside a sentence (not an acronym), only with a capital first letter ("What does Will do?" names the speaker
     Will, "Where will Priya move?" does not); in a query that does not ("when did caroline go ...?"), or a name stored
-    in lower case (a handle, "dj_kim"), in any case."""
+    in lower case (a handle, "dj_kim"), in any case.
+
+    Chinese (:func:`is_cjk_name`): written without spaces, so a name of CJK characters is found wherever it occurs
+    ("林晓在哪家公司上班？"), its possessive ``的`` as group 3 ("林晓的猫"), no determiner; a role by its Chinese
+    word (:data:`ROLE_ALIASES`: "用户的猫叫什么？" names the speaker ``user``), not inside a compound such as
+    用户名 (user name). Group 2 is then the text as written: :func:`speaker_of_reference` maps it to the speaker."""
     stored = [unicodedata.normalize("NFKC", s).strip() for s in speakers]
     # each name as stored and case-folded: the pattern ignores case, but folding may change letters ("Strauß" ->
     # "strauss", "İpek" -> "i̇pek"), and a query writes the name as stored
-    names = sorted({form for s in stored for form in (s, _fold(s))} - {""}, key=len, reverse=True)
-    if not names:
-        return []
-    capitalised = {_fold(s) for s in stored if s[:1].isupper()}
+    forms = {form for s in stored for form in (s, _fold(s))} - {""}
+    cjk = sorted({f for f in forms if is_cjk_name(f)}, key=len, reverse=True)
+    names = sorted(forms - set(cjk), key=len, reverse=True)
+    roles = {_fold(s) for s in stored} & ROLE_SPEAKERS
+    aliases = sorted((a for a, role in ROLE_ALIASES.items() if role in roles), key=len, reverse=True)
     text = unicodedata.normalize("NFKC", query)
-    cased = _writes_capitals(text)
-    # not inside a word, nor after a word's apostrophe ("O'Neil" does not name Neil)
-    pattern = re.compile(
-        rf"(?<!\w)(?<!\w['’])((?:{'|'.join(_ROLE_DETERMINERS)})\s+)?({'|'.join(re.escape(n) for n in names)})"
-        rf"(['’]s(?!\w)|(?<=s)['’](?!\w))?(?!\w)",
-        re.IGNORECASE,
-    )
     out: list[re.Match[str]] = []
-    for m in pattern.finditer(text):
-        if _fold(m.group(2)) in ROLE_SPEAKERS:
-            if m.group(1) is not None or m.group(3) is not None:
+    if names:
+        capitalised = {_fold(s) for s in stored if s[:1].isupper()}
+        cased = _writes_capitals(text)
+        # not inside a word, nor after a word's apostrophe ("O'Neil" does not name Neil); a CJK character beside
+        # the name is no word it is inside ("Sam的猫")
+        pattern = re.compile(
+            rf"(?<!{_LATIN_WORD})(?<!\w['’])((?:{'|'.join(_ROLE_DETERMINERS)})\s+)?"
+            rf"({'|'.join(re.escape(n) for n in names)})(['’]s(?!\w)|(?<=s)['’](?!\w))?(?!{_LATIN_WORD})",
+            re.IGNORECASE,
+        )
+        for m in pattern.finditer(text):
+            if _fold(m.group(2)) in ROLE_SPEAKERS:
+                if m.group(1) is not None or m.group(3) is not None:
+                    out.append(m)
+            elif not cased or m.group(2)[0].isupper() or _fold(m.group(2)) not in capitalised:
                 out.append(m)
-        elif not cased or m.group(2)[0].isupper() or _fold(m.group(2)) not in capitalised:
-            out.append(m)
+    if cjk or aliases:
+        # group 1 never matches (no determiner in Chinese): the groups mean what they mean above
+        alternatives = [re.escape(n) for n in cjk] + [rf"{re.escape(a)}(?!{_ALIAS_COMPOUNDS})" for a in aliases]
+        pattern = re.compile(rf"((?!))?({'|'.join(alternatives)})(的)?")
+        out.extend(pattern.finditer(text))
+        out.sort(key=lambda m: m.start())
+        kept: list[re.Match[str]] = []
+        for m in out:  # a Chinese name inside a longer Latin match, or the reverse: the first wins
+            if not kept or m.start() >= kept[-1].end():
+                kept.append(m)
+        out = kept
     return out
+
+
+def is_cjk_name(name: str) -> bool:
+    """Whether ``name`` is written in CJK characters only (Chinese, Japanese kana, Korean): such a language puts no
+    space between words, so the name has no word boundary to match (:func:`references`)."""
+    return bool(name) and _CJK_NAME.fullmatch(name) is not None
+
+
+def speaker_of_reference(written: str) -> str:
+    """The case-folded speaker a reference's group 2 stands for: a role for its Chinese word (:data:`ROLE_ALIASES`),
+    else the name itself, folded."""
+    return ROLE_ALIASES.get(written, _fold(written))
 
 
 def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
@@ -114,7 +159,7 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
     for name in speakers:
         by_fold.setdefault(_fold(name).strip(), set()).add(name)
     names = [n for group in by_fold.values() for n in group]
-    return {name for m in references(query, names) for name in by_fold.get(_fold(m.group(2)), ())}
+    return {name for m in references(query, names) for name in by_fold.get(speaker_of_reference(m.group(2)), ())}
 
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:

@@ -23,6 +23,7 @@ from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = [
     "FUNCTION_WORDS",
+    "FUNCTION_WORDS_ZH",
     "NUMBER",
     "PHATIC_WORDS",
     "QUESTION_BACK_MAX_NEW",
@@ -47,6 +48,17 @@ PHATIC_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
+#: Chinese function words the stopword list keeps (pronouns, question words, particles, auxiliaries): never content.
+FUNCTION_WORDS_ZH: frozenset[str] = frozenset(
+    """
+    我 你 您 他 她 它 我们 你们 他们 她们 咱们 自己 这 那 这个 那个
+    这些 那些 这里 那里 这儿 那儿 这样 那样 什么 怎么 怎么样 怎样 哪
+    哪里 哪儿 哪个 谁 为什么 为啥 多少 几 吗 呢 吧 会 我会 能 要 想
+    还 很 太 真 又 再 才 刚 刚刚 已经 一直 一下 一些 有 没有 事 些
+    最近 现在
+    """.split()
+)
+
 #: Function words the BM25 stopword list keeps (pronouns, auxiliaries, question words): never content.
 FUNCTION_WORDS: frozenset[str] = frozenset(
     """
@@ -64,6 +76,7 @@ _TOKENIZER = KeywordTokenizer(stem=True, stopwords=True, split_identifiers=False
 _PHATIC_LOCK = threading.Lock()
 _PHATIC_STEMS: frozenset[str] | None = None
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_ZH_QUESTION_END = re.compile(r"(?:(?:[吗么]|怎么样|如何)[~～!！]*|呢[~～]*)$")
 # A sentence ends at . ! ? followed by white space, or at a full-width 。！？ (Chinese puts no space after it).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
 
@@ -72,7 +85,8 @@ def _phatic() -> frozenset[str]:
     global _PHATIC_STEMS
     with _PHATIC_LOCK:
         if _PHATIC_STEMS is None:
-            _PHATIC_STEMS = frozenset(t for w in PHATIC_WORDS | FUNCTION_WORDS for t in _TOKENIZER(w))
+            words = PHATIC_WORDS | FUNCTION_WORDS | FUNCTION_WORDS_ZH
+            _PHATIC_STEMS = frozenset(t for w in words for t in _TOKENIZER(w))
         return _PHATIC_STEMS
 
 
@@ -82,8 +96,13 @@ def _content(text: str) -> set[str]:
 
 
 def is_question(text: str | None) -> bool:
-    """``text`` ends with a question mark (its last sentence asks something)."""
-    return bool(text) and text.rstrip().endswith(("?", "？"))  # type: ignore[union-attr]
+    """``text`` ends with a question mark (its last sentence asks something), or, typed without the mark, with a
+    Chinese question particle or question word: 吗, 么, 怎么样, 如何 ("你喜欢那里吗", "小猫适应得怎么样"; a tilde or an
+    exclamation after it allowed), or 呢 when no full stop follows ("你呢"; "还没决定呢。" states)."""
+    if not text:
+        return False
+    end = text.rstrip()
+    return end.endswith(("?", "？")) or _ZH_QUESTION_END.search(end) is not None
 
 
 def asks_something(text: str) -> bool:

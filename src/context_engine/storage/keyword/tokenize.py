@@ -126,6 +126,30 @@ def jieba_tokenizer() -> Any:
     return _jieba_tokenizer
 
 
+_PROPER_NOUN_FLAGS = {"ns": "place", "nr": "name", "nrt": "name", "nrfg": "name", "nt": "name", "nz": "name"}
+_proper_nouns: dict[str, str] | None = None
+
+
+def jieba_proper_nouns() -> dict[str, str]:
+    """The proper nouns of jieba's dictionary (the one :func:`jieba_tokenizer` loads), each with its kind: ``place``
+    for the part-of-speech flag ``ns`` ("日本", "杭州"), ``name`` for a person, an organisation or another proper noun
+    (``nr``, ``nrt``, ``nrfg``, ``nt``, ``nz``: "周杰伦", "阿里巴巴"). About 112,000 words, 14 MB, read once per
+    process on first use (~0.2 s); jieba's part-of-speech tagger itself (``jieba.posseg``) would hold ~100 MB."""
+    global _proper_nouns
+    if _proper_nouns is None:
+        tok = jieba_tokenizer()
+        with _jieba_lock:
+            if _proper_nouns is None:
+                found: dict[str, str] = {}
+                with tok.get_dict_file() as f:
+                    for raw in f:
+                        parts = raw.decode("utf-8").split() if isinstance(raw, bytes) else raw.split()
+                        if len(parts) == 3 and parts[2] in _PROPER_NOUN_FLAGS:
+                            found[parts[0]] = _PROPER_NOUN_FLAGS[parts[2]]
+                _proper_nouns = found
+    return _proper_nouns
+
+
 def bm25s_stopwords_en() -> tuple[str, ...]:
     """bm25s's English stopword list (``bm25s.stopwords.STOPWORDS_EN``).
 
