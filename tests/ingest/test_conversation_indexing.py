@@ -68,6 +68,20 @@ def test_an_acknowledgement_between_people_is_indexed_alone_and_an_answer_keeps_
     assert contexts == ["", "Melanie: Wow, that's cool, Caroline! What happened at the support group?"]
 
 
+def test_a_short_chinese_answer_keeps_the_question_it_answers():
+    # 是/的/对 are stopwords: "是的。" has no content word, yet it answers the question before it (ANSWER_WORDS);
+    # a question typed without its mark ("...吗") is one too
+    batch = [
+        _line("assistant", "你现在是药剂师吗"),
+        _line("user", "是的。", "林晓"),
+        _line("assistant", "你有宠物吗？"),
+        _line("user", "没有。", "林晓"),
+    ]
+    contexts = index_contexts([], batch, context_messages=1, max_chars=300)
+    assert contexts[1].startswith("assistant: 你现在是药剂师吗")
+    assert contexts[3].startswith("assistant: 你有宠物吗？")
+
+
 def test_context_is_cut_and_can_be_switched_off():
     batch = [_line("user", "A" * 50, "Ann"), _line("user", "I bought two tickets for the concert.", "Bob")]
     assert index_contexts([], batch, context_messages=1, max_chars=10)[1] == "Ann: " + "A" * 10

@@ -40,9 +40,12 @@ from context_engine.storage.keyword.content_words import (
 
 __all__ = ["FUNCTION_WORDS", "PHATIC_WORDS", "QUESTION_BACK_MAX_NEW", "Line", "carries_content", "index_contexts"]
 
-#: Words that answer a question on their own ("Yes.", "Never.").
+#: Words that answer a question on their own ("Yes.", "Never."; Chinese "是的。", "对，" "没有。": a run of Chinese
+#: characters between punctuation is one word here, and 是/的/对 are stopwords, so such an answer has no content word).
 ANSWER_WORDS: frozenset[str] = frozenset(
     "yes no yeah yep nope nah never always sometimes often maybe definitely certainly absolutely sure".split()
+    + "是 是的 是啊 对 对的 对啊 没错 不是 没有 有 有的 嗯 嗯嗯 不 没 会 不会".split()
+    + "当然 一直 有时 有时候 经常 偶尔 从不 从来没有".split()
 )
 
 
