@@ -96,12 +96,20 @@ def test_chinese_names_and_role_words_are_found_without_spaces():
     # a Latin name beside CJK characters is a whole word; inside a Latin word it is not
     assert named_speakers("Sam的猫叫什么？", {"Sam"}) == {"Sam"}
     assert named_speakers("Samantha的猫叫什么？", {"Sam"}) == set()
+    # a role word counts where jieba cuts it as a word of its own: 用户组装 (assembled), 用户名字 (the user's name) yes;
+    # 用户们 (users in general) no; a speaker stored under the role word itself is found as stored (a review)
+    assert named_speakers("用户组装了什么？", {"user"}) == {"user"}
+    assert named_speakers("用户名字叫什么？", {"user"}) == {"user"}
+    assert named_speakers("用户们喜欢什么？", {"user"}) == set()
+    assert named_speakers("用户的猫叫什么？", {"用户", "助手"}) == {"用户"}
+    assert named_speakers("用户的猫叫什么？", {"user", "用户"}) == {"user", "用户"}
 
 
 def test_without_speakers_takes_a_chinese_name_and_its_possessive_out():
     assert without_speakers("林晓的猫叫什么名字？", {"林晓"}) == "猫叫什么名字?"
     assert without_speakers("林晓在哪家公司上班？", {"林晓"}) == "在哪家公司上班?"
     assert without_speakers("用户的猫叫什么名字？", {"user"}) is None  # a role, as "the user"
+    assert without_speakers("用户的猫叫什么名字？", {"用户"}) is None  # a role stored under its Chinese word
 
 
 def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
@@ -194,6 +202,11 @@ def test_an_assistant_question_back_carries_no_content(text, speaker, expected):
         # a Chinese question particle asks without the mark; 呢 before a full stop states
         ("Sam: 你喜欢那里吗", False),
         ("Sam: 你呢", False),
+        ("Sam: 你打算去哪儿呢", False),
+        # statements that end like questions: 么 in 没什么, 不怎么样, 呢 in a longer clause without a question word
+        ("Sam: 我还在考虑要不要搬家呢", True),
+        ("Sam: 那家店的味道不怎么样", True),
+        ("Sam: 我也不知道为什么", True),
         ("Sam: 还没决定呢。", True),
         ("Sam: Four on, four off.", True),
         ("Sam: Saw a bittern at Minsmere on Sunday, first time in years!", True),

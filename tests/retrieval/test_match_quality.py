@@ -52,6 +52,14 @@ def hit(uri: str, similarity: float, vector: float | None = None, abstract: str 
         ("林晓在杭州住哪个小区？", ["杭州"]),  # a name the dictionary does not hold (林晓) is not found: no penalty
         ("用户的NAS是什么型号？", ["nas"]),
         ("用户的老公叫什么名字？", []),
+        # words jieba's dictionary flags as names that are common words, and lower-case Latin words, are not names;
+        # an English question with a Chinese word keeps the English rule for its Latin words (a review)
+        ("用户学英语多久了？", []),
+        ("用户住在哪个城市？", []),
+        ("用户平时用什么app记账？", []),
+        ("用户的P40还好用吗", ["p40"]),
+        ("What does the user think of 火锅?", []),
+        ("Where did Sam buy the 抹茶 powder?", ["sam"]),
         ("Is I or The or What a name?", []),  # capitalised function words are not
         ("Did Anna meet Anna's sister?", ["anna"]),
     ],
@@ -69,6 +77,7 @@ def test_mentions_is_a_whole_word_case_folded():
     assert mentions("林晓: 我上周去了杭州", "杭州")
     assert mentions("user: 我的NAS是群晖的", "nas")
     assert not mentions("user: 我的NASA纪念品", "nas")
+    assert mentions("Bob, x_bob and bobby", "bob") and not mentions("x_bob and bobby", "bob")
 
 
 def test_no_hits_is_none():
@@ -180,6 +189,7 @@ SESSION = "ctx://user/alice/memories/sessions/c1/"
         ("林晓在哪家公司上班？", ["林晓"], "我在哪家公司上班?"),
         ("用户对什么过敏？", ["user", "assistant"], "我对什么过敏?"),
         ("用户名是什么？", ["user"], None),
+        ("Sam的猫叫什么？", ["Sam"], "我的猫叫什么?"),  # a Latin name in a Chinese sentence
     ],
 )
 def test_speaker_neutral(query, speakers, neutral):

@@ -94,6 +94,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from context_engine.retrieval.scoring import vector_score
+from context_engine.retrieval.speakers import CJK_CHAR as _CJK_CHAR
 from context_engine.retrieval.speakers import is_cjk_name, references, starts_sentence
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
@@ -127,10 +128,7 @@ _CALENDAR = frozenset(
 )
 
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-_LATIN_WORD = rf"[^\W{_CJK}]"  # a word character that is not CJK
-_LATIN_NAME = re.compile(r"[A-Za-z\u00c0-\u024f]+(?:['’][A-Za-z\u00c0-\u024f]+)*")  # Latin letters, accented too
+_LATIN_TOKEN = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z\u00c0-\u024f0-9'’-]*")  # a Latin word, digits inside
 # Terms of address and kinship that jieba's dictionary marks as names (老公 nr, 哥哥 ns, 师兄 nr): they name no one
 _ZH_ADDRESS_TERMS = frozenset(
     """
@@ -146,26 +144,33 @@ def _fold(text: str) -> str:
 
 
 def _chinese_names(text: str) -> dict[str, bool]:
-    """The names of a query written in Chinese, case-folded, in order, each with whether it is a place.
+    """The names of a query holding CJK characters, case-folded, in order, each with whether it is a place.
 
     The words of jieba's cut that its dictionary marks as proper nouns
     (:func:`~context_engine.storage.keyword.tokenize.jieba_proper_nouns`: "日本的首都是哪里？" -> 日本, a place;
-    "用户喜欢周杰伦吗？" -> 周杰伦), and every Latin word of two letters or more that is not a function word
-    ("用户的NAS是什么型号？" -> nas): a Chinese text has no capitals to tell them by. A name the dictionary does not
-    hold is not found (no penalty rather than a wrong one)."""
+    "用户喜欢周杰伦吗？" -> 周杰伦), and the Latin words that hold a capital or a digit and do not start a sentence
+    ("用户的NAS是什么型号？" -> nas, "Where did Sam buy the 抹茶 powder?" -> sam; not "app", not "What"): a Chinese
+    text has no capitals to tell its names by. A name the dictionary does not hold is not found (no penalty rather
+    than a wrong one)."""
     from context_engine.storage.keyword.tokenize import jieba_proper_nouns, jieba_tokenizer
 
     proper = jieba_proper_nouns()
     names: dict[str, bool] = {}
-    for raw in jieba_tokenizer().cut(text):
+    for raw, start, _ in jieba_tokenizer().tokenize(text):
         word = raw.strip()
         if len(word) < 2:
             continue
-        kind = proper.get(word)
-        if kind is not None and word not in _ZH_ADDRESS_TERMS:
-            names.setdefault(_fold(word), kind == "place")
-        elif _LATIN_NAME.fullmatch(word) and _fold(word) not in _FUNCTION_WORDS | _CALENDAR:
-            names.setdefault(_fold(word), False)
+        if _CJK_CHAR.match(word):
+            kind = proper.get(word)
+            if kind is not None and word not in _ZH_ADDRESS_TERMS:
+                names.setdefault(_fold(word), kind == "place")
+        elif (
+            _LATIN_TOKEN.fullmatch(word)
+            and any(c.isupper() or c.isdigit() for c in word)
+            and not starts_sentence(text, start)
+            and _fold(re.split(r"['’]", word, maxsplit=1)[0]) not in _FUNCTION_WORDS | _CALENDAR
+        ):
+            names.setdefault(_fold(re.split(r"['’]", word, maxsplit=1)[0]), False)
     return names
 
 
@@ -221,11 +226,23 @@ def descriptor_names(query: str) -> frozenset[str]:
 
 def mentions(text: str, name: str) -> bool:
     """Whether ``text`` mentions the case-folded ``name`` as a whole word (case-folded, NFKC; a CJK character is no
-    part of a Latin word); a name in CJK characters anywhere (those languages put no space between words)."""
+    part of a Latin word: "我的nas是群晖" mentions nas); a name in CJK characters anywhere (those languages put no
+    space between words)."""
+    folded = _fold(text)
     if _CJK_CHAR.search(name):
-        return name in _fold(text)
-    # a CJK character beside a Latin name is no word it is inside ("我的nas是群晖")
-    return re.search(rf"(?<!{_LATIN_WORD}){re.escape(name)}(?!{_LATIN_WORD})", _fold(text)) is not None
+        return name in folded
+    at = folded.find(name)
+    while at >= 0:
+        end = at + len(name)
+        if not (at and _word_char(folded[at - 1])) and not (end < len(folded) and _word_char(folded[end])):
+            return True
+        at = folded.find(name, at + 1)
+    return False
+
+
+def _word_char(c: str) -> bool:
+    """A character of a Latin word (``\\w`` less CJK characters)."""
+    return (c.isalnum() or c == "_") and not _CJK_CHAR.match(c)
 
 
 def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
@@ -243,11 +260,15 @@ def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
         return None
     parts, at = [], 0
     for m in found:
-        if is_cjk_name(m.group(2)):  # "林晓的猫叫什么？" -> "我的猫叫什么？"
-            parts += [text[at : m.start()], "我的" if m.group(3) else "我"]
+        end = m.end()
+        beside = text[m.start() - 1 : m.start()] + text[end : end + 1]
+        if is_cjk_name(m.group(2)) or _CJK_CHAR.search(beside):  # "林晓的猫叫什么？", "Sam的猫" -> "我的猫 ..."
+            possessive = bool(m.group(3)) or text[end : end + 1] == "的"
+            end += 1 if possessive and not m.group(3) else 0
+            parts += [text[at : m.start()], "我的" if possessive else "我"]
         else:
             parts += [text[at : m.start()], "my" if m.group(3) else "I"]
-        at = m.end()
+        at = end
     return "".join([*parts, text[at:]])
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
-from context_engine.retrieval.speakers import ROLE_SPEAKERS, references
+from context_engine.retrieval.speakers import is_role, references
 from context_engine.storage.protocols import Embedder
 
 __all__ = ["QueryTransformer", "first_person", "without_speakers"]
@@ -56,7 +56,7 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     band?", {"Sam"})`` -> ``"What is favourite band?"``.
     """
     # roles are kept: "the user" is how agents ask about the user
-    names = [s for s in speakers if s.strip().casefold() not in ROLE_SPEAKERS]
+    names = [s for s in speakers if not is_role(s)]
     text = unicodedata.normalize("NFKC", query)
     found = references(text, names)  # "Where will Priya move?" keeps its "will" beside the speaker Will
     if not found:

@@ -24,6 +24,7 @@ from context_engine.storage.keyword.content_words import asks_something, states_
 
 __all__ = [
     "ASSISTANT",
+    "CJK_CHAR",
     "ROLE_ALIASES",
     "ROLE_SPEAKERS",
     "SESSION_SEGMENT",
@@ -31,6 +32,7 @@ __all__ = [
     "message_speaker",
     "named_speakers",
     "is_cjk_name",
+    "is_role",
     "references",
     "speaker_of_reference",
     "starts_sentence",
@@ -43,6 +45,13 @@ ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool"})
 """Speakers that are roles (``schema.memory.MessageRole``): a message stored without a speaker name."""
 
 
+def is_role(speaker: str) -> bool:
+    """Whether ``speaker`` is a role (:data:`ROLE_SPEAKERS`) or a role's Chinese word (:data:`ROLE_ALIASES`: an
+    application may store its messages under "用户" and "助手")."""
+    name = unicodedata.normalize("NFKC", speaker).strip()
+    return name.casefold() in ROLE_SPEAKERS or name in ROLE_ALIASES
+
+
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
@@ -51,16 +60,23 @@ _WORD = re.compile(r"[^\W\d_]+")
 _SENTENCE_END = frozenset(".!?;:…。！？；：\n")
 _LEAD_IN = " \t\r\"'“”‘’«»()[]{}*•·-–—>#0123456789"  # list numbers too: "1) Where ..."
 _ROLE_DETERMINERS = ("the", "my", "your", "our")
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_NAME = re.compile(rf"[{_CJK}·]+")
-_LATIN_WORD = rf"[^\W{_CJK}]"  # a word character that is not CJK
+# CJK characters (code point ranges): ideographs with their extensions and 々〆〇, kana, Hangul syllables
+_CJK_RANGES = (
+    (0x3005, 0x3007),
+    (0x3040, 0x30FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x3134F),
+)
+_CJK = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
+CJK_CHAR = re.compile(f"[{_CJK}]")
+"""One CJK character (compiled once: a CJK character class takes milliseconds to compile)."""
+_CJK_NAME = re.compile(rf"[{_CJK}·・]+")
 
 ROLE_ALIASES: dict[str, str] = {"用户": "user", "使用者": "user", "助手": "assistant", "助理": "assistant"}
 """The Chinese words for the roles a question refers to (an agent asks "用户的猫叫什么名字？")."""
-
-# what may follow a role's Chinese word in a compound that does not name the speaker: 用户名 (user name), 用户数
-# (user count), 用户组 (user group), 用户量, 用户群, 用户体验 (user experience), 用户界面 (user interface)
-_ALIAS_COMPOUNDS = "名|数|组|量|群|体验|界面"
 
 
 def starts_sentence(text: str, start: int) -> bool:
@@ -95,39 +111,43 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
 
     Chinese (:func:`is_cjk_name`): written without spaces, so a name of CJK characters is found wherever it occurs
     ("林晓在哪家公司上班？"), its possessive ``的`` as group 3 ("林晓的猫"), no determiner; a role by its Chinese
-    word (:data:`ROLE_ALIASES`: "用户的猫叫什么？" names the speaker ``user``), not inside a compound such as
-    用户名 (user name). Group 2 is then the text as written: :func:`speaker_of_reference` maps it to the speaker."""
+    word (:data:`ROLE_ALIASES`: "用户的猫叫什么？" names the speaker ``user``) where jieba cuts it as a word of its
+    own (not 用户名 "user name", 用户体验, nor the plural 用户们). Group 2 is then the text as written:
+    :func:`speaker_of_reference` maps it to the speaker. In a query holding CJK characters, a CJK character beside a
+    Latin name is no word the name is inside ("Sam的猫"); a query without any is matched as it always was."""
     stored = [unicodedata.normalize("NFKC", s).strip() for s in speakers]
     # each name as stored and case-folded: the pattern ignores case, but folding may change letters ("Strauß" ->
     # "strauss", "İpek" -> "i̇pek"), and a query writes the name as stored
     forms = {form for s in stored for form in (s, _fold(s))} - {""}
-    cjk = sorted({f for f in forms if is_cjk_name(f)}, key=len, reverse=True)
-    names = sorted(forms - set(cjk), key=len, reverse=True)
+    cjk = tuple(sorted({f for f in forms if is_cjk_name(f)}, key=lambda n: (-len(n), n)))
+    names = tuple(sorted(forms - set(cjk), key=lambda n: (-len(n), n)))
     roles = {_fold(s) for s in stored} & ROLE_SPEAKERS
-    aliases = sorted((a for a, role in ROLE_ALIASES.items() if role in roles), key=len, reverse=True)
+    aliases = tuple(sorted((a for a, role in ROLE_ALIASES.items() if role in roles), key=lambda n: (-len(n), n)))
     text = unicodedata.normalize("NFKC", query)
+    has_cjk = _has_cjk(text)
     out: list[re.Match[str]] = []
     if names:
         capitalised = {_fold(s) for s in stored if s[:1].isupper()}
         cased = _writes_capitals(text)
-        # not inside a word, nor after a word's apostrophe ("O'Neil" does not name Neil); a CJK character beside
-        # the name is no word it is inside ("Sam的猫")
-        pattern = re.compile(
-            rf"(?<!{_LATIN_WORD})(?<!\w['’])((?:{'|'.join(_ROLE_DETERMINERS)})\s+)?"
-            rf"({'|'.join(re.escape(n) for n in names)})(['’]s(?!\w)|(?<=s)['’](?!\w))?(?!{_LATIN_WORD})",
-            re.IGNORECASE,
-        )
-        for m in pattern.finditer(text):
+        for m in _latin_pattern(names, has_cjk).finditer(text):
+            if has_cjk and not _latin_bounded(text, m):
+                continue
             if _fold(m.group(2)) in ROLE_SPEAKERS:
                 if m.group(1) is not None or m.group(3) is not None:
                     out.append(m)
             elif not cased or m.group(2)[0].isupper() or _fold(m.group(2)) not in capitalised:
                 out.append(m)
-    if cjk or aliases:
-        # group 1 never matches (no determiner in Chinese): the groups mean what they mean above
-        alternatives = [re.escape(n) for n in cjk] + [rf"{re.escape(a)}(?!{_ALIAS_COMPOUNDS})" for a in aliases]
-        pattern = re.compile(rf"((?!))?({'|'.join(alternatives)})(的)?")
-        out.extend(pattern.finditer(text))
+    if has_cjk and (cjk or aliases):
+        found = list(_cjk_pattern(cjk + aliases).finditer(text))
+        if aliases and any(m.group(2) in ROLE_ALIASES for m in found):
+            words = _word_starts(text)
+            found = [
+                m
+                for m in found
+                if m.group(2) not in ROLE_ALIASES
+                or (words.get(m.start()) == m.group(2) and text[m.end() : m.end() + 1] != "们")  # 用户们: users
+            ]
+        out.extend(found)
         out.sort(key=lambda m: m.start())
         kept: list[re.Match[str]] = []
         for m in out:  # a Chinese name inside a longer Latin match, or the reverse: the first wins
@@ -135,6 +155,55 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
                 kept.append(m)
         out = kept
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _latin_pattern(names: tuple[str, ...], cjk_text: bool) -> re.Pattern[str]:
+    """The pattern of :func:`references` for Latin (non-CJK) names; in a text holding CJK characters without the
+    outer word boundaries, which :func:`_latin_bounded` checks (a CJK character class costs milliseconds to
+    compile)."""
+    alternatives = "|".join(re.escape(n) for n in names)
+    # not inside a word, nor after a word's apostrophe ("O'Neil" does not name Neil)
+    left, right = ("", "") if cjk_text else (r"(?<!\w)", r"(?!\w)")
+    return re.compile(
+        rf"{left}(?<!\w['’])((?:{'|'.join(_ROLE_DETERMINERS)})\s+)?({alternatives})"
+        rf"(['’]s(?!\w)|(?<=s)['’](?!\w))?{right}",
+        re.IGNORECASE,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _cjk_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """The pattern of :func:`references` for CJK names and role words: anywhere, with the possessive 的. Group 1
+    never matches (no determiner in Chinese), so the groups mean what they mean for Latin names."""
+    return re.compile(rf"((?!))?({'|'.join(re.escape(n) for n in names)})(的)?")
+
+
+def _latin_bounded(text: str, m: re.Match[str]) -> bool:
+    """Whether the match has no Latin word character right before or after it (a CJK character is none)."""
+    before = text[m.start() - 1] if m.start() else ""
+    after = text[m.end()] if m.end() < len(text) else ""
+    return not (_latin_word_char(before) or _latin_word_char(after))
+
+
+def _latin_word_char(c: str) -> bool:
+    return bool(c) and (c.isalnum() or c == "_") and not _is_cjk(c)
+
+
+def _is_cjk(c: str) -> bool:
+    o = ord(c)
+    return any(lo <= o <= hi for lo, hi in _CJK_RANGES)
+
+
+def _has_cjk(text: str) -> bool:
+    return CJK_CHAR.search(text) is not None
+
+
+def _word_starts(text: str) -> dict[int, str]:
+    """Where each word of jieba's cut starts in ``text``, and the word."""
+    from context_engine.storage.keyword.tokenize import jieba_tokenizer
+
+    return {start: word for word, start, _ in jieba_tokenizer().tokenize(text)}
 
 
 def is_cjk_name(name: str) -> bool:
@@ -159,7 +228,13 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
     for name in speakers:
         by_fold.setdefault(_fold(name).strip(), set()).add(name)
     names = [n for group in by_fold.values() for n in group]
-    return {name for m in references(query, names) for name in by_fold.get(speaker_of_reference(m.group(2)), ())}
+    out: set[str] = set()
+    for m in references(query, names):
+        written = m.group(2)
+        # a role's Chinese word names the role, and a speaker stored under that very word ("用户") too
+        for key in {speaker_of_reference(written), _fold(written)}:
+            out.update(by_fold.get(key, ()))
+    return out
 
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:

@@ -76,7 +76,11 @@ _TOKENIZER = KeywordTokenizer(stem=True, stopwords=True, split_identifiers=False
 _PHATIC_LOCK = threading.Lock()
 _PHATIC_STEMS: frozenset[str] | None = None
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_ZH_QUESTION_END = re.compile(r"(?:(?:[吗么]|怎么样|如何)[~～!！]*|呢[~～]*)$")
+# A Chinese question typed without its mark: it ends with 吗 or 如何, or 怎么样 not after 不 ("不怎么样" judges); with
+# 呢 only when short ("你呢", "那他呢") or asking with a question word ("你去哪儿呢"), not "还没决定呢"
+_ZH_QUESTION_END = re.compile(r"(?:吗|如何|(?<!不)怎么样)[~～!！]*$")
+_ZH_QUESTION_WORD = re.compile(r"谁|什么|哪|怎么|几|多少|为什么|为啥|是不是|有没有")
+_ZH_CLAUSE_END = re.compile(r"[。！!？?；;，,、\s]")
 # A sentence ends at . ! ? followed by white space, or at a full-width 。！？ (Chinese puts no space after it).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
 
@@ -97,12 +101,19 @@ def _content(text: str) -> set[str]:
 
 def is_question(text: str | None) -> bool:
     """``text`` ends with a question mark (its last sentence asks something), or, typed without the mark, with a
-    Chinese question particle or question word: 吗, 么, 怎么样, 如何 ("你喜欢那里吗", "小猫适应得怎么样"; a tilde or an
-    exclamation after it allowed), or 呢 when no full stop follows ("你呢"; "还没决定呢。" states)."""
+    Chinese question particle or question word: 吗, 如何, 怎么样 not after 不 ("你喜欢那里吗", "小猫适应得怎么样"; a
+    tilde or an exclamation after it allowed; "没什么", "味道不怎么样" state), or 呢 in a short sentence or one with a
+    question word ("你呢", "你打算去哪儿呢"; "还没决定呢" states)."""
     if not text:
         return False
     end = text.rstrip()
-    return end.endswith(("?", "？")) or _ZH_QUESTION_END.search(end) is not None
+    if end.endswith(("?", "？")) or _ZH_QUESTION_END.search(end) is not None:
+        return True
+    end = end.rstrip("~～")
+    if not end.endswith("呢"):
+        return False
+    clause = _ZH_CLAUSE_END.split(end[-40:])[-1]
+    return len(clause) <= 4 or _ZH_QUESTION_WORD.search(clause) is not None
 
 
 def asks_something(text: str) -> bool:
