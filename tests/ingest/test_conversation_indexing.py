@@ -58,6 +58,24 @@ def test_user_turns_take_the_previous_message_and_an_informative_reply_assistant
     assert contexts[3] == ""
 
 
+def test_the_reply_that_carries_content_is_found_past_the_assistants_acknowledgements():
+    # an acknowledgement first, then the informative reply: the reply is still what the user's turn is found by
+    batch = [
+        _line("user", "I switched to rooibos, coffee was wrecking my sleep.", "Sam"),
+        _line("assistant", "Noted!"),
+        _line("assistant", "Rooibos is a nice caffeine-free alternative to coffee."),
+        _line("user", "I also started at Northwind last week.", "Sam"),
+        _line("assistant", "Got it."),
+        _line("user", "It is a data engineering role.", "Sam"),
+        _line("assistant", "Data engineering pays well in London."),
+    ]
+    contexts = index_contexts([], batch, context_messages=1, max_chars=300)
+    assert contexts[0] == "assistant: Rooibos is a nice caffeine-free alternative to coffee."
+    # the next user message ends the search: its reply is not the earlier turn's
+    assert contexts[3] == ""
+    assert contexts[5] == "assistant: Data engineering pays well in London."
+
+
 def test_an_acknowledgement_between_people_is_indexed_alone_and_an_answer_keeps_its_question():
     tail = [_line("user", "I went to a support group yesterday, it was powerful.", "Caroline")]
     batch = [

@@ -16,7 +16,8 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   or ask something, from the other party (an acknowledgement in between is skipped; the walk back stops at the
   speaker's own previous message; an assistant's message is context only when it asks something) (what a reply answers
   is usually in the turn before it, the finding of issue 11) **and** with the assistant's reply that follows it in
-  the same batch when that reply carries content: "I switched to rooibos" is found by "caffeine-free alternative to
+  the same batch when that reply carries content (past the assistant's acknowledgements in between: "Noted!" then
+  the reply): "I switched to rooibos" is found by "caffeine-free alternative to
   coffee" in the reply, and the user's turn, not the reply, owns the match.
 
 What counts as content is :mod:`context_engine.storage.keyword.content_words` (BM25 tokens and numbers, minus
@@ -93,6 +94,18 @@ def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: 
     return found[::-1]
 
 
+def _reply(batch: Sequence[Line], informative: Sequence[bool], offset: int, j: int) -> Line | None:
+    """The assistant's reply to ``batch[j]`` that carries content: the next assistant message in the batch, past
+    the assistant's acknowledgements in between ("Noted!" then "Rooibos is caffeine-free ..."), before any message
+    of another role; ``None`` when there is none."""
+    for k in range(j + 1, len(batch)):
+        if batch[k].role != "assistant":
+            return None
+        if informative[offset + k]:
+            return batch[k]
+    return None
+
+
 def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages: int, max_chars: int) -> list[str]:
     """The context each message of ``batch`` is indexed with (module docstring).
 
@@ -111,9 +124,7 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
     names = {line.speaker for line in (*tail, *batch)} | {line.role for line in (*tail, *batch)}
     history = list(tail)
     history.extend(batch)
-    informative = [
-        _informative(line.text, history[i - 1].text if i else None, names) for i, line in enumerate(history)
-    ]
+    informative = [_informative(line.text, history[i - 1].text if i else None, names) for i, line in enumerate(history)]
     out: list[str] = []
     offset = len(tail)
     for j, line in enumerate(batch):
@@ -122,7 +133,8 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
             out.append("")
             continue
         lines = [m.as_context(max_chars) for m in _answered(history, informative, at, context_messages)]
-        if j + 1 < len(batch) and batch[j + 1].role == "assistant" and informative[at + 1]:
-            lines.append(batch[j + 1].as_context(max_chars))
+        reply = _reply(batch, informative, offset, j)
+        if reply is not None:
+            lines.append(reply.as_context(max_chars))
         out.append("\n".join(lines))
     return out
