@@ -33,6 +33,7 @@ import json
 import random
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -1625,9 +1626,13 @@ def _dump(rows: list[dict]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def _counts(turns: list[dict], qa: list[dict]) -> dict[str, int]:
+def _counts(
+    turns: list[dict], qa: list[dict], acks: Iterable[str] = ACKS, question_marks: tuple[str, ...] = ("?",)
+) -> dict[str, int]:
     """``conversations``, ``sessions``, ``turns``, ``user``, ``assistant`` turns, assistant ``acks`` /
-    ``questions_back`` / ``other_replies``, ``named_conversations``, ``questions`` and ``q:<category>``."""
+    ``questions_back`` / ``other_replies``, ``named_conversations``, ``questions`` and ``q:<category>`` (``acks``:
+    the acknowledgement texts; a question back ends with one of ``question_marks``)."""
+    acks = frozenset(acks)
     assistant = [r["text"] for r in turns if r["role"] == "assistant"]
     out = {
         "conversations": len({r["conv_id"] for r in turns}),
@@ -1636,8 +1641,8 @@ def _counts(turns: list[dict], qa: list[dict]) -> dict[str, int]:
         "turns": len(turns),
         "user": len(turns) - len(assistant),
         "assistant": len(assistant),
-        "acks": sum(1 for t in assistant if t in ACKS),
-        "questions_back": sum(1 for t in assistant if t not in ACKS and t.endswith("?")),
+        "acks": sum(1 for t in assistant if t in acks),
+        "questions_back": sum(1 for t in assistant if t not in acks and t.endswith(question_marks)),
         "questions": len(qa),
     }
     out["other_replies"] = out["assistant"] - out["acks"] - out["questions_back"]
@@ -1647,11 +1652,17 @@ def _counts(turns: list[dict], qa: list[dict]) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT})")
+    return cli(argv, generate, OUT, __doc__.split("\n\n")[0])
+
+
+def cli(argv: list[str] | None, make: Callable[[], tuple[bytes, bytes, dict[str, int]]], out: Path, doc: str) -> int:
+    """The command line of a generator (this one and ``make_agent_dev_zh.py``): write ``turns.jsonl`` and
+    ``qa.jsonl`` made by ``make`` into ``--out`` (default ``out``), or with ``--check`` exit 1 when they differ."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--out", type=Path, default=out, help=f"output folder (default {out})")
     parser.add_argument("--check", action="store_true", help="compare with the files in --out instead of writing")
     args = parser.parse_args(argv)
-    turns, qa, counts = generate()
+    turns, qa, counts = make()
     files = {"turns.jsonl": turns, "qa.jsonl": qa}
     if args.check:
         stale = [n for n, data in files.items() if not (args.out / n).is_file() or (args.out / n).read_bytes() != data]

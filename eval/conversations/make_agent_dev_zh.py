@@ -29,15 +29,14 @@ files in DIR instead of writing; exit 1 when they differ).
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import re
 import sys
 from datetime import datetime
 from pathlib import Path
 
-from make_agent_dev import CATEGORIES, Conversation, Line, S, _dump, _shuffled, _turn, none, q, upd
+from make_agent_dev import CATEGORIES, Conversation, Line, S, _dump, _shuffled, _turn, cli, none, q, upd
+from make_agent_dev import _counts as counts_of
 
 OUT = Path(__file__).resolve().parent / "agent_dev_zh"
 SEED = "agent_dev_zh"
@@ -1008,42 +1007,12 @@ def generate(conversations: tuple[Conversation, ...] = CONVERSATIONS) -> tuple[b
 
 
 def _counts(turns: list[dict], qa: list[dict]) -> dict[str, int]:
-    """``conversations``, ``sessions``, ``turns``, ``user``, ``assistant`` turns, assistant ``acks`` /
-    ``questions_back`` / ``other_replies``, ``named_conversations``, ``questions`` and ``q:<category>``."""
-    assistant = [r["text"] for r in turns if r["role"] == "assistant"]
-    out = {
-        "conversations": len({r["conv_id"] for r in turns}),
-        "named_conversations": len({r["conv_id"] for r in turns if r["role"] == "user" and r["speaker"]}),
-        "sessions": len({(r["conv_id"], r["session"]) for r in turns}),
-        "turns": len(turns),
-        "user": len(turns) - len(assistant),
-        "assistant": len(assistant),
-        "acks": sum(1 for t in assistant if t in ACKS),
-        "questions_back": sum(1 for t in assistant if t not in ACKS and t.endswith(("？", "?"))),
-        "questions": len(qa),
-    }
-    out["other_replies"] = out["assistant"] - out["acks"] - out["questions_back"]
-    for r in qa:
-        out[f"q:{r['category_name']}"] = out.get(f"q:{r['category_name']}", 0) + 1
-    return out
+    """:func:`make_agent_dev._counts` with this set's acknowledgements and question marks."""
+    return counts_of(turns, qa, ACKS, ("？", "?"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT})")
-    parser.add_argument("--check", action="store_true", help="compare with the files in --out instead of writing")
-    args = parser.parse_args(argv)
-    turns, qa, counts = generate()
-    files = {"turns.jsonl": turns, "qa.jsonl": qa}
-    if args.check:
-        stale = [n for n, data in files.items() if not (args.out / n).is_file() or (args.out / n).read_bytes() != data]
-        print(f"{args.out}: " + (f"differs ({', '.join(stale)})" if stale else "up to date"))
-        return 1 if stale else 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (args.out / name).write_bytes(data)
-    print(json.dumps(counts, sort_keys=True))
-    return 0
+    return cli(argv, generate, OUT, __doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":
