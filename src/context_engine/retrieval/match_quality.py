@@ -94,8 +94,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from context_engine.retrieval.scoring import vector_score
-from context_engine.retrieval.speakers import CJK_CHAR as _CJK_CHAR
-from context_engine.retrieval.speakers import is_cjk_name, references, starts_sentence
+from context_engine.retrieval.speakers import cjk_char, is_cjk_name, references, starts_sentence
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
@@ -160,7 +159,7 @@ def _chinese_names(text: str) -> dict[str, bool]:
         word = raw.strip()
         if len(word) < 2:
             continue
-        if _CJK_CHAR.match(word):
+        if cjk_char().match(word):
             kind = proper.get(word)
             if kind is not None and word not in _ZH_ADDRESS_TERMS:
                 names.setdefault(_fold(word), kind == "place")
@@ -185,7 +184,7 @@ def query_names(query: str) -> list[str]:
     Latin words (:func:`_chinese_names`).
     """
     text = unicodedata.normalize("NFKC", query)
-    if _CJK_CHAR.search(text):
+    if cjk_char().search(text):
         return list(_chinese_names(text))
     names: dict[str, None] = {}
     for m in _WORD.finditer(text):
@@ -207,7 +206,7 @@ def descriptor_names(query: str) -> frozenset[str]:
     person (the full penalty). A query holding Chinese: the names jieba's dictionary marks as places (``ns``: "杭州",
     "日本")."""
     text = unicodedata.normalize("NFKC", query)
-    if _CJK_CHAR.search(text):
+    if cjk_char().search(text):
         return frozenset(name for name, place in _chinese_names(text).items() if place)
     words = list(_WORD.finditer(text))
     verdict: dict[str, bool] = {}
@@ -229,7 +228,7 @@ def mentions(text: str, name: str) -> bool:
     part of a Latin word: "我的nas是群晖" mentions nas); a name in CJK characters anywhere (those languages put no
     space between words)."""
     folded = _fold(text)
-    if _CJK_CHAR.search(name):
+    if cjk_char().search(name):
         return name in folded
     at = folded.find(name)
     while at >= 0:
@@ -242,7 +241,7 @@ def mentions(text: str, name: str) -> bool:
 
 def _word_char(c: str) -> bool:
     """A character of a Latin word (``\\w`` less CJK characters)."""
-    return (c.isalnum() or c == "_") and not _CJK_CHAR.match(c)
+    return (c.isalnum() or c == "_") and not cjk_char().match(c)
 
 
 def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
@@ -262,7 +261,7 @@ def speaker_neutral(query: str, speakers: Iterable[str]) -> str | None:
     for m in found:
         end = m.end()
         beside = text[m.start() - 1 : m.start()] + text[end : end + 1]
-        if is_cjk_name(m.group(2)) or _CJK_CHAR.search(beside):  # "林晓的猫叫什么？", "Sam的猫" -> "我的猫 ..."
+        if is_cjk_name(m.group(2)) or cjk_char().search(beside):  # "林晓的猫叫什么？", "Sam的猫" -> "我的猫 ..."
             possessive = bool(m.group(3)) or text[end : end + 1] == "的"
             end += 1 if possessive and not m.group(3) else 0
             parts += [text[at : m.start()], "我的" if possessive else "我"]

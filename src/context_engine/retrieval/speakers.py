@@ -24,9 +24,9 @@ from context_engine.storage.keyword.content_words import asks_something, states_
 
 __all__ = [
     "ASSISTANT",
-    "CJK_CHAR",
     "ROLE_ALIASES",
     "ROLE_SPEAKERS",
+    "cjk_char",
     "SESSION_SEGMENT",
     "message_has_content",
     "message_speaker",
@@ -71,9 +71,19 @@ _CJK_RANGES = (
     (0x20000, 0x3134F),
 )
 _CJK = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
-CJK_CHAR = re.compile(f"[{_CJK}]")
-"""One CJK character (compiled once: a CJK character class takes milliseconds to compile)."""
-_CJK_NAME = re.compile(rf"[{_CJK}·・]+")
+
+
+@functools.cache
+def cjk_char() -> re.Pattern[str]:
+    """The pattern of one CJK character, compiled on first use: a class of this size takes ~4 ms to compile, which
+    a one-shot CLI command that reads no Chinese should not pay."""
+    return re.compile(f"[{_CJK}]")
+
+
+@functools.cache
+def _cjk_name() -> re.Pattern[str]:
+    return re.compile(rf"[{_CJK}·・]+")
+
 
 ROLE_ALIASES: dict[str, str] = {"用户": "user", "使用者": "user", "助手": "assistant", "助理": "assistant"}
 """The Chinese words for the roles a question refers to (an agent asks "用户的猫叫什么名字？")."""
@@ -196,7 +206,7 @@ def _is_cjk(c: str) -> bool:
 
 
 def _has_cjk(text: str) -> bool:
-    return CJK_CHAR.search(text) is not None
+    return cjk_char().search(text) is not None
 
 
 def _word_starts(text: str) -> dict[int, str]:
@@ -209,7 +219,7 @@ def _word_starts(text: str) -> dict[int, str]:
 def is_cjk_name(name: str) -> bool:
     """Whether ``name`` is written in CJK characters only (Chinese, Japanese kana, Korean): such a language puts no
     space between words, so the name has no word boundary to match (:func:`references`)."""
-    return bool(name) and _CJK_NAME.fullmatch(name) is not None
+    return bool(name) and _cjk_name().fullmatch(name) is not None
 
 
 def speaker_of_reference(written: str) -> str:
