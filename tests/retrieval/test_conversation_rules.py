@@ -10,7 +10,7 @@ import pytest
 
 from context_engine.retrieval.current_state import asks_current_state, prefer_latest, supersede
 from context_engine.retrieval.query_transform import QueryTransformer, first_person, without_speakers
-from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
+from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers, refers_to_user
 from context_engine.schema.hits import NodeHit
 
 SESSION = "ctx://user/ann/memories/sessions/s1/"
@@ -257,3 +257,37 @@ def test_supersede_leaves_other_topics_wide_gaps_and_failures_alone():
     near = _statement("000011.md", 0.48, datetime(2023, 11, 1), "I've moved my Oxfam shift to Tuesdays.")
     assert supersede([old, near], broken, same_topic=0.5, margin=0.05) == 0  # skipped, never raised
     assert near.score == 0.48
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Where does she work now?", True),
+        ("What is his dog called?", True),
+        ("Which craft did they try and dislike?", True),
+        ("What does the user drink?", True),
+        ("What is the user's job?", True),
+        ("用户的猫叫什么？", True),
+        ("What user name did I pick?", False),  # "user" without a determiner: no reference to the user
+        ("What theory did the hero use?", False),  # "he" inside a word
+        ("Where is Shelby?", False),
+        ("When is Sam's birthday?", False),
+    ],
+)
+def test_a_reference_to_the_user_without_a_name(query, expected):
+    assert refers_to_user(query) is expected
+
+
+def test_an_echo_by_another_speaker_does_not_supersede_the_statement():
+    said = _statement("000023.md", 0.26, datetime(2024, 3, 1), "Ines: I switched from coffee to matcha.")
+    echo = _statement("000024.md", 0.255, datetime(2024, 3, 1, 0, 1), "assistant: Switching from coffee to matcha!")
+    assert supersede([said, echo], _embed_drinks, same_topic=0.5, margin=0.05) == 0
+    assert echo.score == 0.255 and said.score == 0.26
+    later = _statement("000031.md", 0.25, datetime(2024, 6, 1), "Ines: Back on coffee, matcha was too grassy.")
+    assert supersede([said, echo, later], _embed_drinks, same_topic=0.5, margin=0.05) == 1  # her own: it does
+    assert later.score == pytest.approx(0.2601)
+
+
+def _embed_drinks(texts: list[str]) -> np.ndarray:
+    """Every text on the same topic (one vector): only the speakers tell the statements apart here."""
+    return np.ones((len(texts), 2), dtype=np.float32)

@@ -208,6 +208,17 @@ def test_the_neutral_query_names_only_the_speakers_of_returned_messages():
     assert off.neutral_query("How old is Sam?", [message]) is None
 
 
+def test_the_user_without_a_name_is_put_in_the_first_person_over_messages():
+    message = hit(SESSION + "m1.md", 0.5, abstract="Sam: I take the train to see my parents in Groningen.")
+    memory = hit("ctx://user/alice/memories/m.md", 0.5, abstract="a memory, not a message")
+    assert RATER.neutral_query("Where do his parents live?", [message]) == "Where do my parents live?"
+    assert RATER.neutral_query("What is the user's job?", [message]) == "What is my job?"  # the user is named Sam
+    assert RATER.neutral_query("Where does she work now?", [message]) == "Where does I work now?"
+    assert RATER.neutral_query("用户的父母住在哪里？", [message]) == "我的父母住在哪里?"
+    assert RATER.neutral_query("Where do his parents live?", [memory]) is None  # no message, no speaker label
+    assert RATER.neutral_query("Where is Groningen?", [message]) is None  # no reference to the user
+
+
 def test_the_topic_similarity_decides_none_on_measured_values():
     """agent_dev, calibrated cosines read back by bench/match_quality.py (use-multilingual): "How old is Sam?" is
     never answered in its conversation, yet "Sam: Hi again!" is as close as an answer (0.527) until the name is put

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 
 __all__ = ["CURRENT_MARKERS", "SUPERSEDE_CANDIDATES", "asks_current_state", "prefer_latest", "supersede"]
@@ -97,6 +98,8 @@ def supersede(
     :data:`SUPERSEDE_CANDIDATES` best memory hits of ``hits`` with a time, whenever a newer hit ``b`` scores at most
     ``margin`` below an older hit ``a`` whose abstract's cosine similarity with ``b``'s is at least ``same_topic``,
     ``b.score`` becomes ``a.score + 0.0001`` (capped at 1); repeated until nothing moves. Scores change in place.
+    Conversation messages supersede only messages of their own speaker (``schema.conversation.message_speaker``;
+    memories that are no message have none, and supersede one another).
 
     Args:
         hits: the candidates, scores set.
@@ -120,6 +123,9 @@ def supersede(
     vectors = vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-9)
     similar = vectors @ vectors.T
     times = [(h.occurred_at or h.updated_at).timestamp() for h in ranked]  # type: ignore[union-attr]
+    # a fact is superseded by its owner's later statement, not by another speaker's echo of it ("Switching from
+    # coffee to matcha is a nice change" after "I switched from coffee to matcha")
+    speakers = [message_speaker(h.uri, h.abstract) for h in ranked]
     moved: set[int] = set()
     for _ in range(len(ranked)):
         changed = False
@@ -127,6 +133,7 @@ def supersede(
             for j, newer in enumerate(ranked):
                 if (
                     times[j] > times[i]
+                    and speakers[j] == speakers[i]
                     and similar[i, j] >= same_topic
                     and older.score - margin <= newer.score <= older.score
                 ):

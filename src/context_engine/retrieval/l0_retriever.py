@@ -26,7 +26,14 @@ from context_engine.retrieval.fusion import convex_inputs, rrf, weighted_fusion
 from context_engine.retrieval.query_planner import preferred_types
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, RequestNodes, SearchRun, SeedRound, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of
-from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers
+from context_engine.retrieval.speakers import (
+    is_role,
+    message_has_content,
+    message_speaker,
+    named_speakers,
+    refers_to_user,
+    speaker_of_reference,
+)
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import VectorFilter
@@ -319,7 +326,9 @@ class L0Retriever:
         """Conversation messages among the fused candidates (:mod:`context_engine.retrieval.speakers`): a message
         that carries no content of its own (an acknowledgement, a question back) has its fused score multiplied by
         ``content_free_factor``, so it ranks below the fact it answers; the turns of the speakers the query names
-        get ``speaker_boost`` added (``speakers`` when given, else those ``query`` names; added to ``found``).
+        get ``speaker_boost`` added (``speakers`` when given, else those ``query`` names; added to ``found``); a
+        query that names none of them but refers to the user (``speakers.refers_to_user``: "Where does she work?",
+        "the user") boosts the turns stored with the role ``user`` instead (:meth:`_user_speakers`).
         Re-ranked; unchanged when no candidate is a message."""
         speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
         if not any(speaker_of.values()):
@@ -332,6 +341,9 @@ class L0Retriever:
             named = set(speakers) & names
         else:
             named = named_speakers(query, names)
+        user_reference = False
+        if not named and boost > 0.0 and refers_to_user(query):
+            named, user_reference = self._user_speakers(speaker_of, run), True
         found.update(named)
         adjusted: list[tuple[str, float]] = []
         demoted = 0
@@ -344,8 +356,21 @@ class L0Retriever:
                 v += boost
             adjusted.append((u, v))
         if named or demoted:
-            run.trace.event("seed", "messages", named=sorted(named), content_free=demoted)
+            extra = {"user_reference": True} if user_reference else {}
+            run.trace.event("seed", "messages", named=sorted(named), content_free=demoted, **extra)
         return sorted(adjusted, key=lambda p: (-p[1], p[0]))
+
+    @staticmethod
+    def _user_speakers(speaker_of: dict[str, str | None], run: SearchRun) -> set[str]:
+        """The speakers of the candidate messages stored with the role ``user`` (a query that refers to the user
+        without a name, :func:`~context_engine.retrieval.speakers.refers_to_user`). Messages stored without a
+        speaker are labelled by their role; only a named speaker needs its role read from the metadata."""
+        speakers = {s for s in speaker_of.values() if s}
+        by_role = {s for s in speakers if is_role(s) and speaker_of_reference(s) == "user"}  # "user", "用户"
+        if all(is_role(s) for s in speakers):
+            return by_role
+        roles = run.nodes.roles(u for u, s in speaker_of.items() if s and not is_role(s))
+        return {s for u, s in speaker_of.items() if s and roles.get(u) == "user"} | by_role
 
     @staticmethod
     def _resolve(flt: VectorFilter, uris: list[str], by_uri: dict[str, L0Match], run: SearchRun) -> None:

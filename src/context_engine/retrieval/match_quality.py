@@ -93,8 +93,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from context_engine.retrieval.query_transform import first_person
 from context_engine.retrieval.scoring import vector_score
-from context_engine.retrieval.speakers import cjk_char, is_cjk_name, references, starts_sentence
+from context_engine.retrieval.speakers import cjk_char, is_cjk_name, references, refers_to_user, starts_sentence
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
@@ -341,12 +342,22 @@ class MatchQualityRater:
 
     def neutral_query(self, query: str, hits: Sequence[NodeHit]) -> str | None:
         """The speaker-neutral form of ``query`` (:func:`speaker_neutral` over the speakers of the returned
-        conversation messages among ``hits``), or ``None``: the query names none of them, or
-        ``speaker_neutral_similarity`` is off. The pipeline embeds it and passes its cosines to :meth:`features`."""
+        conversation messages among ``hits``; a query naming none of them that refers to the user, "the user" or
+        a third-person pronoun, ``speakers.refers_to_user``, with that reference in the first person), or ``None``:
+        the query refers to none of them, or ``speaker_neutral_similarity`` is off. The pipeline embeds it and
+        passes its cosines to :meth:`features`."""
         if not self._settings.speaker_neutral_similarity:
             return None
         speakers = {s for h in hits if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
-        return speaker_neutral(query, speakers) if speakers else None
+        if not speakers:
+            return None
+        neutral = speaker_neutral(query, speakers)
+        if neutral is None and refers_to_user(query):
+            # the user without a name ("the user" over a named user's turns, "Where does she work?"): the same
+            # reference in the first person, as the ranking reads it (L0Retriever: the user's turns)
+            text = speaker_neutral(query, ("user",)) or query
+            neutral = first_person(text) or (text if text != query else None)
+        return neutral
 
     def own_text_hits(self, features: MatchFeatures, hits: Sequence[NodeHit]) -> list[NodeHit]:
         """The file hits the own-text check reads (the first ``own_text_hits`` of ``hits``), or ``[]`` when it does

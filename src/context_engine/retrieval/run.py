@@ -52,6 +52,18 @@ class RequestNodes:
         with self._lock:
             return {u: self._rows[u] for u in wanted}
 
+    def roles(self, uris: Iterable[str]) -> dict[str, str]:
+        """The ``role`` a conversation message was stored with (its metadata; ``schema.memory.Message``), by URI, for
+        those of ``uris`` that have one. One ``get_nodes`` read of the full rows (their JSON metadata): only for the
+        rules that need the role (``L0Retriever``'s user reference), never on every search."""
+        records = self._metadata.get_nodes(self._account, list(dict.fromkeys(uris)))
+        out: dict[str, str] = {}
+        for uri, record in records.items():
+            role = (record.metadata or {}).get("role")
+            if isinstance(role, str):
+                out[uri] = role
+        return out
+
     def get(self, uri: str) -> NodeHead | None:
         """The row for ``uri`` if it was fetched and exists."""
         with self._lock:

@@ -9,7 +9,9 @@ context. Neither BM25 nor the embedding separates them, since the name is in alm
 
 :func:`named_speakers` finds the speakers a query names among the candidates' speakers (:func:`references`: whole
 words; ``the user`` names the speaker ``user``); :class:`~context_engine.retrieval.l0_retriever.L0Retriever` then
-adds ``retrieval.seed.speaker_boost`` to the fused score of those speakers' turns.
+adds ``retrieval.seed.speaker_boost`` to the fused score of those speakers' turns. A query that names no speaker but
+refers to the user (:func:`refers_to_user`: "Where does she work?", "the user" over a named user's turns) boosts
+the turns stored with the role ``user``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "is_cjk_name",
     "is_role",
     "references",
+    "refers_to_user",
     "speaker_of_reference",
     "starts_sentence",
 ]
@@ -245,6 +248,25 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
         for key in {speaker_of_reference(written), _fold(written)}:
             out.update(by_fold.get(key, ()))
     return out
+
+
+# Third-person personal pronouns (English): in a question to an agent's memory that names no stored speaker, they stand
+# for the user ("Where does she work now?", "What is his dog called?", "Which craft did they try?").
+_PRONOUN = re.compile(
+    r"(?<![\w'’])(?:he|she|him|her|his|hers|himself|herself|they|them|their|theirs|themselves)(?![\w'’])",
+    re.IGNORECASE,
+)
+
+
+def refers_to_user(query: str) -> bool:
+    """Whether ``query`` refers to the user the memories belong to without naming a speaker: by the role ("the
+    user", "user's", "用户的", :func:`references`) or by a third-person personal pronoun ("Where does she work?").
+
+    An agent asks about its user in the third person, and names them rarely: the user's own turns (role ``user``),
+    not the assistant's echoes and advice, hold the answer. The caller applies this only when the query names no
+    speaker of the candidates (a named speaker says whose turns more precisely: "What did Caroline tell her
+    mother?"). Chinese pronouns (他, 她) are not read: 他们 and 她们 are plural, and jieba's cut decides."""
+    return _PRONOUN.search(query) is not None or bool(references(query, ("user",)))
 
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
