@@ -135,6 +135,8 @@ def test_first_person_rewrite():
     assert first_person("What are the user's kids called?") == "What are my kids called?"
     assert first_person("What is the capital of France?") is None
     assert first_person("Where is the shelter?") is None  # "he" inside a word is not a pronoun
+    assert first_person("她的丈夫从事什么职业？") == "我的丈夫从事什么职业？"
+    assert first_person("他们周末去哪里？") is None  # plural
 
 
 class _Embedder:
@@ -268,6 +270,10 @@ def test_supersede_leaves_other_topics_wide_gaps_and_failures_alone():
         ("What does the user drink?", True),
         ("What is the user's job?", True),
         ("用户的猫叫什么？", True),
+        ("她的丈夫从事什么职业？", True),
+        ("他周末做什么赚外快？", True),
+        ("他们周末去哪里？", False),  # plural
+        ("其他人怎么说？", False),  # 其他: "other"
         ("What user name did I pick?", False),  # "user" without a determiner: no reference to the user
         ("What theory did the hero use?", False),  # "he" inside a word
         ("Where is Shelby?", False),

@@ -215,6 +215,7 @@ def test_the_user_without_a_name_is_put_in_the_first_person_over_messages():
     assert RATER.neutral_query("What is the user's job?", [message]) == "What is my job?"  # the user is named Sam
     assert RATER.neutral_query("Where does she work now?", [message]) == "Where does I work now?"
     assert RATER.neutral_query("用户的父母住在哪里？", [message]) == "我的父母住在哪里?"
+    assert RATER.neutral_query("她的父母住在哪里？", [message]) == "我的父母住在哪里？"
     assert RATER.neutral_query("Where do his parents live?", [memory]) is None  # no message, no speaker label
     assert RATER.neutral_query("Where is Groningen?", [message]) is None  # no reference to the user
 

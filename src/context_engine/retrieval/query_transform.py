@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
-from context_engine.retrieval.speakers import is_role, references
+from context_engine.retrieval.speakers import cjk_pronoun_starts, is_role, references
 from context_engine.storage.protocols import Embedder
 
 __all__ = ["QueryTransformer", "first_person", "without_speakers"]
@@ -77,11 +77,13 @@ def first_person(query: str) -> str | None:
     """``query`` with its third-person references to the user in the first person, or ``None`` when it has none.
 
     Examples: "What does the user drink instead of coffee?" -> "What does I drink instead of coffee?";
-    "Where does she work now?" -> "Where does I work now?".
+    "Where does she work now?" -> "Where does I work now?"; Chinese 他 and 她 as words of their own -> 我.
     """
     out = query
     for pattern, repl in _RULES:
         out = pattern.sub(repl, out)
+    for at in reversed(cjk_pronoun_starts(out)):  # "她的丈夫从事什么职业？" -> "我的丈夫从事什么职业？"
+        out = out[:at] + "我" + out[at + 1 :]
     return out if out != query else None
 
 

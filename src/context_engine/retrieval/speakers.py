@@ -29,6 +29,7 @@ __all__ = [
     "ROLE_ALIASES",
     "ROLE_SPEAKERS",
     "cjk_char",
+    "cjk_pronoun_starts",
     "SESSION_SEGMENT",
     "message_has_content",
     "message_speaker",
@@ -258,15 +259,29 @@ _PRONOUN = re.compile(
 )
 
 
+# The same in Chinese, as words of their own in jieba's cut (not 他们/她们, plural; not 其他, "other").
+_CJK_PRONOUNS = frozenset({"他", "她"})
+
+
 def refers_to_user(query: str) -> bool:
     """Whether ``query`` refers to the user the memories belong to without naming a speaker: by the role ("the
-    user", "user's", "用户的", :func:`references`) or by a third-person personal pronoun ("Where does she work?").
+    user", "user's", "用户的", :func:`references`) or by a third-person personal pronoun ("Where does she work?",
+    "她的丈夫从事什么职业？").
 
     An agent asks about its user in the third person, and names them rarely: the user's own turns (role ``user``),
     not the assistant's echoes and advice, hold the answer. The caller applies this only when the query names no
     speaker of the candidates (a named speaker says whose turns more precisely: "What did Caroline tell her
-    mother?"). Chinese pronouns (他, 她) are not read: 他们 and 她们 are plural, and jieba's cut decides."""
-    return _PRONOUN.search(query) is not None or bool(references(query, ("user",)))
+    mother?")."""
+    text = unicodedata.normalize("NFKC", query)
+    return _PRONOUN.search(text) is not None or bool(references(text, ("user",)) or cjk_pronoun_starts(text))
+
+
+def cjk_pronoun_starts(text: str) -> list[int]:
+    """Where the Chinese third-person pronouns 他 and 她 stand in ``text`` as words of their own (jieba's cut: not
+    他们, 她们, 其他), in order."""
+    if not any(c in text for c in _CJK_PRONOUNS):
+        return []
+    return sorted(at for at, word in _word_starts(text).items() if word in _CJK_PRONOUNS)
 
 
 def message_has_content(abstract: str, speaker: str, names: Iterable[str]) -> bool:
