@@ -290,6 +290,7 @@ def test_openapi_documents_the_memory_routes(client):
         assert op["tags"] == ["memories"]
     schemas = spec["components"]["schemas"]
     message_fields = {"role", "content", "speaker", "name", "type", "timestamp", "metadata"}
+    message_fields |= {"tool_calls", "tool_call_id"}  # OpenAI's, listed for the schema's readers
     assert set(schemas["MessageIn"]["properties"]) == message_fields
     assert schemas["AddMemoryRequest"]["properties"]["policy"]["anyOf"][0]["enum"] == ["skip", "keep", "replace"]
     params = {p["name"] for p in paths["/api/v1/memories"]["get"]["parameters"]}

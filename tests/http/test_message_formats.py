@@ -1,6 +1,6 @@
 """add_messages over HTTP in the formats agents already hold (issue 29 item 3): OpenAI chat messages (``name``, content
-parts) and LangChain's message dicts (``type`` human/ai, the ``messages_to_dict`` form) are stored with the right role
-and speaker; an unknown field is still refused."""
+parts, tool calls and tool results, the SDK's response message) and LangChain's message dicts (``type`` human/ai, the
+``messages_to_dict`` form) are stored with the right role and speaker; an unknown field is still refused."""
 
 from __future__ import annotations
 
@@ -52,6 +52,44 @@ def test_an_unknown_role_or_field_is_still_refused(client, tenants):
     bad_role = {"conversation_id": "x", "messages": [{"role": "narrator", "content": "Once upon a time."}]}
     r = client.post("/api/v1/memories/messages", json=bad_role, headers=tenants.alice)
     assert r.status_code == 400 and r.json()["code"] == "WRT-4002", r.text
-    bad_field = {"conversation_id": "x", "messages": [{"role": "user", "content": "x", "tool_calls": []}]}
+    bad_field = {"conversation_id": "x", "messages": [{"role": "user", "content": "x", "tool_call": []}]}
     r = client.post("/api/v1/memories/messages", json=bad_field, headers=tenants.alice)
     assert r.status_code in (400, 422) and r.json()["code"] in ("WRT-4002", "RET-4001"), r.text
+
+
+def test_openai_tool_calls_tool_results_and_the_sdk_dump_are_stored(client, tenants):
+    call = {"id": "call_1", "type": "function", "function": {"name": "restaurant_search", "arguments": "{}"}}
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"results": []}'},
+        {
+            "content": "Nothing open nearby.",
+            "refusal": None,
+            "role": "assistant",
+            "annotations": [],
+            "audio": None,
+            "function_call": None,
+            "tool_calls": None,
+        },
+    ]
+    r = client.post(
+        "/api/v1/memories/messages", json={"conversation_id": "tc", "messages": messages}, headers=tenants.alice
+    )
+    assert r.status_code == 200, r.text
+    uris = [item["uri"] for item in r.json()["items"]]
+    assert [_stored(client, tenants.alice, u) for u in uris] == [
+        ("assistant", "assistant", "restaurant_search({})"),
+        ("tool", "tool", '{"results": []}'),
+        ("assistant", "assistant", "Nothing open nearby."),
+    ]
+    metadata = client.get("/api/v1/memories/item", params={"uri": uris[1]}, headers=tenants.alice).json()["metadata"]
+    assert metadata["tool_call_id"] == "call_1"
+
+
+def test_metadata_that_contradicts_the_message_is_refused_naming_the_key(client, tenants):
+    message = {"role": "tool", "tool_call_id": "call_1", "content": "ok", "metadata": {"tool_call_id": "call_9"}}
+    r = client.post(
+        "/api/v1/memories/messages", json={"conversation_id": "tc", "messages": [message]}, headers=tenants.alice
+    )
+    assert r.status_code in (400, 422) and r.json()["code"] == "WRT-4002", r.text
+    assert "tool_call_id" in r.text

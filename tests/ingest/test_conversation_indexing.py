@@ -120,3 +120,60 @@ def test_an_acknowledgement_is_skipped_but_the_speakers_own_earlier_turn_is_no_c
         _line("user", "I ride my bike to the office on Tuesdays.", "Sam"),
     ]
     assert index_contexts([], agent, 1, 300)[2] == ""
+
+
+SYSTEM = "You are Compass, a personal assistant. Remember the user's preferences and partner's needs."
+
+
+def test_system_and_tool_messages_are_indexed_alone_and_never_a_user_messages_context():
+    # a system prompt repeated mid-conversation and a tool result: indexed with the user's turn before them they
+    # carried its words ("partner Wiremu") and outranked it; before a user's turn they are not what it answers
+    batch = [
+        _line("system", SYSTEM),
+        _line("user", "My partner Wiremu is gluten-intolerant, keep that in mind.", "Aroha"),
+        _line("system", SYSTEM),
+        _line("tool", '{"forecast": "light snow in Queenstown on Saturday"}', "get_weather"),
+        _line("user", "We are heading to Coronet Peak this weekend.", "Aroha"),
+    ]
+    contexts = index_contexts([], batch, context_messages=2, max_chars=300)
+    assert contexts[0] == contexts[2] == contexts[3] == ""
+    assert contexts[1] == "" and contexts[4] == ""  # the walk back passes them and stops at Aroha's own turn
+
+
+def test_another_speakers_user_message_and_the_assistants_question_are_still_context_past_a_tool_result():
+    batch = [
+        _line("user", "I went to a support group yesterday, it was powerful.", "Caroline"),
+        _line("tool", '{"events": ["support group, Tuesday 7pm"]}', "calendar"),
+        _line("system", SYSTEM),
+        _line("user", "I went to one in Boston last year, the speakers were great.", "Melanie"),
+        _line("assistant", "Did you find the group on your own?"),
+        Line("assistant", "assistant", 'search_groups({"city": "Boston?"})', tool_call=True),
+        _line("user", "Yes, through a friend.", "Melanie"),
+    ]
+    contexts = index_contexts([], batch, context_messages=1, max_chars=300)
+    assert contexts[3].split("\n") == [
+        "Caroline: I went to a support group yesterday, it was powerful.",
+        "assistant: Did you find the group on your own?",  # its reply, past nothing here
+    ]
+    assert contexts[6] == "assistant: Did you find the group on your own?"  # the answer is read with the question
+
+
+def test_the_reply_is_found_past_a_tool_call_and_its_result_and_not_past_the_next_user_message():
+    call = Line("assistant", "assistant", 'restaurant_search({"area": "Queenstown", "diet": "vegan"})', tool_call=True)
+    batch = [
+        _line("user", "Find me a vegan restaurant in Queenstown for Friday.", "Aroha"),
+        call,
+        _line("tool", '{"results": [{"name": "Kiln & Clover", "rating": 4.6}]}', "restaurant_search"),
+        _line("system", SYSTEM),
+        _line("assistant", "Noted!"),
+        _line("assistant", "Kiln & Clover is fully vegan and rated 4.6."),
+        _line("user", "I've been vegan for six years.", "Aroha"),
+        call,
+        _line("tool", '{"results": []}', "restaurant_search"),
+        _line("user", "Also, book it for three people.", "Aroha"),
+    ]
+    contexts = index_contexts([], batch, context_messages=1, max_chars=300)
+    assert contexts[0] == "assistant: Kiln & Clover is fully vegan and rated 4.6."
+    assert contexts[1] == contexts[2] == contexts[5] == ""
+    # a tool call is not the reply, and the next user message ends the search
+    assert contexts[6] == ""

@@ -1,6 +1,7 @@
-"""Message formats (issue 29 item 3): OpenAI chat messages (``name``, content parts, ``developer``), the Responses API's
-input items, and LangChain's messages (``human``/``ai`` types, the ``messages_to_dict`` form, message objects) map
-onto our ``Message`` fields; the mapping is one function used by every entry point."""
+"""Message formats (issue 29 item 3): OpenAI chat messages (``name``, content parts, ``developer``, tool calls and tool
+results, the SDK's response message), the Responses API's input items, and LangChain's messages (``human``/``ai``
+types, the ``messages_to_dict`` form, message objects) map onto our ``Message`` fields; the mapping is one function
+used by every entry point."""
 
 from __future__ import annotations
 
@@ -17,8 +18,14 @@ from context_engine.schema.memory import Message, message_fields
         ({"role": "user", "name": "Sam", "content": "I moved to Lisbon."}, "user", "Sam", "I moved to Lisbon."),
         ({"role": "user", "name": "Sam", "speaker": "Samuel", "content": "x y"}, "user", "Samuel", "x y"),
         (
-            {"role": "user", "content": [{"type": "text", "text": "I moved"}, {"type": "image_url", "image_url": {}},
-                                         {"type": "text", "text": "to Lisbon."}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "I moved"},
+                    {"type": "image_url", "image_url": {}},
+                    {"type": "text", "text": "to Lisbon."},
+                ],
+            },
             "user",
             None,
             "I moved\nto Lisbon.",
@@ -60,8 +67,12 @@ def test_langchain_message_objects_are_read_by_their_type_content_and_name():
 @pytest.mark.parametrize(
     "raw",
     [
-        {"role": "user", "content": "x", "tool_calls": []},  # a field with no place in a memory is refused at top level
+        {"role": "user", "content": "x", "tool_call": []},  # a field with no place in a memory is refused at top level
         {"role": "user", "contnet": "typo"},
+        {"role": "assistant", "content": "x", "tool_calls": [], "refusals": None},  # a typo beside OpenAI's fields
+        # an OpenAI field on a role that never carries it is no OpenAI message: refused, not dropped
+        {"role": "user", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "assistant", "content": "x", "tool_call_id": "call_1"},
         {"type": "human", "role": "user", "content": "both"},  # type is the role only when role is absent
     ],
 )
@@ -73,3 +84,107 @@ def test_unknown_fields_are_still_refused(raw):
 def test_other_values_pass_through_for_validation_to_refuse():
     assert message_fields("text") == "text"
     assert message_fields(None) is None
+
+
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "restaurant_search", "arguments": '{"area": "Queenstown"}'},
+}
+
+
+def test_an_assistant_tool_call_without_content_is_its_calls_one_line_each():
+    second = {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    msg = Message.model_validate({"role": "assistant", "content": None, "tool_calls": [CALL, second]})
+    assert msg.content == 'restaurant_search({"area": "Queenstown"})\nget_weather({})'
+    assert msg.metadata == {"tool_calls": ["restaurant_search", "get_weather"]}
+
+
+def test_tool_calls_follow_the_text_and_merge_with_the_callers_metadata():
+    raw = {"role": "assistant", "content": "Let me look.", "tool_calls": [CALL], "metadata": {"turn": 3}}
+    msg = Message.model_validate(raw)
+    assert msg.content == 'Let me look.\nrestaurant_search({"area": "Queenstown"})'
+    assert msg.metadata == {"turn": 3, "tool_calls": ["restaurant_search"]}
+    assert raw["metadata"] == {"turn": 3}  # the caller's dict is not changed
+
+
+def test_legacy_function_call_and_custom_tool_calls_are_rendered_too():
+    legacy = {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": '{"q": 1}'}}
+    custom = {
+        "role": "assistant",
+        "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "sql", "input": "x"}}],
+    }
+    assert Message.model_validate(legacy).content == 'lookup({"q": 1})'
+    assert Message.model_validate(custom).model_dump(include={"content", "metadata"}) == {
+        "content": "sql(x)",
+        "metadata": {"tool_calls": ["sql"]},
+    }
+
+
+def test_a_tool_result_keeps_its_tool_call_id_in_metadata():
+    msg = Message.model_validate({"role": "tool", "tool_call_id": "call_1", "content": '{"results": []}'})
+    assert (msg.role, msg.speaker, msg.content) == ("tool", None, '{"results": []}')
+    assert msg.metadata == {"tool_call_id": "call_1"}
+
+
+def test_the_sdk_response_message_dump_is_accepted_and_its_empty_fields_dropped():
+    # ChatCompletionMessage.model_dump() (openai 1.x): every field present, most of them null or empty
+    dump = {
+        "content": None,
+        "refusal": None,
+        "role": "assistant",
+        "annotations": [],
+        "audio": None,
+        "function_call": None,
+        "tool_calls": [CALL],
+    }
+    msg = Message.model_validate(dump)
+    assert msg.content == 'restaurant_search({"area": "Queenstown"})'
+    assert msg.metadata == {"tool_calls": ["restaurant_search"]}
+    text = dict(dump, content="Kiln & Clover is vegan.", tool_calls=None)
+    assert Message.model_validate(text).model_dump(include={"content", "metadata"}) == {
+        "content": "Kiln & Clover is vegan.",
+        "metadata": None,
+    }
+
+
+def test_a_refusal_or_an_audio_transcript_is_the_text_when_there_is_no_content():
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that.", "annotations": None}
+    assert Message.model_validate(refusal).content == "I can't help with that."
+    audio = {"role": "assistant", "content": None, "audio": {"id": "a1", "data": "UklGR...", "transcript": "Hello."}}
+    assert Message.model_validate(audio).content == "Hello."
+    # citations point into the text that is kept: dropped, whatever they hold
+    cited = {
+        "role": "assistant",
+        "content": "See the docs.",
+        "annotations": [{"type": "url_citation", "url_citation": {}}],
+    }
+    assert Message.model_validate(cited).content == "See the docs."
+
+
+def test_metadata_that_contradicts_the_message_is_refused_and_the_same_value_is_fine():
+    same = {"role": "tool", "tool_call_id": "call_1", "content": "ok", "metadata": {"tool_call_id": "call_1"}}
+    assert Message.model_validate(same).metadata == {"tool_call_id": "call_1"}
+    with pytest.raises(ValidationError, match="metadata key 'tool_call_id' holds 'other'"):
+        Message.model_validate(dict(same, metadata={"tool_call_id": "other"}))
+    with pytest.raises(ValidationError, match="metadata key 'tool_calls'"):
+        Message.model_validate({"role": "assistant", "tool_calls": [CALL], "metadata": {"tool_calls": "mine"}})
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {}}]},
+        {"role": "assistant", "content": None, "tool_calls": "restaurant_search"},
+        {"role": "tool", "tool_call_id": 7, "content": "ok"},
+    ],
+)
+def test_malformed_tool_calls_are_refused(raw):
+    with pytest.raises(ValidationError):
+        Message.model_validate(raw)
+
+
+def test_mapping_is_idempotent_for_openai_messages():
+    raw = {"role": "assistant", "content": None, "tool_calls": [CALL], "refusal": None, "metadata": {"turn": 1}}
+    once = message_fields(raw)
+    assert message_fields(once) == once

@@ -104,6 +104,9 @@ class MessageIn(_Request):
     type: str | None = Field(None, description="LangChain's message type (human, ai, system, tool): the role.")
     timestamp: Timestamp | None = Field(None, description="When it was said: ISO 8601 or Unix seconds.")
     metadata: dict[str, Any] | None = Field(None, description="A JSON object kept with the message.")
+    # listed for the schema's readers (OpenAPI, MCP): message_fields has already taken them into content/metadata
+    tool_calls: list[dict[str, Any]] | None = Field(None, description="OpenAI tool calls: added to the text.")
+    tool_call_id: str | None = Field(None, description="OpenAI: kept in metadata.")
 
     @model_validator(mode="before")
     @classmethod

@@ -11,17 +11,24 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   the previous message they would carry the fact's words on a shorter text and win; indexed alone they match only
   what they say. They are stored and readable like every message.
   A message that answers a question ("Yes!") is read with that question and keeps its context.
-* **An assistant message never borrows the user's words.** It is indexed with no context: what it adds is its own.
-* **Every other message** is indexed with the ``memory.context_messages`` messages before it that carry content
-  or ask something, from the other party (an acknowledgement in between is skipped; the walk back stops at the
-  speaker's own previous message; an assistant's message is context only when it asks something) (what a reply answers
-  is usually in the turn before it, the finding of issue 11) **and** with the assistant's reply that follows it in
-  the same batch when that reply carries content (past the assistant's acknowledgements in between: "Noted!" then
-  the reply): "I switched to rooibos" is found by "caffeine-free alternative to
-  coffee" in the reply, and the user's turn, not the reply, owns the match.
+* **A message whose role is not ``user`` never borrows another message's words.** An assistant, system or tool
+  message is indexed with no context: what it adds is its own. (A system prompt repeated mid-conversation or a tool
+  result indexed with the user's turn before it carried the user's words on another text and outranked the user's
+  statement: "What is the name of her partner?" found the system prompt indexed with "my partner Wiremu ...".)
+* **A user's message** is indexed with the ``memory.context_messages`` messages before it that it may answer:
+  another speaker's ``user`` message that carries content or asks something, or an assistant's question (an
+  acknowledgement, an assistant's statement or tool call, a system or tool message in between is skipped; the walk
+  back stops at the speaker's own previous message) (what a reply answers is usually in the turn before it, the
+  finding of issue 11) **and** with the assistant's reply that follows it in the same batch when that reply carries
+  content (past the assistant's acknowledgements, its tool calls, tool results and system messages in between:
+  "Noted!" then the reply, or a call, its result, then the reply; the next user message ends the search):
+  "I switched to rooibos" is found by "caffeine-free alternative to coffee" in the reply, and the user's turn, not
+  the reply, owns the match.
 
-What counts as content is :mod:`context_engine.storage.keyword.content_words` (BM25 tokens and numbers, minus
-phatic and function words).
+Whether a message carries content is judged against the conversational message before it (a user's or an
+assistant's, not a tool call, a tool result or a system prompt: machine text the user never said). What counts as
+content is :mod:`context_engine.storage.keyword.content_words` (BM25 tokens and numbers, minus phatic and function
+words).
 """
 
 from __future__ import annotations
@@ -53,11 +60,18 @@ ANSWER_WORDS: frozenset[str] = frozenset(
 @dataclass(frozen=True, slots=True)
 class Line:
     """One message as the indexer sees it: ``role`` (``user``, ``assistant``, ``system``, ``tool``), the speaker
-    shown in its L0 (the role when none was given), and its text (whitespace-collapsed)."""
+    shown in its L0 (the role when none was given), its text (whitespace-collapsed), and ``tool_call``: an
+    assistant's message that calls tools (``tool_calls`` in its metadata; schema/memory.py ``message_fields``)."""
 
     role: str
     speaker: str
     text: str
+    tool_call: bool = False
+
+    @property
+    def conversational(self) -> bool:
+        """Said by the user or the assistant to the other: not a system prompt, a tool result or a tool call."""
+        return self.role in ("user", "assistant") and not self.tool_call
 
     def as_context(self, max_chars: int) -> str:
         """``speaker: text`` cut at ``max_chars`` characters of text: one line of another message's context."""
@@ -75,18 +89,20 @@ def _informative(text: str, previous: str | None, names: Iterable[str]) -> bool:
 
 def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: int) -> list[Line]:
     """Up to ``k`` messages before ``history[at]`` that it may answer, oldest first: walking back, an
-    acknowledgement in between ("Noted!") is skipped, and the walk stops at the speaker's own previous message
-    (what one answers is what the other party said, not one's own earlier, usually unrelated, statement); an
-    assistant's message counts only when it asks something."""
+    acknowledgement in between ("Noted!"), a system or tool message and an assistant's tool call are skipped, and
+    the walk stops at the speaker's own previous message (what one answers is what the other party said, not one's
+    own earlier, usually unrelated, statement); an assistant's message counts only when it asks something."""
     speaker = history[at].speaker
     found: list[Line] = []
     for i in range(at - 1, -1, -1):
         if len(found) == k:
             break
         m = history[i]
+        if not m.conversational:  # nothing the user answers: a prompt, a tool's output, the call that asked for it
+            continue
         asks = is_question(m.text)
         # an assistant's statement is not what a later turn answers (its question is); nor is an acknowledgement
-        if not asks and (m.role == "assistant" or not informative[i]):
+        if not asks and (m.role != "user" or not informative[i]):
             continue
         if m.speaker == speaker:
             break
@@ -95,14 +111,16 @@ def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: 
 
 
 def _reply(batch: Sequence[Line], informative: Sequence[bool], offset: int, j: int) -> Line | None:
-    """The assistant's reply to ``batch[j]`` that carries content: the next assistant message in the batch, past
-    the assistant's acknowledgements in between ("Noted!" then "Rooibos is caffeine-free ..."), before any message
-    of another role; ``None`` when there is none."""
+    """The assistant's reply to ``batch[j]`` that carries content: the next assistant message in the batch that is
+    not a tool call, past the assistant's acknowledgements ("Noted!" then "Rooibos is caffeine-free ..."), its tool
+    calls, tool results and system messages in between, before the next user message; ``None`` when there is
+    none."""
     for k in range(j + 1, len(batch)):
-        if batch[k].role != "assistant":
+        line = batch[k]
+        if line.role == "user":
             return None
-        if informative[offset + k]:
-            return batch[k]
+        if line.conversational and informative[offset + k]:
+            return line
     return None
 
 
@@ -124,12 +142,17 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
     names = {line.speaker for line in (*tail, *batch)} | {line.role for line in (*tail, *batch)}
     history = list(tail)
     history.extend(batch)
-    informative = [_informative(line.text, history[i - 1].text if i else None, names) for i, line in enumerate(history)]
+    informative = []
+    previous: str | None = None  # the last conversational message's text: a tool's output is no one's words
+    for line in history:
+        informative.append(_informative(line.text, previous, names))
+        if line.conversational:
+            previous = line.text
     out: list[str] = []
     offset = len(tail)
     for j, line in enumerate(batch):
         at = offset + j
-        if line.role == "assistant" or not informative[at]:
+        if line.role != "user" or not informative[at]:
             out.append("")
             continue
         lines = [m.as_context(max_chars) for m in _answered(history, informative, at, context_messages)]

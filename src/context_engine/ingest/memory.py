@@ -10,10 +10,13 @@ metadata transaction, with one directory-summary refresh per batch.
   URI segment ``sessions`` and the metadata key ``session_id`` keep their first names: schema/renames.py). Its L0 is
   ``"<speaker>: <content>"`` (whole up to ``memory.l0_max_chars``, else
   :func:`~context_engine.ingest.memory_abstract.memory_abstract`); role, speaker, conversation and timestamp go into
-  its metadata and the timestamp into ``occurred_at``. What a message is indexed with
-  (embedding input and BM25 text, never shown) is role-aware (:mod:`context_engine.ingest.conversation`): a user
-  turn with the ``memory.context_messages`` messages before it and the assistant's reply after it; an assistant
-  turn, an acknowledgement or a question back alone. Messages are events, so they are never deduplicated.
+  its metadata (:data:`_ENGINE_KEYS`, beside an OpenAI message's ``tool_calls`` / ``tool_call_id``:
+  schema/memory.py ``message_fields``) and the timestamp into ``occurred_at``. The caller's metadata is merged, never
+  overwritten: a key the engine sets that the caller's metadata already holds with another value is ``WRT-4002``.
+  What a message is indexed with (embedding input and BM25 text, never shown) is role-aware
+  (:mod:`context_engine.ingest.conversation`): a user turn with the ``memory.context_messages`` messages before it
+  and the assistant's reply after it; an assistant, system or tool message, an acknowledgement or a question back
+  alone. Messages are events, so they are never deduplicated.
   Cost per message is constant: the session's tail is read with one indexed query, and directory summaries read a
   bounded window of children.
 * ``add_memories(items)``: each item is stored like ``add_memory``. The same normalised text (NFKC, case-folded,
@@ -75,6 +78,7 @@ _SEQ_DIGITS = 6
 _TAIL_EXTRA = 2
 _SPEAKER_MAX_CHARS = 128
 _METADATA_KEY_MAX_CHARS = 64
+#: Metadata keys the engine sets from a message's fields (``session_id`` is the conversation's stored key)
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
 _DUPLICATE_CANDIDATES = 8  # stored memories tried as near-duplicates of one item (siblings that differ in specifics)
 
@@ -123,6 +127,21 @@ def _slug(text: str, max_len: int = 48) -> str:
     words = re.findall(r"\w+", norm.lower())
     slug = "-".join(words)[:max_len].strip("-") or "memory"
     return f"{slug}-{hashlib.sha256(normalise_memory_text(text).encode()).hexdigest()[:8]}"
+
+
+def _line(metadata: dict[str, Any] | None, speaker: str, text: str) -> Line:
+    """A message as the indexer sees it (:class:`~context_engine.ingest.conversation.Line`) from its metadata:
+    its role, and whether it is an assistant's tool call (``tool_calls`` in its metadata)."""
+    md = metadata or {}
+    role = str(md.get("role", "user"))
+    return Line(role, speaker, collapse_whitespace(text), tool_call=role == "assistant" and bool(md.get("tool_calls")))
+
+
+def _same_instant(value: Any, occurred_at: datetime | None) -> bool:
+    try:
+        return occurred_at is not None and parse_timestamp(value) == occurred_at
+    except (ValueError, OverflowError, OSError):
+        return False
 
 
 def _error(code: ErrorCode, message: str, index: int | None = None, **details: Any) -> ContextEngineError:
@@ -203,9 +222,7 @@ class MemoryWriter:
         # Numbers are reserved atomically (a counter in the metadata database), so concurrent writers to one session
         # never take the same URI; each message's context is the session's tail as this writer saw it.
         start = self._metadata.reserve_sequence(account_id, str(session_dir), len(parsed), floor)
-        lines = [
-            Line(str((p.metadata or {}).get("role", "user")), p.speaker, collapse_whitespace(p.text)) for p in parsed
-        ]
+        lines = [_line(p.metadata, p.speaker, p.text) for p in parsed]
         contexts = index_contexts(tail, lines, self._settings.context_messages, self._settings.context_max_chars)
         docs: list[SourceDoc] = []
         for offset, (p, context) in enumerate(zip(parsed, contexts, strict=True)):
@@ -246,7 +263,10 @@ class MemoryWriter:
             ) from err
 
     def _message(self, index: int, raw: Message | dict[str, Any], conversation_id: str) -> _Prepared:
-        raw = message_fields(raw)  # OpenAI and LangChain formats (schema/memory.py)
+        try:
+            raw = message_fields(raw)  # OpenAI and LangChain formats (schema/memory.py)
+        except ValueError as err:  # a malformed tool call, or metadata that contradicts the message
+            raise _error(ErrorCode.REQUEST_INVALID, f"not a message: {err}", index) from err
         if isinstance(raw, dict) and (raw.get("content") is None or raw.get("content") == ""):
             raise _error(ErrorCode.CONTENT_INVALID, "the message has no content", index, field="content")
         try:
@@ -268,9 +288,23 @@ class MemoryWriter:
         occurred_at = self._timestamp(index, msg.timestamp)
         metadata = dict(self._metadata_object(index, msg.metadata) or {})
         # the conversation under its stored key, session_id (existing homes are read as they are)
-        metadata.update(role=msg.role, speaker=speaker, session_id=conversation_id.strip())
-        if occurred_at is not None:
-            metadata["timestamp"] = occurred_at.isoformat()
+        stamp = occurred_at.isoformat() if occurred_at is not None else None
+        values = (msg.role, speaker, conversation_id.strip(), stamp)
+        engine = {k: v for k, v in zip(_ENGINE_KEYS, values, strict=True) if v is not None}
+        for key, value in engine.items():
+            # the caller's value is never overwritten silently; the same value (a stored message's metadata given
+            # back, a timestamp written another way) is fine
+            if key not in metadata or metadata[key] == value:
+                continue
+            if key != "timestamp" or not _same_instant(metadata[key], occurred_at):
+                raise _error(
+                    ErrorCode.REQUEST_INVALID,
+                    f"metadata key {key!r} holds {str(metadata[key])[:60]!r}, but the engine sets it from the "
+                    f"message to {value!r}; drop the key from metadata or give the same value",
+                    index,
+                    field="metadata",
+                )
+        metadata.update(engine)
         self._check_metadata_size(index, metadata)
         abstract = message_abstract(speaker, text, self._settings.l0_max_chars)
         return _Prepared(text, abstract, occurred_at, metadata, speaker)
@@ -292,8 +326,7 @@ class MemoryWriter:
         lines = []
         for node in [n for n in sample if not n.is_dir][-window:]:
             body = self._content.read_level(account_id, node.uri, Level.L2) or ""
-            md = node.metadata or {}
-            lines.append(Line(str(md.get("role", "user")), md.get("speaker") or node.title, collapse_whitespace(body)))
+            lines.append(_line(node.metadata, (node.metadata or {}).get("speaker") or node.title, body))
         return start, lines
 
     # ------------------------------------------------------------------------------------------------ memories

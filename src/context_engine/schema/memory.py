@@ -7,12 +7,15 @@ given by the caller: a message's timestamp), a small JSON ``metadata`` object an
 
 A conversation message becomes one memory under ``.../memories/sessions/<conversation_id>/<seq>.md`` (``seq`` is a
 zero-padded, per-conversation counter), with ``role``, ``speaker``, ``timestamp`` and the conversation (the stored key
-``session_id``: the storage keeps its first name, schema/renames.py) kept in its metadata.
+``session_id``: the storage keeps its first name, schema/renames.py) kept in its metadata. An OpenAI assistant
+message's tool calls are rendered into its text and their names kept under ``tool_calls``, a tool result's
+``tool_call_id`` under ``tool_call_id`` (:func:`message_fields`).
 Pure data: validation of sizes against settings happens in the service.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -97,22 +100,145 @@ def _content_text(content: Any) -> Any:
     return "\n".join(t for t in texts if t.strip())
 
 
+#: Fields of an OpenAI Chat Completions response message (``choices[0].message.model_dump()``) that a memory keeps
+#: nothing of: citations into the text that is kept, and the audio whose transcript is used when there is no text.
+_OPENAI_DROPPED = ("annotations", "audio")
+#: The OpenAI fields :func:`message_fields` reads, and the one role that may carry each when not null or empty
+#: (elsewhere such a value is left in place, for validation to refuse as an unknown field).
+_OPENAI_FIELDS: dict[str, str] = {
+    "tool_calls": "assistant",
+    "function_call": "assistant",
+    "refusal": "assistant",
+    "tool_call_id": "tool",
+    **dict.fromkeys(_OPENAI_DROPPED, "assistant"),
+}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def _call_line(call: Any) -> tuple[str, str]:
+    """One tool call as ``(name, "name(arguments)")``: a Chat Completions tool call (``{"type": "function",
+    "function": {"name", "arguments"}}`` or ``{"type": "custom", "custom": {"name", "input"}}``), the legacy
+    ``function_call`` (``{"name", "arguments"}``) or a flat ``{"name", "args"}``; arguments are kept as given
+    (OpenAI sends JSON text), an object is written as compact JSON.
+
+    Raises:
+        ValueError: a call that is not an object or has no function name.
+    """
+    if not isinstance(call, dict):
+        raise ValueError("a tool call must be an object ({'function': {'name': ..., 'arguments': ...}})")
+    nested = call.get(call.get("type") or "function")
+    body = nested if isinstance(nested, dict) else call
+    name = body.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("a tool call needs a function name ({'function': {'name': ..., 'arguments': ...}})")
+    args = body.get("arguments", body.get("input", body.get("args", "")))
+    if not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
+    return name.strip(), f"{name.strip()}({args})"
+
+
+def _openai_fields(out: dict[str, Any]) -> None:
+    """Read an OpenAI message's ``tool_calls``, ``function_call``, ``refusal``, ``tool_call_id``, ``annotations`` and
+    ``audio`` into ``out`` in place (:func:`message_fields`). A null or empty one is dropped whatever the role.
+
+    Raises:
+        ValueError: a malformed tool call, a ``tool_call_id`` that is not text, or metadata that already holds
+            ``tool_calls`` / ``tool_call_id`` with another value.
+    """
+    for key in [k for k in _OPENAI_FIELDS if k in out and _empty(out[k])]:
+        del out[key]
+    role = out.get("role")
+    taken = {k: out.pop(k) for k in list(_OPENAI_FIELDS) if k in out and _OPENAI_FIELDS[k] == role}
+    if not taken:
+        return
+    text, names = _openai_text(out.get("content"), taken)
+    if text is not None or "content" in out:
+        out["content"] = text
+    derived: dict[str, Any] = {"tool_calls": names} if names else {}
+    if "tool_call_id" in taken:
+        if not isinstance(taken["tool_call_id"], str):
+            raise ValueError("tool_call_id must be text")
+        derived["tool_call_id"] = taken["tool_call_id"]
+    if derived:
+        out["metadata"] = _merged(out.get("metadata"), derived)
+
+
+def _openai_text(text: Any, taken: dict[str, Any]) -> tuple[Any, list[str]]:
+    """An assistant message's text and the names of the functions it calls: its ``content``, else its ``refusal``,
+    else its audio's transcript (the SDK sends content null beside them), then one ``name(arguments)`` line per call
+    (content that is not text is returned as is, for validation to refuse)."""
+    empty = text is None or (isinstance(text, str) and not text.strip())
+    audio = taken.get("audio")
+    for alternative in (taken.get("refusal"), audio.get("transcript") if isinstance(audio, dict) else None):
+        if empty and isinstance(alternative, str) and alternative.strip():
+            text, empty = alternative, False
+    calls = taken.get("tool_calls", [])
+    if not isinstance(calls, list):
+        raise ValueError("tool_calls must be a list of tool calls")
+    if "function_call" in taken:
+        calls = [*calls, taken["function_call"]]
+    named = [_call_line(c) for c in calls]
+    lines = [line for _, line in named]
+    if lines and empty:
+        text = "\n".join(lines)  # no text: the calls are what the message says
+    elif lines and isinstance(text, str):
+        text = "\n".join([text, *lines])
+    return text, [name for name, _ in named]
+
+
+def _merged(metadata: Any, derived: dict[str, Any]) -> Any:
+    """The caller's ``metadata`` with ``derived`` added, never overwritten; metadata that is not an object is
+    returned as is, for validation to refuse with its own error.
+
+    Raises:
+        ValueError: a key of ``derived`` that ``metadata`` holds with another value.
+    """
+    if metadata is None:
+        return derived
+    if not isinstance(metadata, dict):
+        return metadata
+    for key, value in derived.items():
+        if key in metadata and metadata[key] != value:
+            raise ValueError(
+                f"metadata key {key!r} holds {str(metadata[key])[:60]!r}, but the message's {key} gives "
+                f"{str(value)[:60]!r}; drop the key from metadata or give the same value"
+            )
+    return {**metadata, **derived}
+
+
 def message_fields(raw: Any) -> Any:
     """A message in one of the common formats, as the fields of :class:`Message` (anything else is returned as is,
-    for validation to refuse).
+    for validation to refuse). Mapping its own output again changes nothing.
 
     Accepted besides our own ``{role, content, speaker, timestamp, metadata}``:
 
     * OpenAI chat messages: ``name`` is the speaker (when ``speaker`` is not given); ``content`` may be a list of
       parts, whose text parts are joined by newlines; roles ``developer`` -> ``system``, ``function`` -> ``tool``.
+    * OpenAI tool calls and results, and the SDK's response message (``choices[0].message.model_dump()``):
+      an assistant message's ``tool_calls`` (and legacy ``function_call``) become lines of its text,
+      ``name(arguments)`` one per call (the whole text when ``content`` is null, after it otherwise), and their
+      function names a list under ``metadata["tool_calls"]``; a tool message's ``tool_call_id`` goes to
+      ``metadata["tool_call_id"]``; ``refusal`` (or ``audio.transcript``) is the text when ``content`` is empty;
+      ``annotations`` and ``audio`` are dropped (citations into the text that is kept; audio data). A null or empty
+      one of these fields is dropped on any role; a value on a role that never carries it (``tool_calls`` on a user
+      message) is left in place and refused as an unknown field.
     * LangChain: ``{"type": "human", "content": ...}`` (``type`` stands for ``role``), the
       ``messages_to_dict`` form ``{"type": "ai", "data": {"content": ..., "name": ...}}``, and message objects
       (anything with ``type`` and ``content`` attributes, e.g. ``HumanMessage``); ``human`` -> ``user``,
       ``ai`` -> ``assistant``.
 
     A role is matched case-insensitively (:data:`ROLE_ALIASES`). Fields these formats carry that a memory has no
-    place for (``tool_calls``, ``id``, ``additional_kwargs``...) are dropped only in the ``data`` form; at the top
-    level they are refused as unknown fields, so a typo is never silently lost.
+    place for (``id``, ``additional_kwargs``...) are dropped only in the ``data`` form; at the top level they are
+    refused as unknown fields, so a typo is never silently lost. Metadata given with the message is merged, never
+    overwritten: a ``tool_calls`` or ``tool_call_id`` key it already holds must equal what the message gives.
+
+    Raises:
+        ValueError: a malformed tool call (no function name), a ``tool_call_id`` that is not text, or metadata
+            whose ``tool_calls`` / ``tool_call_id`` differs from the message's (inside validation: a
+            ``ValidationError``).
     """
     if not isinstance(raw, dict):
         if isinstance(raw, _Model) or not (hasattr(raw, "type") and hasattr(raw, "content")):
@@ -138,6 +264,7 @@ def message_fields(raw: Any) -> Any:
         out["speaker"] = name
     if "content" in out:
         out["content"] = _content_text(out["content"])
+    _openai_fields(out)
     return out
 
 
@@ -154,14 +281,15 @@ def _no_bool(value: Any) -> Any:
 
 class Message(_Model):
     """One conversation message for ``add_messages``. OpenAI and LangChain messages are accepted too
-    (:func:`message_fields`: ``name``, ``human``/``ai``, content parts).
+    (:func:`message_fields`: ``name``, ``human``/``ai``, content parts, tool calls and results).
 
     Attributes:
         role: ``user`` (default), ``assistant``, ``system`` or ``tool`` (or an alias in :data:`ROLE_ALIASES`).
         content: the message text (non-empty after stripping).
         speaker: who said it (a name), shown in the memory's abstract as ``speaker: content``; default: the role.
         timestamp: when it was said (ISO 8601 text, a datetime or Unix seconds): the memory's ``occurred_at``.
-        metadata: a JSON object kept with the memory (size-limited by ``memory.max_metadata_bytes``).
+        metadata: a JSON object kept with the memory (size-limited by ``memory.max_metadata_bytes``); an OpenAI
+            message's ``tool_calls`` names and ``tool_call_id`` are merged into it.
     """
 
     role: str = "user"
