@@ -86,10 +86,13 @@ def test_openai_tool_calls_tool_results_and_the_sdk_dump_are_stored(client, tena
     assert metadata["tool_call_id"] == "call_1"
 
 
-def test_metadata_that_contradicts_the_message_is_refused_naming_the_key(client, tenants):
+def test_the_messages_tool_call_id_is_kept_over_the_callers_metadata(client, tenants):
     message = {"role": "tool", "tool_call_id": "call_1", "content": "ok", "metadata": {"tool_call_id": "call_9"}}
     r = client.post(
         "/api/v1/memories/messages", json={"conversation_id": "tc", "messages": [message]}, headers=tenants.alice
     )
-    assert r.status_code in (400, 422) and r.json()["code"] == "WRT-4002", r.text
-    assert "tool_call_id" in r.text
+    assert r.status_code == 200, r.text
+    uri = r.json()["items"][0]["uri"]
+    got = client.get("/api/v1/memories/item", params={"uri": uri}, headers=tenants.alice)
+    assert got.status_code == 200, got.text
+    assert got.json()["metadata"]["tool_call_id"] == "call_1"

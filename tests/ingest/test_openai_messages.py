@@ -92,19 +92,19 @@ def test_a_real_typo_is_still_refused_with_the_messages_index(engine):
     assert caught.value.details["index"] == 1 and "tool_cals" in caught.value.message
 
 
-@pytest.mark.parametrize(
-    ("message", "key"),
-    [
-        (dict(TOOL_RESULT, metadata={"tool_call_id": "call_9"}), "tool_call_id"),  # the message's own field
-        ({"role": "user", "content": "I moved.", "metadata": {"speaker": "Ann"}}, "speaker"),  # an engine key
-        ({"role": "user", "content": "I moved.", "metadata": {"role": "assistant"}}, "role"),
-    ],
-)
-def test_metadata_that_contradicts_the_message_is_refused_not_overwritten(engine, message, key):
-    with pytest.raises(ContextEngineError) as caught:
-        engine.add_messages([message], "s1", _alice())
-    assert caught.value.code is ErrorCode.REQUEST_INVALID
-    assert f"metadata key {key!r}" in caught.value.message and caught.value.details["index"] == 0
+def test_the_messages_fields_win_over_metadata_under_the_same_keys(engine):
+    # a message read back from another conversation, an app's own "session_id", a role alias in metadata: the
+    # batch is stored, the message's fields say what the engine's keys hold (the caller's value under them goes)
+    messages = [
+        dict(TOOL_RESULT, metadata={"tool_call_id": "call_9", "k": 1}),
+        {"role": "user", "content": "I moved.", "metadata": {"speaker": "Ann", "session_id": "chat-42"}},
+        {"role": "user", "content": "To Leeds.", "metadata": {"role": "human", "timestamp": 1714999999000}},
+    ]
+    uris = engine.add_messages(messages, "s1", _alice()).uris
+    assert _stored(engine, uris[0])[1] == {"tool_call_id": "call_1", "k": 1, "role": "tool", "speaker": "tool"}
+    assert engine.get_memory(uris[1], _alice()).metadata["session_id"] == "s1"
+    assert _stored(engine, uris[1])[1] == {"speaker": "user", "role": "user"}
+    assert _stored(engine, uris[2])[1] == {"role": "user", "speaker": "user", "timestamp": 1714999999000}
 
 
 def test_metadata_that_agrees_with_the_message_is_kept(engine):

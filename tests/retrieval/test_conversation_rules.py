@@ -274,6 +274,10 @@ def test_supersede_leaves_other_topics_wide_gaps_and_failures_alone():
         ("他周末做什么赚外快？", True),
         ("他们周末去哪里？", False),  # plural
         ("其他人怎么说？", False),  # 其他: "other"
+        ("What did the assistant recommend to her for sleep?", False),  # the pronoun is beside the assistant
+        ("What did you recommend to her?", False),
+        ("你给她推荐了什么？", False),
+        ("What did you tell the user about sleep?", True),  # the user, named by the role
         ("What user name did I pick?", False),  # "user" without a determiner: no reference to the user
         ("What theory did the hero use?", False),  # "he" inside a word
         ("Where is Shelby?", False),
@@ -297,3 +301,16 @@ def test_an_echo_by_another_speaker_does_not_supersede_the_statement():
 def _embed_drinks(texts: list[str]) -> np.ndarray:
     """Every text on the same topic (one vector): only the speakers tell the statements apart here."""
     return np.ones((len(texts), 2), dtype=np.float32)
+
+
+def test_a_users_later_statement_supersedes_under_another_label_or_after_a_memory():
+    fact = _statement("ctx://user/ann/memories/m.md", 0.26, datetime(2024, 1, 1), "I take amlodipine 5 mg.")
+    fact.uri = "ctx://user/ann/memories/amlodipine.md"  # a memory, no message: no speaker
+    said = _statement("000002.md", 0.255, datetime(2024, 6, 1), "Marta: I take amlodipine 10 mg now.")
+    assert supersede([fact, said], _embed_drinks, same_topic=0.5, margin=0.05) == 1
+    as_role = _statement("000001.md", 0.26, datetime(2024, 1, 1), "user: I take amlodipine 5 mg.")
+    named = _statement("000003.md", 0.255, datetime(2024, 6, 1), "Marta: I take amlodipine 10 mg now.")
+    assert supersede([as_role, named], _embed_drinks, same_topic=0.5, margin=0.05) == 1  # one user, two labels
+    caroline = _statement("000004.md", 0.26, datetime(2024, 1, 1), "Caroline: I live in Leeds.")
+    melanie = _statement("000005.md", 0.255, datetime(2024, 6, 1), "Melanie: I live in York now.")
+    assert supersede([caroline, melanie], _embed_drinks, same_topic=0.5, margin=0.05) == 0  # another person

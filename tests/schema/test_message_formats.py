@@ -5,6 +5,8 @@ used by every entry point."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from pydantic import ValidationError
 
@@ -162,13 +164,15 @@ def test_a_refusal_or_an_audio_transcript_is_the_text_when_there_is_no_content()
     assert Message.model_validate(cited).content == "See the docs."
 
 
-def test_metadata_that_contradicts_the_message_is_refused_and_the_same_value_is_fine():
+def test_the_messages_tool_fields_are_set_in_metadata_over_the_callers_value():
     same = {"role": "tool", "tool_call_id": "call_1", "content": "ok", "metadata": {"tool_call_id": "call_1"}}
     assert Message.model_validate(same).metadata == {"tool_call_id": "call_1"}
-    with pytest.raises(ValidationError, match="metadata key 'tool_call_id' holds 'other'"):
-        Message.model_validate(dict(same, metadata={"tool_call_id": "other"}))
-    with pytest.raises(ValidationError, match="metadata key 'tool_calls'"):
-        Message.model_validate({"role": "assistant", "tool_calls": [CALL], "metadata": {"tool_calls": "mine"}})
+    assert Message.model_validate(dict(same, metadata={"tool_call_id": "other", "k": 1})).metadata == {
+        "tool_call_id": "call_1",
+        "k": 1,
+    }
+    mine = {"role": "assistant", "tool_calls": [CALL], "metadata": {"tool_calls": "mine"}}
+    assert Message.model_validate(mine).metadata == {"tool_calls": ["restaurant_search"]}
 
 
 @pytest.mark.parametrize(
@@ -188,3 +192,22 @@ def test_mapping_is_idempotent_for_openai_messages():
     raw = {"role": "assistant", "content": None, "tool_calls": [CALL], "refusal": None, "metadata": {"turn": 1}}
     once = message_fields(raw)
     assert message_fields(once) == once
+
+
+def test_langchain_tool_calls_and_tool_results_are_read_as_openais():
+    # LangChain's shapes (AIMessage.tool_calls: name/args/id; ToolMessage.tool_call_id), as objects and in the
+    # messages_to_dict form; langchain_core is not a dependency: plain objects with the same attributes
+    ai = SimpleNamespace(
+        type="ai", content="", name=None, tool_calls=[{"name": "search", "args": {"q": "Lisbon"}, "id": "c1"}]
+    )
+    tool = SimpleNamespace(type="tool", content="3 results", name="search", tool_call_id="c1")
+    assert Message.model_validate(ai).model_dump(include={"role", "content", "metadata"}) == {
+        "role": "assistant",
+        "content": 'search({"q":"Lisbon"})',
+        "metadata": {"tool_calls": ["search"]},
+    }
+    assert Message.model_validate(tool).metadata == {"tool_call_id": "c1"}
+    as_dict = {"type": "ai", "data": {"content": "Looking.", "tool_calls": ai.tool_calls, "id": "run-1"}}
+    assert Message.model_validate(as_dict).content == 'Looking.\nsearch({"q":"Lisbon"})'
+    human = SimpleNamespace(type="human", content="Hi", name=None)  # no tool attributes at all
+    assert Message.model_validate(human).metadata is None

@@ -11,8 +11,8 @@ metadata transaction, with one directory-summary refresh per batch.
   ``"<speaker>: <content>"`` (whole up to ``memory.l0_max_chars``, else
   :func:`~context_engine.ingest.memory_abstract.memory_abstract`); role, speaker, conversation and timestamp go into
   its metadata (:data:`_ENGINE_KEYS`, beside an OpenAI message's ``tool_calls`` / ``tool_call_id``:
-  schema/memory.py ``message_fields``) and the timestamp into ``occurred_at``. The caller's metadata is merged, never
-  overwritten: a key the engine sets that the caller's metadata already holds with another value is ``WRT-4002``.
+  schema/memory.py ``message_fields``) and the timestamp into ``occurred_at``; a caller's metadata under one of
+  those keys is replaced by the message's value.
   What a message is indexed with (embedding input and BM25 text, never shown) is role-aware
   (:mod:`context_engine.ingest.conversation`): a user turn with the ``memory.context_messages`` messages before it
   and the assistant's reply after it; an assistant, system or tool message, an acknowledgement or a question back
@@ -137,13 +137,6 @@ def _line(metadata: dict[str, Any] | None, speaker: str, text: str) -> Line:
     return Line(role, speaker, collapse_whitespace(text), tool_call=role == "assistant" and bool(md.get("tool_calls")))
 
 
-def _same_instant(value: Any, occurred_at: datetime | None) -> bool:
-    try:
-        return occurred_at is not None and parse_timestamp(value) == occurred_at
-    except (ValueError, OverflowError, OSError):
-        return False
-
-
 def _error(code: ErrorCode, message: str, index: int | None = None, **details: Any) -> ContextEngineError:
     if index is not None:
         details["index"] = index
@@ -265,7 +258,7 @@ class MemoryWriter:
     def _message(self, index: int, raw: Message | dict[str, Any], conversation_id: str) -> _Prepared:
         try:
             raw = message_fields(raw)  # OpenAI and LangChain formats (schema/memory.py)
-        except ValueError as err:  # a malformed tool call, or metadata that contradicts the message
+        except ValueError as err:  # a malformed tool call
             raise _error(ErrorCode.REQUEST_INVALID, f"not a message: {err}", index) from err
         if isinstance(raw, dict) and (raw.get("content") is None or raw.get("content") == ""):
             raise _error(ErrorCode.CONTENT_INVALID, "the message has no content", index, field="content")
@@ -290,21 +283,9 @@ class MemoryWriter:
         # the conversation under its stored key, session_id (existing homes are read as they are)
         stamp = occurred_at.isoformat() if occurred_at is not None else None
         values = (msg.role, speaker, conversation_id.strip(), stamp)
-        engine = {k: v for k, v in zip(_ENGINE_KEYS, values, strict=True) if v is not None}
-        for key, value in engine.items():
-            # the caller's value is never overwritten silently; the same value (a stored message's metadata given
-            # back, a timestamp written another way) is fine
-            if key not in metadata or metadata[key] == value:
-                continue
-            if key != "timestamp" or not _same_instant(metadata[key], occurred_at):
-                raise _error(
-                    ErrorCode.REQUEST_INVALID,
-                    f"metadata key {key!r} holds {str(metadata[key])[:60]!r}, but the engine sets it from the "
-                    f"message to {value!r}; drop the key from metadata or give the same value",
-                    index,
-                    field="metadata",
-                )
-        metadata.update(engine)
+        # the engine's keys say what the message's fields say: a caller's value under one of them is replaced (a
+        # message read back from another conversation, an app's own "session_id"), never a reason to refuse a batch
+        metadata.update({k: v for k, v in zip(_ENGINE_KEYS, values, strict=True) if v is not None})
         self._check_metadata_size(index, metadata)
         abstract = message_abstract(speaker, text, self._settings.l0_max_chars)
         return _Prepared(text, abstract, occurred_at, metadata, speaker)

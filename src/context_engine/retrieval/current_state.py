@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from context_engine.retrieval.speakers import is_role, speaker_of_reference
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 
@@ -87,6 +88,20 @@ def prefer_latest(query: str, hits: Sequence[NodeHit], boost: float) -> bool:
     return True
 
 
+def _may_supersede(newer: str | None, older: str | None) -> bool:
+    """Whether a statement by ``newer`` may supersede one by ``older`` (speakers of conversation messages, ``None``
+    for a memory that is no message): the same speaker; a memory and a user's message (the user's label may be a
+    name in one conversation and the role in another: "Marta", "user"); never the assistant's, a system's or a
+    tool's message over another speaker's, nor one named person's over another's ("Melanie" over "Caroline")."""
+    if newer == older:
+        return True
+    if newer is not None and is_role(newer) and speaker_of_reference(newer) != "user":
+        return False  # an echo, a prompt or a tool's output states nothing of the user's
+    if newer is None or older is None:
+        return True
+    return is_role(newer) or is_role(older)  # "user" and a user's name: the same person as far as is known
+
+
 def supersede(
     hits: Sequence[NodeHit],
     embed: Callable[[list[str]], np.ndarray],
@@ -98,8 +113,8 @@ def supersede(
     :data:`SUPERSEDE_CANDIDATES` best memory hits of ``hits`` with a time, whenever a newer hit ``b`` scores at most
     ``margin`` below an older hit ``a`` whose abstract's cosine similarity with ``b``'s is at least ``same_topic``,
     ``b.score`` becomes ``a.score + 0.0001`` (capped at 1); repeated until nothing moves. Scores change in place.
-    Conversation messages supersede only messages of their own speaker (``schema.conversation.message_speaker``;
-    memories that are no message have none, and supersede one another).
+    A statement supersedes only its own speaker's (``schema.conversation.message_speaker``, :func:`_may_supersede`):
+    an assistant's echo never supersedes the user's statement it repeats.
 
     Args:
         hits: the candidates, scores set.
@@ -133,7 +148,7 @@ def supersede(
             for j, newer in enumerate(ranked):
                 if (
                     times[j] > times[i]
-                    and speakers[j] == speakers[i]
+                    and _may_supersede(speakers[j], speakers[i])
                     and similar[i, j] >= same_topic
                     and older.score - margin <= newer.score <= older.score
                 ):

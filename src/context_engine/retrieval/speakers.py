@@ -259,6 +259,9 @@ _PRONOUN = re.compile(
 )
 
 
+# The assistant addressed or named: a pronoun beside it is not read as the user ("What did you tell her?").
+_ASSISTANT = re.compile(r"(?<![\w'’])(?:you|your|yours|yourself)(?![\w'’])|你|您", re.IGNORECASE)
+
 # The same in Chinese, as words of their own in jieba's cut (not 他们/她们, plural; not 其他, "other").
 _CJK_PRONOUNS = frozenset({"他", "她"})
 
@@ -271,9 +274,14 @@ def refers_to_user(query: str) -> bool:
     An agent asks about its user in the third person, and names them rarely: the user's own turns (role ``user``),
     not the assistant's echoes and advice, hold the answer. The caller applies this only when the query names no
     speaker of the candidates (a named speaker says whose turns more precisely: "What did Caroline tell her
-    mother?")."""
+    mother?"). A pronoun beside the assistant ("you", "the assistant", 你) is not read as the user: "What did you
+    recommend to her?" asks for the assistant's turn; "the user" is, whatever else the query says."""
     text = unicodedata.normalize("NFKC", query)
-    return _PRONOUN.search(text) is not None or bool(references(text, ("user",)) or cjk_pronoun_starts(text))
+    if references(text, ("user",)):
+        return True
+    if _ASSISTANT.search(text) or references(text, ("assistant",)):
+        return False  # "What did you recommend to her?": the pronoun is someone the assistant spoke to or of
+    return _PRONOUN.search(text) is not None or bool(cjk_pronoun_starts(text))
 
 
 def cjk_pronoun_starts(text: str) -> list[int]:

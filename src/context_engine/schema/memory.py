@@ -145,8 +145,7 @@ def _openai_fields(out: dict[str, Any]) -> None:
     ``audio`` into ``out`` in place (:func:`message_fields`). A null or empty one is dropped whatever the role.
 
     Raises:
-        ValueError: a malformed tool call, a ``tool_call_id`` that is not text, or metadata that already holds
-            ``tool_calls`` / ``tool_call_id`` with another value.
+        ValueError: a malformed tool call, a ``tool_call_id`` that is not text.
     """
     for key in [k for k in _OPENAI_FIELDS if k in out and _empty(out[k])]:
         del out[key]
@@ -190,23 +189,23 @@ def _openai_text(text: Any, taken: dict[str, Any]) -> tuple[Any, list[str]]:
 
 
 def _merged(metadata: Any, derived: dict[str, Any]) -> Any:
-    """The caller's ``metadata`` with ``derived`` added, never overwritten; metadata that is not an object is
-    returned as is, for validation to refuse with its own error.
-
-    Raises:
-        ValueError: a key of ``derived`` that ``metadata`` holds with another value.
-    """
+    """The caller's ``metadata`` with ``derived`` set (the message's own fields say what they are, as the engine's
+    keys ``role``, ``speaker``... do: ingest/memory.py); metadata that is not an object is returned as is, for
+    validation to refuse with its own error."""
     if metadata is None:
         return derived
     if not isinstance(metadata, dict):
         return metadata
-    for key, value in derived.items():
-        if key in metadata and metadata[key] != value:
-            raise ValueError(
-                f"metadata key {key!r} holds {str(metadata[key])[:60]!r}, but the message's {key} gives "
-                f"{str(value)[:60]!r}; drop the key from metadata or give the same value"
-            )
     return {**metadata, **derived}
+
+
+#: LangChain's tool-call fields: ``AIMessage.tool_calls`` (``[{"name", "args", "id", "type": "tool_call"}]``) and
+#: ``ToolMessage.tool_call_id``, read as OpenAI's are (a message object's attributes, or its ``data`` form's keys).
+_LANGCHAIN_CALLS = ("tool_calls", "tool_call_id")
+
+
+def _langchain_calls(message: Any) -> dict[str, Any]:
+    return {k: v for k in _LANGCHAIN_CALLS if not _empty(v := getattr(message, k, None))}
 
 
 def message_fields(raw: Any) -> Any:
@@ -232,18 +231,18 @@ def message_fields(raw: Any) -> Any:
 
     A role is matched case-insensitively (:data:`ROLE_ALIASES`). Fields these formats carry that a memory has no
     place for (``id``, ``additional_kwargs``...) are dropped only in the ``data`` form; at the top level they are
-    refused as unknown fields, so a typo is never silently lost. Metadata given with the message is merged, never
-    overwritten: a ``tool_calls`` or ``tool_call_id`` key it already holds must equal what the message gives.
+    refused as unknown fields, so a typo is never silently lost. LangChain's ``AIMessage.tool_calls`` and
+    ``ToolMessage.tool_call_id`` are read as OpenAI's. ``metadata["tool_calls"]`` / ``["tool_call_id"]`` are set from
+    the message, as the engine sets ``role`` or ``speaker`` from its fields.
 
     Raises:
-        ValueError: a malformed tool call (no function name), a ``tool_call_id`` that is not text, or metadata
-            whose ``tool_calls`` / ``tool_call_id`` differs from the message's (inside validation: a
-            ``ValidationError``).
+        ValueError: a malformed tool call (no function name), a ``tool_call_id`` that is not text (inside
+            validation: a ``ValidationError``).
     """
     if not isinstance(raw, dict):
         if isinstance(raw, _Model) or not (hasattr(raw, "type") and hasattr(raw, "content")):
             return raw
-        raw = {"type": raw.type, "content": raw.content, "name": getattr(raw, "name", None)}
+        raw = {"type": raw.type, "content": raw.content, "name": getattr(raw, "name", None)} | _langchain_calls(raw)
     out = dict(raw)
     data = out.get("data")
     if "type" in out and isinstance(data, dict) and "content" not in out:
@@ -251,6 +250,7 @@ def message_fields(raw: Any) -> Any:
         out["content"] = data.get("content")
         if data.get("name") is not None:
             out.setdefault("name", data["name"])
+        out.update({k: v for k, v in data.items() if k in _LANGCHAIN_CALLS and not _empty(v)})
     if "type" in out and "role" not in out:
         out["role"] = out.pop("type")
     elif out.get("type") == "message" and "role" in out:
