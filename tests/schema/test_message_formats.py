@@ -211,3 +211,24 @@ def test_langchain_tool_calls_and_tool_results_are_read_as_openais():
     assert Message.model_validate(as_dict).content == 'Looking.\nsearch({"q":"Lisbon"})'
     human = SimpleNamespace(type="human", content="Hi", name=None)  # no tool attributes at all
     assert Message.model_validate(human).metadata is None
+
+
+def test_responses_api_function_call_items_are_a_tool_call_and_its_result():
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": '{"temp": 14}', "timestamp": 1700000000}
+    assert Message.model_validate(dict(call, status="completed")).model_dump(
+        include={"role", "content", "metadata"}
+    ) == {
+        "role": "assistant",
+        "content": "get_weather({})",
+        "metadata": {"tool_calls": ["get_weather"]},
+    }
+    result = Message.model_validate(output)
+    assert (result.role, result.content, result.metadata, result.timestamp) == (
+        "tool",
+        '{"temp": 14}',
+        {"tool_call_id": "call_1"},
+        1700000000,
+    )
+    with pytest.raises(ValidationError):  # a call without a function name is still refused
+        Message.model_validate({"type": "function_call", "call_id": "c", "arguments": "{}"})

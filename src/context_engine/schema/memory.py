@@ -208,6 +208,23 @@ def _langchain_calls(message: Any) -> dict[str, Any]:
     return {k: v for k in _LANGCHAIN_CALLS if not _empty(v := getattr(message, k, None))}
 
 
+#: OpenAI Responses API items that are tool traffic: a model's call and the caller's result.
+_RESPONSES_CALLS = ("function_call", "function_call_output")
+#: Our own fields such an item may carry beside its own.
+_OWN_FIELDS = ("speaker", "timestamp", "metadata")
+
+
+def _responses_call(item: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API ``function_call`` item (``{"type", "call_id", "name", "arguments", "id", "status"}``) as an
+    assistant message with one tool call, a ``function_call_output`` item (``{"type", "call_id", "output"}``) as a
+    tool message with its ``tool_call_id``; the item's ``id`` and ``status`` are dropped, our own fields kept."""
+    own = {k: item[k] for k in _OWN_FIELDS if k in item}
+    if item["type"] == "function_call":
+        call = {"name": item.get("name"), "arguments": item.get("arguments", "")}
+        return {"role": "assistant", "content": None, "tool_calls": [call], **own}
+    return {"role": "tool", "content": item.get("output"), "tool_call_id": item.get("call_id"), **own}
+
+
 def message_fields(raw: Any) -> Any:
     """A message in one of the common formats, as the fields of :class:`Message` (anything else is returned as is,
     for validation to refuse). Mapping its own output again changes nothing.
@@ -224,6 +241,9 @@ def message_fields(raw: Any) -> Any:
       ``annotations`` and ``audio`` are dropped (citations into the text that is kept; audio data). A null or empty
       one of these fields is dropped on any role; a value on a role that never carries it (``tool_calls`` on a user
       message) is left in place and refused as an unknown field.
+    * OpenAI Responses API items: ``{"type": "message", "role", "content"}``, a ``function_call`` item (an
+      assistant's tool call) and a ``function_call_output`` item (a tool result, its ``call_id`` the
+      ``tool_call_id``).
     * LangChain: ``{"type": "human", "content": ...}`` (``type`` stands for ``role``), the
       ``messages_to_dict`` form ``{"type": "ai", "data": {"content": ..., "name": ...}}``, and message objects
       (anything with ``type`` and ``content`` attributes, e.g. ``HumanMessage``); ``human`` -> ``user``,
@@ -251,6 +271,8 @@ def message_fields(raw: Any) -> Any:
         if data.get("name") is not None:
             out.setdefault("name", data["name"])
         out.update({k: v for k, v in data.items() if k in _LANGCHAIN_CALLS and not _empty(v)})
+    if out.get("type") in _RESPONSES_CALLS and "role" not in out:
+        out = _responses_call(out)
     if "type" in out and "role" not in out:
         out["role"] = out.pop("type")
     elif out.get("type") == "message" and "role" in out:
