@@ -96,3 +96,15 @@ def test_the_messages_tool_call_id_is_kept_over_the_callers_metadata(client, ten
     got = client.get("/api/v1/memories/item", params={"uri": uri}, headers=tenants.alice)
     assert got.status_code == 200, got.text
     assert got.json()["metadata"]["tool_call_id"] == "call_1"
+
+
+def test_a_malformed_tool_call_names_its_message_index(client, tenants):
+    messages = [
+        {"role": "user", "content": "Find me a table."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {}}]},
+    ]
+    r = client.post(
+        "/api/v1/memories/messages", json={"conversation_id": "tc", "messages": messages}, headers=tenants.alice
+    )
+    assert r.status_code == 400 and r.json()["code"] == "WRT-4002", r.text
+    assert r.json()["details"]["index"] == 1

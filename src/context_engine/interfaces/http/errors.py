@@ -161,11 +161,26 @@ async def _on_engine_error(request: Request, exc: Exception) -> JSONResponse:
     return envelope_response(exc, request_id_of(request))
 
 
+def _batch_index(errors: list[dict[str, Any]]) -> int | None:
+    """The position of the first bad item of a batch (``body.messages.3.content``: 3), as the engine's own batch
+    errors give it in ``details.index``; ``None`` when no error is inside a batch."""
+    for e in errors:
+        loc = e["loc"]
+        for name, at in zip(loc, loc[1:], strict=False):
+            if name in ("messages", "items") and at.isdigit():
+                return int(at)
+    return None
+
+
 async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = _clean_errors(exc.errors())
     where = ", ".join(".".join(e["loc"]) + ": " + e["msg"] for e in errors[:3])
-    err = ContextEngineError(_validation_code(request), f"invalid request: {where}", {"errors": errors})
+    details: dict[str, Any] = {"errors": errors}
+    index = _batch_index(errors)
+    if index is not None:
+        details["index"] = index  # a failing batch names its bad item on every path (docs/interfaces.md)
+    err = ContextEngineError(_validation_code(request), f"invalid request: {where}", details)
     return envelope_response(err, request_id_of(request))
 
 
