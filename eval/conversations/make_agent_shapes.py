@@ -1,0 +1,569 @@
+"""Write the conversation-shapes probe set ``eval/conversations/agent_shapes`` (``turns.jsonl``, ``qa.jsonl``).
+
+Written by us, by hand, for the shapes probe (eval/conversations/README.md, "agent_shapes"): every message and
+question below is in this file, copied from the probe's ``data.py``; the script only lays them out. No network, no
+model, no randomness: two runs write byte-identical files.
+
+Four conversations, one per shape the engine was not tuned on: ``echo`` (the assistant echoes and paraphrases each
+fact at length), ``dense`` (long user messages packing several facts, short replies), ``openai`` (OpenAI chat
+messages: a system prompt per session, the user's ``name``, content parts, assistant ``tool_calls`` and ``tool``
+results) and ``updates`` (facts changed in later sessions, short acknowledgements). Messages are written in the form
+given to ``add_messages`` and read through the engine's own :func:`~context_engine.schema.memory.message_fields`, so
+a row carries what the engine stores: ``role``, ``speaker`` (an OpenAI ``name``: the user's name, a tool's name;
+``""`` where there is none) and the text (content parts joined; an assistant's ``tool_calls`` rendered
+``name(arguments)``, the turn format having no place for the calls themselves).
+
+Files (the layout of ``agent_dev``, see ``make_agent_dev.py``):
+
+* ``turns.jsonl``: ``{conv_id, dia_id, session, session_date_time, speaker, text, role}``; ``conv_id`` is the shape,
+  ``dia_id`` ``D<session>:<n>``, ``session_date_time`` the probe's session date at 6 pm (``"6:00 pm on 4 March,
+  2024"``).
+* ``qa.jsonl``: ``{conv_id, qa_id, question, category, category_name, evidence: [dia_id], shape}``: each answerable
+  question twice, ``named`` (it names the person) and ``pronoun`` (he / she / his / her / "the user"), and the
+  ``unanswerable`` ones once with ``evidence: []``. Evidence is the user or tool turn(s) holding the answer.
+
+Checks made before writing (a failure raises ``SystemExit``): evidence numbers name user or tool messages, the
+unanswerable questions have none, conversation ids unique, session dates increasing.
+
+Usage: ``python eval/conversations/make_agent_shapes.py [--out DIR] [--check]`` (``--check``: compare with the files
+in DIR instead of writing; exit 1 when they differ).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from make_agent_dev import _dump, cli
+
+from context_engine.schema.memory import message_fields
+
+OUT = Path(__file__).resolve().parent / "agent_shapes"
+
+CATEGORIES = {"named": 1, "pronoun": 2, "unanswerable": 6}
+"""``category_name`` -> ``category`` (``unanswerable`` is 6, as in ``agent_dev``)."""
+EVIDENCE_ROLES = ("user", "tool")
+"""The roles an evidence turn may have."""
+
+
+def C(name: str, **arguments: Any) -> dict:
+    """An OpenAI assistant message calling one tool (content None, arguments as JSON text)."""
+    call = {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shape 1: the assistant ECHOES and paraphrases the user's facts in longer replies, with topical advice.
+# --------------------------------------------------------------------------------------------------------------
+def U1(text):
+    return {"role": "user", "speaker": "Ines", "content": text}
+
+
+def A(text):
+    return {"role": "assistant", "content": text}
+
+
+ECHO = {
+    "name": "echo",
+    "space": "ines",
+    "sessions": [
+        (
+            "2024-03-04",
+            [
+                U1("I start a new job at Halvorsen Logistics next Monday, as a route planning analyst."),  # 1
+                A(
+                    "Congratulations on the new role at Halvorsen Logistics! Route planning is a great fit given your "
+                    "operations research background: optimising delivery routes, fleet schedules and warehouse "
+                    "handoffs can be really satisfying work. Are they using any particular optimisation tools?"
+                ),  # 2
+                U1("They mostly use OR-Tools with Python, and a bit of Gurobi for the big quarterly models."),  # 3
+                A(
+                    "OR-Tools and Gurobi are a strong pairing. OR-Tools handles vehicle routing problems nicely out of "
+                    "the box, while Gurobi shines on large mixed-integer models like your quarterly planning. Python "
+                    "makes it easy to glue both together with pandas for the data preparation."
+                ),  # 4
+                U1("My commute will be annoying though: 50 minutes on the S-Bahn each way from Pankow."),  # 5
+                A(
+                    "Fifty minutes on the S-Bahn from Pankow each way is a long commute, but it's a good chunk of time "
+                    "for reading or podcasts. Many Berlin commuters use that time to unwind, and noise-cancelling "
+                    "headphones help a lot on crowded trains."
+                ),  # 6
+                U1(
+                    "I've also signed up for a pottery class on Thursday evenings, to have something away from screens."
+                ),  # 7
+                A(
+                    "A Thursday evening pottery class sounds like a wonderful way to get away from screens! Working "
+                    "clay on the wheel is very grounding, and glazing and firing your own mugs and bowls is rewarding. "
+                    "Wear clothes you don't mind getting muddy."
+                ),  # 8
+            ],
+        ),
+        (
+            "2024-04-15",
+            [
+                U1(
+                    "Quick update: my sister Leonie is getting married in Porto in September and I'm a bridesmaid."
+                ),  # 9
+                A(
+                    "How exciting, a September wedding in Porto for your sister Leonie, and you're a bridesmaid! Porto "
+                    "in early autumn is lovely: mild weather, the Douro riverside, the port wine cellars in Vila Nova "
+                    "de Gaia. Bridesmaid duties can be a lot, so start planning the dress and the travel early."
+                ),  # 10
+                U1("I'm allergic to shellfish, so I'll have to warn the caterer."),  # 11
+                A(
+                    "Good thinking to warn the caterer about your shellfish allergy. Portuguese wedding menus often "
+                    "feature seafood such as octopus, prawns and clams, so tell them early and carry your adrenaline "
+                    "pen just in case."
+                ),  # 12
+                U1("The pottery is going well, I made a lopsided teapot last week."),  # 13
+                A(
+                    "A lopsided teapot still counts! Teapots are one of the hardest things to throw, since the spout, "
+                    "lid and handle all have to fit. Your Thursday pottery class is clearly paying off."
+                ),  # 14
+                U1("Work-wise, my manager is Tobias Renner, he's very patient with my questions."),  # 15
+                A(
+                    "It's great to have a patient manager like Tobias Renner while you're ramping up. Asking lots of "
+                    "questions early is the best way to learn the routing models, the data pipelines and the team's "
+                    "conventions."
+                ),  # 16
+            ],
+        ),
+        (
+            "2024-06-02",
+            [
+                U1("We adopted a rescue greyhound named Pfeffer last weekend."),  # 17
+                A(
+                    "Welcome home, Pfeffer! Rescue greyhounds make gentle, calm companions; despite their speed they "
+                    "are famous couch potatoes. Make sure your garden fence is high enough and keep him on a lead near "
+                    "cats and rabbits."
+                ),  # 18
+                U1("I'm training for the Berlin half marathon next April, running three times a week."),  # 19
+                A(
+                    "Training for the Berlin half marathon with three runs a week is a solid plan. Mix an easy run, a "
+                    "tempo session and a long run at the weekend, build mileage gradually and don't skip rest days. "
+                    "Maybe Pfeffer can join you for short jogs!"
+                ),  # 20
+                U1("My favourite running shoes are the Hoka Clifton, I'm on my third pair."),  # 21
+                A(
+                    "Hoka Cliftons are a popular choice for half marathon training, with lots of cushioning for long "
+                    "runs. Three pairs in, you clearly know what works for your feet. Replace them roughly every 600 "
+                    "to 800 km."
+                ),  # 22
+                U1("Also, I switched from coffee to matcha in the mornings, my stomach is happier."),  # 23
+                A(
+                    "Switching from coffee to matcha is a nice change: matcha still has caffeine but releases it more "
+                    "gently, and many people find it easier on the stomach in the morning. A bamboo whisk makes it "
+                    "frothy."
+                ),  # 24
+            ],
+        ),
+    ],
+    "variant": "pronoun",
+    "questions": [
+        ("Where does Ines work?", [1], "Where does she work?"),
+        (
+            "What optimisation software does Ines use at her job?",
+            [3],
+            "What optimisation software does she use at her job?",
+        ),
+        ("How long is Ines's commute?", [5], "How long is her commute?"),
+        ("What does Ines do on Thursday evenings?", [7], "What does she do on Thursday evenings?"),
+        ("Where is Ines's sister getting married?", [9], "Where is her sister getting married?"),
+        ("What is Ines allergic to?", [11], "What is she allergic to?"),
+        ("What did Ines make in her pottery class?", [13], "What did she make in her pottery class?"),
+        ("Who is Ines's manager?", [15], "Who is her manager?"),
+        ("What kind of dog did Ines adopt?", [17], "What kind of dog did she adopt?"),
+        ("What race is Ines training for?", [19], "What race is she training for?"),
+        ("Which running shoes does Ines like?", [21], "Which running shoes does she like?"),
+        ("What does Ines drink in the morning now?", [23], "What does she drink in the morning now?"),
+    ],
+    "unanswerable": [
+        "What car does Ines drive?",
+        "What is the name of Ines's cat?",
+        "Which university did Ines study at?",
+    ],
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shape 2: long user messages packing 3-5 facts each, few turns, short assistant replies.
+# --------------------------------------------------------------------------------------------------------------
+def U2(text):
+    return {"role": "user", "speaker": "Rafael", "content": text}
+
+
+DENSE = {
+    "name": "dense",
+    "space": "rafael",
+    "sessions": [
+        (
+            "2024-02-10",
+            [
+                U2(
+                    "Let me give you some background so you can help me plan. I'm 41, I live in Leeds with my partner "
+                    "Gwen and our two kids, Ada who is nine and Milo who is six. I work as a structural engineer at a "
+                    "firm called Brackley & Hume, mostly on bridge refurbishments. I have type 1 diabetes, so anything "
+                    "involving meals or exercise has to account for insulin timing."
+                ),  # 1
+                A("Thanks, that's really helpful context. I'll keep all of that in mind."),  # 2
+                U2(
+                    "For the summer we're thinking about a two-week trip. Gwen wants somewhere with beaches, the kids "
+                    "want a theme park, and I'd like a bit of hiking. Our budget is around £4,500 all in. We can't fly "
+                    "before 18 July because Ada's school term ends then, and Milo gets terribly carsick on winding "
+                    "roads, so long mountain drives are out."
+                ),  # 3
+                A(
+                    "Got it. Something like the Algarve or Mallorca could work: beaches, a water park and coastal "
+                    "walks without long mountain drives."
+                ),  # 4
+                U2(
+                    "Mallorca sounds promising. A bit more about me: I play bass in a covers band called The Loose "
+                    "Bolts, and we rehearse on Tuesday nights. I'm trying to cut down on red meat, I've been "
+                    "vegetarian on weekdays since January. And I'm learning Spanish on Duolingo, I'm on a 212-day "
+                    "streak."
+                ),  # 5
+                A("Nice! Your Spanish will come in handy in Mallorca."),  # 6
+                U2(
+                    "One more thing for the planning: Gwen is a night-shift nurse at St James's, she works three "
+                    "nights a week, so mornings at home are quiet. My mum, Eileen, lives in Harrogate and usually "
+                    "looks after the kids on Saturdays. And we have an old Volvo V70 that I don't trust for long trips "
+                    "any more."
+                ),  # 7
+                A("Understood, thanks for filling me in."),  # 8
+            ],
+        ),
+        (
+            "2024-03-22",
+            [
+                U2(
+                    "Update on a few fronts. We booked Mallorca: a villa near Alcúdia from 20 July to 3 August, which "
+                    "came to £3,900 with flights from Leeds Bradford. Milo lost his first tooth this week and was very "
+                    "proud. At work I've been promoted to associate director, which means more client meetings and "
+                    "less design work, and honestly I'm not sure how I feel about that."
+                ),  # 9
+                A("Congratulations on both the booking and the promotion!"),  # 10
+                U2(
+                    "Health-wise, my endocrinologist switched me to an insulin pump, an Omnipod, two weeks ago, and my "
+                    "HbA1c came back at 52, which is better than last time. I also started swimming on Sunday mornings "
+                    "at the Armley leisure centre, 40 lengths each time."
+                ),  # 11
+                A("That's great progress."),  # 12
+                U2(
+                    "And the band has a gig at the Brudenell Social Club on 12 April, our first paid one. Ada has "
+                    "started violin lessons at school with a teacher called Mr Pellegrini, and she practises every "
+                    "evening, which the neighbours may not love."
+                ),  # 13
+                A("Good luck with the gig!"),  # 14
+                U2("Sorry for the long messages, it helps me to write everything down."),  # 15
+                A("No problem at all."),  # 16
+            ],
+        ),
+    ],
+    "variant": "pronoun",
+    "questions": [
+        ("How old is Rafael?", [1], "How old is he?"),
+        ("What does Rafael do for a living?", [1], "What does he do for a living?"),
+        ("What are the names of Rafael's children?", [1], "What are the names of his children?"),
+        ("What is Rafael's holiday budget?", [3], "What is his holiday budget?"),
+        ("Which of Rafael's kids gets carsick?", [3], "Which of his kids gets carsick?"),
+        ("What instrument does Rafael play?", [5], "What instrument does he play?"),
+        ("How long is Rafael's Duolingo streak?", [5], "How long is his Duolingo streak?"),
+        ("Where does Gwen work?", [7], "Where does his partner work?"),
+        ("Who looks after Rafael's kids on Saturdays?", [7], "Who looks after his kids on Saturdays?"),
+        ("Where is the family staying in Mallorca?", [9], "Where is his family staying in Mallorca?"),
+        ("What is Rafael's new position at work?", [9], "What is his new position at work?"),
+        ("Which insulin pump does Rafael use?", [11], "Which insulin pump does he use?"),
+        ("Where does Rafael go swimming?", [11], "Where does he go swimming?"),
+        ("Where is the band's first paid gig?", [13], "Where is his band's first paid gig?"),
+    ],
+    "unanswerable": [
+        "What is the name of Rafael's dog?",
+        "Which football team does Rafael support?",
+        "What is Gwen's favourite book?",
+    ],
+}
+
+# --------------------------------------------------------------------------------------------------------------
+# Shape 3: OpenAI chat style: a system message first, `name` for the user, content parts, assistant `tool_calls`
+# (content None) and role "tool" results. The turn format has no place for `tool_calls`, so a call's turn is its text
+# as the engine renders it (`message_fields`: `name(arguments)`), and a tool result's speaker is the tool's name.
+# --------------------------------------------------------------------------------------------------------------
+SYSTEM = (
+    "You are Compass, a personal assistant with access to calendar, weather, reminder and restaurant tools. "
+    "Be concise, confirm bookings, and remember the user's preferences."
+)
+
+
+def U3(text):
+    return {"role": "user", "name": "Aroha", "content": [{"type": "text", "text": text}]}
+
+
+def T(name, text):
+    return {"role": "tool", "name": name, "content": text}
+
+
+OPENAI = {
+    "name": "openai",
+    "space": "aroha",
+    "sessions": [
+        (
+            "2024-05-06",
+            [
+                {"role": "system", "content": SYSTEM},  # 1
+                U3("Hi! Can you find me a vegan restaurant near Cuba Street for Friday night? Table for three."),  # 2
+                C(
+                    "restaurant_search", query="vegan", near="Cuba Street, Wellington", date="2024-05-10", party_size=3
+                ),  # 3
+                T(
+                    "restaurant_search",
+                    '{"results": [{"name": "Kiln & Clover", "cuisine": "vegan", "rating": 4.6, '
+                    '"address": "112 Cuba Street"}, {"name": "Root Theory", "cuisine": "plant-based", "rating": 4.4}]}',
+                ),  # 4
+                A("Kiln & Clover at 112 Cuba Street is fully vegan and rated 4.6. Shall I book it for 7pm?"),  # 5
+                U3("Yes please, 7pm is perfect. I've been vegan for about six years, so always filter for that."),  # 6
+                C("book_table", restaurant="Kiln & Clover", time="19:00", date="2024-05-10", party_size=3),  # 7
+                T("book_table", '{"status": "confirmed", "confirmation": "KC-88213"}'),  # 8
+                A("Booked! Confirmation KC-88213 for three at 7pm on Friday."),  # 9
+                U3(
+                    "Thanks. Also, my partner Wiremu is gluten-intolerant, keep that in mind for future bookings."
+                ),  # 10
+                A("Noted: vegan for you and gluten-free options for Wiremu."),  # 11
+            ],
+        ),
+        (
+            "2024-05-20",
+            [
+                {"role": "system", "content": SYSTEM},  # 12
+                U3("What's the weather like in Queenstown this weekend? We're heading to Coronet Peak."),  # 13
+                C("get_weather", location="Queenstown", days=["2024-05-25", "2024-05-26"]),  # 14
+                T(
+                    "get_weather",
+                    '{"forecast": [{"date": "2024-05-25", "summary": "light snow", "high_c": 3}, '
+                    '{"date": "2024-05-26", "summary": "clear", "high_c": 6}]}',
+                ),  # 15
+                A(
+                    "Saturday light snow with a high of 3°C, Sunday clear and 6°C: good conditions at Coronet Peak."
+                ),  # 16
+                U3("Great. I'm a snowboarder, not a skier, technically. I've been boarding since I was 15."),  # 17
+                C("calendar_create", title="Coronet Peak snowboarding", start="2024-05-25"),  # 18
+                T("calendar_create", '{"status": "created", "event_id": "evt_5521"}'),  # 19
+                U3(
+                    "Oh, and please remind me that my passport expires in November; I need to renew it before the "
+                    "Japan trip in January."
+                ),  # 20
+                C(
+                    "reminder_create",
+                    text="Renew passport (expires November) before Japan trip in January",
+                    due="2024-09-01",
+                ),  # 21
+                T("reminder_create", '{"status": "created", "reminder_id": "rem_118"}'),  # 22
+                A("Reminder set for 1 September to renew your passport."),  # 23
+                U3("I work from home on Mondays and Fridays, so schedule calls on those days when possible."),  # 24
+                A("Understood, I'll prefer Mondays and Fridays for calls."),  # 25
+            ],
+        ),
+    ],
+    "variant": "pronoun",
+    "questions": [
+        ("What diet does Aroha follow?", [6], "What diet does she follow?"),
+        ("How long has Aroha been vegan?", [6], "How long has she been vegan?"),
+        # the probe's evidence also named assistant turns (5, 7, 9; 9): here only the user and tool turns count
+        ("Which restaurant did Aroha book for Friday?", [4], "Which restaurant did she book for Friday?"),
+        ("What is the booking confirmation number?", [8], "What is her booking confirmation number?"),
+        ("What is the name of Aroha's partner?", [10], "What is the name of her partner?"),
+        ("What food intolerance does Wiremu have?", [10], "What food intolerance does her partner have?"),
+        ("Where is Aroha going this weekend?", [13], "Where is she going this weekend?"),
+        ("Does Aroha ski or snowboard?", [17], "Does she ski or snowboard?"),
+        ("How old was Aroha when she started snowboarding?", [17], "How old was she when she started snowboarding?"),
+        ("When does Aroha's passport expire?", [20], "When does her passport expire?"),
+        ("Where is Aroha travelling in January?", [20], "Where is she travelling in January?"),
+        ("Which days does Aroha work from home?", [24], "Which days does she work from home?"),
+    ],
+    "unanswerable": [
+        "What is Aroha's job?",
+        "How many siblings does Aroha have?",
+        "What is Aroha's favourite film?",
+    ],
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shape 4: facts UPDATED in later sessions; questions with pronouns / "the user", "now" and "before".
+# --------------------------------------------------------------------------------------------------------------
+def U4(text):
+    return {"role": "user", "speaker": "Oskar", "content": text}
+
+
+UPDATES = {
+    "name": "updates",
+    "space": "oskar",
+    "sessions": [
+        (
+            "2023-09-05",
+            [
+                U4("I live in Rotterdam, in a small flat near the Markthal."),  # 1
+                A("Noted!"),  # 2
+                U4("I'm a sous-chef at a seafood restaurant called De Kade."),  # 3
+                A("That sounds like intense but fun work."),  # 4
+                U4("My dog is a beagle called Bram, he's four."),  # 5
+                A("Noted!"),  # 6
+                U4("My girlfriend Femke teaches chemistry at a secondary school."),  # 7
+                A("Got it."),  # 8
+                U4("I cycle to work, it takes about 15 minutes along the Maas."),  # 9
+                A("Nice."),  # 10
+            ],
+        ),
+        (
+            "2024-01-18",
+            [
+                U4("Big news: I quit De Kade. I'm head chef at a new bistro, Zout, in Delft."),  # 11
+                A("Congratulations, that's a big step!"),  # 12
+                U4("Femke and I moved to Delft as well, we rent a house by the canal."),  # 13
+                A("Noted!"),  # 14
+                U4("Bram hates the steep stairs in the new house, but he loves the canal walks."),  # 15
+                A("Ha, noted."),  # 16
+                U4("I take the train to visit my parents in Groningen every other weekend."),  # 17
+                A("Got it."),  # 18
+            ],
+        ),
+        (
+            "2024-06-30",
+            [
+                U4("Femke got a new job, she's a lab coordinator at TU Delft instead of teaching."),  # 19
+                A("Noted, good for her!"),  # 20
+                U4("We got a second dog, a border collie puppy named Kiwi."),  # 21
+                A("Noted!"),  # 22
+                U4("Zout got a glowing review in the NRC, so the bistro is fully booked for weeks."),  # 23
+                A("That's fantastic."),  # 24
+                U4("My commute is just a five minute walk these days."),  # 25
+                A("Noted!"),  # 26
+            ],
+        ),
+    ],
+    # (question, evidence, the same question naming Oskar instead of a pronoun / "the user")
+    "variant": "named",
+    "questions": [
+        ("Where does he live now?", [13], "Where does Oskar live now?"),
+        ("Where did he live before?", [1], "Where did Oskar live before?"),
+        ("Where does the user work now?", [11], "Where does Oskar work now?"),
+        ("Which restaurant did he work at before?", [3, 11], "Which restaurant did Oskar work at before?"),
+        ("What is the name of his beagle?", [5], "What is the name of Oskar's beagle?"),
+        ("How old is his beagle?", [5], "How old is Oskar's beagle?"),
+        ("What does his girlfriend do now?", [19], "What does Oskar's girlfriend do now?"),
+        (
+            "What did his girlfriend do before her new job?",
+            [7, 19],
+            "What did Oskar's girlfriend do before her new job?",
+        ),
+        ("How does he get to work now?", [25], "How does Oskar get to work now?"),
+        ("How did the user get to work before?", [9], "How did Oskar get to work before?"),
+        ("Where do his parents live?", [17], "Where do Oskar's parents live?"),
+        ("Which newspaper reviewed his bistro?", [23], "Which newspaper reviewed Oskar's bistro?"),
+    ],
+    "unanswerable": [
+        "What is his sister's name?",
+        "Which football club does he support?",
+        "How much rent does the user pay?",
+    ],
+}
+
+CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES)
+
+
+def _fail(conv: dict, message: str) -> SystemExit:
+    return SystemExit(f"make_agent_shapes: {conv['name']}: {message}")
+
+
+def _when(day: str) -> str:
+    """``"2024-03-04"`` as the session time the probe wrote its messages at (6 pm), in LoCoMo's form."""
+    d = date.fromisoformat(day)
+    return f"6:00 pm on {d.day} {d.strftime('%B')}, {d.year}"
+
+
+def build(conv: dict) -> tuple[list[dict], list[dict]]:
+    """One conversation's rows of ``turns.jsonl`` and ``qa.jsonl``.
+
+    Raises:
+        SystemExit: a check failed (module docstring).
+    """
+    turns: list[dict] = []
+    dia: dict[int, str] = {}  # the probe's 1-based message number -> dia_id
+    days = [day for day, _ in conv["sessions"]]
+    if days != sorted(set(days)):
+        raise _fail(conv, f"session dates not strictly increasing: {days}")
+    for s, (day, messages) in enumerate(conv["sessions"], start=1):
+        for n, raw in enumerate(messages, start=1):
+            m = message_fields(raw)
+            dia[len(dia) + 1] = f"D{s}:{n}"
+            turns.append(
+                {
+                    "conv_id": conv["name"],
+                    "dia_id": f"D{s}:{n}",
+                    "session": f"session_{s}",
+                    "session_date_time": _when(day),
+                    "speaker": m.get("speaker") or "",
+                    "text": m["content"],
+                    "role": m["role"],
+                }
+            )
+    role = {dia[k]: turns[k - 1]["role"] for k in dia}
+    qa: list[dict] = []
+
+    def row(question: str, name: str, evidence: list[int]) -> None:
+        if any(e not in dia or role[dia[e]] not in EVIDENCE_ROLES for e in evidence):
+            raise _fail(conv, f"{question!r}: evidence {evidence} is not all user or tool messages")
+        qa.append(
+            {
+                "conv_id": conv["name"],
+                "qa_id": f"{conv['name']}#{len(qa)}",
+                "question": question,
+                "category": CATEGORIES[name],
+                "category_name": name,
+                "evidence": [dia[e] for e in evidence],
+                "shape": conv["name"],
+            }
+        )
+
+    for question, evidence, variant in conv["questions"]:
+        if not evidence:
+            raise _fail(conv, f"{question!r}: an answerable question with no evidence")
+        forms = {conv["variant"]: variant, ("named" if conv["variant"] == "pronoun" else "pronoun"): question}
+        row(forms["named"], "named", evidence)
+        row(forms["pronoun"], "pronoun", evidence)
+    for question in conv["unanswerable"]:
+        row(question, "unanswerable", [])
+    return turns, qa
+
+
+def generate(conversations: tuple[dict, ...] = CONVERSATIONS) -> tuple[bytes, bytes, dict[str, int]]:
+    """Both files' bytes (UTF-8, one JSON object a line, ``\\n`` endings) and counts by what they hold.
+
+    Raises:
+        SystemExit: a check failed (module docstring).
+    """
+    names = [c["name"] for c in conversations]
+    if len(set(names)) != len(names):
+        raise SystemExit("make_agent_shapes: repeated conversation id")
+    turns: list[dict] = []
+    qa: list[dict] = []
+    for conv in conversations:
+        t, q = build(conv)
+        turns += t
+        qa += q
+    counts = {"conversations": len(names), "turns": len(turns), "questions": len(qa)}
+    for r in turns:
+        counts[f"role:{r['role']}"] = counts.get(f"role:{r['role']}", 0) + 1
+    for r in qa:
+        counts[f"q:{r['category_name']}"] = counts.get(f"q:{r['category_name']}", 0) + 1
+    return _dump(turns), _dump(qa), counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(argv, generate, OUT, __doc__.split("\n\n")[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

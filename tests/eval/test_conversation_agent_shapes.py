@@ -1,0 +1,139 @@
+"""The conversation-shapes probe set eval/conversations/agent_shapes: its generator is deterministic, the committed
+files match it, and the set has the promised shape (four shapes, each question named and with a pronoun, evidence
+on user or tool turns that exist, unanswerable questions without evidence, the OpenAI shape's system and tool
+turns)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from context_engine.eval.conversation_eval import _message
+from context_engine.eval.conversations import load_conversations
+from context_engine.schema.memory import Message
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "eval" / "conversations"
+SHAPES = FOLDER / "agent_shapes"
+GENERATOR = FOLDER / "make_agent_shapes.py"
+NAMES = {"echo": "Ines", "dense": "Rafael", "openai": "Aroha", "updates": "Oskar"}
+
+
+@pytest.fixture
+def gen(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The generator as a module (it imports ``make_agent_dev`` from its own folder, as when run as a script)."""
+    monkeypatch.syspath_prepend(str(FOLDER))
+    return importlib.import_module("make_agent_shapes")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(GENERATOR), *args], check=False, capture_output=True, text=True, timeout=120
+    )
+
+
+def _rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (SHAPES / name).read_text(encoding="utf-8").splitlines()]
+
+
+def test_generator_is_deterministic_and_the_committed_files_match_it(tmp_path: Path):
+    for out in ("a", "b"):
+        assert _run("--out", str(tmp_path / out)).returncode == 0
+    for name in ("turns.jsonl", "qa.jsonl"):
+        data = (tmp_path / "a" / name).read_bytes()
+        assert data == (tmp_path / "b" / name).read_bytes(), f"{name}: two runs differ"
+        assert data == (SHAPES / name).read_bytes(), f"{name}: rerun eval/conversations/make_agent_shapes.py"
+    check = _run("--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_agent_shapes_set_has_the_promised_shape():
+    c = load_conversations(SHAPES)
+    turns, qa = _rows("turns.jsonl"), _rows("qa.jsonl")
+    assert set(turns[0]) == {"conv_id", "dia_id", "session", "session_date_time", "speaker", "text", "role"}
+    assert c.conversations == list(NAMES)
+    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26]
+    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3]
+    assert len(turns) == 91 and len(qa) == 112
+    assert c.categories() == {"named": 50, "pronoun": 50}
+    assert len(c.no_answer) == 12 and c.unknown_evidence == 0 and c.unjudged_questions == 0
+    for conv in NAMES:
+        ts = c.turns[conv]
+        assert len({t.timestamp for t in ts}) == len(c.sessions(conv))  # one date per session
+        assert [t.timestamp for t in ts] == sorted(t.timestamp for t in ts)
+        assert all(t.timestamp.hour == 18 and t.timestamp.minute == 0 for t in ts)
+        assert {t.speaker for t in ts if t.role == "user"} == {NAMES[conv]}
+        assert {t.speaker for t in ts if t.role in ("assistant", "system")} == {""}
+        assert [t.dia_id for t in ts] == [f"D{s}:{n}" for s, (_, st) in enumerate(c.sessions(conv), 1) for n in
+                                          range(1, len(st) + 1)]  # fmt: skip
+
+
+def test_every_question_has_its_pair_and_evidence_on_a_user_or_tool_turn():
+    c = load_conversations(SHAPES)
+    qa = _rows("qa.jsonl")
+    known = {(r["conv_id"], r["dia_id"]): r["role"] for r in _rows("turns.jsonl")}
+    by_conv: dict[str, list[dict]] = {}
+    for r in qa:
+        assert r["shape"] == r["conv_id"] and r["qa_id"].startswith(r["conv_id"] + "#")
+        assert r["category"] == {"named": 1, "pronoun": 2, "unanswerable": 6}[r["category_name"]]
+        by_conv.setdefault(r["conv_id"], []).append(r)
+        if r["category_name"] == "unanswerable":
+            assert r["evidence"] == []
+            continue
+        assert r["evidence"], r
+        for e in r["evidence"]:
+            assert (r["conv_id"], e) in known, r  # every evidence id exists
+            assert known[r["conv_id"], e] in ("user", "tool"), r  # never an assistant or system turn
+        if known[r["conv_id"], r["evidence"][0]] == "tool":
+            assert r["conv_id"] == "openai", r
+    for conv, rows in by_conv.items():
+        answerable = [r for r in rows if r["category_name"] != "unanswerable"]
+        assert len([r for r in rows if r["category_name"] == "unanswerable"]) == 3
+        pairs = list(zip(answerable[::2], answerable[1::2], strict=True))
+        for named, pronoun in pairs:  # each question twice, named first, with the same evidence
+            assert (named["category_name"], pronoun["category_name"]) == ("named", "pronoun")
+            assert named["evidence"] == pronoun["evidence"] and named["question"] != pronoun["question"]
+            assert NAMES[conv] not in pronoun["question"], pronoun
+        assert sum(NAMES[conv] in n["question"] for n, _ in pairs) >= len(pairs) - 3, conv
+    assert {q.qa_id for q in c.no_answer} == {r["qa_id"] for r in qa if r["category_name"] == "unanswerable"}
+    assert any(r["evidence"] == ["D1:4"] and r["conv_id"] == "openai" for r in qa)  # a tool result as evidence
+
+
+def test_the_openai_shape_keeps_system_and_tool_turns_and_calls_as_the_engine_renders_them():
+    c = load_conversations(SHAPES)
+    ts = c.turns["openai"]
+    assert [t.dia_id for t in ts if t.role == "system"] == ["D1:1", "D2:1"]
+    tools = [t for t in ts if t.role == "tool"]
+    assert [t.speaker for t in tools] == [
+        "restaurant_search",
+        "book_table",
+        "get_weather",
+        "calendar_create",
+        "reminder_create",
+    ]
+    assert all(json.loads(t.text) for t in tools)
+    calls = [t for t in ts if t.role == "assistant" and t.text.split("(")[0] in {x.speaker for x in tools}]
+    assert len(calls) == 5
+    book = next(t for t in calls if t.text.startswith("book_table("))
+    arguments = '{"restaurant": "Kiln & Clover", "time": "19:00", "date": "2024-05-10", "party_size": 3}'
+    openai = {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {
+        "name": "book_table", "arguments": arguments}}]}  # fmt: skip
+    assert book.text == Message.model_validate(openai).content == f"book_table({arguments})"
+    for t in ts:  # what the evaluation sends add_messages keeps each role, and validates
+        message = Message.model_validate(_message(t))
+        assert (message.role, message.content, message.speaker or "") == (t.role, t.text, t.speaker)
+    assert all(t.role in ("user", "assistant") for k in NAMES if k != "openai" for t in c.turns[k])
+
+
+def test_the_generator_refuses_evidence_on_an_assistant_turn(gen: ModuleType):
+    conv = dict(gen.OPENAI, questions=[("Which restaurant did Aroha book?", [5], "Which restaurant did she book?")])
+    with pytest.raises(SystemExit, match="not all user or tool"):
+        gen.build(conv)
+    with pytest.raises(SystemExit, match="repeated conversation id"):
+        gen.generate((gen.ECHO, gen.ECHO))
