@@ -5,37 +5,29 @@ on data that breaks them)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from context_engine.eval.conversations import load_conversations
+from tests.eval.generators import FOLDER, load_generator, run_generator
 
-ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "eval" / "conversations"
 AGENT_DEV_ZH = FOLDER / "agent_dev_zh"
-GENERATOR = FOLDER / "make_agent_dev_zh.py"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.fixture
 def gen(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The generator as a module (it imports ``make_agent_dev`` from its own folder, as when run as a script)."""
-    monkeypatch.syspath_prepend(str(FOLDER))
-    return importlib.import_module("make_agent_dev_zh")
+    return load_generator(monkeypatch, "make_agent_dev_zh")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(GENERATOR), *args], check=False, capture_output=True, text=True, timeout=120
-    )
+    return run_generator("make_agent_dev_zh", *args)
 
 
 # ------------------------------------------------------------------------------------------------ the files

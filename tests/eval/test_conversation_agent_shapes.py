@@ -5,10 +5,8 @@ turns)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,25 +15,19 @@ import pytest
 from context_engine.eval.conversation_eval import _message
 from context_engine.eval.conversations import load_conversations
 from context_engine.schema.memory import Message
+from tests.eval.generators import FOLDER, load_generator, run_generator
 
-ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "eval" / "conversations"
 SHAPES = FOLDER / "agent_shapes"
-GENERATOR = FOLDER / "make_agent_shapes.py"
 NAMES = {"echo": "Ines", "dense": "Rafael", "openai": "Aroha", "updates": "Oskar"}
 
 
 @pytest.fixture
 def gen(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The generator as a module (it imports ``make_agent_dev`` from its own folder, as when run as a script)."""
-    monkeypatch.syspath_prepend(str(FOLDER))
-    return importlib.import_module("make_agent_shapes")
+    return load_generator(monkeypatch, "make_agent_shapes")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(GENERATOR), *args], check=False, capture_output=True, text=True, timeout=120
-    )
+    return run_generator("make_agent_shapes", *args)
 
 
 def _rows(name: str) -> list[dict]:
