@@ -151,3 +151,12 @@ def test_a_stored_tool_call_is_known_as_one_in_the_next_batchs_tail(engine):
     engine.add_messages([question, TOOL_CALL, TOOL_RESULT], "s1", _alice())
     uri = engine.add_messages([{"role": "user", "name": "Aroha", "content": "Yes."}], "s1", _alice()).uris[0]
     assert _level0_context(engine, uri) == "assistant: Shall I book Kiln & Clover for Friday?"
+
+
+def test_a_tool_call_without_a_function_name_fails_the_batch_with_its_index(engine):
+    bad = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {}}]}
+    with pytest.raises(ContextEngineError) as caught:
+        engine.add_messages([{"role": "user", "content": "Book it."}, bad], "s2", _alice())
+    assert caught.value.code is ErrorCode.REQUEST_INVALID
+    assert caught.value.details["index"] == 1 and "function name" in caught.value.message
+    assert engine.list_memories(_alice()).total == 0  # a failing batch writes nothing
