@@ -273,6 +273,41 @@ def test_a_speakers_name_in_the_question_does_not_favour_the_speakers_shortest_t
         assert not events
 
 
+# A conversation stored without names (OpenAI-style messages): every user turn reads "user: ...".
+ROLE_ONLY = [
+    {"role": "user", "content": "Hi again"},
+    {"role": "assistant", "content": "Hi! How has your week been?"},
+    {"role": "user", "content": "Pretty good, thanks."},
+    {"role": "assistant", "content": "Do you work in a hospital or a community pharmacy?"},
+    {"role": "user", "content": "Community pharmacy, a small independent one in Leith."},
+    {"role": "assistant", "content": "That's a lot of responsibility."},
+    {"role": "user", "content": "Hello! Got a baking question."},
+    {"role": "assistant", "content": "Sure, what are you baking?"},
+    {"role": "user", "content": "Hey! Holiday planning time."},
+    {"role": "assistant", "content": "Lovely, where are you thinking of going?"},
+]
+
+
+@pytest.mark.parametrize("speaker_names", [True, False])
+def test_the_user_in_the_question_does_not_favour_the_users_shortest_turns(make, speaker_names):
+    engine = make(retrieval={"query_transform": {"speaker_names": speaker_names}})
+    uris = engine.add_messages(ROLE_ONLY, "s1", ANN).uris
+    response = engine.search_memory(
+        "Where does the user work?", ANN, top_k=10, include_debug=True, trace_level="detailed"
+    )
+    rank = {u: i for i, u in enumerate(_uris(response))}
+    job, greetings = uris[4], [uris[0], uris[6], uris[8]]
+    events = [e for e in response.thinking_trace["events"] if e["event"] == "query_transform"]
+    if speaker_names:
+        # searched again with "the user" in the first person the user's turns are written in
+        assert events and events[0]["text"] == "Where does I work?" and events[0]["speakers"] == ["user"]
+        assert all(rank[job] < rank[g] for g in greetings)
+    else:
+        # "user" matched as a word in the "user: " prefix: "user: Hi again" comes before the answer
+        assert not events
+        assert rank[uris[0]] < rank[job]
+
+
 def _agent_conversation(engine, conv_id: str, dataset: str = "agent_dev") -> dict[str, str]:
     """One conversation of eval/conversations/<dataset> (written by us) added session by session; URI -> turn id."""
     import json
@@ -401,6 +436,8 @@ def test_the_lexical_gap_rule_leaves_a_document_question_alone(make):
         response = engine.search_memory(query, ANN, top_k=5, include_debug=True, trace_level="detailed")
         return [e for e in response.thinking_trace["events"] if e["event"] == "lexical_gap"]
 
-    (event,) = gap_events("What does the user cook in bulk at the weekend?")
-    assert event["context_type"] == "memory" and event["dense_weight"] == 0.5
+    # once per search: the question, then its first-person form ("What does I cook ...", query_transform)
+    events = gap_events("What does the user cook in bulk at the weekend?")
+    assert len(events) == 2
+    assert all(e["context_type"] == "memory" and e["dense_weight"] == 0.5 for e in events)
     assert gap_events("runbook for what the user cooks in bulk at the weekend") == []

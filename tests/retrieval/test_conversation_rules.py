@@ -108,8 +108,27 @@ def test_chinese_names_and_role_words_are_found_without_spaces():
 def test_without_speakers_takes_a_chinese_name_and_its_possessive_out():
     assert without_speakers("林晓的猫叫什么名字？", {"林晓"}) == "猫叫什么名字?"
     assert without_speakers("林晓在哪家公司上班？", {"林晓"}) == "在哪家公司上班?"
-    assert without_speakers("用户的猫叫什么名字？", {"user"}) is None  # a role, as "the user"
-    assert without_speakers("用户的猫叫什么名字？", {"用户"}) is None  # a role stored under its Chinese word
+    # the user's role in the first person, as "the user" (stored as the role or under its Chinese word)
+    assert without_speakers("用户的猫叫什么名字？", {"user"}) == "我的猫叫什么名字?"
+    assert without_speakers("用户在哪家公司上班？", {"用户"}) == "我在哪家公司上班?"
+    assert without_speakers("用户们喜欢什么？", {"user"}) is None  # users in general: no reference
+
+
+def test_without_speakers_puts_the_users_role_in_the_first_person_and_keeps_other_roles():
+    assert without_speakers("Where does the user work?", {"user"}) == "Where does I work?"
+    assert without_speakers("What is the user's dog called?", {"user"}) == "What is my dog called?"
+    assert without_speakers("What is the user’s dog called?", {"user"}) == "What is my dog called?"
+    assert without_speakers("user's job", {"user"}) == "my job"
+    # a name and the user's role in one question; the assistant's role says whose turn is meant and stays
+    assert without_speakers("What did Sam tell the user?", {"Sam", "user"}) == "What did tell I?"
+    assert (
+        without_speakers("What did the assistant recommend to the user?", {"user", "assistant"})
+        == "What did the assistant recommend to I?"
+    )
+    assert without_speakers("What did the assistant recommend?", {"user", "assistant"}) is None
+    # the user is stored under a name: "the user" matches no "user: " prefix, nothing to rewrite
+    assert without_speakers("Where does the user work?", {"Sam"}) is None
+    assert without_speakers("the user", {"user"}) == "I"
 
 
 def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
@@ -122,7 +141,7 @@ def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
         without_speakers("What did caroline and Melanie paint?", {"Caroline", "Melanie"})
         == "What did caroline and paint?"
     )
-    assert without_speakers("What does the user drink?", {"user"}) is None  # a role, not a name
+    assert without_speakers("What does the assistant drink?", {"assistant"}) is None  # a role, not a name
     assert without_speakers("Sam?", {"Sam"}) is None  # nothing left to search for
     assert without_speakers("Where is Samantha employed?", {"Sam"}) is None  # whole words only
     assert without_speakers("Where is it ?", {"Sam"}) is None  # names no speaker: no second search
@@ -314,3 +333,26 @@ def test_a_users_later_statement_supersedes_under_another_label_or_after_a_memor
     caroline = _statement("000004.md", 0.26, datetime(2024, 1, 1), "Caroline: I live in Leeds.")
     melanie = _statement("000005.md", 0.255, datetime(2024, 6, 1), "Melanie: I live in York now.")
     assert supersede([caroline, melanie], _embed_drinks, same_topic=0.5, margin=0.05) == 0  # another person
+
+
+@pytest.mark.parametrize(
+    ("message", "plain", "own_questions"),
+    [
+        # a user's question about themselves states what it tells of them
+        ("Priya: Dev and I have our 10th wedding anniversary on 14 October, any ideas?", False, True),
+        ("user: I'm lactose intolerant, can you suggest a recipe?", False, True),
+        ("user: 我下个月要去杭州出差，有什么推荐吗？", False, True),
+        # a question back, a greeting that asks, a question with too few words of its own: nothing either way
+        ("Caroline: What made you decide to adopt?", False, False),
+        ("user: Hey, got a minute?", False, False),
+        ("Mel: Did I tell you about my new painting?", False, False),
+        # the assistant's question states nothing about the user, whatever it says
+        ("assistant: I love that you run. How far do you go each week?", False, False),
+        # statements are content either way
+        ("user: I switched to rooibos.", True, True),
+    ],
+)
+def test_a_question_about_oneself_states_content_only_when_asked_to(message, plain, own_questions):
+    speaker = message.split(":", 1)[0]
+    assert message_has_content(message, speaker, [speaker]) is plain
+    assert message_has_content(message, speaker, [speaker], own_questions=True) is own_questions

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from context_engine.retrieval.match_quality import (
     MatchQualityRater,
+    answer_hits,
     descriptor_names,
     mentions,
     query_names,
@@ -311,6 +312,46 @@ def test_a_query_naming_a_returned_speaker_takes_the_speaker_penalty_for_places_
     assert not n.speaker_named and n.evidence == pytest.approx(0.3 - full / 2)
 
 
+def test_a_message_that_states_nothing_is_no_evidence():
+    # Measured on agent_dev: "Where does the user work?" (never answered) found "assistant: Of course, what's up?",
+    # calibrated cosine 0.45 to "Where does I work?" against 0.08 for the user's own turns: 'weak' on noise.
+    question_back = hit(SESSION + "a.md", 0.45, 0.1, "assistant: Of course, what's up?")
+    ack = hit(SESSION + "b.md", 0.5, 0.1, "assistant: Noted!")
+    turn = hit(SESSION + "u.md", 0.08, 0.05, "user: Christmas went well! The nut roast was the surprise hit.")
+    hits = [question_back, turn, ack]
+    assert answer_hits(hits) == [turn]
+    f = RATER.features("Where does the user work?", hits)
+    assert f.similarity == pytest.approx(0.08) and RATER.label(f) == "none"
+    # the own-text check reads the first messages that state something
+    in_band = [question_back, hit(SESSION + "v.md", 0.3, 0.2, "user: I cycle to work along the river."), ack]
+    assert [h.uri for h in RATER.own_text_hits(RATER.features("q", in_band), in_band)] == [in_band[1].uri]
+    # a user's question about themselves states what it tells ("any ideas?" does not empty it)
+    asks = hit(
+        SESSION + "p.md", 0.32, 0.2, "Priya: Dev and I have our 10th wedding anniversary on 14 October, any ideas?"
+    )
+    assert answer_hits([asks, question_back]) == [asks]
+    # only messages that state nothing: they are all there is to rate
+    assert answer_hits([question_back, ack]) == [question_back, ack]
+    assert RATER.features("q", [question_back, ack]).similarity == pytest.approx(0.5)
+    # a memory that is no message always counts, and directories never do
+    note = hit("ctx://user/alice/memories/n.md", 0.2, abstract="Noted!")
+    assert answer_hits([hit(SESSION, 0.9, abstract="Directory c1"), note]) == [note]
+
+
+def test_the_user_without_a_name_takes_the_speaker_penalty_for_places_only():
+    # agent_dev: "Which Japanese writing system is the user studying?" over Mateo's turns ("I've been practising
+    # hiragana every evening"): "Japanese" is in no candidate; the question is about the user the store holds
+    mateo = hit(SESSION + "m.md", 0.4, 0.25, "Mateo: I've been practising hiragana every evening.")
+    f = RATER.features("Which Japanese writing system is the user studying?", [mateo], neutral={mateo.uri: 0.4})
+    assert f.speaker_named and f.place_names == ("japanese",) and f.evidence == pytest.approx(0.4)
+    assert RATER.label(f) == "weak"
+    # a person the store never names keeps the full penalty
+    bob = RATER.features("Where does the user's friend Bob live?", [mateo], neutral={mateo.uri: 0.4})
+    assert bob.missing_names == ("bob",) and bob.evidence == pytest.approx(
+        0.4 - MatchQualitySettings().missing_name_penalty
+    )
+
+
 # ---- through the pipeline (hashing embedder) -------------------------------------------------------------------------
 def test_every_answer_carries_the_label_and_the_trace_shows_its_features(hash_engine):
     engine = hash_engine()
@@ -520,9 +561,11 @@ PRIYA_MESSAGES = [
 
 
 def test_a_question_the_messages_never_answer_is_none_by_their_own_texts(tmp_path, default_embedder):
-    """The default model: "What is Priya's favourite film?" finds Priya's messages, lifted by the assistant's
-    questions they were indexed with (evidence in the own-text band), while what they say is far from films; the
-    same request with the check off is ``weak``. An answered question keeps its label."""
+    """The default model: "What car does Priya drive?" finds Priya's answer to "Which car do you take to get
+    there?", lifted by the question it was indexed with (evidence in the own-text band), while what it says ("Mostly
+    the number 42 bus") names no car; the same request with the check off is ``weak``. An answered question keeps
+    its label. ("What is Priya's favourite film?" was this test's question until the assistant's questions stopped
+    counting as evidence, ``match_quality.answer_hits``: it is now ``none`` by its evidence alone.)"""
     from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
 
@@ -531,9 +574,7 @@ def test_a_question_the_messages_never_answer_is_none_by_their_own_texts(tmp_pat
         settings = load_settings(tmp_path / name, retrieval={"match_quality": {"own_text_hits": own_text_hits}})
         with ContextEngineService(settings, embedder=default_embedder) as engine:
             engine.add_messages(PRIYA_MESSAGES, "c1", PRIYA)
-            film = engine.search_memory(
-                "What is Priya's favourite film?", PRIYA, include_debug=True, trace_level="detailed"
-            )
+            film = engine.search_memory("What car does Priya drive?", PRIYA, include_debug=True, trace_level="detailed")
             ballet = engine.search_memory("What does Priya's daughter do on Saturdays?", PRIYA)
             labels[name] = (film, ballet)
     film, ballet = labels["on"]

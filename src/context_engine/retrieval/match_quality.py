@@ -7,8 +7,10 @@ pipeline embeds the speaker-neutral query below and passes its cosines in).
 The rule (thresholds in ``retrieval.match_quality``, defaults in brackets; docs/search_memory.md gives the measured
 rates and the command that reproduces them):
 
-* **basis**: the returned file hits (directories are navigation, not answers); only when every hit is a directory,
-  the directories, and then the label is at most ``weak``.
+* **basis**: the returned file hits (directories are navigation, not answers) less the conversation messages that
+  state nothing (:func:`answer_hits`: acknowledgements and questions back, whose cosine to a question is noise); all
+  the file hits when each is such a message; only when every hit is a directory, the directories, and then the
+  label is at most ``weak``.
 * **similarity**: the best calibrated cosine of the basis, ``clip(scale(cosine), 0, 1)`` (the embedding model's
   :class:`~context_engine.schema.similarity.SimilarityScale`, so one threshold means the same for every model).
   Meaning alone: it holds across wordings and languages.
@@ -33,7 +35,8 @@ rates and the command that reproduces them):
   missing (0 when it names nothing); a missing name that is a place or a descriptor (:func:`descriptor_names`: after
   an article, an interrogative determiner or a preposition of place, never possessive) costs
   ``missing_name_penalty_with_speaker`` [0] instead when the query also names a speaker of the returned messages
-  (``Mateo``, ``the user``; :func:`speaker_neutral`). Why: the question is then about someone the store holds, who
+  (``Mateo``, ``the user``; :func:`speaker_neutral`) or refers to the user without a name ("the user" over Mateo's
+  turns, "she": ``speakers.refers_to_user``). Why: the question is then about someone the store holds, who
   may name the place in other words ("Which neighbourhood of the Spanish capital is Mateo based in?", answered by
   "Mateo: I live in Chamberí, by the way ...": evidence 0.11 with the penalty, 0.31 without). A person the store
   never names keeps the full penalty, beside a named speaker too ("Where does the user's friend Bob rent a flat?":
@@ -68,8 +71,9 @@ precise as before the topic similarity (share of strong answers whose first hit 
 same share of answers; 0.5 on the lower topic evidence would make ``strong`` rarer and no more precise.
 ``none_below_own_text`` 0.15 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
 5% (4.2%; 0.175: 6.3%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 88.6% (LoCoMo's
-answerable ``none`` 0.9%). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same labels on the dev sets):
-with the full penalty there, agent_dev's answerable ``none`` was 4.2% at ``none_below_own_text`` 0.125 and 5.0% at
+answerable ``none`` 0.9%); with the basis of :func:`answer_hits` and the ranking's first-person role (2026-12-06)
+91.4% and 4.6% (LoCoMo 1.0%; docs/search_memory.md). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same
+labels on the dev sets): with the full penalty there, agent_dev's answerable ``none`` was 4.2% at ``none_below_own_text`` 0.125 and 5.0% at
 0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
 ``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at < 5% answerable
 ``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value lets it turn one
@@ -95,14 +99,29 @@ from typing import Any
 
 from context_engine.retrieval.query_transform import first_person
 from context_engine.retrieval.scoring import vector_score
-from context_engine.retrieval.speakers import cjk_char, is_cjk_name, references, refers_to_user, starts_sentence
+from context_engine.retrieval.speakers import (
+    cjk_char,
+    is_cjk_name,
+    message_has_content,
+    references,
+    refers_to_user,
+    starts_sentence,
+)
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import MatchQualitySettings
 
-__all__ = ["MatchFeatures", "MatchQualityRater", "descriptor_names", "mentions", "query_names", "speaker_neutral"]
+__all__ = [
+    "MatchFeatures",
+    "MatchQualityRater",
+    "answer_hits",
+    "descriptor_names",
+    "mentions",
+    "query_names",
+    "speaker_neutral",
+]
 
 _DECIMALS = 6
 # A word of a cased or uncased script (no digits, no underscore), with inner apostrophes ("Nate's", "O'Neil").
@@ -328,6 +347,29 @@ class MatchFeatures:
         return out
 
 
+def answer_hits(hits: Sequence[NodeHit]) -> list[NodeHit]:
+    """The file hits of ``hits`` that can hold an answer, in order: every file hit but the conversation messages
+    that state nothing (:func:`~context_engine.retrieval.speakers.message_has_content`, questions about oneself
+    counted: an acknowledgement, a question back such as "assistant: Of course, what's up?", not "Priya: Dev and I
+    have our 10th wedding anniversary on 14 October, any ideas?"); all the file hits when every one of them is such a
+    message.
+
+    Why: such a message's cosine to a question is noise, and high for short texts. Once the answer's turns no longer
+    carried the question's role word (``query_transform.without_speakers``: "the user" -> "I"), a question back
+    stood among the first ten hits of questions the store cannot answer ("Where does the user work?", agent_dev:
+    calibrated cosine 0.45 of "assistant: Of course, what's up?" to "Where does I work?", against 0.08 for the
+    user's own turns), and its cosine alone made the answer ``weak``."""
+    files = [h for h in hits if not h.is_dir]
+    speaker_of = {h.uri: message_speaker(h.uri, h.abstract or "") for h in files}
+    names = frozenset(s for s in speaker_of.values() if s)
+    stating = [
+        h
+        for h in files
+        if (s := speaker_of[h.uri]) is None or message_has_content(h.abstract or "", s, names, own_questions=True)
+    ]
+    return stating or files
+
+
 class MatchQualityRater:
     """Labels a ``search_memory`` answer ``strong`` | ``weak`` | ``none`` (module docstring).
 
@@ -371,7 +413,7 @@ class MatchQualityRater:
             or not s.none_below_evidence <= features.evidence < s.own_text_check_below
         ):
             return []
-        first = [h for h in hits if not h.is_dir][: s.own_text_hits]
+        first = answer_hits(hits)[: s.own_text_hits]
         return first if self.embedded_alone(first) else []
 
     @staticmethod
@@ -409,7 +451,7 @@ class MatchQualityRater:
         Returns:
             :class:`MatchFeatures`; with no hits, zero similarity and evidence.
         """
-        files = [h for h in hits if not h.is_dir]
+        files = answer_hits(hits)
         basis = files or list(hits)
         names = tuple(query_names(query))
         pool = [*hits, *candidates]
@@ -421,7 +463,7 @@ class MatchQualityRater:
         if neutral is not None:
             topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
         speakers = {s for h in basis if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
-        speaker_named = bool(speakers) and bool(references(query, speakers))
+        speaker_named = bool(speakers) and (bool(references(query, speakers)) or refers_to_user(query))
         descriptors = descriptor_names(query) if speaker_named and missing else frozenset()
         places = tuple(n for n in missing if n in descriptors)
         full, reduced = self._settings.missing_name_penalty, self._settings.missing_name_penalty_with_speaker

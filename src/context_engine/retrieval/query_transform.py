@@ -21,7 +21,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
-from context_engine.retrieval.speakers import cjk_pronoun_starts, is_role, references
+from context_engine.retrieval.speakers import (
+    cjk_pronoun_starts,
+    is_cjk_name,
+    is_role,
+    references,
+    speaker_of_reference,
+)
 from context_engine.storage.protocols import Embedder
 
 __all__ = ["QueryTransformer", "first_person", "without_speakers"]
@@ -47,23 +53,38 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 
 
 def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
-    """``query`` with the names of ``speakers`` taken out (possessive forms included), or ``None`` when it names none
-    of them (roles such as ``user`` are kept) or nothing but them is left.
+    """``query`` with the names of ``speakers`` taken out (possessive forms included) and its references to the
+    user's role put in the first person, or ``None`` when it refers to none of them or nothing but them is left.
 
     The name says whose turns to prefer, which ``retrieval.seed.speaker_boost`` does; left in the text, BM25 and the
     embedding match it in the ``"Sam: "`` prefix of every one of the speaker's turns, and the shortest turns win.
     Examples: ``("Where is Sam employed?", {"Sam"})`` -> ``"Where is employed?"``; ``("What is Sam's favourite
     band?", {"Sam"})`` -> ``"What is favourite band?"``.
+
+    The user's role (a conversation stored without names, whose turns read ``"user: ..."``) is the same trap with a
+    word agents do ask with: "Where does the user work?" matches ``user`` in the prefix of every one of the user's
+    turns, and in a long conversation "user: Hi again" outranks "user: Community pharmacy, a small independent one in
+    Leith". Such a reference becomes the first person the user's turns are written in: "the user" -> "I", "the
+    user's" / "user's" -> "my", 用户 -> 我, 用户的 -> 我的 ("Where does I work?": an embedding model needs no
+    grammar). Other roles ("the assistant") are kept: they say whose turns are meant.
     """
-    # roles are kept: "the user" is how agents ask about the user
     names = [s for s in speakers if not is_role(s)]
+    users = [s for s in speakers if is_role(s) and speaker_of_reference(s) == "user"]
     text = unicodedata.normalize("NFKC", query)
-    found = references(text, names)  # "Where will Priya move?" keeps its "will" beside the speaker Will
+    # "Where will Priya move?" keeps its "will" beside the speaker Will
+    found = sorted([*references(text, names), *references(text, users)], key=lambda m: m.start())
     if not found:
         return None
     parts, at = [], 0
     for m in found:
-        parts += [text[at : m.start()], m.group(1) or "", " "]
+        if m.start() < at:
+            continue  # a name inside a role's reference, or the reverse: the first one found stands
+        if speaker_of_reference(m.group(2)) == "user" and users:
+            cjk = is_cjk_name(m.group(2))
+            first = ("我的" if cjk else "my") if m.group(3) else ("我" if cjk else "I")
+            parts += [text[at : m.start()], first, "" if cjk else " "]
+        else:
+            parts += [text[at : m.start()], m.group(1) or "", " "]
         at = m.end()
     out = "".join([*parts, text[at:]])
     out = re.sub(r"\s+", " ", out).strip()

@@ -46,7 +46,8 @@ class QueryTransformSettings(SettingsSection):
         description="When the query names a speaker of the conversation messages it finds ('Where is Sam employed?' "
         "over Sam's turns), search again with the name taken out of the query's text (vector and BM25): the name "
         "says whose turns to prefer (retrieval.seed.speaker_boost), not what they say; matched as a word it favours "
-        "that speaker's shortest turns ('Sam: Hi again!'). Falls back to the first search.",
+        "that speaker's shortest turns ('Sam: Hi again!'). A reference to the user's role is put in the first person "
+        "instead ('the user' -> 'I', over turns stored without names: 'user: ...'). Falls back to the first search.",
     )
 
 

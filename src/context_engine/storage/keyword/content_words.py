@@ -22,6 +22,7 @@ from context_engine.schema.conversation import SESSION_SEGMENT, message_speaker
 from context_engine.storage.keyword.tokenize import KeywordTokenizer
 
 __all__ = [
+    "FIRST_PERSON",
     "FUNCTION_WORDS",
     "FUNCTION_WORDS_ZH",
     "NUMBER",
@@ -67,6 +68,12 @@ FUNCTION_WORDS: frozenset[str] = frozenset(
     have has had having do does did doing can could would should shall may might must will wo ca n't not
     so too very just also then now all any some more most about
     """.split()
+)
+
+#: A speaker speaking of themselves: English first-person words (apostrophes straight or curly), Chinese 我 / 我们.
+FIRST_PERSON = re.compile(
+    r"(?<![\w'’])(?:i|me|my|mine|myself|we|us|our|ours|ourselves)(?:['’](?:m|ve|d|ll|re))?(?![\w'’])|我",
+    re.IGNORECASE,
 )
 
 #: A question back ("What happened then?") counts as carrying no new content up to this many new content words.
@@ -145,7 +152,7 @@ def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) 
     return not (is_question(text) and len(new) <= QUESTION_BACK_MAX_NEW)
 
 
-def states_content(text: str, names: Iterable[str] = ()) -> bool:
+def states_content(text: str, names: Iterable[str] = (), *, first_person_questions: bool = False) -> bool:
     """Whether a message, read alone, *states* something. A message without a question: any content word
     (:func:`carries_content` with no previous message). A message with a question (a sentence ending with ``?``):
     its questions do not count, a statement (a sentence ending otherwise than with ``!``) states something with one
@@ -157,6 +164,11 @@ def states_content(text: str, names: Iterable[str] = ()) -> bool:
     questions repeat from the turn before, while "I moved to Berlin. You?" and "Yes! I adopted Biscuit. Want to see
     a photo?" state a fact. Used where the previous message is not at hand (a search reading a stored message),
     which is when :func:`carries_content` cannot subtract what a question back repeats.
+
+    ``first_person_questions``: a question that speaks of its speaker (a first-person word, :data:`FIRST_PERSON`)
+    with more than :data:`QUESTION_BACK_MAX_NEW` content words states them: "Dev and I have our 10th wedding
+    anniversary on 14 October, any ideas?", "I'm lactose intolerant, can you suggest a recipe?" (a request that
+    tells a fact), not "Hey, got a minute?" nor "Did I tell you about the trip?".
     """
     sentences = [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
     if not any(is_question(s) for s in sentences):
@@ -167,6 +179,12 @@ def states_content(text: str, names: Iterable[str] = ()) -> bool:
     exclaimed: set[str] = set()
     for sentence in sentences:
         if is_question(sentence):
+            if (
+                first_person_questions
+                and FIRST_PERSON.search(sentence) is not None
+                and len(_content(sentence) - known) > QUESTION_BACK_MAX_NEW
+            ):
+                return True
             continue
         words = _content(sentence) - known
         if not sentence.rstrip().endswith(("!", "！")):
