@@ -73,11 +73,11 @@ same share of answers; 0.5 on the lower topic evidence would make ``strong`` rar
 5% (4.2%; 0.175: 6.3%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 88.6% (LoCoMo's
 answerable ``none`` 0.9%); with the basis of :func:`answer_hits` and the ranking's first-person role (2026-12-06)
 91.4% and 4.6% (LoCoMo 1.0%; docs/search_memory.md). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same
-labels on the dev sets): with the full penalty there, agent_dev's answerable ``none`` was 4.2% at ``none_below_own_text`` 0.125 and 5.0% at
-0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits gave 78.6% and 62.9%;
-``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at < 5% answerable
-``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value lets it turn one
-into ``none``.
+labels on the dev sets): with the full penalty there, agent_dev's answerable ``none`` was 4.2% at
+``none_below_own_text`` 0.125 and 5.0% at 0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits
+gave 78.6% and 62.9%; ``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at
+< 5% answerable ``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value
+lets it turn one into ``none``.
 
 Tried and not kept (no gain over the topic similarity on the dev sets, or a loss): the share of the query's content
 words (stemmed, stopwords and speakers removed) that occur in any candidate, as a penalty or as a second threshold;
