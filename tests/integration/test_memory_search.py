@@ -308,6 +308,22 @@ def test_the_user_in_the_question_does_not_favour_the_users_shortest_turns(make,
         assert rank[uris[0]] < rank[job]
 
 
+def test_a_hit_says_when_its_message_was_written(make):
+    # "last Monday" is resolved against the message's time: the hit carries it, in UTC, as read_memory's block does
+    engine = make()
+    messages = [
+        {"role": "user", "content": "I started at Northwind last Monday.", "timestamp": "2024-10-14T18:00:00+02:00"},
+        {"role": "assistant", "content": "Congratulations!"},  # no timestamp: no time
+    ]
+    uris = engine.add_messages(messages, "s1", ANN).uris
+    note = engine.add_memory("The user prefers tea over coffee.", ANN).uris[0]
+    hits = {h.uri: h for h in engine.search_memory("When did the user start at Northwind?", ANN, top_k=10).hits}
+    assert hits[uris[0]].occurred_at == datetime(2024, 10, 14, 16, 0, tzinfo=UTC)
+    assert hits[uris[1]].occurred_at is None and hits[note].occurred_at is None
+    assert all(h.occurred_at is None for u, h in hits.items() if u.endswith("/"))  # directories
+    assert engine.read_memory(uris[0], ANN, level="L2").block.occurred_at == hits[uris[0]].occurred_at
+
+
 def _agent_conversation(engine, conv_id: str, dataset: str = "agent_dev") -> dict[str, str]:
     """One conversation of eval/conversations/<dataset> (written by us) added session by session; URI -> turn id."""
     import json

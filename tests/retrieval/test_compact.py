@@ -60,3 +60,32 @@ def test_compact_search_always_shows_match_quality():
     assert empty.match_quality == "none"
     dumped = compact_search(empty).model_dump(mode="json")
     assert dumped == {"request_id": "r", "match_quality": "none", "hits": []}
+
+
+def test_a_hit_carries_when_its_memory_happened_and_nothing_else_does():
+    """``occurred_at`` in the full and the compact hit for a memory with a time; left out of the JSON otherwise."""
+    from datetime import UTC, datetime
+
+    when = datetime(2024, 10, 14, 16, 0, tzinfo=UTC)
+    common = {"level_hit": "L0", "category": "", "has_overview": False, "has_content": True, "match_reason": "l0"}
+    message = RetrievedBlock(
+        uri="ctx://user/ann/memories/sessions/s1/000001.md",
+        score=0.5,
+        owner_space="user:ann",
+        abstract="user: I started at Northwind last Monday.",
+        occurred_at=when,
+        **common,
+    )
+    runbook = RetrievedBlock(uri="ctx://resources/ops/d.md", score=0.4, owner_space="shared", abstract="d", **common)
+    assert message.model_dump(mode="json")["occurred_at"] == "2024-10-14T16:00:00Z"
+    assert "occurred_at" not in runbook.model_dump(mode="json")
+    full = SearchMemoryResponse(
+        request_id="r",
+        typed_queries=[],
+        seed_hits=[],
+        hits=[message, runbook],
+        next_actions=NextActions(),
+        trace=SearchTrace(),
+    )
+    hits = compact_search(full).model_dump(mode="json")["hits"]
+    assert hits[0]["occurred_at"] == "2024-10-14T16:00:00Z" and "occurred_at" not in hits[1]

@@ -129,6 +129,15 @@ def test_without_speakers_puts_the_users_role_in_the_first_person_and_keeps_othe
     # the user is stored under a name: "the user" matches no "user: " prefix, nothing to rewrite
     assert without_speakers("Where does the user work?", {"Sam"}) is None
     assert without_speakers("the user", {"user"}) == "I"
+    # a compound noun or any user is not the user the memories belong to (a review)
+    assert without_speakers("What is the user name on the forum?", {"user"}) is None
+    assert without_speakers("What is the user ID?", {"user"}) is None
+    assert without_speakers("Is the user-agent set?", {"user"}) is None
+    assert without_speakers("Where are a user's settings stored?", {"user"}) is None
+    assert without_speakers("Does the user like the user interface?", {"user"}) == "Does I like the user interface?"
+    # turns stored under the role's Chinese word: the role is found as the role, 用户名 (user name) is not it
+    assert without_speakers("用户名是什么？", {"用户"}) is None
+    assert without_speakers("Where does the user work?", {"用户"}) == "Where does I work?"
 
 
 def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
@@ -336,7 +345,7 @@ def test_a_users_later_statement_supersedes_under_another_label_or_after_a_memor
 
 
 @pytest.mark.parametrize(
-    ("message", "plain", "own_questions"),
+    ("message", "plain", "as_evidence"),
     [
         # a user's question about themselves states what it tells of them
         ("Priya: Dev and I have our 10th wedding anniversary on 14 October, any ideas?", False, True),
@@ -346,13 +355,22 @@ def test_a_users_later_statement_supersedes_under_another_label_or_after_a_memor
         ("Caroline: What made you decide to adopt?", False, False),
         ("user: Hey, got a minute?", False, False),
         ("Mel: Did I tell you about my new painting?", False, False),
-        # the assistant's question states nothing about the user, whatever it says
-        ("assistant: I love that you run. How far do you go each week?", False, False),
+        # the assistant's question states nothing about the user, whatever it says beside it; as evidence its
+        # statements count (an agent's confirmation that offers more is an answer)
+        ("assistant: I love that you run. How far do you go each week?", False, True),
+        (
+            "assistant: Done: I booked a table for two at Kiln & Clover, 7pm Friday. Want me to add it to your diary?",
+            False,
+            True,
+        ),
+        ("assistant: Of course, what's up?", False, False),
+        # an acronym is no first-person word
+        ("Sam: Did you visit the US national parks last summer?", False, False),
         # statements are content either way
         ("user: I switched to rooibos.", True, True),
     ],
 )
-def test_a_question_about_oneself_states_content_only_when_asked_to(message, plain, own_questions):
+def test_as_evidence_a_question_about_oneself_and_the_assistants_statements_state_content(message, plain, as_evidence):
     speaker = message.split(":", 1)[0]
     assert message_has_content(message, speaker, [speaker]) is plain
-    assert message_has_content(message, speaker, [speaker], own_questions=True) is own_questions
+    assert message_has_content(message, speaker, [speaker], as_evidence=True) is as_evidence

@@ -325,6 +325,9 @@ def test_a_message_that_states_nothing_is_no_evidence():
     # the own-text check reads the first messages that state something
     in_band = [question_back, hit(SESSION + "v.md", 0.3, 0.2, "user: I cycle to work along the river."), ack]
     assert [h.uri for h in RATER.own_text_hits(RATER.features("q", in_band), in_band)] == [in_band[1].uri]
+    # an assistant's confirmation that offers more states its answer (a review)
+    booked = hit(SESSION + "c.md", 0.4, 0.2, "assistant: Done: I booked Kiln & Clover for 7pm Friday. Want a reminder?")
+    assert answer_hits([booked, question_back]) == [booked]
     # a user's question about themselves states what it tells ("any ideas?" does not empty it)
     asks = hit(
         SESSION + "p.md", 0.32, 0.2, "Priya: Dev and I have our 10th wedding anniversary on 14 October, any ideas?"
@@ -345,6 +348,9 @@ def test_the_user_without_a_name_takes_the_speaker_penalty_for_places_only():
     f = RATER.features("Which Japanese writing system is the user studying?", [mateo], neutral={mateo.uri: 0.4})
     assert f.speaker_named and f.place_names == ("japanese",) and f.evidence == pytest.approx(0.4)
     assert RATER.label(f) == "weak"
+    # a pronoun may be anyone's: no speaker named (a review: "her husband" is Marie Curie's)
+    curie = RATER.features("What did Marie Curie study in Japanese with her husband?", [mateo])
+    assert not curie.speaker_named
     # a person the store never names keeps the full penalty
     bob = RATER.features("Where does the user's friend Bob live?", [mateo], neutral={mateo.uri: 0.4})
     assert bob.missing_names == ("bob",) and bob.evidence == pytest.approx(

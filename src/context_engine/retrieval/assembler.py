@@ -83,6 +83,7 @@ class RetrievalAssembler:
                     has_content=h.has_content,
                     read_recommendation=self.recommend(h),
                     match_reason=self._reason(typed_query, h),
+                    occurred_at=h.occurred_at if h.context_type == "memory" and not h.is_dir else None,
                 )
             )
         return out

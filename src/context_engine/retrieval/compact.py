@@ -55,6 +55,7 @@ def compact_search(
             score=round(h.score, SCORE_DECIMALS),
             abstract=shorten(h.abstract or "", abstract_max_chars) if abstract_max_chars else (h.abstract or ""),
             read_recommendation=h.read_recommendation,
+            occurred_at=h.occurred_at,
         )
         for h in response.hits
     ]

@@ -35,15 +35,16 @@ rates and the command that reproduces them):
   missing (0 when it names nothing); a missing name that is a place or a descriptor (:func:`descriptor_names`: after
   an article, an interrogative determiner or a preposition of place, never possessive) costs
   ``missing_name_penalty_with_speaker`` [0] instead when the query also names a speaker of the returned messages
-  (``Mateo``, ``the user``; :func:`speaker_neutral`) or refers to the user without a name ("the user" over Mateo's
-  turns, "she": ``speakers.refers_to_user``). Why: the question is then about someone the store holds, who
-  may name the place in other words ("Which neighbourhood of the Spanish capital is Mateo based in?", answered by
-  "Mateo: I live in Chamberí, by the way ...": evidence 0.11 with the penalty, 0.31 without). A person the store
+  (``Mateo``, ``the user``; :func:`speaker_neutral`) or refers to the user by the role ("the user" over Mateo's
+  turns; not a pronoun, which may be anyone's: "What did Marie Curie study in Paris with her husband?"). Why: the
+  question is then about someone the store holds, who may name the place in other words ("Which neighbourhood of
+  the Spanish capital is Mateo based in?", answered by "Mateo: I live in Chamberí, by the way ...": evidence 0.11
+  with the penalty, 0.31 without). A person the store
   never names keeps the full penalty, beside a named speaker too ("Where does the user's friend Bob rent a flat?":
   after a noun, not a determiner; "Nate's genre": possessive), and so do the questions of LoCoMo asked in another
   conversation, which name no speaker of the store.
 * **own-text evidence**: when the evidence is at least ``none_below_evidence`` but below ``own_text_check_below``
-  [0.4], the first ``own_text_hits`` [3] file hits are judged by what they say: a conversation message among them
+  [0.4], the first ``own_text_hits`` [3] basis hits are judged by what they say: a conversation message among them
   is embedded alone (its L0, ``"<speaker>: <text>"``, without the context it was indexed with: the message it
   answers, ``ingest/conversation.py``), any other hit keeps its level-0 cosine (it was indexed as its own text);
   the own-text evidence is their best calibrated cosine to the (speaker-neutral) query less the same missing-name
@@ -58,7 +59,7 @@ rates and the command that reproduces them):
   hits are messages.
 * ``none`` when there is no hit, evidence < ``none_below_evidence`` [0.2], or the own-text evidence (when checked)
   < ``none_below_own_text`` [0.15]; ``strong`` when evidence ≥
-  ``strong_min_evidence`` [0.4] and the first file hit's own vector score (its fused meaning + words score with the
+  ``strong_min_evidence`` [0.4] and the first basis hit's own vector score (its fused meaning + words score with the
   hybrid first round, ``FirstRound.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
   feature that best tells whether the first hit holds the answer; ``weak`` otherwise.
 
@@ -72,7 +73,7 @@ same share of answers; 0.5 on the lower topic evidence would make ``strong`` rar
 ``none_below_own_text`` 0.15 is the largest value in steps of 0.025 that keeps agent_dev's answerable ``none`` under
 5% (4.2%; 0.175: 6.3%); with it ``none`` on agent_dev's unanswerable questions rises from 62.9% to 88.6% (LoCoMo's
 answerable ``none`` 0.9%); with the basis of :func:`answer_hits` and the ranking's first-person role (2026-12-06)
-91.4% and 4.6% (LoCoMo 1.0%; docs/search_memory.md). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same
+90.0% and 4.6% (LoCoMo 1.0%; docs/search_memory.md). ``missing_name_penalty_with_speaker`` 0 (0.2 gives the same
 labels on the dev sets): with the full penalty there, agent_dev's answerable ``none`` was 4.2% at
 ``none_below_own_text`` 0.125 and 5.0% at 0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits
 gave 78.6% and 62.9%; ``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at
@@ -315,11 +316,11 @@ class MatchFeatures:
         hits: the number of hits the label describes.
         neutral_query: the query with the returned messages' speakers it names in the first person
             (:func:`speaker_neutral`), ``None`` when it names none or the check is off.
-        own_text_similarity: the best calibrated cosine of the first ``own_text_hits`` file hits' own texts to the
+        own_text_similarity: the best calibrated cosine of the first ``own_text_hits`` basis hits' own texts to the
             (speaker-neutral) query, 0..1; ``None`` when the own-text check did not run (module docstring).
         own_text_evidence: ``own_text_similarity`` less the missing-name penalty; ``None`` when not checked.
-        speaker_named: whether the query names a speaker of the returned conversation messages
-            (:func:`~context_engine.retrieval.speakers.references` finds one).
+        speaker_named: whether the query names a speaker of the basis's conversation messages
+            (:func:`~context_engine.retrieval.speakers.references` finds one) or the user's role ("the user").
         place_names: the missing names that cost ``missing_name_penalty_with_speaker`` instead of
             ``missing_name_penalty``: the query names a speaker, and the name is a place or a descriptor
             (:func:`descriptor_names`).
@@ -365,7 +366,7 @@ def answer_hits(hits: Sequence[NodeHit]) -> list[NodeHit]:
     stating = [
         h
         for h in files
-        if (s := speaker_of[h.uri]) is None or message_has_content(h.abstract or "", s, names, own_questions=True)
+        if (s := speaker_of[h.uri]) is None or message_has_content(h.abstract or "", s, names, as_evidence=True)
     ]
     return stating or files
 
@@ -463,7 +464,8 @@ class MatchQualityRater:
         if neutral is not None:
             topic = max(vector_score(neutral.get(h.uri, h.similarity), self._scale) for h in basis)
         speakers = {s for h in basis if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
-        speaker_named = bool(speakers) and (bool(references(query, speakers)) or refers_to_user(query))
+        # the user's role names the user of these messages whatever their label ("the user" over Mateo's turns)
+        speaker_named = bool(speakers) and bool(references(query, speakers) or references(query, ("user",)))
         descriptors = descriptor_names(query) if speaker_named and missing else frozenset()
         places = tuple(n for n in missing if n in descriptors)
         full, reduced = self._settings.missing_name_penalty, self._settings.missing_name_penalty_with_speaker

@@ -342,6 +342,7 @@ class MemoryReadService:
             has_content=node.has_content,
             read_recommendation=recommendation,
             match_reason="explicit_read",
+            occurred_at=node.occurred_at if node.context_type == "memory" and not node.is_dir else None,
         )
         return block, nxt, total
 

@@ -69,17 +69,19 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     grammar). Other roles ("the assistant") are kept: they say whose turns are meant.
     """
     names = [s for s in speakers if not is_role(s)]
-    users = [s for s in speakers if is_role(s) and speaker_of_reference(s) == "user"]
+    user = any(is_role(s) and speaker_of_reference(s) == "user" for s in speakers)
     text = unicodedata.normalize("NFKC", query)
-    # "Where will Priya move?" keeps its "will" beside the speaker Will
-    found = sorted([*references(text, names), *references(text, users)], key=lambda m: m.start())
+    # "Where will Priya move?" keeps its "will" beside the speaker Will; the user's role by its canonical name, so
+    # that "the user" and 用户 (a word of its own, not 用户名) are found whether the turns read "user:" or "用户:"
+    roles = [m for m in references(text, ("user",)) if not _generic_or_compound(text, m)] if user else []
+    found = sorted([*references(text, names), *roles], key=lambda m: m.start())
     if not found:
         return None
     parts, at = [], 0
     for m in found:
         if m.start() < at:
             continue  # a name inside a role's reference, or the reverse: the first one found stands
-        if speaker_of_reference(m.group(2)) == "user" and users:
+        if m in roles:
             cjk = is_cjk_name(m.group(2))
             first = ("我的" if cjk else "my") if m.group(3) else ("我" if cjk else "I")
             parts += [text[at : m.start()], first, "" if cjk else " "]
@@ -92,6 +94,26 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     if not re.search(r"\w", out):
         return None
     return out
+
+
+# Words after "user" that make it part of a compound noun ("the user name", "the user ID"), not the person.
+_COMPOUND_HEADS = frozenset(
+    """name names id ids interface interfaces ui account accounts agent agents group groups base experience manual
+    guide guides story stories input inputs role roles session sessions profile profiles data settings permission
+    permissions""".split()
+)
+# Words before "user" that make it any user, not the one the memories belong to ("a user's settings", "each user").
+_GENERIC_BEFORE = frozenset("a an any each every another no which what whose per".split())
+
+
+def _generic_or_compound(text: str, m: re.Match[str]) -> bool:
+    """Whether the role reference ``m`` in ``text`` is not the user the memories belong to: a compound noun ("the
+    user name", "the user-agent") or any user ("a user's settings", "each user's quota")."""
+    follow = re.match(r"-|\s+(\w+)", text[m.end() :]) if m.group(3) is None else None  # not after "user's"
+    if follow is not None and (follow.group(0) == "-" or (follow.group(1) or "").casefold() in _COMPOUND_HEADS):
+        return True
+    before = re.findall(r"\w+", text[: m.start()])
+    return not m.group(1) and bool(before) and before[-1].casefold() in _GENERIC_BEFORE
 
 
 def first_person(query: str) -> str | None:

@@ -292,7 +292,7 @@ def cjk_pronoun_starts(text: str) -> list[int]:
     return sorted(at for at, word in _word_starts(text).items() if word in _CJK_PRONOUNS)
 
 
-def message_has_content(abstract: str, speaker: str, names: Iterable[str], *, own_questions: bool = False) -> bool:
+def message_has_content(abstract: str, speaker: str, names: Iterable[str], *, as_evidence: bool = False) -> bool:
     """Whether a stored message's own text (its L0 without the ``speaker: `` prefix) says something by itself
     (:func:`~context_engine.storage.keyword.content_words.states_content`: what it states, its questions aside):
     "assistant: Noted!", "assistant: How long have you been there?" and "assistant: How lucky! Did you get a photo of
@@ -305,18 +305,20 @@ def message_has_content(abstract: str, speaker: str, names: Iterable[str], *, ow
     ("Rooibos is caffeine-free.") keep their content. Only the unnamed assistant (:data:`ASSISTANT`) is recognised:
     a stored message does not carry its role, and a named assistant reads like any speaker.
 
-    ``own_questions``: another speaker's question about themselves states what it tells of them ("Dev and I have our
-    10th wedding anniversary on 14 October, any ideas?", ``states_content(first_person_questions=True)``). The
-    ranking leaves it off (such a request ranks below the statements; measured, eval/README.md); ``match_quality``
-    turns it on, where a message that states nothing is no evidence at all.
+    ``as_evidence``: judged as a possible answer (``match_quality``, where a message that states nothing is no
+    evidence at all), so only what surely states nothing is left out: a question about oneself states what it tells
+    ("Dev and I have our 10th wedding anniversary on 14 October, any ideas?",
+    ``states_content(first_person_questions=True)``), and the assistant's statements count beside its question ("Done:
+    I booked a table for two at Kiln & Clover, 7pm Friday. Want me to add it to your calendar?"). The ranking leaves
+    it off (such messages rank below the statements; measured, eval/README.md).
 
     Memoised: a conversation's candidates recur across its queries, and tokenising them is the cost (~20 us each)."""
-    return _has_content(abstract, speaker, frozenset(names), own_questions)
+    return _has_content(abstract, speaker, frozenset(names), as_evidence)
 
 
 @functools.lru_cache(maxsize=65_536)
-def _has_content(abstract: str, speaker: str, names: frozenset[str], own_questions: bool = False) -> bool:
+def _has_content(abstract: str, speaker: str, names: frozenset[str], as_evidence: bool = False) -> bool:
     text = abstract[len(speaker) + 2 :] if abstract.startswith(f"{speaker}: ") else abstract
-    if speaker == ASSISTANT and asks_something(text):
+    if speaker == ASSISTANT and not as_evidence and asks_something(text):
         return False
-    return states_content(text, names, first_person_questions=own_questions)
+    return states_content(text, names, first_person_questions=as_evidence)

@@ -18,6 +18,7 @@ The conversions from the full responses are :func:`context_engine.retrieval.comp
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -68,6 +69,7 @@ class CompactHit(_Model):
             are in rank order).
         abstract: the L0 text, cut at a word with ``…`` past ``retrieval.compact_abstract_max_chars`` (110).
         read_recommendation: ``read_l1``, ``read_l2`` or ``none`` (the explicit read worth its cost next).
+        occurred_at: when a memory happened (``RetrievedBlock.occurred_at``, UTC); left out when it has none.
     """
 
     uri: str
@@ -75,6 +77,7 @@ class CompactHit(_Model):
     score: float
     abstract: str
     read_recommendation: Literal["none", "read_l1", "read_l2"]
+    occurred_at: datetime | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class SearchMemoryDebug(_Model):

@@ -100,7 +100,10 @@ class RetrievedBlock(BaseModel):
     ``search_memory`` fills only L0 data (``level_hit='L0'``, ``overview``/``content_excerpt`` ``None``); only an
     explicit ``read_memory`` fills ``overview`` (L1) or ``content_excerpt`` (L2, secrets redacted). ``score`` is the
     final score in 0..1 for search hits and ``1.0`` for an explicit read (the requested URI itself).
-    ``read_recommendation`` says which explicit read is worth its cost next.
+    ``read_recommendation`` says which explicit read is worth its cost next. ``occurred_at`` (UTC): when a memory
+    happened, a message's ``timestamp`` or a memory's ``occurred_at`` (issue 25: an agent resolves "last Monday" in a
+    hit against it, and orders hits in time, without reading each one); left out of the JSON for any other node and
+    for a memory written without a time.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -118,3 +121,4 @@ class RetrievedBlock(BaseModel):
     has_content: bool
     read_recommendation: Literal["none", "read_l1", "read_l2"] = "none"
     match_reason: str
+    occurred_at: datetime | None = Field(None, exclude_if=lambda v: v is None)

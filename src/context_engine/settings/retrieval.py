@@ -274,7 +274,8 @@ class MatchQualitySettings(SettingsSection):
         3,
         ge=0,
         le=10,
-        description="The first this many file hits are judged by their own text too, when the evidence is below "
+        description="The first this many file hits that can hold an answer (not a message that states nothing: "
+        "match_quality.answer_hits) are judged by their own text too, when the evidence is below "
         "own_text_check_below: a conversation message among them is embedded alone (without the context it was "
         "indexed with; one batch of at most this many short texts), any other hit keeps its level-0 cosine. 0 "
         "turns the check off.",
@@ -290,7 +291,7 @@ class MatchQualitySettings(SettingsSection):
         0.15,
         ge=0.0,
         le=1.0,
-        description="'none' when the own-text evidence (the best calibrated cosine of the own_text_hits first file "
+        description="'none' when the own-text evidence (the best calibrated cosine of the own_text_hits first answer "
         "hits' own texts to the query, speaker-neutral when that applies, less the missing-name penalty) is below "
         "this.",
     )
@@ -301,7 +302,7 @@ class MatchQualitySettings(SettingsSection):
         0.4,
         ge=0.0,
         le=1.0,
-        description="'strong' needs the first file hit's own vector score (the fused meaning + words score of the "
+        description="'strong' needs the first answer hit's own vector score (the fused meaning + words score of the "
         "hybrid first round, else its calibrated cosine) to be at least this.",
     )
 

@@ -70,10 +70,11 @@ FUNCTION_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-#: A speaker speaking of themselves: English first-person words (apostrophes straight or curly), Chinese 我 / 我们.
+#: A speaker speaking of themselves: English first-person words (apostrophes straight or curly; lower case or a
+#: capital first letter, so "US" and "ME" are no pronouns, nor "I-95"), Chinese 我 / 我们.
 FIRST_PERSON = re.compile(
-    r"(?<![\w'’])(?:i|me|my|mine|myself|we|us|our|ours|ourselves)(?:['’](?:m|ve|d|ll|re))?(?![\w'’])|我",
-    re.IGNORECASE,
+    r"(?<![\w'’-])(?:I(?:['’](?:m|ve|d|ll))?|[Mm](?:e|y|ine|yself)|[Ww]e(?:['’](?:re|ve|d|ll))?|[Uu]s|[Oo]urs?"
+    r"|[Oo]urselves)(?![\w'’-])|我"
 )
 
 #: A question back ("What happened then?") counts as carrying no new content up to this many new content words.
