@@ -7,6 +7,12 @@ needed by an embedding model); :class:`QueryTransformer` embeds the original and
 normalised mean as the query vector (multi-query fusion at the vector level: one similarity scan, one extra query
 embedding). BM25 is untouched (pronouns are stopwords). No model download, no LLM.
 
+:func:`without_speakers` (``retrieval.query_transform.speaker_names``, on) gives the text of the second search run
+for a question naming a speaker of the conversation messages found: the names taken out ("Where is Sam employed?"
+-> "Where is employed?") and the user's role put in the first person ("Where does the user work?" -> "Where does I
+work?"), since either word matches the ``"speaker: "`` prefix of every turn of that speaker and lets the shortest
+win; the speaker boost still says whose turns are meant.
+
 A transformation is applied only when its setting is on (``retrieval.query_transform``) and the rewrite differs from
 the query; it is named in the trace (``planner`` stage, event ``query_transform``); any failure falls back to the
 original query's vector.

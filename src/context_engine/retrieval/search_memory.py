@@ -224,10 +224,11 @@ class SearchMemoryPipeline:
         run: SearchRun,
         seeds: SeedRound,
     ) -> tuple[SearchRun, SeedRound]:
-        """The seeds searched again with the names of the speakers the query names taken out of its text
-        (``retrieval.query_transform.speaker_names``, :func:`~context_engine.retrieval.query_transform.
-        without_speakers`), those speakers' turns still boosted; the first search's run and seeds when the query
-        names no speaker, or when the second search fails (recorded in the trace)."""
+        """The seeds searched again with the names of the speakers the query names taken out of its text and the
+        user's role in the first person (``retrieval.query_transform.speaker_names``,
+        :func:`~context_engine.retrieval.query_transform.without_speakers`), those speakers' turns still boosted;
+        the first search's run and seeds when the query names no speaker, or when the second search fails (recorded
+        in the trace)."""
         speakers = seeds.first_round.speakers
         if not self._settings.query_transform.speaker_names or not speakers:
             return run, seeds
