@@ -26,3 +26,21 @@ def run_generator(name: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(script), *args], check=False, capture_output=True, text=True, timeout=120
     )
+
+
+def assert_reproduces(name: str, tmp_path: Path) -> Path:
+    """Run the generator ``name`` twice into ``tmp_path/a`` and ``tmp_path/b``: both runs write the same bytes, the
+    committed files (``eval/conversations/<set>/``, ``<set>`` being ``name`` without ``make_``) are those bytes and
+    under 1 MB, and ``--check`` passes. Returns ``tmp_path/a`` (a fresh copy for further checks)."""
+    committed = FOLDER / name.removeprefix("make_")
+    for out in ("a", "b"):
+        run = run_generator(name, "--out", str(tmp_path / out))
+        assert run.returncode == 0, run.stdout + run.stderr
+    for file in ("turns.jsonl", "qa.jsonl"):
+        data = (tmp_path / "a" / file).read_bytes()
+        assert data == (tmp_path / "b" / file).read_bytes(), f"{file}: two runs differ"
+        assert data == (committed / file).read_bytes(), f"{file}: rerun eval/conversations/{name}.py"
+        assert len(data) < 1_000_000
+    check = run_generator(name, "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    return tmp_path / "a"

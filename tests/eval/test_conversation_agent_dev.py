@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,11 +23,11 @@ from context_engine.eval.conversation_eval import (
 from context_engine.eval.conversations import ACK_TEXTS, ack_text, load_conversations
 from context_engine.settings import load_settings
 from tests.eval.conversation_fixture import qa_rows, turn_rows, write_conversations
+from tests.eval.generators import assert_reproduces
 from tests.eval.test_conversations import FakeMemoryService, _Emb
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_DEV = ROOT / "eval" / "conversations" / "agent_dev"
-GENERATOR = ROOT / "eval" / "conversations" / "make_agent_dev.py"
 
 
 def agent_rows() -> tuple[list[dict], list[dict]]:
@@ -238,22 +236,8 @@ def test_assistant_turn_share_counts_first_hits_and_returned_turns(agent: Path):
 
 
 # ------------------------------------------------------------------------------------------------ the generated set
-def _generate(out: Path) -> None:
-    subprocess.run([sys.executable, str(GENERATOR), "--out", str(out)], check=True, capture_output=True, timeout=120)
-
-
 def test_generator_is_deterministic_and_the_committed_files_match_it(tmp_path: Path):
-    _generate(tmp_path / "a")
-    _generate(tmp_path / "b")
-    for name in ("turns.jsonl", "qa.jsonl"):
-        data = (tmp_path / "a" / name).read_bytes()
-        assert data == (tmp_path / "b" / name).read_bytes(), f"{name}: two runs differ"
-        assert data == (AGENT_DEV / name).read_bytes(), f"{name}: rerun eval/conversations/make_agent_dev.py"
-        assert len(data) < 1_000_000
-    check = subprocess.run(
-        [sys.executable, str(GENERATOR), "--check"], check=False, capture_output=True, text=True, timeout=120
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+    assert_reproduces("make_agent_dev", tmp_path)
 
 
 def test_the_agent_dev_set_has_the_promised_shape():

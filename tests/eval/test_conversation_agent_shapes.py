@@ -15,7 +15,7 @@ import pytest
 from context_engine.eval.conversation_eval import _message
 from context_engine.eval.conversations import load_conversations
 from context_engine.schema.memory import Message
-from tests.eval.generators import FOLDER, load_generator, run_generator
+from tests.eval.generators import FOLDER, assert_reproduces, load_generator, run_generator
 
 SHAPES = FOLDER / "agent_shapes"
 NAMES = {"echo": "Ines", "dense": "Rafael", "openai": "Aroha", "updates": "Oskar"}
@@ -35,14 +35,7 @@ def _rows(name: str) -> list[dict]:
 
 
 def test_generator_is_deterministic_and_the_committed_files_match_it(tmp_path: Path):
-    for out in ("a", "b"):
-        assert _run("--out", str(tmp_path / out)).returncode == 0
-    for name in ("turns.jsonl", "qa.jsonl"):
-        data = (tmp_path / "a" / name).read_bytes()
-        assert data == (tmp_path / "b" / name).read_bytes(), f"{name}: two runs differ"
-        assert data == (SHAPES / name).read_bytes(), f"{name}: rerun eval/conversations/make_agent_shapes.py"
-    check = _run("--check")
-    assert check.returncode == 0, check.stdout + check.stderr
+    assert_reproduces("make_agent_shapes", tmp_path)
 
 
 def test_the_agent_shapes_set_has_the_promised_shape():
