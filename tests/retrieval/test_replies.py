@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from context_engine.retrieval.replies import first_reply, lift, reply_window, unlift_orphans
+from context_engine.retrieval.replies import answers_for_named, first_reply, lift, reply_window, unlift_orphans
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit
 from context_engine.storage.vector.scoring import L0Match
@@ -58,6 +58,23 @@ def test_the_reply_is_the_next_message_of_another_speaker_that_states_something(
     assert first_reply(*asker, following, {}) is None  # nothing found (deleted, filtered out, another space)
 
 
+@pytest.mark.parametrize(
+    ("asker", "replier", "named", "expected"),
+    [
+        ("Melanie", "Caroline", {"Caroline"}, True),
+        ("user", "assistant", {"assistant"}, True),  # "What did the assistant suggest?"
+        ("assistant", "user", {"user"}, True),  # "Where does the user work?" over "Where do you work?" / "At Boots"
+        ("Melanie", "Caroline", {"Melanie"}, False),  # the asker is named
+        ("Melanie", "Caroline", {"Melanie", "Caroline"}, False),  # both are
+        ("Melanie", "Caroline", set(), False),  # no one is
+    ],
+)
+def test_a_reply_leads_when_the_query_names_its_speaker_and_not_the_askers(asker, replier, named, expected):
+    question = f"{SESSION}000015.md", f"{asker}: What inspired it?"
+    reply = match(16, f"{replier}: A visit to the community centre.")
+    assert answers_for_named(*question, reply, frozenset(named)) is expected
+
+
 def test_a_lifted_reply_keeps_its_own_score_and_gives_it_back_when_its_question_is_dropped():
     question = NodeHit(uri=f"{SESSION}000015.md", owner_space="user:mel", vector_score=0.6)
     reply = NodeHit(uri=f"{SESSION}000016.md", owner_space="user:mel", vector_score=0.05, match_reason="child_of:x")
@@ -86,7 +103,10 @@ _LINES = [
 TURNS = [{"role": "user", "speaker": who, "content": text} for who, text in _LINES]
 
 
-def _search(tmp_path, embedder, name, *, request=None, **hierarchy):
+ASKED = "What inspired Caroline's painting for the art show?"  # names the one who answers (Caroline)
+
+
+def _search(tmp_path, embedder, name, *, request=None, query=ASKED, **hierarchy):
     from context_engine.service import ContextEngineService
     from context_engine.settings import load_settings
 
@@ -95,7 +115,7 @@ def _search(tmp_path, embedder, name, *, request=None, **hierarchy):
     with ContextEngineService(settings, embedder=embedder) as engine:
         engine.add_messages(TURNS, "c1", MEL)
         return engine.search_memory(
-            "What inspired Caroline's painting for the art show?",
+            query,
             MEL,
             include_debug=True,
             trace_level="detailed",
@@ -103,18 +123,65 @@ def _search(tmp_path, embedder, name, *, request=None, **hierarchy):
         )
 
 
+def _pair(result) -> tuple[int, int]:
+    """The ranks of the asking message ("What inspired the painting?") and of its reply."""
+    uris = [h.uri for h in result.hits]
+    asking = next(h for h in result.hits if "What inspired the painting?" in (h.abstract or ""))
+    reply = next(h for h in result.hits if "community centre" in (h.abstract or ""))
+    return uris.index(asking.uri), uris.index(reply.uri)
+
+
 def test_the_answer_to_a_matching_question_ranks_with_it(tmp_path, default_embedder):
-    on = _search(tmp_path, default_embedder, "on")
-    off = _search(tmp_path, default_embedder, "off", reply_factor=0.0)
-    uris_on, uris_off = [h.uri for h in on.hits], [h.uri for h in off.hits]
+    query = "What inspired the painting for the art show?"  # names no one
+    on = _search(tmp_path, default_embedder, "on", query=query)
+    off = _search(tmp_path, default_embedder, "off", query=query, reply_factor=0.0)
+    uris_off = [h.uri for h in off.hits]
     asking = next(h for h in on.hits if "What inspired the painting?" in (h.abstract or ""))
     reply = next(h for h in on.hits if "community centre" in (h.abstract or ""))
-    assert uris_on.index(reply.uri) == uris_on.index(asking.uri) + 1  # right below the question it answers
+    at, reply_at = _pair(on)
+    assert reply_at == at + 1  # right below the question it answers
     assert f"reply_to:{asking.uri}" in reply.match_reason
     assert reply.uri not in uris_off[: uris_off.index(asking.uri) + 2]  # without the rule: lower, or not at all
     events = [e for e in on.thinking_trace["events"] if e.get("event") == "replies"]
     assert events and events[0]["count"] >= 1
     assert not [e for e in off.thinking_trace["events"] if e.get("event") == "replies"]
+
+
+def test_the_reply_ranks_above_its_question_when_the_query_names_the_one_who_answers(tmp_path, default_embedder):
+    """"What inspired Caroline's painting?": Caroline's reply says it, Melanie's question only asks it."""
+    named = _search(tmp_path, default_embedder, "named")
+    at, reply_at = _pair(named)
+    assert reply_at == at - 1
+    asking = named.hits[at]
+    assert named.hits[reply_at].score > asking.score and f"reply_to:{asking.uri}" in named.hits[reply_at].match_reason
+    off = _search(tmp_path, default_embedder, "off", named_reply_first=False)
+    assert _pair(off) == (0, 1)  # without the rule: below its question, as for a query naming no one
+    # the query names the asker, not the one who answers: the question keeps its place above the reply
+    asker = _search(tmp_path, default_embedder, "asker", query="What did Melanie ask about the painting?")
+    at, reply_at = _pair(asker)
+    assert reply_at == at + 1
+
+
+def test_what_the_assistant_suggested_is_the_assistants_reply_not_the_users_request(tmp_path, default_embedder):
+    """A user's request is indexed with the assistant's reply as its context, so it matches the reply's words too;
+    asked what the assistant suggested, the reply ranks first."""
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+
+    turns = [
+        {"role": "user", "content": "I need to pull tables out of a few hundred PDF invoices. Which library?"},
+        {"role": "assistant", "content": "For tables in PDFs I'd suggest pdfplumber: page.extract_tables() per page."},
+        {"role": "user", "content": "Thanks. Unrelated: my sister's birthday is on 3 March."},
+        {"role": "assistant", "content": "Noted!"},
+    ]
+    query = "Which library did the assistant suggest for extracting tables from PDFs?"
+    firsts = {}
+    for first in (True, False):
+        settings = load_settings(tmp_path / str(first), retrieval={"hierarchy": {"named_reply_first": first}})
+        with ContextEngineService(settings, embedder=default_embedder) as engine:
+            uris = engine.add_messages(turns, "c1", MEL).uris
+            firsts[first] = engine.search_memory(query, MEL).hits[0].uri
+    assert firsts == {True: uris[1], False: uris[0]}
 
 
 def test_a_reply_borrows_no_rank_from_a_question_the_filters_drop(tmp_path, default_embedder):

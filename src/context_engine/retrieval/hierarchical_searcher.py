@@ -28,12 +28,13 @@ cosine lifted above what the first round found; path consistency orders it among
 hit whose own vector score is higher. Ancestors are scored under the same tenancy filter as the node (account,
 visible spaces, context type), without the target or category narrowing, since a target's ancestors lie above it.
 
-A seed that is a conversation message asking something brings its reply, the next message by another speaker that
-states something (:mod:`~context_engine.retrieval.replies`): an expansion candidate whose vector score is at least
-``reply_factor`` times the seed's, so the answer to a question that matches the query ranks below the question
-(the one case where an expansion hit's score comes from another node's match; ``match_reason`` ends with
-``reply_to:<seed>``; at most one reply per seed, on top of the ``hits_per_top_k`` cap; the pipeline gives a reply its
-own score back when the recheck drops its question).
+A seed that is a conversation message asking something brings its reply, the next message by another speaker that states
+something (:mod:`~context_engine.retrieval.replies`): an expansion candidate whose vector score is at least
+``reply_factor`` times the seed's, so the answer to a question that matches the query ranks below the question, or just
+above it when the query names the reply's speaker and not the asker's (``named_reply_first``). It is the one case where
+an expansion hit's score comes from another node's match; ``match_reason`` ends with ``reply_to:<seed>``; at most one
+reply per seed, on top of the ``hits_per_top_k`` cap; the pipeline gives a reply its own score back when the recheck
+drops its question.
 
 Every step searches under the typed query's :class:`~context_engine.retrieval.scope.QueryScope` (the filter the
 level-0 recall used, built once per request), and the scores on the first round's scale come from the recall's
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.retrieval.query_planner import preferred_types
-from context_engine.retrieval.replies import first_reply, lift, reply_window
+from context_engine.retrieval.replies import NAMED_REPLY_LEAD, answers_for_named, first_reply, lift, reply_window
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, SearchRun, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of, within_target
 from context_engine.retrieval.scoring import Scorer
@@ -358,7 +359,9 @@ class HierarchicalSearcher:
         paths: dict[str, list[str]],
     ) -> dict[str, tuple[_Found, float, str]]:
         """The reply of each seed that is a conversation message asking something (:mod:`~context_engine.
-        retrieval.replies`), with the least vector score it gets: ``reply_factor`` times the seed's. One level-0
+        retrieval.replies`), with the least vector score it gets: ``reply_factor`` times the seed's, or the seed's plus
+        ``NAMED_REPLY_LEAD`` for a reply by a speaker the query names to an asker it does not name
+        (``named_reply_first``, :func:`~context_engine.retrieval.replies.answers_for_named`). One level-0
         lookup for every seed's ``reply_window`` following messages, within the typed query's target and categories
         (the lookup by URI applies the rest of the filter); a reply found for several seeds keeps the highest. A reply
         shares its seed's directory, whose ancestors are already scored (``paths`` gets the seed's path). None with
@@ -383,7 +386,11 @@ class HierarchicalSearcher:
             reply = first_reply(h.uri, h.abstract, following[h.uri], found) if following[h.uri] else None
             if reply is None:
                 continue
-            least = s.reply_factor * self._vscore(h.uri, h.score, first_round, reply.context_type)
+            seed_score = self._vscore(h.uri, h.score, first_round, reply.context_type)
+            if s.named_reply_first and answers_for_named(h.uri, h.abstract, reply, first_round.speakers):
+                least = seed_score + NAMED_REPLY_LEAD
+            else:
+                least = s.reply_factor * seed_score
             if reply.uri not in out or least > out[reply.uri][1]:
                 out[reply.uri] = (_Found(reply, 1), least, h.uri)
         for uri, (_, _, asker) in out.items():

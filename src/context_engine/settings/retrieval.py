@@ -142,6 +142,13 @@ class HierarchySettings(SettingsSection):
     reply_window: int = Field(
         3, ge=1, le=20, description="Messages after an asking seed searched for its reply (acknowledgements skipped)."
     )
+    named_reply_first: bool = Field(
+        True,
+        description="When the query names the reply's speaker and not the asker's (\"What did the assistant "
+        'suggest ...?", "What inspired Caroline\'s sculpture?" over Melanie\'s "What inspired it?"), the reply '
+        "ranks just above its question instead of at reply_factor times its score (retrieval/replies.py "
+        "answers_for_named). Needs reply_factor > 0.",
+    )
 
 
 class ScoringSettings(SettingsSection):
