@@ -10,7 +10,13 @@ import pytest
 
 from context_engine.retrieval.current_state import asks_current_state, prefer_latest, supersede
 from context_engine.retrieval.query_transform import QueryTransformer, first_person, without_speakers
-from context_engine.retrieval.speakers import message_has_content, message_speaker, named_speakers, refers_to_user
+from context_engine.retrieval.speakers import (
+    addressed_name,
+    message_has_content,
+    message_speaker,
+    named_speakers,
+    refers_to_user,
+)
 from context_engine.schema.hits import NodeHit
 
 SESSION = "ctx://user/ann/memories/sessions/s1/"
@@ -155,6 +161,37 @@ def test_without_speakers_takes_the_named_speakers_out_and_keeps_roles():
     assert without_speakers("Where is Samantha employed?", {"Sam"}) is None  # whole words only
     assert without_speakers("Where is it ?", {"Sam"}) is None  # names no speaker: no second search
     assert without_speakers("What is James' job?", {"James"}) == "What is job?"
+
+
+def test_without_speakers_puts_the_users_greeted_name_in_the_first_person():
+    assert without_speakers("Where does Priya work?", {"user"}, {"Priya"}) == "Where does I work?"
+    assert without_speakers("What does Priya's brother do?", {"user"}, ["Priya"]) == "What does my brother do?"
+    assert without_speakers("Does Priya know the user's brother?", {"user"}, {"Priya"}) == "Does I know my brother?"
+    assert without_speakers("Where does Priya work?", {"Sam"}, {"Priya"}) is None  # the user's turns are not meant
+    assert without_speakers("Where does Arjun work?", {"user"}, {"Priya"}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Hi Priya, of course! Any allergies?", "Priya"),
+        ("Welcome back, Priya! How did it go?", "Priya"),
+        ("Good morning Priya.", "Priya"),
+        ("Thanks, Priya!", "Priya"),
+        ("Hi, Priya!", "Priya"),
+        ("Congratulations Priya Sharma! Great news.", "Priya Sharma"),
+        ("Welcome back, Dr Okafor!", "Dr Okafor"),
+        ("Hi there, how can I help?", None),  # a word greetings are followed by
+        ("Hi again!", None),
+        ("Thanks, I will note that.", None),
+        ("Sure, Priya, here it is.", None),  # no greeting: "Sure," starts many messages
+        ("Hey priya,", None),  # a name is capitalised
+        ("Hi Priya and welcome", None),  # the name is followed by punctuation or the end
+        ("Here is a draft: Hi Arjun, happy 30th!", None),  # at the start of the message only
+    ],
+)
+def test_the_name_an_assistant_greets_the_user_by(text, name):
+    assert addressed_name(text) == name
 
 
 def test_first_person_rewrite():

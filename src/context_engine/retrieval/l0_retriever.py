@@ -27,10 +27,12 @@ from context_engine.retrieval.query_planner import preferred_types
 from context_engine.retrieval.run import DENSE_ONLY, FirstRound, RequestNodes, SearchRun, SeedRound, unusable_reason
 from context_engine.retrieval.scope import QueryScope, scope_of
 from context_engine.retrieval.speakers import (
+    addressed_name,
     is_role,
     message_has_content,
     message_speaker,
     named_speakers,
+    references,
     refers_to_user,
     speaker_of_reference,
 )
@@ -188,6 +190,7 @@ class L0Retriever:
         dense_weight: float | None = None
         gap_weights: dict[str, float] = {}
         named: set[str] = set()
+        user_names: set[str] = set()
         base = _weight(self._ks)
         preferred = preferred_types(typed_queries)
         memory_wanted = not preferred or "memory" in preferred
@@ -197,7 +200,7 @@ class L0Retriever:
                 continue
             keyword_top[tq.context_type] = [(h.uri, h.score) for h in kw[:2]]
             weight = self._dense_weight(tq, kw, base, run) if memory_wanted else base
-            matches, scores = self._fuse(tq, flt, ms, kw, run, speakers, named, weight)
+            matches, scores = self._fuse(tq, flt, ms, kw, run, speakers, named, weight, user_names)
             fused.append(matches)
             if scores is not None:  # convex: absolute fused scores
                 lexical.update(scores)
@@ -210,6 +213,7 @@ class L0Retriever:
             keyword_top=keyword_top,
             speakers=frozenset(named),
             gap_weights=gap_weights,
+            user_names=frozenset(user_names),
         )
         return fused, first
 
@@ -285,11 +289,13 @@ class L0Retriever:
         speakers: frozenset[str] | None,
         named: set[str],
         weight: float,
+        user_names: set[str],
     ) -> tuple[list[L0Match], dict[str, float] | None]:
         """The dense matches fused with the BM25 list (module docstring), as many as the dense list had, in fused
         order; with ``convex`` fusion (dense weight ``weight``, :meth:`_dense_weight`) also their fused scores by URI
         (absolute, so usable as a relevance score downstream: the expansion lifts vector scores to them), else
-        ``None``. The speakers given the boost are added to ``named``."""
+        ``None``. The speakers given the boost are added to ``named``, the user's names the query used to
+        ``user_names``."""
         ks = self._ks
         lexical: dict[str, float] | None = None
         by_uri = {m.uri: m for m in dense}
@@ -302,7 +308,7 @@ class L0Retriever:
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
             fused = weighted_fusion(lists, [weight, 1.0 - weight], normalization="none", top_k=n)
-            fused = self._adjust_messages(tq.text, fused, by_uri, run, speakers, named)
+            fused = self._adjust_messages(tq.text, fused, by_uri, run, speakers, named, user_names)
             lexical = {u: v for u, v in fused if u in by_uri}
         else:
             pairs = [[(m.uri, m.similarity) for m in dense], [(h.uri, h.score) for h in keyword]]
@@ -322,14 +328,17 @@ class L0Retriever:
         run: SearchRun,
         speakers: frozenset[str] | None,
         found: set[str],
+        user_names: set[str] | None = None,
     ) -> list[tuple[str, float]]:
         """Conversation messages among the fused candidates (:mod:`context_engine.retrieval.speakers`): a message
         that carries no content of its own (an acknowledgement, a question back) has its fused score multiplied by
         ``content_free_factor``, so it ranks below the fact it answers; the turns of the speakers the query names
         get ``speaker_boost`` added (``speakers`` when given, else those ``query`` names; added to ``found``); a
         query that names none of them but refers to the user (``speakers.refers_to_user``: "Where does she work?",
-        "the user") boosts the turns stored with the role ``user`` instead (:meth:`_user_speakers`).
-        Re-ranked; unchanged when no candidate is a message."""
+        "the user") boosts the turns stored with the role ``user`` instead (:meth:`_user_speakers`), and so does a
+        query naming someone the assistant greets at the start of a candidate message ("Where does Priya work?" with
+        "assistant: Hi Priya, congratulations!" among the candidates, :func:`_addressed_user`: the name, added to
+        ``user_names``, is the user's). Re-ranked; unchanged when no candidate is a message."""
         speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
         if not any(speaker_of.values()):
             return fused
@@ -342,8 +351,11 @@ class L0Retriever:
         else:
             named = named_speakers(query, names)
         user_reference = False
-        if not named and boost > 0.0 and refers_to_user(query):
+        addressed = _addressed_user(query, speaker_of, by_uri, names) if not named and boost > 0.0 else []
+        if addressed or (not named and boost > 0.0 and refers_to_user(query)):
             named, user_reference = self._user_speakers(speaker_of, run), True
+            if user_names is not None:
+                user_names.update(addressed)
         found.update(named)
         adjusted: list[tuple[str, float]] = []
         demoted = 0
@@ -423,6 +435,27 @@ class L0Retriever:
                 },
             )
         return seeds
+
+
+def _addressed_user(
+    query: str, speaker_of: dict[str, str | None], by_uri: dict[str, L0Match], names: frozenset[str]
+) -> list[str]:
+    """The names ``query`` refers to that an assistant's candidate message greets the user by
+    (:func:`~context_engine.retrieval.speakers.addressed_name`: "Hi Priya, ..."), a greeted full name also by its
+    first word ("Priya" for "Priya Sharma"); none that is a speaker of the candidates. A message stored under the
+    assistant's role only: a named assistant's user is named too."""
+    greeted: set[str] = set()
+    for uri, speaker in speaker_of.items():
+        if speaker is None or not is_role(speaker) or speaker_of_reference(speaker) != "assistant":
+            continue
+        name = addressed_name(by_uri[uri].text[len(speaker) + 2 :])
+        if name is not None:
+            greeted.update({name, name.split()[0]})
+    folded = {n.casefold() for n in names}
+    greeted = {n for n in greeted if n.casefold() not in folded}
+    if not greeted:
+        return []
+    return sorted({m.group(2) for m in references(query, greeted)})
 
 
 def _weight(ks: KeywordSettings) -> float:

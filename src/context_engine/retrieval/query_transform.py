@@ -58,9 +58,12 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 
-def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
+def without_speakers(query: str, speakers: Iterable[str], user_names: Iterable[str] = ()) -> str | None:
     """``query`` with the names of ``speakers`` taken out (possessive forms included) and its references to the
     user's role put in the first person, or ``None`` when it refers to none of them or nothing but them is left.
+    ``user_names`` (:attr:`~context_engine.retrieval.run.FirstRound.user_names`: the user's name as only the
+    assistant's greetings say it) are references to the user's role: "Where does Priya work?" -> "Where does I
+    work?".
 
     The name says whose turns to prefer, which ``retrieval.seed.speaker_boost`` does; left in the text, BM25 and the
     embedding match it in the ``"Sam: "`` prefix of every one of the speaker's turns, and the shortest turns win.
@@ -80,6 +83,8 @@ def without_speakers(query: str, speakers: Iterable[str]) -> str | None:
     # "Where will Priya move?" keeps its "will" beside the speaker Will; the user's role by its canonical name, so
     # that "the user" and 用户 (a word of its own, not 用户名) are found whether the turns read "user:" or "用户:"
     roles = [m for m in references(text, ("user",)) if not _generic_or_compound(text, m)] if user else []
+    if user and user_names:
+        roles = sorted([*roles, *references(text, tuple(user_names))], key=lambda m: m.start())
     found = sorted([*references(text, names), *roles], key=lambda m: m.start())
     if not found:
         return None

@@ -124,6 +124,10 @@ class FirstRound:
             (:func:`~context_engine.retrieval.speakers.named_speakers`), whose turns got ``speaker_boost``.
         gap_weights: context type -> the raised dense weight its typed query was fused with (the lexical-gap rule
             of ``L0Retriever``: memories only); a type not named here used ``dense_weight``.
+        user_names: the names the query calls the user by that only the assistant's greetings say ("Where does Priya
+            work?" over "assistant: Hi Priya, ..."; ``speakers`` then holds the user's speakers), as written in the
+            query: the second search puts them in the first person like "the user"
+            (:func:`~context_engine.retrieval.query_transform.without_speakers`).
     """
 
     lexical: Mapping[str, float] = field(default_factory=lambda: _NO_SCORES)
@@ -131,6 +135,7 @@ class FirstRound:
     keyword_top: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=lambda: _NO_TOPS)
     speakers: frozenset[str] = frozenset()
     gap_weights: Mapping[str, float] = field(default_factory=lambda: _NO_SCORES)
+    user_names: frozenset[str] = frozenset()
 
     def weight_for(self, context_type: str) -> float | None:
         """The dense weight the fusion of ``context_type``'s typed query used: ``gap_weights`` where the lexical-gap

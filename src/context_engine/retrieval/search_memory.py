@@ -232,7 +232,7 @@ class SearchMemoryPipeline:
         speakers = seeds.first_round.speakers
         if not self._settings.query_transform.speaker_names or not speakers:
             return run, seeds
-        text = without_speakers(typed[0].text, speakers)
+        text = without_speakers(typed[0].text, speakers, seeds.first_round.user_names)
         if text is None:
             return run, seeds
         try:

@@ -31,6 +31,7 @@ __all__ = [
     "cjk_char",
     "cjk_pronoun_starts",
     "SESSION_SEGMENT",
+    "addressed_name",
     "message_has_content",
     "message_speaker",
     "named_speakers",
@@ -282,6 +283,37 @@ def refers_to_user(query: str) -> bool:
     if _ASSISTANT.search(text) or references(text, ("assistant",)):
         return False  # "What did you recommend to her?": the pronoun is someone the assistant spoke to or of
     return _PRONOUN.search(text) is not None or bool(cjk_pronoun_starts(text))
+
+
+# An assistant's greeting or thanks at the start of its message, then the user's name: "Hi Priya, congratulations!",
+# "Good morning, Priya.", "Thanks, Priya!", "Welcome back Priya". The name: one or two capitalised words, then
+# punctuation or the end; never a word a greeting is followed by ("Hi there", "Hi again", "Thanks, I ...").
+_GREETING = re.compile(
+    r"^\W*(?:hi|hey|hello|hiya|dear|morning|evening|good (?:morning|afternoon|evening|night)|welcome(?: back)?|"
+    r"thanks|thank you|congrats|congratulations|well done|nice one|sorry)(?: again)?,?\s+"
+    r"((?-i:[^\W\d_][^\W\d_'’-]*)(?: (?-i:[A-Z][^\W\d_'’-]*))?)\s*(?:[,!.?;:]|$)",
+    re.IGNORECASE,
+)
+_NOT_NAMES = frozenset(
+    "there again all everyone everybody folks guys friend friends buddy team you so for i mate".split()
+)
+
+
+def addressed_name(text: str) -> str | None:
+    """The name an assistant's message addresses the user by at its start ("Hi Priya, congratulations!" ->
+    ``"Priya"``; "Thanks, Priya!", "Good morning Priya.", "Welcome back, Dr Okafor!"), or ``None``.
+
+    Agents greet their user by name while the user's own turns, stored under the role ``user``, never say it: so
+    "Where does Priya work?" names no speaker, and only the assistant's greetings hold the name. The name must be
+    capitalised and followed by punctuation or the end; a word greetings are followed by ("Hi there", "Hi again",
+    "Thanks, I will") is none. English greetings only."""
+    m = _GREETING.match(unicodedata.normalize("NFKC", text))
+    if m is None:
+        return None
+    name = m.group(1)
+    if not name[:1].isupper() or _fold(name.split()[0]) in _NOT_NAMES:
+        return None
+    return name
 
 
 def cjk_pronoun_starts(text: str) -> list[int]:
