@@ -28,6 +28,12 @@ SESSIONS = (
         ("user", "Good! Also my brother Arjun just started at the airport in Singapore as an engineer."),
         ("assistant", "Congratulations to him, that's a great job."),
     ],
+    [
+        ("user", "Can you write a short text to my landlord Greg? The heater in the flat is broken again."),
+        ("assistant", "Hi Greg, just a heads-up that the heater is broken again. Could you send someone this week?"),
+        ("user", "Perfect. Also, how long does a UK passport renewal take at the moment?"),
+        ("assistant", "Usually about three weeks online, longer in spring and summer."),
+    ],
 )
 
 
@@ -71,3 +77,26 @@ def test_a_name_no_one_is_greeted_by_is_not_the_user(engine):
     _, events = _search(engine, "Where does Arjun work?")
     assert not [e for e in events if e["event"] == "messages" and e.get("user_reference")]
     assert not [e for e in events if e["event"] == "query_transform"]
+
+
+def test_a_greeting_the_assistant_drafts_for_someone_else_is_not_the_users_name(engine):
+    """A greeting "Hi Greg, ..." opens a text for the landlord the user speaks of ("my landlord Greg"): not the
+    user."""
+    _, events = _search(engine, "When is Greg coming to fix the heater?")
+    assert not [e for e in events if e["event"] == "messages" and e.get("user_reference")]
+    assert not [e for e in events if e["event"] == "query_transform"]
+
+
+def test_a_question_about_what_the_user_asked_the_assistant_finds_the_question(engine):
+    """The query names the assistant and the user (by the greeted name) and asks about the asking: the user's
+    question ranks above the assistant's answer, and the greeted name reads as "the user" does."""
+    hits, events = _search(engine, "What did Priya ask the assistant about passport renewal?")
+    texts = [h.abstract for h in hits]
+    asked = next(i for i, t in enumerate(texts) if t.startswith("user: Perfect. Also, how long does a UK passport"))
+    answers = [i for i, t in enumerate(texts) if t.startswith("assistant: Usually about three weeks")]
+    answered = answers[0] if answers else len(texts)
+    assert asked < answered
+    messages = [e for e in events if e["event"] == "messages" and e.get("user_reference")]
+    assert messages and messages[0]["named"] == ["assistant", "user"]
+    as_role, _ = _search(engine, "What did the user ask the assistant about passport renewal?")
+    assert [h.uri for h in hits] == [h.uri for h in as_role]

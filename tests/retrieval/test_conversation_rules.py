@@ -167,8 +167,10 @@ def test_without_speakers_puts_the_users_greeted_name_in_the_first_person():
     assert without_speakers("Where does Priya work?", {"user"}, {"Priya"}) == "Where does I work?"
     assert without_speakers("What does Priya's brother do?", {"user"}, ["Priya"]) == "What does my brother do?"
     assert without_speakers("Does Priya know the user's brother?", {"user"}, {"Priya"}) == "Does I know my brother?"
-    assert without_speakers("Where does Priya work?", {"Sam"}, {"Priya"}) is None  # the user's turns are not meant
     assert without_speakers("Where does Arjun work?", {"user"}, {"Priya"}) is None
+    # the user stored with a full name ("Priya Sharma") and greeted by the first: the greeted name still goes
+    assert without_speakers("Where does Priya work?", {"Priya Sharma"}, {"Priya"}) == "Where does I work?"
+    assert without_speakers("Priya的猫叫什么？", {"user"}, {"Priya"}) == "我的猫叫什么?"
 
 
 @pytest.mark.parametrize(
@@ -180,7 +182,18 @@ def test_without_speakers_puts_the_users_greeted_name_in_the_first_person():
         ("Thanks, Priya!", "Priya"),
         ("Hi, Priya!", "Priya"),
         ("Congratulations Priya Sharma! Great news.", "Priya Sharma"),
-        ("Welcome back, Dr Okafor!", "Dr Okafor"),
+        ("Welcome back, Dr Okafor!", "Okafor"),  # a title is not part of the name
+        ("Hi Dr. Okafor!", "Okafor"),
+        ("Hi Ms. Chen,", "Chen"),
+        ("Hi O'Brien,", "O'Brien"),
+        ("Hi Anne-Marie!", "Anne-Marie"),
+        ("Hi Zoë Åberg!", "Zoë Åberg"),
+        ("Hi Priya\n\nHere is the plan:", "Priya"),
+        ("**Hi Priya**, here it is", "Priya"),
+        ("Hi Priya — here it is", "Priya"),
+        ("Dear Mr Smith,", None),  # a letter the assistant drafts for someone else
+        ("Thanks, Sure!", None),
+        ("Hello, World!", None),
         ("Hi there, how can I help?", None),  # a word greetings are followed by
         ("Hi again!", None),
         ("Thanks, I will note that.", None),
@@ -411,3 +424,41 @@ def test_as_evidence_a_question_about_oneself_and_the_assistants_statements_stat
     speaker = message.split(":", 1)[0]
     assert message_has_content(message, speaker, [speaker]) is plain
     assert message_has_content(message, speaker, [speaker], as_evidence=True) is as_evidence
+
+
+def _candidates(*lines: tuple[str, str]):
+    from context_engine.storage.vector.scoring import L0Match
+
+    session = "ctx://user/p/memories/sessions/c1/"
+    by_uri = {
+        f"{session}{i:06d}.md": L0Match(f"{session}{i:06d}.md", session, "user:p", "memory", "", f"{who}: {text}", 0.1)
+        for i, (who, text) in enumerate(lines, 1)
+    }
+    return {u: m.text.split(":", 1)[0] for u, m in by_uri.items()}, by_uri
+
+
+@pytest.mark.parametrize(
+    ("query", "lines", "expected"),
+    [
+        ("Where does Priya work?", [("assistant", "Hi Priya, of course!"), ("user", "I'm a nurse.")], ["Priya"]),
+        ("What does Priya Sharma do?", [("assistant", "Thanks, Priya Sharma!")], ["Priya Sharma"]),
+        ("Where does Priya work?", [("assistant", "Thanks, Priya Sharma!")], ["Priya"]),  # the first word too
+        ("Where does Okafor live?", [("助手", "Welcome back, Dr Okafor!")], ["Okafor"]),  # the Chinese role word
+        # a draft for someone the user speaks of: the user's own turn says the name
+        (
+            "When is Greg coming?",
+            [("user", "Text my landlord Greg please."), ("assistant", "Hi Greg, the heater ...")],
+            [],
+        ),
+        ("What did Dr Smith prescribe?", [("assistant", "Hi Dr. Okafor!")], []),  # a title is no name
+        ("where will the offsite be?", [("assistant", "Hi Will, sure thing!")], []),  # not written as a name
+        ("Where does Priya work?", [("user", "Hi Priya!")], []),  # only the assistant greets the user
+        ("Where does Priya work?", [("Priya", "I'm a nurse."), ("assistant", "Hi Priya!")], []),  # a speaker already
+    ],
+)
+def test_the_users_greeted_name_among_the_candidates(query, lines, expected):
+    from context_engine.retrieval.l0_retriever import _addressed_user
+
+    speaker_of, by_uri = _candidates(*lines)
+    names = frozenset(s for s in speaker_of.values() if s)
+    assert _addressed_user(query, speaker_of, by_uri, names) == expected

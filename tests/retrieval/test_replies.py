@@ -75,6 +75,22 @@ def test_a_reply_leads_when_the_query_names_its_speaker_and_not_the_askers(asker
     assert answers_for_named(*question, reply, frozenset(named)) is expected
 
 
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What inspired Caroline's painting?", True),
+        ("Who asked Caroline what inspired her painting?", False),  # about the asking: the question is wanted
+        ("What did Melanie want to know? Caroline asked back.", False),
+        ("请问Caroline的画是受什么启发的？", True),  # 请问 is politeness
+        ("Caroline被问了什么？", False),
+    ],
+)
+def test_a_reply_does_not_lead_for_a_query_about_the_asking(query, expected):
+    question = f"{SESSION}000015.md", "Melanie: What inspired it?"
+    reply = match(16, "Caroline: A visit to the community centre.")
+    assert answers_for_named(*question, reply, frozenset({"Caroline"}), query) is expected
+
+
 def test_a_lifted_reply_keeps_its_own_score_and_gives_it_back_when_its_question_is_dropped():
     question = NodeHit(uri=f"{SESSION}000015.md", owner_space="user:mel", vector_score=0.6)
     reply = NodeHit(uri=f"{SESSION}000016.md", owner_space="user:mel", vector_score=0.05, match_reason="child_of:x")
@@ -148,7 +164,7 @@ def test_the_answer_to_a_matching_question_ranks_with_it(tmp_path, default_embed
 
 
 def test_the_reply_ranks_above_its_question_when_the_query_names_the_one_who_answers(tmp_path, default_embedder):
-    """"What inspired Caroline's painting?": Caroline's reply says it, Melanie's question only asks it."""
+    """For "What inspired Caroline's painting?" Caroline's reply says it, Melanie's question only asks it."""
     named = _search(tmp_path, default_embedder, "named")
     at, reply_at = _pair(named)
     assert reply_at == at - 1

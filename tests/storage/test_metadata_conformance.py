@@ -725,6 +725,18 @@ def test_memory_fields_round_trip_and_queries(metadata_store: MetadataStore) -> 
         A, uri_prefixes=root, occurred_start=t0 + timedelta(hours=1), occurred_end=t0 + timedelta(days=2)
     )
     assert [n.uri for n in in_window] == [s1 + "000002.md"] and total == 1
+    # the dates a question names: any of several windows; a file without occurred_at counts by its created_at
+    day = timedelta(days=1)
+    windows = [(t0 - day, t0 + timedelta(hours=1)), (t0 + 10 * day, t0 + 11 * day)]
+    assert store.select_file_uris(A, uri_prefixes=root, context_type="memory", occurred_windows=windows) == [
+        (s1 + "000001.md", "user:bob")
+    ]
+    both = [(t0, t0 + 2 * day)]
+    assert [u for u, _ in store.select_file_uris(A, uri_prefixes=root, occurred_windows=both)] == [
+        s1 + "000001.md",
+        s1 + "000002.md",
+    ]
+    assert store.select_file_uris(A, uri_prefixes=root, occurred_windows=[(t0 + 5 * day, t0 + 6 * day)]) == []
     by_speaker, _ = store.query_files(A, uri_prefixes=root, metadata_equals={"speaker": ["Caroline", "Nobody"]})
     assert [n.uri for n in by_speaker] == [s1 + "000001.md"]
     assert [n.uri for n in store.query_files(A, uri_prefixes=root, metadata_equals={"turn": 1})[0]] == [

@@ -41,7 +41,6 @@ def _norm(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-
 def _within_time_range(hit: NodeHit, tq: TypedQuery) -> bool:
     """Whether ``hit.updated_at`` is inside the query's ``time_range`` (``[start, end)``, UTC); a hit without a time
     is outside any range with a bound."""

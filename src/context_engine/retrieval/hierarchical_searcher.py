@@ -387,7 +387,7 @@ class HierarchicalSearcher:
             if reply is None:
                 continue
             seed_score = self._vscore(h.uri, h.score, first_round, reply.context_type)
-            if s.named_reply_first and answers_for_named(h.uri, h.abstract, reply, first_round.speakers):
+            if s.named_reply_first and answers_for_named(h.uri, h.abstract, reply, first_round.speakers, tq.text):
                 least = seed_score + NAMED_REPLY_LEAD
             else:
                 least = s.reply_factor * seed_score

@@ -18,6 +18,7 @@ fusion found besides the seeds is returned with them (:class:`~context_engine.re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -154,6 +155,8 @@ class L0Retriever:
             fetch = [max(f, self._ks.fusion_depth) for f in fetch]
         # map_fn may run the similarity queries concurrently (index source); the rest is sequential.
         matches = list(map_fn(lambda i: run.scorer.top(filters[i], fetch[i]), range(len(typed_queries))))
+        if run.dated and self.reads_dates:
+            matches = self._with_dated(typed_queries, filters, matches, run.dated, run)
         first_round = DENSE_ONLY
         if self._keyword is not None:
             matches, first_round = self._fuse_all(typed_queries, filters, matches, run, speakers)
@@ -172,6 +175,34 @@ class L0Retriever:
         for tq, flt, ms, window in zip(typed_queries, filters, matches, windows, strict=True):
             out.append(self._seeds(tq, flt, ms[:window], run))
         return SeedRound(out, first_round)
+
+    @property
+    def reads_dates(self) -> bool:
+        """Whether a search's dated memories (``SearchRun.dated``) are used: ``date_boost`` above 0 under the hybrid
+        first round's ``convex`` fusion (the boost is added to absolute fused scores)."""
+        return self._settings.date_boost > 0 and self._keyword is not None and self._ks.fusion == "convex"
+
+    def _with_dated(
+        self,
+        typed_queries: Sequence[TypedQuery],
+        filters: Sequence[VectorFilter],
+        matches: list[list[L0Match]],
+        dated: frozenset[str],
+        run: SearchRun,
+    ) -> list[list[L0Match]]:
+        """Each memory typed query's dense matches with the best ``date_candidates`` memories of the dates the query
+        names added (``dated``, :meth:`MemoryFilter.dated`; within the typed query's filter, memory filters
+        included), so that the date boost of :meth:`_fuse` can lift a memory the similarity ranked too low."""
+        out = list(matches)
+        for i, tq in enumerate(typed_queries):
+            flt = filters[i]
+            ids = sorted(dated if flt.doc_ids is None else dated & set(flt.doc_ids))
+            if tq.context_type != "memory" or not ids:
+                continue
+            have = {m.uri for m in out[i]}
+            extra = run.scorer.top(flt.model_copy(update={"doc_ids": ids}), self._settings.date_candidates)
+            out[i] = out[i] + [m for m in extra if m.uri not in have]
+        return out
 
     def _fuse_all(
         self,
@@ -307,8 +338,15 @@ class L0Retriever:
             lists = convex_inputs(
                 [(u, m.similarity) for u, m in by_uri.items()], [(h.uri, h.coverage) for h in keyword], self._scale
             )
-            fused = weighted_fusion(lists, [weight, 1.0 - weight], normalization="none", top_k=n)
+            dated = run.dated if run.dated and tq.context_type == "memory" else None
+            fused = weighted_fusion(lists, [weight, 1.0 - weight], normalization="none", top_k=None if dated else n)
+            if dated:  # the cut to n counts the date boost, so a memory of the date the dense list ranked low stays
+                boost = self._settings.date_boost
+                kept = {u for u, _ in _ranked((u, v + boost if u in dated else v) for u, v in fused)[:n]}
+                fused = [(u, v) for u, v in fused if u in kept]
             fused = self._adjust_messages(tq.text, fused, by_uri, run, speakers, named, user_names)
+            if dated:
+                fused = _ranked((u, v + boost if u in dated else v) for u, v in fused)
             lexical = {u: v for u, v in fused if u in by_uri}
         else:
             pairs = [[(m.uri, m.similarity) for m in dense], [(h.uri, h.score) for h in keyword]]
@@ -338,7 +376,8 @@ class L0Retriever:
         "the user") boosts the turns stored with the role ``user`` instead (:meth:`_user_speakers`), and so does a
         query naming someone the assistant greets at the start of a candidate message ("Where does Priya work?" with
         "assistant: Hi Priya, congratulations!" among the candidates, :func:`_addressed_user`: the name, added to
-        ``user_names``, is the user's). Re-ranked; unchanged when no candidate is a message."""
+        ``user_names``, is the user's; beside a named speaker too). Re-ranked; unchanged when no candidate is a
+        message."""
         speaker_of = {u: message_speaker(u, m.text) for u, m in by_uri.items()}
         if not any(speaker_of.values()):
             return fused
@@ -351,9 +390,10 @@ class L0Retriever:
         else:
             named = named_speakers(query, names)
         user_reference = False
-        addressed = _addressed_user(query, speaker_of, by_uri, names) if not named and boost > 0.0 else []
+        # the user's greeted name counts beside a named speaker too: "What did Priya ask the assistant?" names both
+        addressed = _addressed_user(query, speaker_of, by_uri, names) if boost > 0.0 else []
         if addressed or (not named and boost > 0.0 and refers_to_user(query)):
-            named, user_reference = self._user_speakers(speaker_of, run), True
+            named, user_reference = set(named) | self._user_speakers(speaker_of, run), True
             if user_names is not None:
                 user_names.update(addressed)
         found.update(named)
@@ -440,22 +480,38 @@ class L0Retriever:
 def _addressed_user(
     query: str, speaker_of: dict[str, str | None], by_uri: dict[str, L0Match], names: frozenset[str]
 ) -> list[str]:
-    """The names ``query`` refers to that an assistant's candidate message greets the user by
-    (:func:`~context_engine.retrieval.speakers.addressed_name`: "Hi Priya, ..."), a greeted full name also by its
-    first word ("Priya" for "Priya Sharma"); none that is a speaker of the candidates. A message stored under the
-    assistant's role only: a named assistant's user is named too."""
+    """The names ``query`` refers to, capitalised as names are, that an assistant's candidate message greets the user
+    by (:func:`~context_engine.retrieval.speakers.addressed_name`: "Hi Priya, ..."), a greeted full name also by its
+    first word ("Priya" for "Priya Sharma"). Not a speaker of the candidates, and not a name another speaker's
+    candidate message says: the user never calls themselves by name, while an assistant's draft for someone the
+    user speaks of opens with a greeting too ("my landlord Greg" and "assistant: Hi Greg, just a heads-up ...").
+    A message stored under the assistant's role only (a named assistant's user is named too)."""
     greeted: set[str] = set()
+    others: list[str] = []
     for uri, speaker in speaker_of.items():
-        if speaker is None or not is_role(speaker) or speaker_of_reference(speaker) != "assistant":
+        if speaker is None:
             continue
-        name = addressed_name(by_uri[uri].text[len(speaker) + 2 :])
+        text = by_uri[uri].text[len(speaker) + 2 :]
+        if not is_role(speaker) or speaker_of_reference(speaker) != "assistant":
+            others.append(text)
+            continue
+        name = addressed_name(text)
         if name is not None:
             greeted.update({name, name.split()[0]})
     folded = {n.casefold() for n in names}
-    greeted = {n for n in greeted if n.casefold() not in folded}
+    greeted = {
+        n
+        for n in greeted
+        if n.casefold() not in folded and not any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", t) for t in others)
+    }
     if not greeted:
         return []
-    return sorted({m.group(2) for m in references(query, greeted)})
+    return sorted({m.group(2) for m in references(query, greeted) if m.group(2)[:1].isupper()})
+
+
+def _ranked(pairs: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """``(uri, score)`` pairs by score descending, then URI."""
+    return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
 
 def _weight(ks: KeywordSettings) -> float:

@@ -12,11 +12,12 @@ pre-filter of the first round (``doc_ids``: a selective filter still fills ``top
 from __future__ import annotations
 
 import math
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.trace import TraceRecorder
+from context_engine.retrieval.dates import date_anchors
 from context_engine.schema.context import RequestContext
 from context_engine.schema.query import SearchMemoryRequest
 from context_engine.schema.uri import ContextURI
@@ -25,6 +26,8 @@ from context_engine.storage.protocols import MetadataStore
 __all__ = ["MemoryFilter"]
 
 _MAX_KEYS = 16
+#: A date named without a year ("Aug 15th") is looked for in this many past years, this year and the next.
+YEARLESS_YEARS = 10
 _MAX_VALUES = 100
 
 
@@ -100,6 +103,33 @@ class MemoryFilter:
         selected = frozenset(uri for uri, space in found if ctx.can_see(space))
         if trace is not None:
             trace.event("planner", "memory_filter", selected=len(selected))
+        return selected
+
+    def dated(self, query: str, ctx: RequestContext, trace: TraceRecorder | None = None) -> frozenset[str] | None:
+        """The URIs of the caller's memories that occurred on a date ``query`` names (:mod:`~context_engine.
+        retrieval.dates`: its day, month or part of a month; ``coalesce(occurred_at, created_at)``), or ``None``
+        when it names no date. A date without a year is looked for in each of the last
+        :data:`YEARLESS_YEARS` years and the next. One metadata query."""
+        anchors = date_anchors(query)
+        if not anchors:
+            return None
+        if ctx.user_space:
+            roots = [str(ContextURI.parse(f"ctx://user/{ctx.user_space}/memories/"))]
+        elif ctx.is_admin:
+            roots = ["ctx://user/"]
+        else:
+            return frozenset()
+        now = datetime.now(UTC).year
+        years = range(now - YEARLESS_YEARS, now + 2)
+        windows = [w for a in anchors for w in a.windows(years)]
+        if not windows:
+            return frozenset()  # "31 April"
+        found = self._metadata.select_file_uris(
+            ctx.account_id, uri_prefixes=roots, context_type="memory", occurred_windows=windows
+        )
+        selected = frozenset(uri for uri, space in found if ctx.can_see(space))
+        if trace is not None:
+            trace.event("planner", "dated", dates=[a.text for a in anchors], selected=len(selected))
         return selected
 
     @staticmethod

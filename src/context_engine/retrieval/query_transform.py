@@ -28,6 +28,7 @@ import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
 from context_engine.retrieval.speakers import (
+    cjk_char,
     cjk_pronoun_starts,
     is_cjk_name,
     is_role,
@@ -83,7 +84,7 @@ def without_speakers(query: str, speakers: Iterable[str], user_names: Iterable[s
     # "Where will Priya move?" keeps its "will" beside the speaker Will; the user's role by its canonical name, so
     # that "the user" and 用户 (a word of its own, not 用户名) are found whether the turns read "user:" or "用户:"
     roles = [m for m in references(text, ("user",)) if not _generic_or_compound(text, m)] if user else []
-    if user and user_names:
+    if user_names:  # the user's name only the assistant's greetings say: the user, whatever the turns' labels
         roles = sorted([*roles, *references(text, tuple(user_names))], key=lambda m: m.start())
     found = sorted([*references(text, names), *roles], key=lambda m: m.start())
     if not found:
@@ -93,7 +94,8 @@ def without_speakers(query: str, speakers: Iterable[str], user_names: Iterable[s
         if m.start() < at:
             continue  # a name inside a role's reference, or the reverse: the first one found stands
         if m in roles:
-            cjk = is_cjk_name(m.group(2))
+            # 我 for 用户, and for a Latin name written in a Chinese sentence ("Priya的猫")
+            cjk = is_cjk_name(m.group(2)) or cjk_char().match(text, m.end()) is not None
             first = ("我的" if cjk else "my") if m.group(3) else ("我" if cjk else "I")
             parts += [text[at : m.start()], first, "" if cjk else " "]
         else:

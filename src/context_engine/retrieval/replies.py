@@ -77,12 +77,18 @@ def first_reply(uri: str, abstract: str, following: list[str], found: Mapping[st
     return None
 
 
-def answers_for_named(uri: str, abstract: str, reply: L0Match, named: frozenset[str]) -> bool:
+# A query about the asking itself ("What did Priya ask the assistant about ...?", "Who asked Caroline ...?"): the
+# question, not its reply, is what it looks for. 请问 ("may I ask") is politeness, not the topic.
+_ASKING = re.compile(r"(?<![\w'’])(?:ask|asks|asked|asking|inquired|enquired)(?![\w'’])|(?<!请)问", re.IGNORECASE)
+
+
+def answers_for_named(uri: str, abstract: str, reply: L0Match, named: frozenset[str], query: str = "") -> bool:
     """Whether the ``reply`` to the asking message ``uri`` (L0 ``abstract``) is by a speaker the query names
     (``named``: :attr:`~context_engine.retrieval.run.FirstRound.speakers`, the speakers whose turns got the speaker
-    boost, the user's role included for "the user") while the asker is not: then the reply says what the query asks
-    about that speaker, and ranks above the question (module docstring)."""
-    if not named:
+    boost, the user's role included for "the user" and the user's greeted name) while the asker is not: then the
+    reply says what the query asks about that speaker, and ranks above the question (module docstring). Never for a
+    ``query`` about the asking ("What did Priya ask ...?", "Who asked Caroline ...?", 问)."""
+    if not named or _ASKING.search(query):
         return False
     return message_speaker(reply.uri, reply.text) in named and message_speaker(uri, abstract) not in named
 

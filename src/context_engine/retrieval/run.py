@@ -103,6 +103,7 @@ class SearchRun:
     trace: TraceRecorder = field(default_factory=TraceRecorder)
     generation: int | None = None
     query_vector: np.ndarray | None = None
+    dated: frozenset[str] | None = None
 
 
 _NO_SCORES: Mapping[str, float] = MappingProxyType({})

@@ -185,6 +185,9 @@ class SearchMemoryPipeline:
         when the query embedding or the vector search failed (``RET-5001`` recorded: no hits this time, retryable)."""
         run: SearchRun | None = None
         seeds = SeedRound([[] for _ in typed])
+        dated = None  # the memories of the dates the query names (retrieval.seed.date_boost)
+        if self.retriever.reads_dates and allowed != frozenset() and any(tq.context_type == "memory" for tq in typed):
+            dated = self._memory_filter.dated(typed[0].text, ctx, trace)
         try:
             with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
                 vector = self._transformer.vector(self._embedder, typed[0].text, trace)
@@ -194,7 +197,7 @@ class SearchMemoryPipeline:
                 generation = self._metadata.account_generation(ctx.account_id)
                 scorer = self.source.scorer(ctx.account_id, vector, generation)
                 nodes = RequestNodes(self._metadata, ctx.account_id)
-                run = SearchRun(scorer, nodes, trace, generation=generation, query_vector=vector)
+                run = SearchRun(scorer, nodes, trace, generation=generation, query_vector=vector, dated=dated)
                 seeds = self.retriever.search_all(
                     typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
@@ -243,6 +246,7 @@ class SearchMemoryPipeline:
                 trace,
                 generation=run.generation,
                 query_vector=vector,
+                dated=run.dated,
             )
             retyped = [tq.model_copy(update={"text": text}) for tq in typed]
             found = self.retriever.search_all(

@@ -286,34 +286,43 @@ def refers_to_user(query: str) -> bool:
 
 
 # An assistant's greeting or thanks at the start of its message, then the user's name: "Hi Priya, congratulations!",
-# "Good morning, Priya.", "Thanks, Priya!", "Welcome back Priya". The name: one or two capitalised words, then
-# punctuation or the end; never a word a greeting is followed by ("Hi there", "Hi again", "Thanks, I ...").
+# "Good morning, Priya.", "Thanks, Priya!", "Welcome back Dr. Okafor". The name: a title, then one or two words
+# (apostrophes and hyphens inside: O'Brien, Anne-Marie), then punctuation, a dash, a line break or the end; never a
+# word a greeting is followed by ("Hi there", "Hi again", "Thanks, I ..."). "Dear ..." opens letters the assistant
+# drafts for others, so it is no greeting here.
+_NAME_WORD = r"[^\W\d_]+(?:['’-][^\W\d_]+)*"
 _GREETING = re.compile(
-    r"^\W*(?:hi|hey|hello|hiya|dear|morning|evening|good (?:morning|afternoon|evening|night)|welcome(?: back)?|"
-    r"thanks|thank you|congrats|congratulations|well done|nice one|sorry)(?: again)?,?\s+"
-    r"((?-i:[^\W\d_][^\W\d_'’-]*)(?: (?-i:[A-Z][^\W\d_'’-]*))?)\s*(?:[,!.?;:]|$)",
+    r"^[\W_]*(?:hi|hey|hello|hiya|morning|evening|good (?:morning|afternoon|evening|night)|welcome(?: back)?|"
+    r"thanks|thank you|congrats|congratulations|well done|nice one|sorry)(?: again)?,?[ \t]+"
+    r"(?:(?P<title>dr|mr|mrs|ms|miss|mx|prof|professor)\.?[ \t]+)?"
+    rf"(?P<name>{_NAME_WORD}(?:[ \t]+{_NAME_WORD})?)[*_]*[ \t]*(?:[,!.?;:\n\r—–-]|$)",
     re.IGNORECASE,
 )
 _NOT_NAMES = frozenset(
-    "there again all everyone everybody folks guys friend friends buddy team you so for i mate".split()
+    """there again all everyone everybody folks guys friend friends buddy team you so for i mate sure okay ok yes no
+    well right great good nice cool world""".split()
 )
 
 
 def addressed_name(text: str) -> str | None:
     """The name an assistant's message addresses the user by at its start ("Hi Priya, congratulations!" ->
-    ``"Priya"``; "Thanks, Priya!", "Good morning Priya.", "Welcome back, Dr Okafor!"), or ``None``.
+    ``"Priya"``; "Thanks, Priya!", "Good morning Priya.", "Hi Anne-Marie!", "Welcome back, Dr. Okafor!" ->
+    ``"Okafor"``: a title is not part of it), or ``None``.
 
     Agents greet their user by name while the user's own turns, stored under the role ``user``, never say it: so
-    "Where does Priya work?" names no speaker, and only the assistant's greetings hold the name. The name must be
-    capitalised and followed by punctuation or the end; a word greetings are followed by ("Hi there", "Hi again",
-    "Thanks, I will") is none. English greetings only."""
+    "Where does Priya work?" names no speaker, and only the assistant's greetings hold the name. Each word of the
+    name is capitalised and the name is followed by punctuation, a dash, a line break or the end; a word greetings
+    are followed by ("Hi there", "Hi again", "Thanks, I will", "Thanks, Sure!") is none, and "Dear ..." (a letter
+    the assistant drafts for someone else) is no greeting. English greetings only. The caller still drops a name
+    the user's own turns say ("my landlord Greg"): a draft may open with "Hi Greg,"."""
     m = _GREETING.match(unicodedata.normalize("NFKC", text))
     if m is None:
         return None
-    name = m.group(1)
-    if not name[:1].isupper() or _fold(name.split()[0]) in _NOT_NAMES:
+    name = m.group("name")
+    words = name.split()
+    if not all(w[:1].isupper() for w in words) or _fold(words[0]) in _NOT_NAMES:
         return None
-    return name
+    return " ".join(words)
 
 
 def cjk_pronoun_starts(text: str) -> list[int]:

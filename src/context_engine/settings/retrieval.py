@@ -75,6 +75,18 @@ class SeedSettings(SettingsSection):
         description="Added to the fused first-round score of a conversation message whose speaker the query names "
         "('When did Caroline ...', 'the user'); 0 switches speaker resolution off (retrieval/speakers.py).",
     )
+    date_boost: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="Added to the fused first-round score of a memory that occurred on a date the query names ('What "
+        "did Melanie show Caroline on October 13, 2023?', 'in mid-October 2024', '2024年9月22日': that day or the "
+        "next, that month or part of it; retrieval/dates.py), whose best date_candidates such memories join the first "
+        "round; 0 switches it off (no date is read). convex fusion only.",
+    )
+    date_candidates: int = Field(
+        20, ge=1, le=200, description="Memories of the named date that join the first round (date_boost)."
+    )
     lexical_gap_share: float = Field(
         0.5,
         ge=0.0,

@@ -189,8 +189,10 @@ class NodeLedger(Protocol):
         occurred_start: datetime | None = None,
         occurred_end: datetime | None = None,
         metadata_equals: dict[str, Any] | None = None,
+        occurred_windows: Sequence[tuple[datetime, datetime]] = (),
     ) -> list[tuple[str, str]]:
-        """``(uri, owner_space)`` of the files ``query_files`` selects (two columns read)."""
+        """``(uri, owner_space)`` of the files ``query_files`` selects (two columns read); ``occurred_windows``:
+        ``[start, end)`` ranges of ``coalesce(occurred_at, created_at)``, any of which a file must fall in."""
         ...
 
     def add_version(

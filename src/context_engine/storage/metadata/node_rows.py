@@ -330,14 +330,20 @@ class NodeRows(SqlDatabase):
         occurred_start: datetime | None = None,
         occurred_end: datetime | None = None,
         metadata_equals: dict[str, Any] | None = None,
+        occurred_windows: Sequence[tuple[datetime, datetime]] = (),
     ) -> list[tuple[str, str]]:
         """``(uri, owner_space)`` of the files :meth:`query_files` would select, reading two columns only (the
         per-request memory filter of search_memory). ``parent_uri`` narrows to one directory's direct children
-        through the ``(account_id, parent_uri)`` index, the cheap path for a conversation session."""
+        through the ``(account_id, parent_uri)`` index, the cheap path for a conversation session.
+        ``occurred_windows``: ``[start, end)`` ranges of ``coalesce(occurred_at, created_at)``, any of which a file
+        must fall in (the dates a question names, ``retrieval/dates.py``); none: no such narrowing."""
         keys = _prefix_keys(uri_prefixes)
         conditions = _file_conditions(
             account_id, keys, parent_uri, context_type, occurred_start, occurred_end, metadata_equals
         )
+        if occurred_windows:
+            when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
+            conditions.append(or_(*(and_(when >= start, when < end) for start, end in occurred_windows)))
         stmt = select(NodeRow.uri, NodeRow.uri_key, NodeRow.owner_space).where(and_(*conditions))
         with self._use(write=False) as s:
             rows = s.execute(stmt).all()
