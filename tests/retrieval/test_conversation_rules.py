@@ -462,3 +462,25 @@ def test_the_users_greeted_name_among_the_candidates(query, lines, expected):
     speaker_of, by_uri = _candidates(*lines)
     names = frozenset(s for s in speaker_of.values() if s)
     assert _addressed_user(query, speaker_of, by_uri, names) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "speakers", "expected"),
+    [
+        ("Where does Tomas work?", {"Tomás", "assistant"}, {"Tomás"}),  # written without its accent
+        ("Where does Tomás work?", {"Tomas"}, {"Tomas"}),  # stored without it
+        ("where does tomas work", {"Tomás"}, {"Tomás"}),
+        ("What is Ines's job?", {"Inès"}, {"Inès"}),
+        ("Ipek nerede?", {"İpek"}, {"İpek"}),
+        ("What did Strauß compose?", {"Strauß"}, {"Strauß"}),
+        ("민준은 어디서 일해?", {"민준"}, {"민준"}),  # a Hangul name is no accented letter
+        ("Where does Tomasz work?", {"Tomás"}, set()),  # still whole words
+    ],
+)
+def test_a_name_is_found_with_or_without_its_accents(query, speakers, expected):
+    assert named_speakers(query, speakers) == expected
+
+
+def test_the_second_search_takes_an_unaccented_name_out():
+    assert without_speakers("Where does Tomas work?", {"Tomás"}) == "Where does work?"
+    assert without_speakers("What is Ines's cat called?", {"user"}, {"Inès"}) == "What is my cat called?"

@@ -58,7 +58,25 @@ def is_role(speaker: str) -> bool:
 
 
 def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+    """NFKC, case-folded and without accents (:func:`_plain`, and the combining marks folding leaves: "İ" folds to
+    "i" and a dot above): how names are compared."""
+    return "".join(c for c in _plain(unicodedata.normalize("NFKC", text).casefold()) if not unicodedata.combining(c))
+
+
+@functools.lru_cache(maxsize=4096)
+def _base(c: str) -> str:
+    """A Latin letter without its accents ("á" -> "a"); any other character as it is (a Hangul syllable, which
+    decomposes into jamo, included)."""
+    d = unicodedata.normalize("NFD", c)
+    if len(d) > 1 and d[0].isascii() and all(unicodedata.combining(x) for x in d[1:]):
+        return d[0]
+    return c
+
+
+def _plain(text: str) -> str:
+    """``text`` without the accents of its Latin letters, one character for one, so that positions in it are
+    positions in ``text``: people write "Tomas" for "Tomás" and "Ines" for "Inès"."""
+    return text if text.isascii() else "".join(_base(c) for c in text)
 
 
 _WORD = re.compile(r"[^\W\d_]+")
@@ -115,8 +133,10 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     """The references in ``query`` (NFKC-normalised: the matches' positions are in that text) to the speakers of
     ``speakers``, in order: a speaker's name as a whole word or phrase (longer names first, "Dr Okafor" before
     "Okafor"), with an optional determiner before it (group 1: the, my, your, our) and an optional possessive ``'s``
-    after it (group 3); the name as written is group 2. A name ending in ``s`` may take a bare apostrophe ("James'");
-    a quote after any other name is no possessive ("'Sam'").
+    after it (group 3); the name as written, without the accents of its Latin letters, is group 2 (a name is found
+    with or without them: "Tomas" names Tomás, and "Tomás" names Tomas; :func:`named_speakers` maps group 2 back). A
+    name ending in ``s`` may take a bare apostrophe ("James'"); a quote after any other name is no possessive
+    ("'Sam'").
 
     A role (:data:`ROLE_SPEAKERS`) is referred to with a determiner ("the user", "my assistant") or as a possessive
     ("user's job"); "What user name ..." does not name the user. A capitalised name, in a query that capitalises a
@@ -131,9 +151,10 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     :func:`speaker_of_reference` maps it to the speaker. In a query holding CJK characters, a CJK character beside a
     Latin name is no word the name is inside ("Sam的猫"); a query without any is matched as it always was."""
     stored = [unicodedata.normalize("NFKC", s).strip() for s in speakers]
-    # each name as stored and case-folded: the pattern ignores case, but folding may change letters ("Strauß" ->
-    # "strauss", "İpek" -> "i̇pek"), and a query writes the name as stored
-    forms = {form for s in stored for form in (s, _fold(s))} - {""}
+    # each name as stored (without accents) and case-folded: the pattern ignores case, but folding may change letters
+    # ("Strauß" -> "strauss", "İpek" -> "i̇pek"), and a query writes the name as stored; names and query are matched
+    # without accents ("Tomas" names Tomás, "Tomás" names Tomas), on a copy of the query of the same length
+    forms = {form for s in stored for form in (_plain(s), _fold(s))} - {""}
     cjk = tuple(sorted({f for f in forms if is_cjk_name(f)}, key=lambda n: (-len(n), n)))
     names = tuple(sorted(forms - set(cjk), key=lambda n: (-len(n), n)))
     roles = {_fold(s) for s in stored} & ROLE_SPEAKERS
@@ -144,7 +165,7 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     if names:
         capitalised = {_fold(s) for s in stored if s[:1].isupper()}
         cased = _writes_capitals(text)
-        for m in _latin_pattern(names, has_cjk).finditer(text):
+        for m in _latin_pattern(names, has_cjk).finditer(_plain(text)):
             if has_cjk and not _latin_bounded(text, m):
                 continue
             if _fold(m.group(2)) in ROLE_SPEAKERS:
