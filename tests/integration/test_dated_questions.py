@@ -106,3 +106,21 @@ def test_no_date_is_read_where_the_boost_cannot_apply(tmp_path, default_embedder
         e.add_messages([{"role": "user", "content": text, "timestamp": when}], conversation_id="s1", ctx=MIA)
         _, events = _first(e, "What did the user do with her sister on 22 September 2024?")
     assert not [ev for ev in events if ev["event"] == "dated"]
+
+
+@pytest.mark.parametrize(
+    ("question", "label"),
+    [
+        ("What did the user talk about on 22 September 2024?", "weak"),  # the day is the whole question
+        ("What happened on 2024-10-05?", "weak"),
+        ("用户2024年9月22日做了什么？", "weak"),
+        ("What car did the user buy on 22 September 2024?", "none"),  # a topic no memory of the day has
+        ("What did the user do on 1 May 2021?", "none"),  # no memory of that day
+    ],
+)
+def test_a_question_about_a_day_is_matched_by_a_memory_of_that_day(homes, question, label):
+    r = homes[0.1].search_memory(question, MIA, top_k=5, include_debug=True, trace_level="detailed")
+    assert r.match_quality == label
+    events = [e for e in r.thinking_trace["events"] if e["event"] == "match_quality_dated"]
+    assert bool(events) is (label == "weak")
+    assert homes[0.0].search_memory(question, MIA, top_k=5).match_quality == "none"  # without the date rule

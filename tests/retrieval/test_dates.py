@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from context_engine.retrieval.dates import REPORTED_WITHIN_DAYS, DateAnchor, date_anchors
+from context_engine.retrieval.dates import REPORTED_WITHIN_DAYS, DateAnchor, asks_only_the_date, date_anchors
 
 
 @pytest.mark.parametrize(
@@ -68,3 +68,22 @@ def test_a_date_without_a_year_is_every_year_asked_for():
     assert DateAnchor("29 February", 2, 29).windows([2023, 2024]) == [_local(_utc(2024, 2, 29), _utc(2024, 3, 2))]
     assert DateAnchor("31 April", 4, 31).windows([2023]) == []  # no such day
     assert DateAnchor("Aug 15th", 8, 15).windows() == []  # no year given and none asked for
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What did I talk about on September 22?", True),
+        ("What did the user do on 22 September 2024?", True),
+        ("What did Caroline do on 8 May 2023?", True),  # a name is no topic
+        ("What did the user and the assistant discuss on 3 March 2024?", True),
+        ("What happened on 2024-09-22?", True),
+        ("用户2024年9月22日做了什么？", True),
+        ("What car did the user buy on 22 September 2024?", False),  # a topic besides the day
+        ("What did Mel and her kids paint in July 2023?", False),
+        ("用户2024年9月22日买了什么车？", False),
+        ("What did the user do?", False),  # no date
+    ],
+)
+def test_a_question_that_asks_only_about_a_day(query, expected):
+    assert asks_only_the_date(query) is expected

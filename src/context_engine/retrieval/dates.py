@@ -25,7 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["REPORTED_WITHIN_DAYS", "DateAnchor", "date_anchors"]
+from context_engine.storage.keyword.content_words import content_tokens
+
+__all__ = ["REPORTED_WITHIN_DAYS", "DateAnchor", "asks_only_the_date", "date_anchors"]
 
 #: A day's window also holds the days after it in which what happened that day is told ("Yesterday I had my first
 #: team offsite" on the 23rd, for "What did the user do on 22 September?"). One day: locomo_dev R@10 0.7917 (the day
@@ -130,3 +132,27 @@ def _anchor(m: re.Match[str], cased: bool) -> DateAnchor | None:
     if not 1 <= month <= 12 or (day is not None and not 1 <= day <= 31):
         return None  # "2023-13-01" is a build number, not a date
     return DateAnchor(m.group(0).strip(), month, day, year, (groups.get("part") or "").casefold() or None)
+
+
+# What a question about a day asks besides the day ("What did the user do / say / talk about on ...?", 用户做了什么).
+_EVENT_WORDS = tuple(
+    """do does did doing done happen happens happened happening say says said tell told talk talks talked discuss
+    discussed mention mentioned get got up user assistant 做 做了 发生 说 说了 聊 聊了 谈 用户 助手 什么 哪些""".split()
+)
+_INNER_NAME = re.compile(r"\s([A-Z][^\W\d_'’-]+)")
+
+
+def asks_only_the_date(query: str) -> bool:
+    """Whether ``query`` names a date (:func:`date_anchors`) and asks nothing else: what someone did, said or talked
+    about then ("What did the user talk about on 22 September?", "What did Caroline do on 8 May 2023?"). Its answer
+    is whatever that day holds, so no topic is there to match (``match_quality``). Names (capitalised words inside
+    the sentence) and the words of such a question (do, happen, say, talk, the user's and the assistant's roles)
+    are not content."""
+    anchors = date_anchors(query)
+    if not anchors:
+        return False
+    text = unicodedata.normalize("NFKC", query)
+    for anchor in anchors:
+        text = text.replace(anchor.text, " ")
+    names = [m.group(1) for m in _INNER_NAME.finditer(text)]
+    return not content_tokens(text, [*names, *_EVENT_WORDS])

@@ -44,6 +44,7 @@ from context_engine.observability.metrics import Metrics
 from context_engine.observability.trace import TraceRecorder
 from context_engine.retrieval.assembler import RetrievalAssembler
 from context_engine.retrieval.candidate_rechecker import CandidateRechecker
+from context_engine.retrieval.dates import asks_only_the_date
 from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
 from context_engine.retrieval.l0_retriever import L0Retriever
 from context_engine.retrieval.match_quality import MatchQualityRater
@@ -489,6 +490,10 @@ class SearchMemoryPipeline:
         ``top_k`` records). A failure there labels from the query's own cosines, recorded as the trace event
         ``match_quality_fallback``.
 
+        A question that asks only what happened on a date it names (:func:`~context_engine.retrieval.dates.
+        asks_only_the_date`) has no topic to match: labelled ``none``, it is ``weak`` when its first file hit is a
+        memory of that date (``SearchRun.dated``; trace event ``match_quality_dated``).
+
         When the evidence is in the own-text band (:meth:`MatchQualityRater.own_text_hits`), the first file hits
         that are conversation messages are embedded alone (one batch of at most ``own_text_hits`` texts) and their
         cosines to the same query vector read; a failure there keeps the label of the evidence alone (trace event
@@ -518,6 +523,13 @@ class SearchMemoryPipeline:
             except Exception as err:  # noqa: BLE001 - a label never fails a search: the evidence alone, traced
                 trace.event("assemble", "match_quality_fallback", check="own_text", reason=type(err).__name__)
         quality = self.rater.label(features)
+        if quality == "none" and run.dated and asks_only_the_date(query):
+            # "What did the user talk about on 22 September?" has no topic to match: a first hit of that date is
+            # the answer (retrieval/dates.py)
+            first = next((h for h in final if not h.is_dir), None)
+            if first is not None and first.uri in run.dated:
+                quality = "weak"
+                trace.event("assemble", "match_quality_dated", uri=first.uri)
         if trace.detailed:
             trace.detail("assemble", "match_quality", {"label": quality, **features.as_dict()})
         return quality

@@ -31,6 +31,7 @@ __all__ = [
     "SESSION_SEGMENT",
     "asks_something",
     "carries_content",
+    "content_tokens",
     "is_question",
     "states_content",
     "message_speaker",
@@ -128,6 +129,13 @@ def asks_something(text: str) -> bool:
     """Whether any sentence of ``text`` is a question (:func:`is_question`; sentences end with ``.``, ``!`` or
     ``?``, ASCII or full-width)."""
     return any(is_question(s) for s in _SENTENCE_END.split(text.strip()) if s.strip())
+
+
+def content_tokens(text: str, names: Iterable[str] = ()) -> set[str]:
+    """The content words of ``text`` (BM25 tokens and numbers, minus phatic and function words and the tokens of
+    ``names``)."""
+    known = {t for name in names for t in _TOKENIZER(name)}
+    return _content(text) - known - _phatic()
 
 
 def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) -> bool:
