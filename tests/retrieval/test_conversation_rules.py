@@ -450,6 +450,8 @@ def _candidates(*lines: tuple[str, str]):
             [("user", "Text my landlord Greg please."), ("assistant", "Hi Greg, the heater ...")],
             [],
         ),
+        ("Where does Tomas live?", [("user", "My landlord Tomas is slow."), ("assistant", "Hi Tomás, here ...")], []),
+        ("Where does Tomas work?", [("assistant", "Hi Tomás!")], ["Tomas"]),  # written without its accent
         ("What did Dr Smith prescribe?", [("assistant", "Hi Dr. Okafor!")], []),  # a title is no name
         ("where will the offsite be?", [("assistant", "Hi Will, sure thing!")], []),  # not written as a name
         ("Where does Priya work?", [("user", "Hi Priya!")], []),  # only the assistant greets the user
@@ -469,7 +471,10 @@ def test_the_users_greeted_name_among_the_candidates(query, lines, expected):
     [
         ("Where does Tomas work?", {"Tomás", "assistant"}, {"Tomás"}),  # written without its accent
         ("Where does Tomás work?", {"Tomas"}, {"Tomas"}),  # stored without it
-        ("where does tomas work", {"Tomás"}, {"Tomás"}),
+        ("where does tomas work", {"Tomás"}, set()),  # without its accents only as a name, capitalised
+        ("¿qué medicinas tomas por la mañana?", {"Tomás", "user"}, set()),  # "you take", not Tomás
+        ("¿dónde vive mía?", {"Mia"}, set()),
+        ("where does tomás work", {"Tomás"}, {"Tomás"}),  # with them, in any case
         ("What is Ines's job?", {"Inès"}, {"Inès"}),
         ("Ipek nerede?", {"İpek"}, {"İpek"}),
         ("What did Strauß compose?", {"Strauß"}, {"Strauß"}),

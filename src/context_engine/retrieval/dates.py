@@ -136,23 +136,25 @@ def _anchor(m: re.Match[str], cased: bool) -> DateAnchor | None:
 
 # What a question about a day asks besides the day ("What did the user do / say / talk about on ...?", 用户做了什么).
 _EVENT_WORDS = tuple(
-    """do does did doing done happen happens happened happening say says said tell told talk talks talked discuss
-    discussed mention mentioned get got up user assistant 做 做了 发生 说 说了 聊 聊了 谈 用户 助手 什么 哪些""".split()
+    """do does did doing done happen happens happened happening say says said tell told talk talks talked talking
+    discuss discussed mention mentioned ask asked speak spoke write wrote go went going on up recap summarize
+    summarise summary event events conversation conversations session sessions chat chats day user assistant we us
+    our you your me my 做 做了 干 干了 发生 发生了 说 说了 聊 聊了 聊天 谈 谈了 讨论 提到 提起 对话 会话 事 事情
+    那天 当天 这天 用户 助手 我 我们 你 你们 什么 哪些 啥""".split()
 )
-_INNER_NAME = re.compile(r"\s([A-Z][^\W\d_'’-]+)")
 
 
-def asks_only_the_date(query: str) -> bool:
+def asks_only_the_date(query: str, names: Iterable[str] = ()) -> bool:
     """Whether ``query`` names a date (:func:`date_anchors`) and asks nothing else: what someone did, said or talked
-    about then ("What did the user talk about on 22 September?", "What did Caroline do on 8 May 2023?"). Its answer
-    is whatever that day holds, so no topic is there to match (``match_quality``). Names (capitalised words inside
-    the sentence) and the words of such a question (do, happen, say, talk, the user's and the assistant's roles)
-    are not content."""
+    about then ("What did the user talk about on 22 September?", "What did Caroline do on 8 May 2023?",
+    "9月22日我们讨论了什么？"). Its answer is whatever that day holds, so no topic is there to match
+    (``match_quality``). Not content: the date, ``names`` (the speakers of the messages found), function words and
+    the words of such a question (do, happen, say, talk, discuss, ask, the roles, we / you). Any other word is a
+    topic: "What did the user do with Bob / in Paris / enjoy on 22 September?" asks more than the day."""
     anchors = date_anchors(query)
     if not anchors:
         return False
     text = unicodedata.normalize("NFKC", query)
     for anchor in anchors:
         text = text.replace(anchor.text, " ")
-    names = [m.group(1) for m in _INNER_NAME.finditer(text)]
-    return not content_tokens(text, [*names, *_EVENT_WORDS])
+    return not content_tokens(text, [*names, *_EVENT_WORDS], phatic=False)

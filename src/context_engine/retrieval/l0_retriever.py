@@ -18,7 +18,6 @@ fusion found besides the seeds is returned with them (:class:`~context_engine.re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -29,6 +28,7 @@ from context_engine.retrieval.run import DENSE_ONLY, FirstRound, RequestNodes, S
 from context_engine.retrieval.scope import QueryScope, scope_of
 from context_engine.retrieval.speakers import (
     addressed_name,
+    fold_name,
     is_role,
     message_has_content,
     message_speaker,
@@ -498,12 +498,8 @@ def _addressed_user(
         name = addressed_name(text)
         if name is not None:
             greeted.update({name, name.split()[0]})
-    folded = {n.casefold() for n in names}
-    greeted = {
-        n
-        for n in greeted
-        if n.casefold() not in folded and not any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", t) for t in others)
-    }
+    folded = {fold_name(n) for n in names}
+    greeted = {n for n in greeted if fold_name(n) not in folded and not any(references(t, (n,)) for t in others)}
     if not greeted:
         return []
     return sorted({m.group(2) for m in references(query, greeted) if m.group(2)[:1].isupper()})

@@ -102,6 +102,7 @@ from context_engine.retrieval.query_transform import first_person
 from context_engine.retrieval.scoring import vector_score
 from context_engine.retrieval.speakers import (
     cjk_char,
+    fold_name,
     is_cjk_name,
     message_has_content,
     references,
@@ -160,7 +161,9 @@ _ZH_ADDRESS_TERMS = frozenset(
 
 
 def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+    """Names are compared as :func:`~context_engine.retrieval.speakers.fold_name` folds them (with or without
+    accents: "Tomas" for Tomás is no missing name)."""
+    return fold_name(text)
 
 
 def _chinese_names(text: str) -> dict[str, bool]:

@@ -58,6 +58,7 @@ from context_engine.retrieval.run import RequestNodes, SearchRun, SeedRound
 from context_engine.retrieval.scope import QueryScope, effective_owner_spaces, scopes_of
 from context_engine.retrieval.scoring import Scorer
 from context_engine.schema.context import RequestContext
+from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
 from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import (
@@ -523,11 +524,12 @@ class SearchMemoryPipeline:
             except Exception as err:  # noqa: BLE001 - a label never fails a search: the evidence alone, traced
                 trace.event("assemble", "match_quality_fallback", check="own_text", reason=type(err).__name__)
         quality = self.rater.label(features)
-        if quality == "none" and run.dated and asks_only_the_date(query):
+        if quality == "none" and run.dated:
             # "What did the user talk about on 22 September?" has no topic to match: a first hit of that date is
-            # the answer (retrieval/dates.py)
+            # the answer (retrieval/dates.py); the speakers of the messages found are no topic either
             first = next((h for h in final if not h.is_dir), None)
-            if first is not None and first.uri in run.dated:
+            names = {s for h in final if (s := message_speaker(h.uri, h.abstract or "")) is not None}
+            if first is not None and first.uri in run.dated and asks_only_the_date(query, names):
                 quality = "weak"
                 trace.event("assemble", "match_quality_dated", uri=first.uri)
         if trace.detailed:

@@ -30,6 +30,7 @@ __all__ = [
     "ROLE_SPEAKERS",
     "cjk_char",
     "cjk_pronoun_starts",
+    "fold_name",
     "SESSION_SEGMENT",
     "addressed_name",
     "message_has_content",
@@ -57,10 +58,15 @@ def is_role(speaker: str) -> bool:
     return name.casefold() in ROLE_SPEAKERS or name in ROLE_ALIASES
 
 
-def _fold(text: str) -> str:
+def fold_name(text: str) -> str:
     """NFKC, case-folded and without accents (:func:`_plain`, and the combining marks folding leaves: "İ" folds to
-    "i" and a dot above): how names are compared."""
-    return "".join(c for c in _plain(unicodedata.normalize("NFKC", text).casefold()) if not unicodedata.combining(c))
+    "i" and a dot above): how names are compared ("Tomás" and "tomas" fold alike; letters without a decomposition,
+    ø, ł, đ, æ, stay)."""
+    folded = _plain(unicodedata.normalize("NFKC", text).casefold())
+    return folded if folded.isascii() else "".join(c for c in folded if not unicodedata.combining(c))
+
+
+_fold = fold_name
 
 
 @functools.lru_cache(maxsize=4096)
@@ -165,9 +171,13 @@ def references(query: str, speakers: Iterable[str]) -> list[re.Match[str]]:
     if names:
         capitalised = {_fold(s) for s in stored if s[:1].isupper()}
         cased = _writes_capitals(text)
+        exact = {f.casefold() for f in stored}  # the names with their accents
         for m in _latin_pattern(names, has_cjk).finditer(_plain(text)):
             if has_cjk and not _latin_bounded(text, m):
                 continue
+            written = text[m.start(2) : m.end(2)]
+            if written.casefold() not in exact and not written[:1].isupper():
+                continue  # found only without its accents: a name then, not "¿qué tomas?" (you take) for Tomás
             if _fold(m.group(2)) in ROLE_SPEAKERS:
                 if m.group(1) is not None or m.group(3) is not None:
                     out.append(m)

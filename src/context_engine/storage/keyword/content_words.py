@@ -12,6 +12,7 @@ Content words are numbers and the BM25 tokens of :class:`~context_engine.storage
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterable
@@ -131,11 +132,17 @@ def asks_something(text: str) -> bool:
     return any(is_question(s) for s in _SENTENCE_END.split(text.strip()) if s.strip())
 
 
-def content_tokens(text: str, names: Iterable[str] = ()) -> set[str]:
-    """The content words of ``text`` (BM25 tokens and numbers, minus phatic and function words and the tokens of
-    ``names``)."""
+def content_tokens(text: str, names: Iterable[str] = (), *, phatic: bool = True) -> set[str]:
+    """The content words of ``text``: BM25 tokens and numbers, minus function words, the tokens of ``names`` and,
+    with ``phatic``, the phatic words (:data:`PHATIC_WORDS`: "love", "enjoy", "make" are content in a question)."""
     known = {t for name in names for t in _TOKENIZER(name)}
-    return _content(text) - known - _phatic()
+    return _content(text) - known - (_phatic() if phatic else _function())
+
+
+@functools.cache
+def _function() -> frozenset[str]:
+    """The stems of the function words (English and Chinese)."""
+    return frozenset(t for w in FUNCTION_WORDS | FUNCTION_WORDS_ZH for t in _TOKENIZER(w))
 
 
 def carries_content(text: str, previous: str | None, names: Iterable[str] = ()) -> bool:
