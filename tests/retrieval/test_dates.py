@@ -17,6 +17,8 @@ from context_engine.retrieval.dates import REPORTED_WITHIN_DAYS, DateAnchor, ask
         ("What did the user do on 22 September 2024?", [("22 September 2024", 9, 22, 2024, None)]),
         ("What did Mel paint in July 2023?", [("July 2023", 7, None, 2023, None)]),
         ("What did the user do in mid-October 2024?", [("mid-October 2024", 10, None, 2024, "mid")]),
+        ("When did Melanie go camping in June?", [("in June", 6, None, None, None)]),  # a month alone after "in"
+        ("What did the user do during early May?", [("during early May", 5, None, None, "early")]),
         ("What happened in late Dec 2022?", [("late Dec 2022", 12, None, 2022, "late")]),
         ("What did Tim's teammates give him on Aug 15th?", [("Aug 15th", 8, 15, None, None)]),
         ("Where was I on the 3rd of March?", [("3rd of March", 3, 3, None, None)]),
@@ -27,7 +29,8 @@ from context_engine.retrieval.dates import REPORTED_WITHIN_DAYS, DateAnchor, ask
         ("what did i do on oct 13", [("oct 13", 10, 13, None, None)]),  # no capitals anywhere: lower case is read
         # no date: a modal verb, a month without day or year, lower-case month words in a cased query, relative days
         ("What may Caroline do next?", []),
-        ("What did the user do in May?", []),
+        ("Did the user confide in Jan?", []),  # a month alone only by its full name
+        ("What did the user plant in May's garden?", []),
         ("I have 3 march tickets", []),
         ("What did the user do last week?", []),
         ("How many of the 12 jobs ran at 10:30?", []),

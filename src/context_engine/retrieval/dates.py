@@ -6,14 +6,17 @@ on that date hold the answer (locomo_dev: 93 of the 106 questions naming a date 
 day or month), and a message carries its time (``occurred_at``). :func:`date_anchors` finds the dates; each
 :class:`DateAnchor` gives its ``[start, end)`` windows in UTC; ``MemoryFilter.dated`` selects the memories in them,
 and ``L0Retriever`` adds ``retrieval.seed.date_boost`` to their fused score (the best ``date_candidates`` of them
-join the first round). locomo_dev R@10 0.7736 -> 0.7952, P@1 0.5005 -> 0.5186 (eval/README.md).
+join the first round). locomo_dev R@10 0.7736 -> 0.7962, P@1 0.5005 -> 0.5196 (eval/README.md).
 
 Only dates written out are read: a day with its month ("13 October", "Oct 13th, 2023", "2023-10-13", "10月13日"), a
 month with its year ("July 2023", "mid-October 2024", "2023年7月"); a month's name capitalised, unless the
-query writes no capital at all ("what did i do on oct 13"): "3 march tickets" names no date. A month alone ("in
-May") is not, since "may" is a verb too, and relative dates ("last week", "yesterday") are not, since the question's
-"now" is unknown. A date without a year stands for that day in every year (:meth:`DateAnchor.windows` of the
-years asked for).
+query writes no capital at all ("what did i do on oct 13"): "3 march tickets" names no date. A month alone
+is read only after "in" or "during" and by its full name ("in June", "during early May"; not "may" the verb, nor
+"confide in Jan"). Relative dates ("last week", "yesterday") are not read, since the question's "now" is unknown. A
+date without a year stands for that day (a month alone for that month) in every year (:meth:`DateAnchor.windows` of
+the years asked for). A date says when something was said: a question about an event planned for a date ("Which
+distance did the user end up racing in May?") may find the messages of that month first, not the earlier ones
+that planned it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ _MONTHS = {
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=lambda m: (-len(m), m))) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
+_FULL_MONTHS = "|".join(calendar.month_name[i] for i in range(1, 13))
 _PART = r"(?:(?P<part>early|mid|late)[- ]?)?"
 _PATTERNS = tuple(
     re.compile(p, re.IGNORECASE)
@@ -53,6 +57,8 @@ _PATTERNS = tuple(
         rf"(?<![\w.]){_DAY}(?:\s+of)?\s+{_MONTH}(?:,?\s+{_YEAR})?(?!\w)",  # 13 October 2023, 1 February, 2023
         rf"(?<![\w.]){_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?(?![\w:])",  # October 13, 2023; Aug 15th
         rf"(?<!\w){_PART}{_MONTH},?\s+{_YEAR}(?!\w)",  # July 2023, mid-October 2024
+        # a month alone after "in" / "during", its full name: in June, during early May (not "confide in Jan")
+        rf"(?<!\w)(?:in|during)\s+{_PART}(?P<month>{_FULL_MONTHS})(?![\w'’-])",
         rf"{_YEAR}\s*年\s*(?P<month_num>1[0-2]|0?[1-9])\s*月(?:\s*(?P<day_num>[0-3]?\d)\s*[日号])?",  # 2024年9月22日
         r"(?<!\d)(?P<month_num>1[0-2]|0?[1-9])\s*月\s*(?P<day_num>[0-3]?\d)\s*[日号]",  # 9月22日
     )
