@@ -31,6 +31,12 @@ YEARLESS_YEARS = 10
 _MAX_VALUES = 100
 
 
+def _memory_root(ctx: RequestContext) -> ContextURI | None:
+    """The caller's memory root ``ctx://user/<space>/memories/``; ``None`` without a user space (an admin then sees
+    every user's memories under ``ctx://user/``, anyone else none)."""
+    return ContextURI.parse(f"ctx://user/{ctx.user_space}/memories/") if ctx.user_space else None
+
+
 def _invalid(field: str, message: str) -> ContextEngineError:
     return ContextEngineError(ErrorCode.QUERY_INVALID, f"{field}: {message}", {"field": field})
 
@@ -67,14 +73,10 @@ class MemoryFilter:
             if start is not None and end is not None and start >= end:
                 raise _invalid("time_range", "start must be before end")
         equals = self._metadata_equals(wanted)
-        roots: list[str]
-        if ctx.user_space:
-            root = ContextURI.parse(f"ctx://user/{ctx.user_space}/memories/")
-            roots = [str(root)]
-        elif ctx.is_admin:
-            root, roots = None, ["ctx://user/"]
-        else:
+        root = _memory_root(ctx)
+        if root is None and not ctx.is_admin:
             return frozenset()  # no user space: no memories are visible
+        roots = [str(root)] if root is not None else ["ctx://user/"]
         conversation_dir = None
         if conversation is not None:
             if not isinstance(conversation, str) or not conversation.strip() or "/" in conversation:
@@ -113,12 +115,10 @@ class MemoryFilter:
         anchors = date_anchors(query)
         if not anchors:
             return None
-        if ctx.user_space:
-            roots = [str(ContextURI.parse(f"ctx://user/{ctx.user_space}/memories/"))]
-        elif ctx.is_admin:
-            roots = ["ctx://user/"]
-        else:
-            return frozenset()
+        root = _memory_root(ctx)
+        if root is None and not ctx.is_admin:
+            return frozenset()  # no user space: no memories are visible
+        roots = [str(root)] if root is not None else ["ctx://user/"]
         now = datetime.now(UTC).year
         years = range(now - YEARLESS_YEARS, now + 2)
         windows = [w for a in anchors for w in a.windows(years)]
