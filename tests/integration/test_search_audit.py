@@ -86,28 +86,29 @@ def test_the_row_is_written_off_the_request_thread_and_close_writes_what_is_queu
     import threading
 
     engine = make_engine(home=tmp_path / "queued")
-    writers: list[str] = []
+    writers: list[tuple[str, int]] = []
     store = engine.audit
-    original = store.record_invocation
+    original = store.record_invocations
 
-    def record(row, **kwargs):
-        writers.append(threading.current_thread().name)
-        return original(row, **kwargs)
+    def record(rows):
+        writers.append((threading.current_thread().name, len(rows)))
+        return original(rows)
 
-    store.record_invocation = record  # type: ignore[method-assign]
+    store.record_invocations = record  # type: ignore[method-assign]
     answered = [engine.search_memory(f"question {i}", ALICE).request_id for i in range(5)]
     engine.close()  # the rows still queued are written before the stores close
-    assert writers == ["ce-audit-writer"] * 5
+    assert {name for name, _ in writers} == {"ce-audit-writer"}
+    assert sum(n for _, n in writers) == 5
     with sqlite3.connect(tmp_path / "queued" / "metadata.db") as con:
         stored = {r[0] for r in con.execute("SELECT invocation_id FROM tool_invocations")}
     assert stored == set(answered)
 
 
 def test_a_row_the_store_refuses_is_logged_and_counted_and_the_answer_stands(engine, caplog):
-    def refuse(row, **kwargs):
+    def refuse(rows):
         raise ContextEngineError(ErrorCode.STORAGE_FAILED, "disk full")
 
-    engine.audit.record_invocation = refuse  # type: ignore[method-assign]
+    engine.audit.record_invocations = refuse  # type: ignore[method-assign]
     with caplog.at_level("ERROR", logger="context_engine.knowledge"):
         resp = engine.search_memory("who runs the etcd cluster?", ALICE)
         engine.knowledge.recorder.flush()
@@ -116,3 +117,82 @@ def test_a_row_the_store_refuses_is_logged_and_counted_and_the_answer_stands(eng
     failures = engine.metrics.registry.get_sample_value("ce_audit_write_failures_total", {"tool": "search_memory"})
     assert failures == 1.0
     assert any(r.getMessage() == "audit row not written" for r in caplog.records)
+
+
+def test_queued_rows_wait_while_a_request_is_in_flight_and_are_then_written_in_one_transaction(engine):
+    """The background writer yields to requests (tool_invocation_recorder.IDLE_WAIT_S): rows queued while a request
+    is in flight are written after it ends, together (group commit)."""
+    import threading
+
+    batches: list[int] = []
+    written = threading.Event()
+    store = engine.audit
+    original = store.record_invocations
+
+    def record(rows):
+        batches.append(len(rows))
+        original(rows)
+        written.set()
+
+    store.record_invocations = record  # type: ignore[method-assign]
+    recorder = engine.knowledge.recorder
+    with recorder.busy():  # another request in flight on another thread, as in a server
+        answered = [engine.search_memory(f"question {i}", ALICE).request_id for i in range(3)]
+        assert not written.wait(0.2)  # nothing written while it runs
+        assert batches == []
+    assert written.wait(5)
+    recorder.flush()
+    assert batches == [3]
+    stored = {r.invocation_id for r in engine.list_invocations(ALICE, tool_name="search_memory")}
+    assert stored == set(answered)
+
+
+def test_a_row_waits_for_idle_at_most_idle_wait_s(engine, monkeypatch):
+    import threading
+
+    from context_engine.knowledge import tool_invocation_recorder
+
+    monkeypatch.setattr(tool_invocation_recorder, "IDLE_WAIT_S", 0.05)
+    written = threading.Event()
+    store = engine.audit
+    original = store.record_invocations
+
+    def record(rows):
+        original(rows)
+        written.set()
+
+    store.record_invocations = record  # type: ignore[method-assign]
+    with engine.knowledge.recorder.busy():  # a server that is never idle still writes its rows
+        engine.search_memory("who runs the etcd cluster?", ALICE)
+        assert written.wait(5)
+
+
+def test_a_read_of_the_audit_trail_does_not_wait_for_idle(engine):
+    """A read flushes the queue at once, even while requests are in flight (the read is one of them)."""
+    with engine.knowledge.recorder.busy():
+        resp = engine.search_memory("who runs the etcd cluster?", ALICE)
+        (row,) = engine.list_invocations(ALICE, tool_name="search_memory")
+    assert row.invocation_id == resp.request_id
+
+
+def test_a_refused_batch_is_written_again_row_by_row_and_only_the_refused_row_is_lost(engine):
+    store = engine.audit
+    original = store.record_invocations
+    recorder = engine.knowledge.recorder
+
+    calls: list[int] = []
+
+    def refuse_one(rows):
+        calls.append(len(rows))
+        if any(r.input_params.get("query") == "refused" for r in rows):
+            raise ContextEngineError(ErrorCode.STORAGE_FAILED, "constraint failed")
+        original(rows)
+
+    store.record_invocations = refuse_one  # type: ignore[method-assign]
+    with recorder.busy():  # the three rows are queued together and written as one batch
+        kept = [engine.search_memory(q, ALICE).request_id for q in ("first", "refused", "third")]
+    recorder.flush()
+    assert calls == [3, 1, 1, 1]  # the batch, then each of its rows alone
+    stored = {r.invocation_id for r in engine.list_invocations(ALICE, tool_name="search_memory")}
+    assert stored == {kept[0], kept[2]}
+    assert recorder.write_failures == 1

@@ -341,3 +341,20 @@ def test_concurrent_calls_of_one_session_mark_each_document_once(audit):
         winners = [inv for inv, found in results if key not in found]
         assert winners == [marks[key].invocation_id]  # one call marked it, the others were told who did
         assert all(found[key].invocation_id == winners[0] for inv, found in results if inv != winners[0])
+
+
+def test_record_invocations_inserts_every_row_in_one_transaction_or_none(audit):
+    """The background writer's group commit: every row of a batch, or none when one is refused (here a duplicate
+    invocation id: the store is left as it was)."""
+    from context_engine.errors import ContextEngineError, ErrorCode
+
+    rows = [invocation(session=f"s{i}") for i in range(3)]
+    audit.record_invocations(rows)
+    assert [audit.get_invocation("acme", r.invocation_id) for r in rows] == rows
+    fresh, clash = invocation(session="s9"), rows[1]
+    with pytest.raises(ContextEngineError) as err:
+        audit.record_invocations([fresh, clash])
+    assert err.value.code is ErrorCode.STORAGE_FAILED
+    assert audit.get_invocation("acme", fresh.invocation_id) is None
+    audit.record_invocations([])  # nothing to write: no transaction, no error
+    assert len(audit.list_invocations("acme", limit=10)) == 3

