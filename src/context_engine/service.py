@@ -547,8 +547,7 @@ class ContextEngineService(MemoryMethods):
             context_token_budget=context_token_budget,
         )
         require_valid_text(request, ErrorCode.QUERY_INVALID)  # a lone surrogate: RET-4001, not a crash deep inside
-        with self.knowledge.recorder.busy():  # search_memory's queued audit rows wait (tool_invocation_recorder)
-            result = self.knowledge.lookup(request, ctx)
+        result = self.knowledge.lookup(request, ctx)
         if self.read_only:
             result.traces.warnings.append(
                 "read-only home: this call was not recorded (no audit row, no session dedup ledger)"
@@ -645,22 +644,18 @@ class ContextEngineService(MemoryMethods):
             return self.search_pipeline.run(request, ctx.for_user(request.user_space))
         # one tool_invocation row per call, answered or refused (knowledge/search_audit.py), written here, around the
         # pipeline's run, so that the request goes down the layers and never back up (issue 28); a non-admin naming
-        # another user's space (RET-4031) is refused inside it, so that refusal leaves its row too. The rows queued
-        # by earlier calls wait while this one runs (ToolInvocationRecorder.busy).
+        # another user's space (RET-4031) is refused inside it, so that refusal leaves its row too
         started, created_at = time.perf_counter(), datetime.now(UTC)
         scoped, request_id = ctx, None
-        with self.knowledge.recorder.busy():
-            try:
-                scoped = ctx.for_user(request.user_space)
-                request_id = new_request_id()
-                response = self.search_pipeline.run(request, scoped, request_id=request_id)
-            except ContextEngineError as err:
-                request_id = request_id or new_request_id()
-                elapsed = (time.perf_counter() - started) * 1000.0
-                audit.record(
-                    request, scoped, request_id=request_id, created_at=created_at, duration_ms=elapsed, error=err
-                )
-                raise
+        try:
+            scoped = ctx.for_user(request.user_space)
+            request_id = new_request_id()
+            response = self.search_pipeline.run(request, scoped, request_id=request_id)
+        except ContextEngineError as err:
+            request_id = request_id or new_request_id()
+            elapsed = (time.perf_counter() - started) * 1000.0
+            audit.record(request, scoped, request_id=request_id, created_at=created_at, duration_ms=elapsed, error=err)
+            raise
         elapsed = (time.perf_counter() - started) * 1000.0
         audit.record(
             request, scoped, request_id=request_id, created_at=created_at, duration_ms=elapsed, response=response

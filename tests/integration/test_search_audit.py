@@ -119,80 +119,32 @@ def test_a_row_the_store_refuses_is_logged_and_counted_and_the_answer_stands(eng
     assert any(r.getMessage() == "audit row not written" for r in caplog.records)
 
 
-def test_queued_rows_wait_while_a_request_is_in_flight_and_are_then_written_in_one_transaction(engine):
-    """The background writer yields to requests (tool_invocation_recorder.IDLE_WAIT_S): rows queued while a request
-    is in flight are written after it ends, together (group commit)."""
-    import threading
-
-    batches: list[int] = []
-    written = threading.Event()
-    store = engine.audit
-    original = store.record_invocations
-
-    def record(rows):
-        batches.append(len(rows))
-        original(rows)
-        written.set()
-
-    store.record_invocations = record  # type: ignore[method-assign]
-    recorder = engine.knowledge.recorder
-    with recorder.busy():  # another request in flight on another thread, as in a server
-        answered = [engine.search_memory(f"question {i}", ALICE).request_id for i in range(3)]
-        assert not written.wait(0.2)  # nothing written while it runs
-        assert batches == []
-    assert written.wait(5)
-    recorder.flush()
-    assert batches == [3]
-    stored = {r.invocation_id for r in engine.list_invocations(ALICE, tool_name="search_memory")}
-    assert stored == set(answered)
-
-
-def test_a_row_waits_for_idle_at_most_idle_wait_s(engine, monkeypatch):
-    import threading
-
-    from context_engine.knowledge import tool_invocation_recorder
-
-    monkeypatch.setattr(tool_invocation_recorder, "IDLE_WAIT_S", 0.05)
-    written = threading.Event()
-    store = engine.audit
-    original = store.record_invocations
-
-    def record(rows):
-        original(rows)
-        written.set()
-
-    store.record_invocations = record  # type: ignore[method-assign]
-    with engine.knowledge.recorder.busy():  # a server that is never idle still writes its rows
-        engine.search_memory("who runs the etcd cluster?", ALICE)
-        assert written.wait(5)
-
-
-def test_a_read_of_the_audit_trail_does_not_wait_for_idle(engine):
-    """A read flushes the queue at once, even while requests are in flight (the read is one of them)."""
-    with engine.knowledge.recorder.busy():
-        resp = engine.search_memory("who runs the etcd cluster?", ALICE)
-        (row,) = engine.list_invocations(ALICE, tool_name="search_memory")
-    assert row.invocation_id == resp.request_id
-
-
 def test_a_refused_batch_is_written_again_row_by_row_and_only_the_refused_row_is_lost(engine):
+    """Rows queued while the writer writes are written together (group commit); a refused batch is written again
+    row by row, so that only the refused row is lost."""
+    import threading
+
     store = engine.audit
     original = store.record_invocations
     recorder = engine.knowledge.recorder
-
+    entered, release = threading.Event(), threading.Event()
     calls: list[int] = []
 
     def refuse_one(rows):
         calls.append(len(rows))
+        entered.set()
+        release.wait(10)  # the first write holds the writer while the next two rows queue behind it
         if any(r.input_params.get("query") == "refused" for r in rows):
             raise ContextEngineError(ErrorCode.STORAGE_FAILED, "constraint failed")
         original(rows)
 
     store.record_invocations = refuse_one  # type: ignore[method-assign]
-    with recorder.busy():  # the three rows are queued together and written as one batch
-        kept = [engine.search_memory(q, ALICE).request_id for q in ("first", "refused", "third")]
+    kept = [engine.search_memory("first", ALICE).request_id]
+    assert entered.wait(10)
+    kept += [engine.search_memory(q, ALICE).request_id for q in ("refused", "third")]
+    release.set()
     recorder.flush()
-    assert calls == [3, 1, 1, 1]  # the batch, then each of its rows alone
+    assert calls == [1, 2, 1, 1]  # the first row, the two queued behind it together, then each of those alone
     stored = {r.invocation_id for r in engine.list_invocations(ALICE, tool_name="search_memory")}
     assert stored == {kept[0], kept[2]}
     assert recorder.write_failures == 1

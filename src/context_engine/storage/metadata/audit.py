@@ -110,7 +110,7 @@ class SqlAuditStore:
         self._store = metadata
         self._dialect = metadata.dialect
         #: A read-only home: invocations and ledger entries are not written (:meth:`record_invocation`,
-        #: :meth:`purge_expired` do nothing); everything else reads.
+        #: :meth:`record_invocations`, :meth:`purge_expired` do nothing); everything else reads.
         self.read_only = False
 
     @contextmanager
