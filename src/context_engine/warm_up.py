@@ -19,7 +19,10 @@ In order:
    ``budget_s`` lasts): the hint index snapshot, the BM25 postings and the level-0 matrix, each exactly as the
    account's first request would load it (from its derived file and caught up, or wholesale), so a request finds them
    held;
-5. a full garbage collection, then :func:`gc.freeze` of what is alive (the structures just loaded), so that later
+5. the derived files of the accounts loaded wholesale (a fresh home's first start), written and read back in their
+   place (:func:`_saves`, at most ``budget_s``), so that the first requests neither share the machine with the saves
+   nor hold the arrays built in memory (at 1M nodes: 3.1 GB resident instead of 4.8 GB);
+6. a full garbage collection, then :func:`gc.freeze` of what is alive (the structures just loaded), so that later
    full collections do not walk them during requests (:func:`_freeze`).
 
 Not warmed (said in the report and the ``warm_up`` log line): accounts past ``max_accounts`` (the level-0 matrix holds
@@ -60,7 +63,7 @@ class WarmUpReport:
 
     Attributes:
         steps: seconds per step, in order (``model``, ``tokenizer``, ``hint rules``, ``redaction``, ``accounts
-            list``, ``vector index``, ``accounts``, ``gc freeze``).
+            list``, ``vector index``, ``accounts``, ``derived files``, ``gc freeze``).
         accounts: the accounts whose hint index, BM25 postings and level-0 matrix were warmed (each as far as it
             goes: see the module docstring).
         not_warmed: what was left for the first request, one line each (an account past the limit or the budget,
@@ -107,6 +110,8 @@ def warm_up(engine: ContextEngineService, *, budget_s: float = 30.0, max_account
         if _account(engine, account, report):
             report.accounts.append(account)
     report.steps["accounts"] = time.perf_counter() - t
+    if report.accounts:
+        _guarded(report, "derived files", lambda: _saves(engine, budget_s, report))
     _timed(report, "gc freeze", _freeze)
     engine.gc_frozen = True
     _LOG.info(
@@ -118,6 +123,17 @@ def warm_up(engine: ContextEngineService, *, budget_s: float = 30.0, max_account
         "; not warmed: " + "; ".join(report.not_warmed) if report.not_warmed else "",
     )
     return report
+
+
+def _saves(engine: ContextEngineService, budget_s: float, report: WarmUpReport) -> None:
+    """Wait, at most ``budget_s`` seconds, for the derived files that wholesale loads are writing (an account with
+    no file yet: a fresh home's first start) and for those accounts to be read back from them
+    (:meth:`~context_engine.storage.derived.base.DerivedIndex.wait_for_saves`); past that they go on in the
+    background, as they did before."""
+    t = time.perf_counter()
+    for part, index in (("BM25", engine.keyword_index), ("level-0 matrix", engine.l0_source)):
+        if not index.wait_for_saves(max(0.0, budget_s - (time.perf_counter() - t))):
+            report.not_warmed.append(f"{part} files still being written after the {budget_s:g} s budget")
 
 
 def _freeze() -> None:

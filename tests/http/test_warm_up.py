@@ -159,3 +159,28 @@ def test_other_backends_and_sources(home, embedder, overrides):
         assert all(svc.l0_matrix.held(a) == uses_matrix for a in ACCOUNTS)
     finally:
         svc.close()
+
+
+def test_a_home_without_derived_files_is_served_from_the_files_its_warm_up_writes(home, embedder, tmp_path):
+    """A fresh home's first start loads every account wholesale; the warm-up waits for their files and the accounts
+    read back from them (DerivedIndex._remap), so the first requests hold what a restarted server holds."""
+    import shutil
+
+    fresh = tmp_path / "fresh"
+    shutil.copytree(home, fresh)
+    shutil.rmtree(fresh / "derived", ignore_errors=True)
+    svc = open_engine(fresh, embedder)
+    try:
+        report = warm_up(svc)
+        assert report.accounts == list(ACCOUNTS) and report.not_warmed == []
+        assert "derived files" in report.steps
+        assert svc.l0_matrix.loads == len(ACCOUNTS) and svc.l0_matrix.remaps == len(ACCOUNTS)
+        assert svc.keyword_index.loads == len(ACCOUNTS) and svc.keyword_index.remaps == len(ACCOUNTS)
+        views = [svc.l0_matrix.view(a) for a in ACCOUNTS]
+        assert all(seg.uris._ends is not None for v in views if v for seg, _ in v.segments.values())
+        user = RequestContext(account_id="acme", role="user", user_space="u1", agent_space="a1")
+        hits = svc.search_memory("where are the backups", user).hits
+        assert hits and "Lisbon" in hits[0].abstract
+        assert (svc.l0_matrix.loads, svc.keyword_index.loads) == (len(ACCOUNTS), len(ACCOUNTS))  # nothing reloaded
+    finally:
+        svc.close()

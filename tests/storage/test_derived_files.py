@@ -447,3 +447,73 @@ def test_background_saves_run_one_save_per_account_at_a_time_and_survive_a_faili
     saves.submit("a", lambda: done.append("a-later"))  # after the first finished, "a" may be saved again
     saves.close()
     assert done == ["a", "c", "a-later"]
+
+
+def _file_backed(array: np.ndarray) -> bool:
+    """Whether ``array`` is a view of a mapped file (its base chain ends in an ``mmap``)."""
+    import mmap
+
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return isinstance(base, mmap.mmap) or (isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap))
+
+
+@pytest.mark.parametrize("layout", ["float32", "projected"])
+def test_a_wholesale_load_is_replaced_by_the_account_read_back_from_its_file(store, tmp_path, layout):
+    """After the file of a wholesale load is written, the index holds the account as a restart would open it (its
+    arrays mapped from the file, not the ones built in memory), with the same answers and still taking writes."""
+    kw: dict = {} if layout == "float32" else {"compress_rows": 50, "compress_dims": 8}
+    store.put_vectors(records(300))
+    index = l0(store, tmp_path / "derived", **kw)
+    expected = results(l0(store, None, **kw))
+    built = index.view(ACC)
+    assert built is not None
+    built_account = index._accounts[ACC]
+    index.close()  # waits for the file and the remap that follows it
+    held = index.view(ACC)
+    assert held is not None and index.remaps == 1 and index.loads == 1
+    assert index._accounts[ACC] is not built_account
+    for seg, _ in held.segments.values():
+        scanned = seg.vectors if seg.vectors is not None else seg.full
+        assert scanned is not None and _file_backed(scanned)
+    for seg, _ in built.segments.values():
+        assert not _file_backed(seg.vectors if seg.vectors is not None else seg.full)
+    assert results(index) == expected
+    index.upsert(records(20, seed=7, prefix="late"))
+    assert results(index) == results(l0(store, None, **kw))
+
+
+def test_an_account_that_took_writes_since_its_load_is_not_replaced(store, tmp_path):
+    store.put_vectors(records(100))
+    index = l0(store, tmp_path / "derived")
+    index.view(ACC)
+    index.close()
+    assert index.remaps == 1
+    held = index._accounts[ACC]
+    store.put_vectors(records(5, seed=3, prefix="new"))  # a write since the file: a restore would be behind
+    index.view(ACC)  # caught up from the change log
+    assert held.unsaved > 0 and index._accounts[ACC] is held
+    assert not index._remap(held)
+    assert index._accounts[ACC] is held and index.remaps == 1
+
+
+def test_a_large_account_read_back_from_its_file_hands_the_freed_memory_back(store, tmp_path, monkeypatch):
+    from context_engine.storage.derived import base
+
+    released: list[bool] = []
+    monkeypatch.setattr(base, "RELEASE_MIN_ROWS", 50)
+    monkeypatch.setattr(base, "_release_free_memory", lambda: released.append(True))
+    store.put_vectors(records(40, prefix="small", account_id="small-acc"))
+    store.put_vectors(records(60))
+    index = l0(store, tmp_path / "derived")
+    index.view("small-acc")
+    index.view(ACC)
+    index.close()
+    assert index.remaps == 2 and released == [True]  # the account of 60 rows only
+
+
+def test_release_free_memory_runs_on_this_platform():
+    from context_engine.storage.derived.base import _release_free_memory
+
+    _release_free_memory()  # glibc here; a no-op where malloc_trim / mallopt do not exist

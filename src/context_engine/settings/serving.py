@@ -99,9 +99,10 @@ class HttpSettings(SettingsSection):
         ge=0.0,
         le=3600.0,
         description="Seconds the startup warm-up may spend loading accounts' hint indexes, BM25 postings and "
-        "level-0 matrices (at most 64 accounts; one load started runs to its end) before /readyz says ready; the "
-        "model, the tokenizer and the vector index are always warmed first (context_engine/warm_up.py). Accounts "
-        "not reached load on their first request; 0: none.",
+        "level-0 matrices (at most 64 accounts; one load started runs to its end) before /readyz says ready, and "
+        "as long again for the derived files those loads write on a fresh home; the model, the tokenizer and the "
+        "vector index are always warmed first (context_engine/warm_up.py). Accounts not reached load on their "
+        "first request; 0: none.",
     )
     body_idle_timeout_s: float = Field(
         10.0,

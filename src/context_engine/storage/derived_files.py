@@ -486,6 +486,7 @@ class BackgroundSaves:
         self._name = name
         self._what = what
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when the last pending save ends
         self._pool: Any = None  # a ThreadPoolExecutor, made at the first save
         self._pending: set[str] = set()
 
@@ -510,6 +511,13 @@ class BackgroundSaves:
         finally:
             with self._lock:
                 self._pending.discard(account_id)
+                if not self._pending:
+                    self._idle.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until no save is pending or running, at most ``timeout`` seconds; whether none is."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._pending, timeout)
 
     def close(self) -> None:
         """Wait for the saves submitted (a process that exits right after still leaves whole files)."""

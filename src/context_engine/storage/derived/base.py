@@ -19,6 +19,8 @@ A subclass says how its structure is built, restored, changed and captured (the 
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -33,6 +35,10 @@ __all__ = ["DerivedAccount", "DerivedIndex"]
 
 MAX_CHANGES = 50_000
 """Catch-up applies at most ``max(this, half the account's rows)`` changed ids; past that it reloads the account."""
+
+RELEASE_MIN_ROWS = 100_000
+"""A wholesale load of at least this many rows, once replaced by its file (:meth:`DerivedIndex._remap`), is followed
+by a full garbage collection and :func:`_release_free_memory` (a smaller one frees too little to be worth them)."""
 
 RESAVE_MIN_ROWS = 1024
 """A derived file is rewritten once ``max(this, a tenth of the rows)`` rows were applied since it was written."""
@@ -65,6 +71,27 @@ class DerivedAccount:
 A = TypeVar("A", bound=DerivedAccount)
 
 
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+_MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's initial value
+
+
+def _release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system and keep later large blocks out of the heap (glibc
+    ``malloc_trim`` and ``mallopt(M_MMAP_THRESHOLD)``; nothing elsewhere), after a wholesale load was replaced by its
+    file (:meth:`DerivedIndex._remap`). The load frees many large blocks, which makes glibc raise its mmap threshold
+    (up to 32 MB): later temporaries of that size (a search's score arrays) then come from the heap, which fragments
+    and keeps its pages. Fixed at glibc's initial 128 KiB, such blocks are mapped and unmapped again. At 1M nodes, a
+    process that built its files held 4.0 GB after 600 bench searches (2.35 GB anonymous), one started with
+    ``MALLOC_MMAP_THRESHOLD_=131072`` 2.9 GB (1.25 GB), as a restarted one does (docs/derived_indexes.md)."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim, mallopt = libc.malloc_trim, libc.mallopt
+    except (AttributeError, OSError):  # not glibc (macOS, musl)
+        return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    trim(0)
+
+
 class DerivedIndex(Generic[A]):
     """Accounts held in memory and kept current from the metadata store (module docstring).
 
@@ -80,6 +107,7 @@ class DerivedIndex(Generic[A]):
     Attributes:
         loads: accounts loaded wholesale (first use, or a change log that did not reach back).
         file_loads: accounts opened from their derived file (then caught up like a held account).
+        remaps: wholesale loads replaced by the account read back from the file just written (:meth:`_remap`).
     """
 
     _holds = "this structure"
@@ -109,6 +137,7 @@ class DerivedIndex(Generic[A]):
         self._load_locks: dict[str, threading.Lock] = {}
         self.loads = 0
         self.file_loads = 0
+        self.remaps = 0
 
     # ---- hooks ------------------------------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -264,9 +293,24 @@ class DerivedIndex(Generic[A]):
         with self._lock:
             self.loads += 1
         self._install(account)
-        if account.unsaved:  # the rows read (set by the subclass); an empty account costs one query: no file
-            self._schedule_save(account)
+        if account.unsaved and self._files is not None:  # the rows read (set by the subclass); empty: no file
+            built = [account]  # emptied by the saver, so that the saver's task keeps no reference to the arrays
+            self._saves.submit(account_id, lambda: self._save_and_remap(built))
         return account
+
+    def _save_and_remap(self, built: list[A]) -> None:
+        """The saver's work after a wholesale load (``built``: a list holding the account, emptied here): its file,
+        then the account read back from it (:meth:`_remap`), then the C heap's free pages handed back (the built
+        arrays are gone by then, unless a request still reads them)."""
+        account = built.pop()
+        if not self.save_file(account):
+            return
+        large = account.rows >= RELEASE_MIN_ROWS
+        replaced = self._remap(account)
+        del account
+        if replaced and large:
+            gc.collect()  # the built account's reference cycles (a segment map pointing back at it), once
+            _release_free_memory()
 
     def _applied(self, account: A, rows: int) -> None:
         """Count ``rows`` applied from the change log; past ``max(1024, rows / 10)`` since the file, save it."""
@@ -291,6 +335,33 @@ class DerivedIndex(Generic[A]):
         except (KeyError, ValueError, TypeError, IndexError) as err:
             self._files.reject(snap.path, f"does not hold {self._holds} ({type(err).__name__}: {err})"[:200])
             return None
+
+    def _remap(self, account: A) -> bool:
+        """After a wholesale load's file is written (on the saver thread): hold the account as read back from that
+        file instead of the arrays built in memory, when it is still held and nothing was applied to it since. The
+        file's arrays are mapped (pages shared with the OS cache, read when touched), so a server that built its
+        files at its first start holds about what a restarted one holds: at 1M nodes, with
+        :func:`_release_free_memory`, 3.1 GB after the warm-up and 900 searches instead of 4.8 GB (a restarted
+        process: 2.9 GB; docs/derived_indexes.md). Requests that took the built account finish with it; the
+        next ones get the restored one. ``True`` when the account was replaced."""
+        with account.lock:  # no catch-up changes the built account while its file is read back
+            with self._lock:
+                if self._accounts.get(account.account_id) is not account or account.unsaved:
+                    return False
+            restored = self._restore(account.account_id)
+            if restored is None or restored.generation != account.generation:
+                return False
+            self._prepared(restored)
+            with self._lock:
+                if self._accounts.get(account.account_id) is not account:
+                    return False
+                self._accounts[account.account_id] = restored  # keeps its place in the least-recently-used order
+                self.remaps += 1
+        return True
+
+    def _prepared(self, account: A) -> None:
+        """Build what the first search of an account read back from its file would otherwise build (a subclass's
+        lookups); nothing here."""
 
     def _schedule_save(self, account: A) -> None:
         """Write the account's derived file on the background saver (once at a time per account)."""
@@ -317,6 +388,12 @@ class DerivedIndex(Generic[A]):
         with account.lock:
             account.unsaved -= unsaved
         return True
+
+    def wait_for_saves(self, timeout: float) -> bool:
+        """Wait until the derived files being written are written (and a wholesale load's account read back from
+        its file, :meth:`_remap`), at most ``timeout`` seconds; whether they are. A server's warm-up calls it before
+        it says ready, so that its first requests neither share the machine with the saves nor meet the swap."""
+        return self._saves.wait(timeout)
 
     def close(self) -> None:
         """Wait for the derived files being written (a process that exits right after still leaves them whole)."""

@@ -106,6 +106,11 @@ class L0Source:
             return matrix.warm(account_id)
         return False
 
+    def wait_for_saves(self, timeout: float) -> bool:
+        """The level-0 matrix's :meth:`~context_engine.storage.derived.base.DerivedIndex.wait_for_saves` (``True``
+        without a matrix)."""
+        return True if self.matrix is None else self.matrix.wait_for_saves(timeout)
+
     def _small(self, account_id: str) -> bool:
         assert self.matrix is not None
         if self.matrix.has_file(account_id):

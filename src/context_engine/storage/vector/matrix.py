@@ -222,6 +222,10 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
         account = self._current(account_id, generation)
         return None if account is None else MatrixView(account)
 
+    def _prepared(self, account: MatrixAccount) -> None:
+        for seg in account.segments.values():
+            seg.uris.prepare_lookups()
+
     def save(self, account: MatrixAccount | str) -> bool:
         """:meth:`DerivedIndex.save_file`: write the account's derived file now."""
         return self.save_file(account)
