@@ -501,7 +501,13 @@ class BackgroundSaves:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
             pool = self._pool
-        pool.submit(self._run, account_id, save)
+        try:
+            pool.submit(self._run, account_id, save)
+        except RuntimeError:  # shut down by close() meanwhile: not pending, so later saves and waits go on
+            with self._lock:
+                self._pending.discard(account_id)
+                if not self._pending:
+                    self._idle.notify_all()
 
     def _run(self, account_id: str, save: Callable[[], object]) -> None:
         try:

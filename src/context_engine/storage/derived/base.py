@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -82,13 +83,16 @@ def _release_free_memory() -> None:
     (up to 32 MB): later temporaries of that size (a search's score arrays) then come from the heap, which fragments
     and keeps its pages. Fixed at glibc's initial 128 KiB, such blocks are mapped and unmapped again. At 1M nodes, a
     process that built its files held 4.0 GB after 600 bench searches (2.35 GB anonymous), one started with
-    ``MALLOC_MMAP_THRESHOLD_=131072`` 2.9 GB (1.25 GB), as a restarted one does (docs/derived_indexes.md)."""
+    ``MALLOC_MMAP_THRESHOLD_=131072`` 2.9 GB (1.25 GB), as a restarted one does (docs/derived_indexes.md). The
+    threshold is the process's, for the rest of its life (glibc's dynamic adjustment stops); an environment that sets
+    ``MALLOC_MMAP_THRESHOLD_`` keeps its value."""
     try:
         libc = ctypes.CDLL(None)
         trim, mallopt = libc.malloc_trim, libc.mallopt
-    except (AttributeError, OSError):  # not glibc (macOS, musl)
+    except (AttributeError, OSError, TypeError):  # not glibc (macOS, musl; Windows has no CDLL(None))
         return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:  # an operator's own setting stands
+        mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
     trim(0)
 
 
@@ -138,6 +142,7 @@ class DerivedIndex(Generic[A]):
         self.loads = 0
         self.file_loads = 0
         self.remaps = 0
+        self._closing = False
 
     # ---- hooks ------------------------------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -309,7 +314,14 @@ class DerivedIndex(Generic[A]):
         replaced = self._remap(account)
         del account
         if replaced and large:
-            gc.collect()  # the built account's reference cycles (a segment map pointing back at it), once
+            # the built account's reference cycles (a segment map, row tables pointing back at their owner); frozen
+            # by a warm-up that stopped waiting for this save (gc.freeze), they are collected only once thawed
+            frozen = gc.get_freeze_count() > 0
+            if frozen:
+                gc.unfreeze()
+            gc.collect()
+            if frozen:
+                gc.freeze()
             _release_free_memory()
 
     def _applied(self, account: A, rows: int) -> None:
@@ -344,19 +356,22 @@ class DerivedIndex(Generic[A]):
         :func:`_release_free_memory`, 3.1 GB after the warm-up and 900 searches instead of 4.8 GB (a restarted
         process: 2.9 GB; docs/derived_indexes.md). Requests that took the built account finish with it; the
         next ones get the restored one. ``True`` when the account was replaced."""
-        with account.lock:  # no catch-up changes the built account while its file is read back
-            with self._lock:
-                if self._accounts.get(account.account_id) is not account or account.unsaved:
-                    return False
-            restored = self._restore(account.account_id)
-            if restored is None or restored.generation != account.generation:
+        with self._lock:
+            if self._accounts.get(account.account_id) is not account or account.unsaved or self._closing:
                 return False
-            self._prepared(restored)
-            with self._lock:
-                if self._accounts.get(account.account_id) is not account:
-                    return False
-                self._accounts[account.account_id] = restored  # keeps its place in the least-recently-used order
-                self.remaps += 1
+        restored = self._restore(account.account_id)  # outside the account's lock: a catch-up need not wait
+        if restored is None:
+            return False
+        self._prepared(restored)
+        with account.lock, self._lock:  # the same checks again, now that nothing can change the account
+            if (
+                self._accounts.get(account.account_id) is not account
+                or account.unsaved
+                or restored.generation != account.generation
+            ):
+                return False
+            self._accounts[account.account_id] = restored  # keeps its place in the least-recently-used order
+            self.remaps += 1
         return True
 
     def _prepared(self, account: A) -> None:
@@ -396,5 +411,7 @@ class DerivedIndex(Generic[A]):
         return self._saves.wait(timeout)
 
     def close(self) -> None:
-        """Wait for the derived files being written (a process that exits right after still leaves them whole)."""
+        """Wait for the derived files being written (a process that exits right after still leaves them whole); a
+        wholesale load whose file is still pending is not read back from it (:meth:`_remap`: the process is ending)."""
+        self._closing = True
         self._saves.close()
