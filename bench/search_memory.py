@@ -44,7 +44,8 @@ minimum over them (each pass's p50 / p95 is printed too: a first pass slower tha
 floor's own work leaves the audit writer time that a client sending requests back to back does not);
 ``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the ``gc.freeze`` of
 :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches
-(with its anonymous and file-backed parts); lookup_knowledge p50/p95 (with a vector index) and per stage (from its
+(with its anonymous and file-backed parts; the floor's own float32 rows left out, and the free memory their load
+leaves handed back before the engine warms: :func:`floor_matrices`); lookup_knowledge p50/p95 (with a vector index) and per stage (from its
 traces); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and
 recall@10 of the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
@@ -54,6 +55,8 @@ Never run as a test; figures depend on the machine and its load (run it on a qui
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -641,11 +644,29 @@ def pct(values: list[float], q: float) -> float:
 
 def floor_matrices(engine) -> dict[str, np.ndarray]:
     """Each account's level-0 vectors as one plain float32 matrix (unit rows), read from the metadata store: the
-    numpy exact floor's data (the same vectors the level-0 matrix serves)."""
-    return {
+    numpy exact floor's data (the same vectors the level-0 matrix serves).
+
+    Loaded once per measured engine, before its warm-up, and the free memory the load leaves behind is handed back
+    at once (``malloc_trim``): reading a million rows leaves ~350 MB of freed row objects in glibc's heap, which
+    a serving process never holds, and which inflated the RSS this bench reports until 2026-12-06. The matrices
+    themselves stay resident while the searches run; the RSS line subtracts their size (:func:`floor_mb`)."""
+    matrices = {
         account: np.ascontiguousarray(engine.metadata.load_vector_matrix(account, levels=(0,)).vectors)
         for account, _ in ACCOUNTS
     }
+    release_free_heap()
+    return matrices
+
+
+def floor_mb(matrices: dict[str, np.ndarray]) -> float:
+    """MB the floor's matrices hold: anonymous memory, every page of it resident (each scan reads every row)."""
+    return sum(m.nbytes for m in matrices.values()) / 2**20
+
+
+def release_free_heap() -> None:
+    """Hand the free pages of glibc's heap back to the kernel (``malloc_trim(0)``); a no-op without glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def floor_top(matrix: np.ndarray, vector: np.ndarray, k: int = 10) -> np.ndarray:
@@ -657,10 +678,18 @@ def floor_top(matrix: np.ndarray, vector: np.ndarray, k: int = 10) -> np.ndarray
 
 
 def measure(
-    engine, queries, contexts, warmup: int, repetitions: int = 1, pause_ms: float = 0.0, floor: str = "interleaved"
+    engine,
+    queries,
+    contexts,
+    warmup: int,
+    repetitions: int = 1,
+    pause_ms: float = 0.0,
+    floor: str = "interleaved",
+    matrices: dict[str, np.ndarray] | None = None,
 ) -> dict[str, list]:
     """search_memory per stage, and, interleaved query by query (so both see the same machine load), the numpy
-    exact floor on the same query and the caller account's level-0 rows: ``floor_scan`` (the top-10 given the
+    exact floor on the same query and the caller account's level-0 rows (``matrices``, :func:`floor_matrices`;
+    loaded here when ``None``): ``floor_scan`` (the top-10 given the
     query vector) and ``floor_embed_scan`` (embedding the query, then the top-10). ``total_cpu`` is the thread CPU
     of the search (``time.thread_time``: what the request's own thread spent, without waiting for the cores).
     With ``repetitions`` > 1 the queries run that many times, and each figure of a query is its minimum over the
@@ -671,8 +700,12 @@ def measure(
     where interleaved it mostly runs during the floor's work)."""
     search_module.TraceRecorder = RecordingTrace  # per-request float timings
     # a query keeps its caller in every repetition (the warm-up queries come first in the first one only)
+    if matrices is None:
+        matrices = floor_matrices(engine)
     runs = [
-        _measure_once(engine, queries, contexts, warmup if r == 0 else 0, 0 if r == 0 else warmup, pause_ms, floor)
+        _measure_once(
+            engine, queries, contexts, matrices, warmup if r == 0 else 0, 0 if r == 0 else warmup, pause_ms, floor
+        )
         for r in range(max(1, repetitions))
     ]
     search_module.TraceRecorder = trace_module.TraceRecorder
@@ -701,12 +734,18 @@ def _floor_once(engine, matrices: dict[str, np.ndarray], q: str, ctx: RequestCon
 
 
 def _measure_once(
-    engine, queries, contexts, warmup: int, offset: int, pause_ms: float, floor: str = "interleaved"
+    engine,
+    queries,
+    contexts,
+    matrices: dict[str, np.ndarray],
+    warmup: int,
+    offset: int,
+    pause_ms: float,
+    floor: str = "interleaved",
 ) -> dict[str, list]:
     samples: dict[str, list] = defaultdict(list)
     typed_counts: list[int] = []
     caller_kinds: list[str] = []  # "account role" of each measured query
-    matrices = floor_matrices(engine)
     asked = list(enumerate(queries[:warmup] + queries))
     for i, q in asked:
         ctx = contexts[(i + offset) % len(contexts)]
@@ -883,6 +922,9 @@ def measure_home(args: argparse.Namespace) -> None:
             embedder=default_embedder(),
         )
         opened = time.perf_counter() - t0
+        t = time.perf_counter()
+        matrices = floor_matrices(engine)  # before the warm-up: its load's garbage is handed back at once
+        t0 += time.perf_counter() - t  # not part of the start
         if args.serve_warm_up:
             print(f"  warmed as `serve` warms it in {warm_up(engine).seconds:.1f} s (gc.freeze included)")
         engine.search_memory(SearchMemoryRequest(query=queries[0], top_k=10), contexts[0])
@@ -898,14 +940,19 @@ def measure_home(args: argparse.Namespace) -> None:
         )
         if args.audit == "off":  # no tool_invocation row (the row is written after the answer, off the thread)
             engine.search_audit = None
-        samples = measure(engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms, args.floor)
+        samples = measure(
+            engine, queries, contexts, args.warmup, args.repetitions, args.pause_ms, args.floor, matrices=matrices
+        )
         samples["floor"] = [args.floor]
         report(f"search_memory, {size} nodes, level-0 source '{source}', hybrid {hybrid}", samples)
+        # the floor's matrices are the bench's, not the engine's: their resident bytes are left out
+        held = floor_mb(matrices)
         now, peak = rss_mb()
         anon, mapped = rss_split_mb()
+        del matrices
         print(
-            f"  RSS after the warm searches: {now:.0f} MB (peak {peak:.0f} MB; anonymous {anon:.0f} MB, "
-            f"file-backed {mapped:.0f} MB)"
+            f"  RSS after the warm searches: {now - held:.0f} MB (peak {peak:.0f} MB; anonymous {anon - held:.0f} "
+            f"MB, file-backed {mapped:.0f} MB; the floor's {held:.0f} MB of float32 rows left out)"
         )
         if vector_index and source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             admin = RequestContext(account_id=ACCOUNTS[0][0], role="admin")
