@@ -44,10 +44,11 @@ minimum over them (each pass's p50 / p95 is printed too: a first pass slower tha
 floor's own work leaves the audit writer time that a client sending requests back to back does not);
 ``--serve-warm-up`` warms the engine as ``serve`` does before ``/readyz`` first (the loads and the ``gc.freeze`` of
 :mod:`context_engine.warm_up`); ``--search-only`` stops there. Then RSS after the warm searches
-(with its anonymous and file-backed parts; the floor's own float32 rows left out, and the free memory their load
-leaves handed back before the engine warms: :func:`floor_matrices`); lookup_knowledge p50/p95 (with a vector index) and per stage (from its
-traces); write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and
-recall@10 of the level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
+(with its anonymous and file-backed parts, and the peak since the floor's data was loaded; the floor's own
+float32 rows left out of all three, and the free memory their load leaves handed back before the engine loads
+anything: :func:`floor_matrices`); lookup_knowledge p50/p95 (with a vector index) and per stage (from its traces);
+write latency of add_memory (1 memory) and add_memories (100) through the real pipeline; and recall@10 of the
+level-0 matrix as served (compressed segments rescored) against an uncompressed float32 matrix.
 
 Never run as a test; figures depend on the machine and its load (run it on a quiet machine).
 """
@@ -647,20 +648,29 @@ def floor_matrices(engine) -> dict[str, np.ndarray]:
     numpy exact floor's data (the same vectors the level-0 matrix serves).
 
     Loaded once per measured engine, before its warm-up, and the free memory the load leaves behind is handed back
-    at once (``malloc_trim``): reading a million rows leaves ~350 MB of freed row objects in glibc's heap, which
+    at once (``malloc_trim``): reading a million rows leaves ~340 MB of freed row objects in glibc's heap, which
     a serving process never holds, and which inflated the RSS this bench reports until 2026-12-06. The matrices
-    themselves stay resident while the searches run; the RSS line subtracts their size (:func:`floor_mb`)."""
+    themselves stay resident while the searches run; the RSS line subtracts their size (:func:`floor_mb`), and
+    the peak is reset after the load (:func:`reset_peak`), so that it is the engine's peak plus theirs."""
     matrices = {
         account: np.ascontiguousarray(engine.metadata.load_vector_matrix(account, levels=(0,)).vectors)
         for account, _ in ACCOUNTS
     }
     release_free_heap()
+    reset_peak()  # the load's own peak (rows and joined buffers) is not the engine's
     return matrices
 
 
 def floor_mb(matrices: dict[str, np.ndarray]) -> float:
-    """MB the floor's matrices hold: anonymous memory, every page of it resident (each scan reads every row)."""
+    """MB the floor's matrices hold: anonymous memory, every page of it resident (written in full when the rows
+    were joined into one buffer per account)."""
     return sum(m.nbytes for m in matrices.values()) / 2**20
+
+
+def reset_peak() -> None:
+    """Reset this process's peak RSS (``VmHWM``) to its current RSS (``/proc/self/clear_refs``; a no-op elsewhere)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def release_free_heap() -> None:
@@ -951,8 +961,8 @@ def measure_home(args: argparse.Namespace) -> None:
         anon, mapped = rss_split_mb()
         del matrices
         print(
-            f"  RSS after the warm searches: {now - held:.0f} MB (peak {peak:.0f} MB; anonymous {anon - held:.0f} "
-            f"MB, file-backed {mapped:.0f} MB; the floor's {held:.0f} MB of float32 rows left out)"
+            f"  RSS after the warm searches: {now - held:.0f} MB (peak {peak - held:.0f} MB; anonymous "
+            f"{anon - held:.0f} MB, file-backed {mapped:.0f} MB; the floor's {held:.0f} MB of float32 rows left out)"
         )
         if vector_index and source == args.sources[0] and hybrid == args.hybrid[0] and not args.search_only:
             admin = RequestContext(account_id=ACCOUNTS[0][0], role="admin")
