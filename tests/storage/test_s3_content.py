@@ -21,10 +21,13 @@ from tests.s3_store import drop_prefix, s3_content_settings, s3_keys
 SECRET = "sEcReT-never-shown-0123456789abcdef"
 
 
-def _free_port() -> int:
+@pytest.fixture
+def closed_port():
+    """A port on 127.0.0.1 bound and not listening for the test's length: a connection is refused, and no other
+    process can take the port meanwhile (a port merely free when chosen can be)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def _assert_secret_hidden(err: ContextEngineError, secret: str = SECRET) -> None:
@@ -36,8 +39,8 @@ def _assert_secret_hidden(err: ContextEngineError, secret: str = SECRET) -> None
     assert not [s for s in shown if secret in s]
 
 
-def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_address(tmp_path):
-    endpoint = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_address(tmp_path, closed_port):
+    endpoint = f"http://127.0.0.1:{closed_port}"  # nothing listens there
     settings = Settings(
         home=tmp_path / "home",
         content={
@@ -56,6 +59,31 @@ def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_addre
     assert "cannot be reached" in err.message and err.details["setting"] == "content.url"
     _assert_secret_hidden(err)
     assert not (tmp_path / "home").exists()  # nothing created
+
+
+def test_a_port_or_prefix_holding_403_or_404_is_not_read_as_the_server_s_answer(tmp_path):
+    """The request's URL is in the error text: a refused connection to port 40403 under a prefix "404-401" is still
+    "cannot be reached", never refused credentials or a missing bucket (a CI run once met port 40363)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", 40403))
+        except OSError:
+            pytest.skip("port 40403 is in use on this machine")
+        endpoint = "http://127.0.0.1:40403"
+        settings = Settings(
+            home=tmp_path / "home",
+            content={
+                "url": "s3://bucket404/404-401",
+                "s3_endpoint": endpoint,
+                "s3_access_key_id": "AKIDEXAMPLE",
+                "s3_secret_access_key": SECRET,
+                "timeout_s": 2,
+            },
+        )
+        with pytest.raises(ContextEngineError) as info:
+            open_content(settings)
+    assert info.value.code is ErrorCode.CONFIG_INVALID
+    assert info.value.message.endswith("the endpoint cannot be reached (content.s3_endpoint)")
 
 
 @pytest.mark.parametrize(

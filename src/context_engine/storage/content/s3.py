@@ -39,6 +39,7 @@ rollback cut short by a crash runs again from the first record not yet undone; u
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -175,18 +176,7 @@ class S3ContentStore:
         try:
             obstore.list_with_delimiter(self._store, self._journal_root)
         except _STORE_ERRORS as err:
-            text = str(err)
-            if "NoSuchBucket" in text or ("404" in text and "list request" in text):
-                why = "the bucket does not exist (create it first; the engine never creates buckets)"
-            elif "403" in text or "401" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text:
-                why = (
-                    "the credentials were refused (content.s3_access_key_id / content.s3_secret_access_key, or "
-                    "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
-                )
-            elif "error sending request" in text or "connect" in text.lower() or "timed out" in text.lower():
-                why = "the endpoint cannot be reached (content.s3_endpoint)"
-            else:
-                why = (text.strip().splitlines() or [type(err).__name__])[0][:300]
+            why = _probe_failure(str(err))
             raise ContextEngineError(
                 ErrorCode.CONFIG_INVALID,
                 f"content.url: cannot use {self.location}: {why}",
@@ -416,3 +406,30 @@ class S3ContentStore:
 
     def _rel(self, key: str) -> str:
         return key[len(self._base) :]
+
+
+# The server's answer in obstore's error text: "... status code: 403 Forbidden: <?xml ...><Code>AccessDenied</Code>".
+# Read from those two places only: the request's URL in the same text carries the endpoint's port and the prefix,
+# which may hold "403" or "404" themselves (a port 40363 once read as refused credentials).
+_STATUS = re.compile(r"status code: (\d{3})\b")
+_S3_CODE = re.compile(r"<Code>(\w+)</Code>")
+_REFUSED_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken"})
+
+
+def _probe_failure(text: str) -> str:
+    """Why the start-up LIST failed, for a CFG-4001 message: from the HTTP status and S3 error code the server
+    answered, or, when no answer came, that the endpoint cannot be reached. ``text`` is obstore's error text."""
+    status_match, code_match = _STATUS.search(text), _S3_CODE.search(text)
+    status = int(status_match.group(1)) if status_match else None
+    code = code_match.group(1) if code_match else ""
+    if code == "NoSuchBucket" or (status == 404 and not code):
+        return "the bucket does not exist (create it first; the engine never creates buckets)"
+    if status in (401, 403) or code in _REFUSED_CODES:
+        return (
+            "the credentials were refused (content.s3_access_key_id / content.s3_secret_access_key, or "
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+        )
+    lowered = text.lower()
+    if status is None and ("error sending request" in lowered or "connect" in lowered or "timed out" in lowered):
+        return "the endpoint cannot be reached (content.s3_endpoint)"
+    return (text.strip().splitlines() or ["the object store refused the request"])[0][:300]
