@@ -184,3 +184,46 @@ def test_a_home_without_derived_files_is_served_from_the_files_its_warm_up_write
         assert (svc.l0_matrix.loads, svc.keyword_index.loads) == (len(ACCOUNTS), len(ACCOUNTS))  # nothing reloaded
     finally:
         svc.close()
+
+
+def test_each_wholesale_load_waits_for_the_file_the_previous_one_writes(home, embedder, tmp_path, monkeypatch):
+    """On a fresh home a load starts only once the previous load's derived file is written and read back
+    (warm_up._settle): loads never overlap another's save, which fragments the heap. The saves are slowed, so that
+    a load that did not wait would find the previous account not yet read back."""
+    import shutil
+    import time
+
+    fresh = tmp_path / "fresh"
+    shutil.copytree(home, fresh)
+    shutil.rmtree(fresh / "derived", ignore_errors=True)
+    svc = open_engine(fresh, embedder)
+    seen: list[tuple[str, str, int, int]] = []
+    try:
+        for index in (svc.keyword_index, svc.l0_matrix):
+            save = index.save_file
+
+            def slow_save(account, _save=save):
+                time.sleep(0.3)
+                return _save(account)
+
+            monkeypatch.setattr(index, "save_file", slow_save)
+        for name, index in (("BM25", svc.keyword_index), ("level-0", svc.l0_source)):
+            warm = index.warm
+
+            def recorded(account, _warm=warm, _name=name):
+                seen.append((_name, account, svc.keyword_index.remaps, svc.l0_matrix.remaps))
+                return _warm(account)
+
+            monkeypatch.setattr(index, "warm", recorded)
+        report = warm_up(svc)
+        assert report.accounts == list(ACCOUNTS) and report.not_warmed == []
+        # (load, account, BM25 accounts read back, level-0 accounts read back) when each load started
+        assert seen == [
+            ("BM25", "acme", 0, 0),
+            ("level-0", "acme", 1, 0),
+            ("BM25", "globex", 1, 1),
+            ("level-0", "globex", 2, 1),
+        ]
+        assert (svc.keyword_index.remaps, svc.l0_matrix.remaps) == (2, 2)
+    finally:
+        svc.close()
