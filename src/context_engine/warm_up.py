@@ -16,9 +16,9 @@ In order:
 3. the vector index: opened and checked (what ``/readyz`` asks), then one query of the first account, which opens the
    table's files and indexes (LanceDB) or loads the collection (Milvus);
 4. per account (:meth:`~context_engine.storage.protocols.MetadataStore.accounts`, at most ``max_accounts``, while
-   ``budget_s`` lasts): the hint index snapshot, the BM25 postings and the level-0 matrix, each exactly as the
-   account's first request would load it (from its derived file and caught up, or wholesale), so a request finds them
-   held;
+   ``budget_s`` of loading lasts: the waits of step 5 count in its own budget): the hint index snapshot, the BM25
+   postings and the level-0 matrix, each exactly as the account's first request would load it (from its derived
+   file and caught up, or wholesale), so a request finds them held;
 5. the derived files of the accounts loaded wholesale (a fresh home's first start), written and read back in their
    place, so that the first requests neither share the machine with the saves nor hold the arrays built in memory
    (at 1M nodes: 3.1 GB resident instead of 4.8 GB): each load's before the next load starts (:func:`_settle`), the
@@ -38,6 +38,7 @@ failure is logged and reported, the step is skipped and the server starts (a dam
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import time
@@ -101,6 +102,7 @@ def warm_up(engine: ContextEngineService, *, budget_s: float = 30.0, max_account
     accounts = _guarded(report, "accounts list", engine.metadata.accounts) or []
     _guarded(report, "vector index", lambda: _vector_index(engine, accounts[0] if accounts else None))
     t = time.perf_counter()
+    report.steps["accounts"] = 0.0  # its place in the step order: the waits between loads add "derived files"
     for n, account in enumerate(accounts):
         if n >= max_accounts:
             report.not_warmed.append(f"{len(accounts) - n} accounts past the first {max_accounts}")
@@ -138,19 +140,16 @@ def _saves(engine: ContextEngineService, budget_s: float, report: WarmUpReport) 
 
 
 def _settle(index: Any, budget_s: float, report: WarmUpReport) -> None:
-    """Wait for the derived file a wholesale load of ``index`` is writing, and its read-back (a fresh home's first
-    start; nothing to wait for otherwise), before the next load starts, out of the derived files' ``budget_s``.
+    """Wait for the derived files ``index`` is writing (a wholesale load's, then its read-back: a fresh home's first
+    start; or an account caught up far past its file) before the next load starts, out of the derived files'
+    ``budget_s`` (the time waited is the ``derived files`` step's).
 
     Why: a load that runs while another's file is written and read back interleaves its objects with the other's,
     and Python's heap stays fragmented once the built ones are freed. At 1M nodes, a fresh home warmed with a budget
     that reaches its three accounts, one start each way (docs/derived_indexes.md): anonymous memory after the
     warm-up and 300 searches 1,349 -> 1,274 MB, the RSS during the warm-up 2.5 -> 1.7 GB at most; the warm-up takes
     longer (203 -> 253 and 283 s), as the saves no longer overlap the loads."""
-    t = time.perf_counter()
-    try:
-        index.wait_for_saves(max(0.0, budget_s - report.steps.get("derived files", 0.0)))
-    finally:
-        report.steps["derived files"] = report.steps.get("derived files", 0.0) + time.perf_counter() - t
+    index.wait_for_saves(max(0.0, budget_s - report.steps.get("derived files", 0.0)))
 
 
 def _freeze() -> None:
@@ -217,17 +216,18 @@ def _vector_index(engine: ContextEngineService, account: str | None) -> None:
 
 def _account(engine: ContextEngineService, account: str, report: WarmUpReport, budget_s: float) -> bool:
     ok = True
-    for part, run, index in (
+    steps: tuple[tuple[str, Callable[[], Any], Any], ...] = (
         ("hint index", lambda: engine.hint_index.snapshot(account), None),
         ("BM25", lambda: engine.keyword_index.warm(account), engine.keyword_index),
         ("level-0 matrix", lambda: engine.l0_source.warm(account), engine.l0_source),
-    ):
+    )
+    for part, run, index in steps:
         try:
             run()
-            if index is not None:
-                _settle(index, budget_s, report)
         except Exception as err:  # broad on purpose, as in _guarded
             ok = False
             report.not_warmed.append(f"{part} of one account: {_describe(err)}")
             _LOG.warning("warm_up: %s of one account not warmed: %s", part, _describe(err))
+        if index is not None:
+            _guarded(report, "derived files", functools.partial(_settle, index, budget_s, report))
     return ok
