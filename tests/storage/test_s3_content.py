@@ -39,12 +39,12 @@ def _assert_secret_hidden(err: ContextEngineError, secret: str = SECRET) -> None
     assert not [s for s in shown if secret in s]
 
 
-def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_address(tmp_path, closed_port):
-    endpoint = f"http://127.0.0.1:{closed_port}"  # nothing listens there
+def _open_unreachable(tmp_path, endpoint: str, url: str) -> ContextEngineError:
+    """The error of opening an S3 content store at ``url`` through ``endpoint``, where nothing listens."""
     settings = Settings(
         home=tmp_path / "home",
         content={
-            "url": "s3://bucket/ce",
+            "url": url,
             "s3_endpoint": endpoint,
             "s3_access_key_id": "AKIDEXAMPLE",
             "s3_secret_access_key": SECRET,
@@ -53,7 +53,12 @@ def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_addre
     )
     with pytest.raises(ContextEngineError) as info:
         open_content(settings)
-    err = info.value
+    return info.value
+
+
+def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_address(tmp_path, closed_port):
+    endpoint = f"http://127.0.0.1:{closed_port}"  # nothing listens there
+    err = _open_unreachable(tmp_path, endpoint, "s3://bucket/ce")
     assert err.code is ErrorCode.CONFIG_INVALID and not err.retryable
     assert err.message.startswith("content.url: cannot use s3://bucket/ce at " + endpoint)
     assert "cannot be reached" in err.message and err.details["setting"] == "content.url"
@@ -63,27 +68,17 @@ def test_an_unreachable_endpoint_fails_at_start_naming_the_setting_and_the_addre
 
 def test_a_port_or_prefix_holding_403_or_404_is_not_read_as_the_server_s_answer(tmp_path):
     """The request's URL is in the error text: a refused connection to port 40403 under a prefix "404-401" is still
-    "cannot be reached", never refused credentials or a missing bucket (a CI run once met port 40363)."""
+    "cannot be reached", never refused credentials or a missing bucket (a CI run once met port 40363). The port is
+    fixed, since its digits are the point; held bound (not listening) meanwhile, and skipped on a machine where
+    another process uses it."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", 40403))
         except OSError:
             pytest.skip("port 40403 is in use on this machine")
-        endpoint = "http://127.0.0.1:40403"
-        settings = Settings(
-            home=tmp_path / "home",
-            content={
-                "url": "s3://bucket404/404-401",
-                "s3_endpoint": endpoint,
-                "s3_access_key_id": "AKIDEXAMPLE",
-                "s3_secret_access_key": SECRET,
-                "timeout_s": 2,
-            },
-        )
-        with pytest.raises(ContextEngineError) as info:
-            open_content(settings)
-    assert info.value.code is ErrorCode.CONFIG_INVALID
-    assert info.value.message.endswith("the endpoint cannot be reached (content.s3_endpoint)")
+        err = _open_unreachable(tmp_path, "http://127.0.0.1:40403", "s3://bucket404/404-401")
+    assert err.code is ErrorCode.CONFIG_INVALID
+    assert err.message.endswith("the endpoint cannot be reached (content.s3_endpoint)")
 
 
 @pytest.mark.parametrize(
