@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from context_engine.redaction import Redactor
     from context_engine.retrieval.memory_read_service import MemoryReadService
     from context_engine.retrieval.search_memory import ReadMemoryPipeline, SearchMemoryPipeline
+    from context_engine.storage.derived.base import FileBuilder
     from context_engine.storage.derived_files import DerivedFiles
     from context_engine.storage.keyword.bm25_index import BM25Index
     from context_engine.storage.protocols import AuditStore, ContentStore, MetadataStore
@@ -79,6 +80,8 @@ class EngineStores(Protocol):
     def pipeline(self) -> WritePipeline: ...
     @property
     def derived_files(self) -> DerivedFiles | None: ...
+    @property
+    def derived_builder(self) -> FileBuilder | None: ...
     @property
     def keyword_index(self) -> BM25Index: ...
     @property
@@ -196,7 +199,9 @@ def build_retrieval(engine: EngineStores) -> RetrievalParts:
 
     settings = engine.settings
     rs = settings.retrieval
-    l0_matrix, l0_source = open_l0_source(rs, engine.index, engine.metadata, engine.derived_files)
+    l0_matrix, l0_source = open_l0_source(
+        rs, engine.index, engine.metadata, engine.derived_files, engine.derived_builder
+    )
     redactor = Redactor(rs.redaction, engine.metrics)
     reader = MemoryReadService(engine.content, engine.metadata, redactor, rs.read, engine.metrics)
     scorer = Scorer(

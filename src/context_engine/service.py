@@ -60,6 +60,7 @@ from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.schema.views import NodeView, SimilarSearchResult
 from context_engine.service_memory import MemoryMethods
 from context_engine.settings import Settings, load_settings
+from context_engine.storage.derived.child import ChildProcessBuilder
 from context_engine.storage.derived_files import DerivedFiles
 from context_engine.storage.factory import home_read_only, open_content, open_metadata
 from context_engine.storage.health import (
@@ -143,9 +144,20 @@ class ContextEngineService(MemoryMethods):
             if settings.retrieval.derived_files
             else None
         )
+        # A large account's wholesale load runs in a child process that writes its file, so this one never holds
+        # the load's garbage (docs/derived_indexes.md). Not for a read-only home (no file is written), nor for a
+        # metadata store given here (the child opens the one the settings name).
+        build_rows = settings.retrieval.derived_build_process_rows
+        self.derived_builder = (
+            ChildProcessBuilder(settings, build_rows)
+            if self.derived_files is not None and not self.read_only and metadata is None and build_rows > 0
+            else None
+        )
         # BM25 over the same records (DESIGN §14): opened from its file or loaded on its first search, then kept
         # current from the change log.
-        self.keyword_index = BM25Index(settings.keyword, source=self.metadata, files=self.derived_files)
+        self.keyword_index = BM25Index(
+            settings.keyword, source=self.metadata, files=self.derived_files, builder=self.derived_builder
+        )
         # the read side (engine_parts.py): lookup_knowledge's layer first, search_memory's calls are recorded by it
         self.audit, self.hint_index, self.knowledge, search_audit = build_knowledge(self)
         self.search_audit: SearchAudit | None = search_audit  # search_memory's rows (None: not recorded)
@@ -171,6 +183,8 @@ class ContextEngineService(MemoryMethods):
 
     def close(self) -> None:
         """Release the stores. The engine can be reopened on the same directory."""
+        if self.derived_builder is not None:
+            self.derived_builder.close()  # stops the children still building a file
         self.search_pipeline.close()
         self.knowledge.recorder.close()  # writes the audit rows still queued (search_memory's)
         self.knowledge.search.close()  # the BM25 worker threads of hybrid lookups

@@ -22,7 +22,8 @@ In order:
 5. the derived files of the accounts loaded wholesale (a fresh home's first start), written and read back in their
    place, so that the first requests neither share the machine with the saves nor hold the arrays built in memory
    (at 1M nodes: 3.1 GB resident instead of 4.8 GB): each load's before the next load starts (:func:`_settle`), the
-   rest at the end (:func:`_saves`), all of them within ``budget_s`` again;
+   rest at the end (:func:`_saves`), all of them within ``budget_s`` again (a large account's load runs in a
+   child process that writes its file, which is then opened: nothing to wait for; docs/derived_indexes.md);
 6. a full garbage collection, then :func:`gc.freeze` of what is alive (the structures just loaded), so that later
    full collections do not walk them during requests (:func:`_freeze`).
 

@@ -394,6 +394,15 @@ class RetrievalSettings(SettingsSection):
         "change log instead of reloading and re-tokenising the account (docs/derived_indexes.md). They are caches: "
         "deleting the folder is always safe.",
     )
+    derived_build_process_rows: int = Field(
+        100_000,
+        ge=0,
+        description="A wholesale load of an account of at least this many vector rows (every level): its first "
+        "load with no usable derived file, or a reload when the change log does not reach back, runs in a child "
+        "process, which writes the file; this process then maps the file and catches up "
+        "from the change log, so it never holds the load's garbage (at 1M nodes, a fresh home's first start then "
+        "holds what a restarted process holds: docs/derived_indexes.md). 0 loads every account in this process.",
+    )
     memory_load_now_rows: int = Field(
         60_000,
         ge=0,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from context_engine.settings import RetrievalSettings, Settings
     from context_engine.storage.content.s3 import S3ContentStore
+    from context_engine.storage.derived.base import FileBuilder
     from context_engine.storage.derived_files import DerivedFiles
     from context_engine.storage.metadata.audit import SqlAuditStore
     from context_engine.storage.metadata.engine import SqlDatabase
@@ -163,23 +164,41 @@ def open_memory_events(metadata: MetadataStore) -> SqlMemoryEventStore:
 
 
 def open_l0_source(
-    settings: RetrievalSettings, index: VectorIndex, metadata: MetadataStore, files: DerivedFiles | None
+    settings: RetrievalSettings,
+    index: VectorIndex,
+    metadata: MetadataStore,
+    files: DerivedFiles | None,
+    builder: FileBuilder | None = None,
 ) -> tuple[MatrixVectorIndex, L0Source]:
     """The level-0 matrix (the derived index of every account's level-0 rows, kept current from the change log and
-    kept as files under ``files``) and the source that gives each search_memory request its scoring view: the
-    matrix's or the vector index's, by ``retrieval.l0_source`` (docs/derived_indexes.md)."""
+    kept as files under ``files``, a large account's first file written by ``builder``) and the source that gives
+    each search_memory request its scoring view: the matrix's or the vector index's, by ``retrieval.l0_source``
+    (docs/derived_indexes.md)."""
     from context_engine.storage.vector.l0_source import L0Source
+
+    matrix = level0_matrix(settings, metadata, files, builder)
+    return matrix, L0Source(index, matrix, metadata, settings)
+
+
+def level0_matrix(
+    settings: RetrievalSettings,
+    metadata: MetadataStore,
+    files: DerivedFiles | None,
+    builder: FileBuilder | None = None,
+) -> MatrixVectorIndex:
+    """The level-0 matrix of ``retrieval`` settings (:func:`open_l0_source`; a child process that builds an
+    account's file makes the same one, :mod:`context_engine.storage.derived.child`)."""
     from context_engine.storage.vector.matrix import MatrixVectorIndex
 
-    matrix = MatrixVectorIndex(
+    return MatrixVectorIndex(
         metadata,
         levels=(0,),
         max_rows=settings.memory_max_rows,
         compress_rows=settings.memory_compress_rows,
         compress_dims=settings.memory_compress_dims,
         files=files,
+        builder=builder,
     )
-    return matrix, L0Source(index, matrix, metadata, settings)
 
 
 def _sql_database(metadata: MetadataStore, what: str) -> SqlDatabase:

@@ -12,7 +12,10 @@ does the same way lives here, written once:
 * **catch up from the change log or reload** (rules 3 and 4): ``changes_since`` from the generation held, applied
   in O(changes), or a wholesale load when the log does not reach back, the database is behind, or too much changed;
 * **background saves**: a wholesale load, or ``max(1024, rows / 10)`` rows applied since the file, writes the file
-  again on the index's saver thread (:class:`~context_engine.storage.derived_files.BackgroundSaves`).
+  again on the index's saver thread (:class:`~context_engine.storage.derived_files.BackgroundSaves`);
+* **wholesale loads elsewhere**: with a :class:`FileBuilder` (a child process, :mod:`.child`), the wholesale load of
+  a large account writes its file there, and this process opens that file and catches up, as a restarted process
+  would; it holds none of the load's garbage.
 
 A subclass says how its structure is built, restored, changed and captured (the ``_`` hooks below).
 """
@@ -25,14 +28,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from context_engine.storage.changes import IndexDelta
 from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles, Snapshot
 
-__all__ = ["DerivedAccount", "DerivedIndex"]
+__all__ = ["DerivedAccount", "DerivedIndex", "FileBuilder"]
 
 MAX_CHANGES = 50_000
 """Catch-up applies at most ``max(this, half the account's rows)`` changed ids; past that it reloads the account."""
@@ -43,6 +46,19 @@ by a full garbage collection and :func:`_release_free_memory` (a smaller one fre
 
 RESAVE_MIN_ROWS = 1024
 """A derived file is rewritten once ``max(this, a tenth of the rows)`` rows were applied since it was written."""
+
+
+class FileBuilder(Protocol):
+    """Writes an account's derived file outside this process (:class:`~context_engine.storage.derived.child.
+    ChildProcessBuilder`): a wholesale load there, so that its garbage is never this process's."""
+
+    min_rows: int
+    """Accounts of at least this many vector rows (every level) are built by it; 0: none."""
+
+    def build(self, kind: str, account_id: str) -> bool:
+        """Load ``account_id`` wholesale into the index of ``kind`` (``bm25``, ``l0``) and write its file; whether the
+        file was written (a failure is logged, never raised: the caller then loads in its own process)."""
+        ...
 
 
 class DerivedAccount:
@@ -108,8 +124,13 @@ class DerivedIndex(Generic[A]):
         max_accounts: accounts held at once (least recently used are dropped); ``None``: no limit.
         levels: the levels asked of the change log (``None``: every level).
 
+        builder: writes the file of a large account's wholesale load in another process (:meth:`_load_elsewhere`);
+            ``None``: every load is this process's.
+
     Attributes:
-        loads: accounts loaded wholesale (first use, or a change log that did not reach back).
+        loads: accounts loaded wholesale (first use, or a change log that did not reach back), here or by the
+            ``builder``.
+        built_elsewhere: those of :attr:`loads` whose file the ``builder`` wrote, opened from it here.
         file_loads: accounts opened from their derived file (then caught up like a held account).
         remaps: wholesale loads replaced by the account read back from the file just written (:meth:`_remap`).
     """
@@ -126,6 +147,7 @@ class DerivedIndex(Generic[A]):
         saver: tuple[str, str],
         max_accounts: int | None = None,
         levels: Sequence[int] | None = None,
+        builder: FileBuilder | None = None,
     ) -> None:
         if max_accounts is not None and max_accounts < 1:
             raise ValueError("max_cached_accounts must be at least 1")
@@ -139,7 +161,9 @@ class DerivedIndex(Generic[A]):
         self._too_large: dict[str, int] = {}  # account -> generation at which it was found over the limit
         self._lock = threading.Lock()  # guards the registry and the counters
         self._load_locks: dict[str, threading.Lock] = {}
+        self._builder = builder if self._files is not None else None
         self.loads = 0
+        self.built_elsewhere = 0
         self.file_loads = 0
         self.remaps = 0
         self._closing = False
@@ -291,7 +315,11 @@ class DerivedIndex(Generic[A]):
         return account
 
     def _load(self, account_id: str) -> A | None:
-        """A wholesale load, held and saved to its file."""
+        """A wholesale load, held and saved to its file: by the ``builder`` for a large account
+        (:meth:`_load_elsewhere`), else here."""
+        elsewhere = self._load_elsewhere(account_id)
+        if elsewhere is not None:
+            return elsewhere
         account = self._loaded(account_id)
         if account is None:
             return None
@@ -301,6 +329,46 @@ class DerivedIndex(Generic[A]):
         if account.unsaved and self._files is not None:  # the rows read (set by the subclass); empty: no file
             built = [account]  # emptied by the saver, so that the saver's task keeps no reference to the arrays
             self._saves.submit(account_id, lambda: self._save_and_remap(built))
+        return account
+
+    def _load_elsewhere(self, account_id: str) -> A | None:
+        """A large account's wholesale load done by the ``builder`` (a child process writes its file), then opened
+        from that file and caught up from the change log like a file a previous process left; ``None`` (the caller
+        loads here) when there is no builder, the account has fewer than ``builder.min_rows`` vector rows, the build
+        failed, the file cannot be used, it is over the index's limit, or its catch-up would be a reload.
+
+        Why: a load builds the structure from Python objects (rows, tokens, postings) that are freed once it is held,
+        but leave this process's heap fragmented, the more so while requests run beside it; read back from its file
+        (:meth:`_remap`) the structure is mapped, yet the fragments stay. At 1M nodes, a fresh home's first start
+        held about 1 GB more anonymous memory after the same searches than a restarted process
+        (docs/derived_indexes.md); built elsewhere, it holds what a restarted one holds."""
+        builder = self._builder
+        if builder is None or builder.min_rows <= 0:
+            return None
+        rows = self._metadata.count_vectors(account_id)
+        if rows < builder.min_rows or not self._builds_elsewhere(rows):
+            return None
+        if not builder.build(self._kind, account_id):
+            return None
+        account = self._restore(account_id)
+        if account is None or self._over_limit(account):
+            return None  # the load here decides (and records an account over the limit)
+        if account.generation != self._metadata.account_generation(account_id):  # written meanwhile
+            assert account.generation is not None
+            delta = self._metadata.changes_since(
+                account_id,
+                account.generation,
+                levels=self._change_levels,
+                max_changes=max(MAX_CHANGES, account.rows // 2),
+            )
+            if delta.reload:
+                return None
+            with account.lock:
+                self._apply(account, delta)
+        with self._lock:
+            self.loads += 1
+            self.built_elsewhere += 1
+        self._install(account)
         return account
 
     def _save_and_remap(self, built: list[A]) -> None:
@@ -374,6 +442,11 @@ class DerivedIndex(Generic[A]):
             self.remaps += 1
         return True
 
+    def _builds_elsewhere(self, rows: int) -> bool:
+        """Whether the load of an account of ``rows`` vector rows (every level) may run in the ``builder``'s child
+        (a subclass with a row limit says no when the account may be over it: the load here finds and records it)."""
+        return True
+
     def _prepared(self, account: A) -> None:
         """Build what the first search of an account read back from its file would otherwise build (a subclass's
         lookups); nothing here."""
@@ -382,6 +455,17 @@ class DerivedIndex(Generic[A]):
         """Write the account's derived file on the background saver (once at a time per account)."""
         if self._files is not None:
             self._saves.submit(account.account_id, lambda: self.save_file(account))
+
+    def build_file(self, account_id: str) -> bool:
+        """Load the account wholesale from the metadata store and write its derived file, holding nothing afterwards
+        (what a :class:`FileBuilder`'s child process runs); ``False`` when there are no files, the account is over
+        the index's limit, or writing failed (logged).
+
+        Raises:
+            ContextEngineError: what the metadata store raises (``WRT-5001``, ...).
+        """
+        account = self._loaded(account_id) if self._files is not None else None
+        return account is not None and self.save_file(account)
 
     def save_file(self, account: A | str) -> bool:
         """Write the derived file of a held account now (``account``: the account or its id); ``False`` when there
@@ -394,6 +478,10 @@ class DerivedIndex(Generic[A]):
             if found is None:
                 return False
             account = found
+        with self._lock:
+            held = self._accounts.get(account.account_id)
+        if held is not None and held is not account and (held.generation or 0) > (account.generation or 0):
+            return False  # replaced by a newer load (its file, maybe a child's, must not be overwritten by this one)
         captured = self._snapshot(account)
         if captured is None:
             return False

@@ -80,7 +80,7 @@ from context_engine.schema.conversation import message_speaker
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
 from context_engine.storage.changes import IndexDelta, VectorMatrix
-from context_engine.storage.derived.base import DerivedIndex
+from context_engine.storage.derived.base import DerivedIndex, FileBuilder
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields
 from context_engine.storage.keyword.bm25_partition import BM25Account, Partition, PartitionView
@@ -250,11 +250,14 @@ class BM25Index(DerivedIndex[BM25Account]):
             :mod:`context_engine.storage.derived_files`): an account is opened from its file and caught up from the
             change log instead of being loaded and tokenised; a wholesale load, or ``max(1024, rows / 10)`` records
             applied since the file, writes it again on a background thread.
+        builder: writes a large account's file in a child process at its wholesale load (with ``files`` only;
+            :class:`~context_engine.storage.derived.base.FileBuilder`).
 
     Attributes:
         docs_indexed: records tokenised and added (loads, catch-up and direct writes).
         loads: accounts loaded wholesale from a store (first search, a change log that did not reach back,
-            :meth:`rebuild`).
+            :meth:`rebuild`); ``built_elsewhere``: those of them a child process built (``builder``), whose records
+            are not in ``docs_indexed``.
         file_loads: accounts opened from their derived file.
         merges: append segments merged and partitions compacted.
     """
@@ -269,8 +272,9 @@ class BM25Index(DerivedIndex[BM25Account]):
         *,
         source: Any = None,
         files: DerivedFiles | None = None,
+        builder: FileBuilder | None = None,
     ) -> None:
-        super().__init__(source, files=files, kind="bm25", saver=("ce-derived-bm25", "BM25"))
+        super().__init__(source, files=files, kind="bm25", saver=("ce-derived-bm25", "BM25"), builder=builder)
         self.settings = settings or KeywordSettings()
         self.tokenizer = tokenizer or KeywordTokenizer(
             stem=self.settings.stem,

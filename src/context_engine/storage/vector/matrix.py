@@ -28,7 +28,7 @@ import numpy as np
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
 from context_engine.storage.changes import IndexDelta
-from context_engine.storage.derived.base import DerivedIndex
+from context_engine.storage.derived.base import DerivedIndex, FileBuilder
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.protocols import MetadataStore
 from context_engine.storage.vector.matrix_segment import (
@@ -68,10 +68,13 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
             an account not held is opened from its file and caught up from the change log; a wholesale load, or
             ``max(1024, rows / 10)`` rows applied since the file, writes the file again on a background thread.
             ``None``: no files.
+        builder: writes a large account's file in a child process at its wholesale load (with ``files`` only;
+            :class:`~context_engine.storage.derived.base.FileBuilder`).
 
     Attributes:
-        loads, file_loads: accounts loaded wholesale, and opened from their file (:class:`DerivedIndex`).
-        rows_loaded: rows read by those loads.
+        loads, built_elsewhere, file_loads: accounts loaded wholesale, those of them built by the ``builder``, and
+            accounts opened from their file (:class:`DerivedIndex`).
+        rows_loaded: rows read by the loads made in this process.
         rows_applied: rows applied from the change log (upserted + removed): the O(changes) work of catch-up.
     """
 
@@ -89,6 +92,7 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
         compress_dims: int = 128,
         project_rows: int | None = None,
         files: DerivedFiles | None = None,
+        builder: FileBuilder | None = None,
     ) -> None:
         self.levels = None if levels is None else tuple(sorted(set(levels)))
         kind = "l0" if self.levels == (0,) else "matrix" if self.levels is None else f"levels-{self.levels}"
@@ -99,6 +103,7 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
             saver=("ce-derived-l0", "level-0 matrix"),
             max_accounts=max_cached_accounts,
             levels=self.levels,
+            builder=builder,
         )
         self._compress_rows = compress_rows
         self._compress_dims = compress_dims
@@ -240,6 +245,10 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
 
     def _over_limit(self, account: MatrixAccount) -> bool:
         return self._max_rows is not None and account.rows > self._max_rows
+
+    def _builds_elsewhere(self, rows: int) -> bool:
+        # ``rows`` counts every level: at most the limit, the account's level-0 rows are too
+        return self._max_rows is None or rows <= self._max_rows
 
     def _loaded(self, account_id: str) -> MatrixAccount | None:
         if self._max_rows is not None and self._metadata.count_vectors(account_id) > 4 * max(self._max_rows, 1):
