@@ -397,6 +397,7 @@ class RetrievalSettings(SettingsSection):
     derived_build_process_rows: int = Field(
         100_000,
         ge=0,
+        exclude=True,  # where a cache is built, never part of a dumped configuration (eval config hashes)
         description="A wholesale load of an account of at least this many vector rows (every level): its first "
         "load with no usable derived file, or a reload when the change log does not reach back, runs in a child "
         "process, which writes the file; this process then maps the file and catches up "
