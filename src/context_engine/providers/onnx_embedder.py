@@ -181,3 +181,7 @@ class OnnxMiniLMEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Shape ``(384,)`` float32, unit norm."""
         return self._encode([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one batch: ``(len(texts), 384)`` float32, unit rows."""
+        return self._encode(list(texts)) if texts else np.zeros((0, self.dim), dtype=np.float32)

@@ -193,3 +193,8 @@ class USEMultilingualEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Shape ``(512,)`` float32, unit norm."""
         return self._encode([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one batch (a search's, ``retrieval/query_vectors.py``): ``(len(texts), 512)`` float32,
+        unit rows, each equal to its :meth:`embed_query` to float rounding."""
+        return self._encode(list(texts)) if texts else np.zeros((0, self.dim), dtype=np.float32)

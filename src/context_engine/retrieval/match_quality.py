@@ -392,10 +392,14 @@ class MatchQualityRater:
         a third-person pronoun, ``speakers.refers_to_user``, with that reference in the first person), or ``None``:
         the query refers to none of them, or ``speaker_neutral_similarity`` is off. The pipeline embeds it and
         passes its cosines to :meth:`features`."""
-        if not self._settings.speaker_neutral_similarity:
-            return None
         speakers = {s for h in hits if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
-        if not speakers:
+        return self.neutral_for(query, speakers)
+
+    def neutral_for(self, query: str, speakers: Iterable[str]) -> str | None:
+        """:meth:`neutral_query` for the conversation messages of ``speakers`` (the pipeline guesses the text with
+        the speakers it expects, to embed it in one batch with the query: ``retrieval/query_vectors.py``)."""
+        speakers = set(speakers)
+        if not self._settings.speaker_neutral_similarity or not speakers:
             return None
         neutral = speaker_neutral(query, speakers)
         if neutral is None and refers_to_user(query):

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from context_engine.observability.trace import TraceRecorder
+from context_engine.retrieval.query_vectors import QueryVectors
 from context_engine.retrieval.speakers import (
     cjk_char,
     cjk_pronoun_starts,
@@ -153,9 +154,16 @@ class QueryTransformer:
     def __init__(self, *, first_person: bool) -> None:
         self._first_person = first_person
 
-    def vector(self, embedder: Embedder, text: str, trace: TraceRecorder | None = None) -> np.ndarray:
+    def texts(self, text: str) -> list[str]:
+        """The texts :meth:`vector` embeds for ``text``: ``text``, and its first-person rewrite when that is on and
+        differs (for :meth:`QueryVectors.prefetch`)."""
+        rewrite = first_person(text) if self._first_person else None
+        return [text] if rewrite is None else [text, rewrite]
+
+    def vector(self, embedder: Embedder | QueryVectors, text: str, trace: TraceRecorder | None = None) -> np.ndarray:
         """The unit query vector of ``text`` embedded by ``embedder`` (``(dim,)`` float32): the original's, or the
-        normalised mean of the original's and the first-person rewrite's.
+        normalised mean of the original's and the first-person rewrite's (a request's :class:`QueryVectors`
+        embeds each text once, both in one batch after :meth:`texts` was prefetched).
 
         Raises:
             ContextEngineError: ``WRT-5031`` when the original query cannot be embedded (a failing rewrite falls

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 import threading
 import time
 import uuid
@@ -47,16 +48,18 @@ from context_engine.retrieval.candidate_rechecker import CandidateRechecker
 from context_engine.retrieval.dates import asks_only_the_date
 from context_engine.retrieval.hierarchical_searcher import HierarchicalSearcher
 from context_engine.retrieval.l0_retriever import L0Retriever
-from context_engine.retrieval.match_quality import MatchQualityRater
+from context_engine.retrieval.match_quality import MatchQualityRater, query_names
 from context_engine.retrieval.memory_filter import MemoryFilter
 from context_engine.retrieval.memory_read_service import MemoryReadService
 from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
 from context_engine.retrieval.query_transform import QueryTransformer, without_speakers
+from context_engine.retrieval.query_vectors import QueryVectors
 from context_engine.retrieval.redaction import Redactor
 from context_engine.retrieval.replies import unlift_orphans
 from context_engine.retrieval.run import RequestNodes, SearchRun, SeedRound
 from context_engine.retrieval.scope import QueryScope, effective_owner_spaces, scopes_of
 from context_engine.retrieval.scoring import Scorer
+from context_engine.retrieval.speakers import refers_to_user
 from context_engine.schema.context import RequestContext
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.hits import NodeHit, RetrievedBlock, SeedHit
@@ -182,9 +185,11 @@ class SearchMemoryPipeline:
         ctx: RequestContext,
         trace: TraceRecorder,
         allowed: frozenset[str] | None,
+        vectors: QueryVectors,
     ) -> tuple[SearchRun | None, SeedRound]:
         """The request's run and the seeds of every typed query (with the hybrid first round); ``(None, no seeds)``
-        when the query embedding or the vector search failed (``RET-5001`` recorded: no hits this time, retryable)."""
+        when the query embedding or the vector search failed (``RET-5001`` recorded: no hits this time, retryable).
+        The query is embedded in one batch with the texts it will likely need later (:meth:`_likely_texts`)."""
         run: SearchRun | None = None
         seeds = SeedRound([[] for _ in typed])
         dated = None  # the memories of the dates the query names (retrieval.seed.date_boost)
@@ -192,7 +197,8 @@ class SearchMemoryPipeline:
             dated = self._memory_filter.dated(typed[0].text, ctx, trace)
         try:
             with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
-                vector = self._transformer.vector(self._embedder, typed[0].text, trace)
+                vectors.prefetch(self._likely_texts(typed[0].text))
+                vector = self._transformer.vector(vectors, typed[0].text, trace)
             # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
             # commits while the seeds are gathered, gather them again once, from the new generation.
             for attempt in (1, 2):
@@ -203,7 +209,7 @@ class SearchMemoryPipeline:
                 seeds = self.retriever.search_all(
                     typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
-                run, seeds = self._without_speaker_names(typed, scopes, ctx, trace, allowed, run, seeds)
+                run, seeds = self._without_speaker_names(typed, scopes, ctx, trace, allowed, run, seeds, vectors)
                 if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
                     break
                 trace.event("seed", "generation_moved", generation=generation)
@@ -219,6 +225,22 @@ class SearchMemoryPipeline:
             return None, seeds
         return run, seeds
 
+    def _likely_texts(self, query: str) -> list[str]:
+        """The query texts this request will most likely embed, for one batch (``retrieval/query_vectors.py``): the
+        query's (:meth:`QueryTransformer.texts`) and, when it names someone (:func:`query_names`) or refers to the
+        user (:func:`refers_to_user`), the second search's text and the speaker-neutral query that those names and
+        the user's role would give as speakers (:func:`without_speakers`, :meth:`MatchQualityRater.neutral_for`).
+        A guess: a text never used costs its share of the batch; a text needed and not guessed is embedded then.
+        Acronyms ("CPU throttling") are not guessed to be speakers."""
+        texts = self._transformer.texts(query)
+        names = {n for n in query_names(query) if not _acronym(query, n)}
+        if not names and not refers_to_user(query):
+            return texts
+        speakers = names | {"user"}
+        second = without_speakers(query, speakers) if self._settings.query_transform.speaker_names else None
+        neutral = self.rater.neutral_for(query, speakers)
+        return [*texts, *(self._transformer.texts(second) if second else []), *([neutral] if neutral else [])]
+
     def _without_speaker_names(
         self,
         typed: list[TypedQuery],
@@ -228,6 +250,7 @@ class SearchMemoryPipeline:
         allowed: frozenset[str] | None,
         run: SearchRun,
         seeds: SeedRound,
+        vectors: QueryVectors,
     ) -> tuple[SearchRun, SeedRound]:
         """The seeds searched again with the names of the speakers the query names taken out of its text and the
         user's role in the first person (``retrieval.query_transform.speaker_names``,
@@ -241,7 +264,10 @@ class SearchMemoryPipeline:
         if text is None:
             return run, seeds
         try:
-            vector = self._transformer.vector(self._embedder, text, trace)
+            # with the speaker-neutral query the answer's match_quality will most likely embed (the same speakers)
+            neutral = self.rater.neutral_for(typed[0].text, speakers)
+            vectors.prefetch([*self._transformer.texts(text), *([neutral] if neutral else [])])
+            vector = self._transformer.vector(vectors, text, trace)
             again = SearchRun(
                 self.source.scorer(ctx.account_id, vector, run.generation),
                 RequestNodes(self._metadata, ctx.account_id),
@@ -300,7 +326,8 @@ class SearchMemoryPipeline:
         scopes = scopes_of(typed, ctx, target=target, owner_space=request.owner_space, spaces=spaces)
 
         with trace.stage("seed"):
-            run, first = self._gather_seeds(typed, scopes, ctx, trace, allowed)
+            vectors = QueryVectors(self._embedder)  # each query text embedded once a request
+            run, first = self._gather_seeds(typed, scopes, ctx, trace, allowed, vectors)
         seeds = first.seeds
         retryable = run is None
         self._metrics.seed_hits.inc(sum(len(s) for s in seeds))
@@ -369,7 +396,8 @@ class SearchMemoryPipeline:
                     stage="assemble",
                 )
                 blocks = []
-            quality = self._match_quality(request.query, final if blocks else [], merged, run, ctx, spaces)
+            quality = self._match_quality(request.query, final if blocks else [], merged, run, ctx, spaces, vectors)
+            trace.event("assemble", "query_embeddings", texts=vectors.embedded, batches=vectors.batches)
         return self._respond(
             request, ctx, request_id, typed, seed_out, blocks, trace, started, retryable, spaces, quality
         )
@@ -481,15 +509,16 @@ class SearchMemoryPipeline:
         run: SearchRun,
         ctx: RequestContext,
         spaces: list[str] | None,
+        vectors: QueryVectors,
     ) -> MatchQuality:
         """The answer's ``match_quality`` over the returned hits ``final`` (empty when assembly failed: ``none``),
         names checked against every candidate ``merged``; its features go into the detailed trace.
 
         When the query names a speaker of the returned messages, the speaker-neutral query
         (:meth:`MatchQualityRater.neutral_query`) is embedded and the returned file hits' level-0 cosines to it read
-        from the similarity source (one query embedding, about 3 ms with the default model, and one lookup of at most
-        ``top_k`` records). A failure there labels from the query's own cosines, recorded as the trace event
-        ``match_quality_fallback``.
+        from the similarity source (one lookup of at most ``top_k`` records; the embedding is most often made
+        already, in the batch of the query's or the second search's texts: ``retrieval/query_vectors.py``). A
+        failure there labels from the query's own cosines, recorded as the trace event ``match_quality_fallback``.
 
         A question that asks only what happened on a date it names (:func:`~context_engine.retrieval.dates.
         asks_only_the_date`) has no topic to match: labelled ``none``, it is ``weak`` when its first file hit is a
@@ -505,7 +534,7 @@ class SearchMemoryPipeline:
         query_vector = run.query_vector
         if neutral_query is not None:
             try:
-                vector = self._embedder.embed_query(neutral_query)
+                vector = vectors.embed_query(neutral_query)
                 scorer = self.source.scorer(ctx.account_id, vector, run.generation)
                 flt = VectorFilter(account_id=ctx.account_id, owner_spaces=spaces, levels=[0])
                 found = scorer.matches(flt, [h.uri for h in final if not h.is_dir])
@@ -634,6 +663,13 @@ class SearchMemoryPipeline:
             },
         )
         return response
+
+
+def _acronym(query: str, name: str) -> bool:
+    """Whether ``name`` (case-folded, :func:`query_names`) is written in capitals only wherever ``query`` has it
+    ("CPU", "API"): a term, seldom a person who speaks."""
+    found = [m.group(0) for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", query, re.IGNORECASE)]
+    return bool(found) and all(f.isupper() and len(f) > 1 for f in found)
 
 
 def _valid_owner_space(value: str) -> bool:

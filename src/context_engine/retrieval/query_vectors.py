@@ -1,0 +1,91 @@
+"""The query embeddings of one search_memory request: each text embedded once, likely texts in one batch.
+
+A search can embed up to three query texts (docs/search_memory.md, "What a search embeds"): the query; when it names
+a speaker of the messages it finds, the second search's text (:func:`~context_engine.retrieval.query_transform.
+without_speakers`); and the speaker-neutral query of ``match_quality`` (:meth:`~context_engine.retrieval.match_quality.
+MatchQualityRater.neutral_query`). The last two are often the same text ("What subject did the user teach?" -> "What
+subject did I teach?" both times), and each embedding was a call of its own: on agent_dev a search made 2.7 query
+embedding calls on average, about half of its time.
+
+:class:`QueryVectors` keeps every vector a request embedded, so a text is embedded once, and embeds the texts a
+request is likely to need in one batch (:meth:`QueryVectors.prefetch`): a batch of three short texts costs about 1.4
+times one text with the default model, three calls three times. A batch's vectors equal the single calls' to float
+rounding (1e-7). A text guessed and never used costs its share of the batch only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from context_engine.storage.protocols import Embedder
+
+__all__ = ["QueryVectors", "embed_queries"]
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """``texts`` embedded as queries: ``(len(texts), dim)`` float32, unit rows, input order. One batch where the
+    embedder has ``embed_queries`` (every embedder of ``context_engine.providers``), else one ``embed_query`` call per
+    text (an embedder of the caller's own).
+
+    Raises:
+        ContextEngineError: ``WRT-5031`` (retryable) when the model fails.
+    """
+    batch = getattr(embedder, "embed_queries", None)
+    if batch is not None:
+        return np.asarray(batch(list(texts)), dtype=np.float32)
+    return np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in texts])
+
+
+class QueryVectors:
+    """Query vectors of one request by text, each embedded at most once (module docstring). Thread-safe.
+
+    Args:
+        embedder: the engine's embedder.
+
+    Attributes:
+        embedded: how many texts were embedded; ``batches``: in how many embedding calls (both for the trace).
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.embedded = 0
+        self.batches = 0
+
+    def prefetch(self, texts: Iterable[str]) -> None:
+        """Embed those of ``texts`` not embedded yet, in one batch. Any failure is left to :meth:`embed_query`: the
+        text a stage needs is embedded again there, alone, and fails or falls back as that stage says (the query's
+        own failure is ``RET-5001``, a guessed text's falls back: docs/search_memory.md)."""
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if not missing:
+            return
+        try:
+            vectors = embed_queries(self._embedder, missing)
+        except Exception:  # noqa: BLE001 - a guess never fails a search: each needed text is embedded again alone
+            return
+        with self._lock:
+            self.embedded += len(missing)
+            self.batches += 1
+            for text, vector in zip(missing, vectors, strict=True):
+                self._vectors.setdefault(text, vector)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The unit query vector of ``text`` (``(dim,)`` float32): the one embedded before, or embedded now.
+
+        Raises:
+            ContextEngineError: ``WRT-5031`` (retryable) when the model fails.
+        """
+        with self._lock:
+            found = self._vectors.get(text)
+        if found is not None:
+            return found
+        vector = np.asarray(self._embedder.embed_query(text), dtype=np.float32)
+        with self._lock:
+            self.embedded += 1
+            self.batches += 1
+            return self._vectors.setdefault(text, vector)

@@ -1,0 +1,78 @@
+"""QueryVectors: each query text of a request embedded once, likely texts in one batch (retrieval/query_vectors.py).
+
+The embedder here is the bag-of-words ``HashEmbedder`` behind a counting wrapper: what is tested is the code around
+the model (how often it is called, with what); the real model's batches are compared with its single calls in
+``tests/integration/test_query_vectors.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.retrieval.query_vectors import QueryVectors, embed_queries
+
+from .conftest import HashEmbedder
+
+
+class Counting(HashEmbedder):
+    """Records each call: ``("one", text)`` or ``("batch", texts)``; ``fail_batches`` makes every batch fail."""
+
+    def __init__(self, fail_batches: bool = False) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.fail_batches = fail_batches
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.calls.append(("one", text))
+        return super().embed_query(text)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(("batch", list(texts)))
+        if self.fail_batches:  # any exception: an embedder of the caller's own may raise its own types
+            raise RuntimeError("model down")
+        return np.stack([super(Counting, self).embed_query(t) for t in texts])
+
+
+def test_a_text_is_embedded_once_and_likely_texts_in_one_batch():
+    emb = Counting()
+    vectors = QueryVectors(emb)
+    vectors.prefetch(["Where is Sam employed?", "Where is employed?", "Where is employed?", "Where is I employed?"])
+    assert emb.calls == [("batch", ["Where is Sam employed?", "Where is employed?", "Where is I employed?"])]
+    first = vectors.embed_query("Where is employed?")
+    vectors.prefetch(["Where is Sam employed?", "Where is I employed?"])  # all known: no call
+    assert len(emb.calls) == 1
+    assert np.array_equal(first, HashEmbedder().embed_query("Where is employed?"))
+    vectors.embed_query("How old is Sam?")  # not guessed: embedded alone when needed, then kept
+    vectors.embed_query("How old is Sam?")
+    assert emb.calls[1:] == [("one", "How old is Sam?")]
+    assert (vectors.embedded, vectors.batches) == (4, 2)
+
+
+def test_a_failed_batch_leaves_each_text_to_its_own_call():
+    emb = Counting(fail_batches=True)
+    vectors = QueryVectors(emb)
+    vectors.prefetch(["Where is Sam employed?", "Where is employed?"])  # fails quietly
+    assert vectors.embedded == 0
+    vector = vectors.embed_query("Where is Sam employed?")
+    assert emb.calls[-1] == ("one", "Where is Sam employed?")
+    assert np.array_equal(vector, HashEmbedder().embed_query("Where is Sam employed?"))
+
+
+def test_a_failed_single_call_raises_as_the_embedder_does():
+    class Broken(HashEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "model failed", retryable=True)
+
+    with pytest.raises(ContextEngineError) as err:
+        QueryVectors(Broken()).embed_query("anything")
+    assert err.value.code is ErrorCode.EMBEDDING_FAILED
+
+
+def test_an_embedder_without_batches_is_called_once_per_text():
+    emb = HashEmbedder()  # embed_query only, as an embedder of a caller's own may be
+    assert not hasattr(emb, "embed_queries")
+    out = embed_queries(emb, ["a cat", "a dog"])
+    assert out.shape == (2, emb.dim) and out.dtype == np.float32
+    assert np.array_equal(out[1], emb.embed_query("a dog"))
