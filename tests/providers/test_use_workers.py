@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.providers.use_embedder import USEMultilingualEmbedder
+from context_engine.providers.use_embedder import PARALLEL_MIN_TEXTS, USEMultilingualEmbedder
 from context_engine.settings import EmbeddingSettings
 
 TEXTS = [f"message {i}: we moved the payments database to PostgreSQL {i % 17} last week" for i in range(150)]
@@ -71,3 +71,13 @@ def test_no_workers_without_a_thread_cap(serial):
     emb._model = serial._model
     emb.embed_documents(TEXTS[:100])
     assert emb._pool is None
+
+
+def test_a_few_texts_are_embedded_in_the_calling_thread(serial):
+    emb = USEMultilingualEmbedder(EmbeddingSettings(workers=2))
+    emb._model = serial._model  # the same loaded weights (tests only)
+    few = emb.embed_documents(TEXTS[: PARALLEL_MIN_TEXTS - 1])
+    assert emb._pool is None  # no worker started for a search's few hit texts
+    np.testing.assert_allclose(few, serial.embed_documents(TEXTS[: PARALLEL_MIN_TEXTS - 1]), atol=1e-6)
+    emb.embed_documents(TEXTS[:PARALLEL_MIN_TEXTS])
+    assert emb._pool is not None

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.retrieval.query_vectors import QueryVectors, embed_queries
+from context_engine.retrieval.query_vectors import QueryVectors, TextVectors, embed_queries
 
 from .conftest import HashEmbedder
 
@@ -76,3 +76,37 @@ def test_an_embedder_without_batches_is_called_once_per_text():
     out = embed_queries(emb, ["a cat", "a dog"])
     assert out.shape == (2, emb.dim) and out.dtype == np.float32
     assert np.array_equal(out[1], emb.embed_query("a dog"))
+
+
+class CountingDocuments(HashEmbedder):
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str], *, progress: object = None) -> np.ndarray:
+        self.calls.append(list(texts))
+        return super().embed_documents(texts)
+
+
+def test_hit_texts_are_embedded_once_across_requests_within_the_cache_size():
+    emb = CountingDocuments()
+    vectors = TextVectors(emb, maxsize=2)
+    first = vectors.embed(["Sam: I work at Northwind.", "Sam: Hi again!"])
+    assert emb.calls == [["Sam: I work at Northwind.", "Sam: Hi again!"]]
+    again = vectors.embed(["Sam: Hi again!", "Sam: I work at Northwind.", "Sam: Hi again!"])  # a later request
+    assert len(emb.calls) == 1
+    assert np.array_equal(again, first[[1, 0, 1]])
+    vectors.embed(["Sam: The cat hides under the sofa."])  # the least recently used text ("Hi again!") is dropped
+    vectors.embed(["Sam: I work at Northwind.", "Sam: Hi again!"])
+    assert emb.calls[1:] == [["Sam: The cat hides under the sofa."], ["Sam: Hi again!"]]
+    assert vectors.embed([]).shape == (0, emb.dim)
+
+
+def test_a_failed_embedding_keeps_nothing():
+    class Broken(HashEmbedder):
+        def embed_documents(self, texts: Sequence[str], *, progress: object = None) -> np.ndarray:
+            raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "model failed", retryable=True)
+
+    vectors = TextVectors(Broken())
+    with pytest.raises(ContextEngineError):
+        vectors.embed(["Sam: Hi again!"])
+    assert len(vectors._cache) == 0

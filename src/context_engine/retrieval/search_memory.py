@@ -53,7 +53,7 @@ from context_engine.retrieval.memory_filter import MemoryFilter
 from context_engine.retrieval.memory_read_service import MemoryReadService
 from context_engine.retrieval.query_planner import QueryPlanner, preferred_types
 from context_engine.retrieval.query_transform import QueryTransformer, without_speakers
-from context_engine.retrieval.query_vectors import QueryVectors
+from context_engine.retrieval.query_vectors import QueryVectors, TextVectors
 from context_engine.retrieval.redaction import Redactor
 from context_engine.retrieval.replies import unlift_orphans
 from context_engine.retrieval.run import RequestNodes, SearchRun, SeedRound
@@ -146,10 +146,12 @@ class SearchMemoryPipeline:
         self._executor_lock = threading.Lock()
         self._memory_filter = MemoryFilter(metadata)
         self._transformer = QueryTransformer(first_person=settings.query_transform.first_person)
+        self._text_vectors = TextVectors(embedder)  # hits' texts embedded alone, kept across requests
 
     def _embed_texts(self, texts: list[str]) -> np.ndarray:
-        """``texts`` embedded as documents (the current-state rule's same-topic test, ``Scorer.merge``)."""
-        return np.asarray(self._embedder.embed_documents(texts), dtype=np.float32)
+        """``texts`` embedded as documents (the current-state rule's same-topic test, ``Scorer.merge``), from the
+        vectors kept across requests (:class:`TextVectors`)."""
+        return self._text_vectors.embed(texts)
 
     def close(self) -> None:
         """Stop the worker threads (if any were started)."""
@@ -572,7 +574,7 @@ class SearchMemoryPipeline:
         ``checked`` embedded alone, against ``query_vector`` (the speaker-neutral query's when there is one); any
         other hit's level-0 cosine (``neutral``'s, else its own similarity)."""
         alone = self.rater.embedded_alone(checked)
-        vectors = self._embedder.embed_documents([h.abstract or "" for h in alone])
+        vectors = self._text_vectors.embed([h.abstract or "" for h in alone])
         cosines = dict(zip([h.uri for h in alone], (np.asarray(vectors) @ query_vector).tolist(), strict=True))
         for h in checked:
             if h.uri not in cosines:
