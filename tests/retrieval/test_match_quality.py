@@ -16,6 +16,7 @@ from context_engine.retrieval.match_quality import (
     query_names,
     speaker_neutral,
 )
+from context_engine.retrieval.query_vectors import TextVectors
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.similarity import SimilarityScale
@@ -538,11 +539,15 @@ def test_the_pipeline_embeds_the_first_messages_alone_and_falls_back_when_it_can
     files = [h for h in r.hits if not h.uri.endswith("/")]
     assert seen == [[h.abstract for h in files[:3]]]  # one batch: the first three file hits, each alone
     assert detail["own_text_similarity"] is not None and detail["own_text_evidence"] is not None
+    cached = engine.search_memory("Where does Sam work?", ALICE, include_debug=True, trace_level="detailed")
+    assert len(seen) == 1  # a later request finds the texts' vectors kept (TextVectors)
+    assert cached.thinking_trace["stages"]["assemble"]["match_quality"] == detail
 
     def down(texts, **kw):
         raise RuntimeError("embedder down")
 
     monkeypatch.setattr(embedder, "embed_documents", down)
+    monkeypatch.setattr(engine.search_pipeline, "_text_vectors", TextVectors())  # nothing kept: the model is asked
     again = engine.search_memory("Where does Sam work?", ALICE, include_debug=True, trace_level="detailed")
     fallback = again.thinking_trace["stages"]["assemble"]["match_quality"]
     assert fallback["own_text_similarity"] is None and again.hits

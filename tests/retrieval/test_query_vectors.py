@@ -13,8 +13,9 @@ import pytest
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.retrieval.query_vectors import QueryVectors, TextVectors, embed_queries
+from context_engine.retrieval.search_memory import _acronym
 
-from .conftest import HashEmbedder
+from .conftest import ALICE, HashEmbedder
 
 
 class Counting(HashEmbedder):
@@ -70,12 +71,37 @@ def test_a_failed_single_call_raises_as_the_embedder_does():
     assert err.value.code is ErrorCode.EMBEDDING_FAILED
 
 
-def test_an_embedder_without_batches_is_called_once_per_text():
-    emb = HashEmbedder()  # embed_query only, as an embedder of a caller's own may be
-    assert not hasattr(emb, "embed_queries")
-    out = embed_queries(emb, ["a cat", "a dog"])
-    assert out.shape == (2, emb.dim) and out.dtype == np.float32
-    assert np.array_equal(out[1], emb.embed_query("a dog"))
+def test_an_embedder_without_batches_gets_no_guess_and_each_needed_text_once():
+    class Singles(HashEmbedder):  # embed_query only, as an embedder of a caller's own may be
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def embed_query(self, text: str) -> np.ndarray:
+            self.calls.append(text)
+            return super().embed_query(text)
+
+    emb = Singles()
+    assert embed_queries(emb, ["a cat", "a dog"]) is None
+    vectors = QueryVectors(emb)
+    vectors.prefetch(["a cat", "a dog", "a bird"])  # no batch method: nothing embedded ahead
+    assert emb.calls == []
+    vectors.embed_query("a dog")
+    vectors.embed_query("a dog")
+    assert emb.calls == ["a dog"] and (vectors.embedded, vectors.batches) == (1, 1)
+
+
+def test_a_batch_of_the_wrong_shape_is_dropped():
+    class Short(Counting):
+        def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+            self.calls.append(("batch", list(texts)))
+            return np.stack([HashEmbedder.embed_query(self, t) for t in texts[:-1]])  # one row short
+
+    emb = Short()
+    vectors = QueryVectors(emb)
+    vectors.prefetch(["Where is Sam employed?", "Where is employed?"])
+    assert vectors.embedded == 0
+    assert np.array_equal(vectors.embed_query("Where is employed?"), HashEmbedder().embed_query("Where is employed?"))
+    assert emb.calls[-1] == ("one", "Where is employed?")
 
 
 class CountingDocuments(HashEmbedder):
@@ -89,16 +115,28 @@ class CountingDocuments(HashEmbedder):
 
 def test_hit_texts_are_embedded_once_across_requests_within_the_cache_size():
     emb = CountingDocuments()
-    vectors = TextVectors(emb, maxsize=2)
-    first = vectors.embed(["Sam: I work at Northwind.", "Sam: Hi again!"])
+    vectors = TextVectors(maxsize=2)
+    first = vectors.embed(emb, ["Sam: I work at Northwind.", "Sam: Hi again!"])
     assert emb.calls == [["Sam: I work at Northwind.", "Sam: Hi again!"]]
-    again = vectors.embed(["Sam: Hi again!", "Sam: I work at Northwind.", "Sam: Hi again!"])  # a later request
+    again = vectors.embed(emb, ["Sam: Hi again!", "Sam: I work at Northwind.", "Sam: Hi again!"])  # a later request
     assert len(emb.calls) == 1
     assert np.array_equal(again, first[[1, 0, 1]])
-    vectors.embed(["Sam: The cat hides under the sofa."])  # the least recently used text ("Hi again!") is dropped
-    vectors.embed(["Sam: I work at Northwind.", "Sam: Hi again!"])
+    vectors.embed(emb, ["Sam: The cat hides under the sofa."])  # the least recently used text ("Hi again!") is dropped
+    vectors.embed(emb, ["Sam: I work at Northwind.", "Sam: Hi again!"])
     assert emb.calls[1:] == [["Sam: The cat hides under the sofa."], ["Sam: Hi again!"]]
-    assert vectors.embed([]).shape == (0, emb.dim)
+    assert len(vectors) == 2
+    assert vectors.embed(emb, []).shape == (0, emb.dim)
+
+
+def test_another_model_never_gets_a_kept_vector():
+    class Other(CountingDocuments):
+        model_name = "test/another-model"
+
+    first, other = CountingDocuments(), Other()
+    vectors = TextVectors()
+    vectors.embed(first, ["Sam: I work at Northwind."])
+    vectors.embed(other, ["Sam: I work at Northwind."])
+    assert other.calls == [["Sam: I work at Northwind."]]
 
 
 def test_a_failed_embedding_keeps_nothing():
@@ -106,7 +144,47 @@ def test_a_failed_embedding_keeps_nothing():
         def embed_documents(self, texts: Sequence[str], *, progress: object = None) -> np.ndarray:
             raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "model failed", retryable=True)
 
-    vectors = TextVectors(Broken())
+    vectors = TextVectors()
     with pytest.raises(ContextEngineError):
-        vectors.embed(["Sam: Hi again!"])
-    assert len(vectors._cache) == 0
+        vectors.embed(Broken(), ["Sam: Hi again!"])
+    assert len(vectors) == 0
+
+
+# ---- the pipeline's guesses ------------------------------------------------------------------------------------------
+def test_the_guess_names_people_and_the_user_not_acronyms(hash_engine):
+    pipeline = hash_engine().search_pipeline
+    assert pipeline._likely_texts("Where is Sam employed?", "Where is Sam employed?") == [
+        "Where is Sam employed?",
+        "Where is employed?",
+        "Where is I employed?",
+    ]
+    assert pipeline._likely_texts("What subject did the user teach?", "What subject did the user teach?") == [
+        "What subject did the user teach?",
+        "What subject did I teach?",
+        "What subject did I teach?",  # a repeat QueryVectors embeds once
+    ]
+    # terms: no guess, the query alone (an acronym is not taken for a speaker)
+    assert pipeline._likely_texts("checkout queue CPU throttling", "checkout queue CPU throttling") == [
+        "checkout queue CPU throttling"
+    ]
+    assert _acronym("checkout queue CPU throttling", "cpu") and not _acronym("Where is Sam employed?", "sam")
+    assert not _acronym("Is the C++ build (c++) slow?", "c++")  # special characters are escaped, "c++" is lowercase
+
+
+class BatchesDown(HashEmbedder):
+    """Every embedding fails, batches and single calls: the model is down."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "model failed", retryable=True)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        raise ContextEngineError(ErrorCode.EMBEDDING_FAILED, "model failed", retryable=True)
+
+
+def test_a_query_that_cannot_be_embedded_is_a_retryable_answer_without_hits(hash_engine):
+    engine = hash_engine()
+    engine.add_memory("Sam works at Northwind as a data engineer.", ALICE)
+    engine.search_pipeline._embedder = BatchesDown()  # the store was written; the model goes down afterwards
+    r = engine.search_memory("Where is Sam employed?", ALICE)
+    assert r.hits == [] and r.retryable and r.match_quality == "none"
+    assert any(w.startswith(ErrorCode.VECTOR_SEARCH_FAILED.value) for w in r.trace.warnings)

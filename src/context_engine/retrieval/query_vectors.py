@@ -35,18 +35,22 @@ __all__ = ["TEXT_VECTORS_CACHED", "QueryVectors", "TextVectors", "embed_queries"
 TEXT_VECTORS_CACHED = 2048
 
 
-def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """``texts`` embedded as queries: ``(len(texts), dim)`` float32, unit rows, input order. One batch where the
-    embedder has ``embed_queries`` (every embedder of ``context_engine.providers``), else one ``embed_query`` call per
-    text (an embedder of the caller's own).
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray | None:
+    """``texts`` embedded as queries in one batch: ``(len(texts), dim)`` float32, unit rows, input order; ``None``
+    when the embedder has no ``embed_queries`` (every embedder of ``context_engine.providers`` has it; an embedder of
+    the caller's own may not: each text is then embedded when it is needed, and no guess costs a call).
 
     Raises:
-        ContextEngineError: ``WRT-5031`` (retryable) when the model fails.
+        ContextEngineError: ``WRT-5031`` (retryable) when the model fails; ``ValueError`` when it returns other than
+            one row of ``dim`` values a text.
     """
     batch = getattr(embedder, "embed_queries", None)
-    if batch is not None:
-        return np.asarray(batch(list(texts)), dtype=np.float32)
-    return np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in texts])
+    if batch is None:
+        return None
+    out = np.asarray(batch(list(texts)), dtype=np.float32)
+    if out.shape != (len(texts), embedder.dim):
+        raise ValueError(f"embed_queries returned shape {out.shape} for {len(texts)} texts of {embedder.dim} values")
+    return out
 
 
 class QueryVectors:
@@ -67,9 +71,10 @@ class QueryVectors:
         self.batches = 0
 
     def prefetch(self, texts: Iterable[str]) -> None:
-        """Embed those of ``texts`` not embedded yet, in one batch. Any failure is left to :meth:`embed_query`: the
-        text a stage needs is embedded again there, alone, and fails or falls back as that stage says (the query's
-        own failure is ``RET-5001``, a guessed text's falls back: docs/search_memory.md)."""
+        """Embed those of ``texts`` not embedded yet, in one batch (nothing when the embedder has no batches:
+        :func:`embed_queries`). Any failure is left to :meth:`embed_query`: the text a stage needs is embedded again
+        there, alone, and fails or falls back as that stage says (the query's own failure is ``RET-5001``, a guessed
+        text's falls back: docs/search_memory.md); a model that is down is then called twice for the query."""
         with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
         if not missing:
@@ -78,11 +83,13 @@ class QueryVectors:
             vectors = embed_queries(self._embedder, missing)
         except Exception:  # noqa: BLE001 - a guess never fails a search: each needed text is embedded again alone
             return
+        if vectors is None:  # no batches: nothing guessed, each text embedded when needed
+            return
         with self._lock:
             self.embedded += len(missing)
             self.batches += 1
             for text, vector in zip(missing, vectors, strict=True):
-                self._vectors.setdefault(text, vector)
+                self._vectors.setdefault(text, vector.copy())  # a row of its own, not a view of the batch
 
     def embed_query(self, text: str) -> np.ndarray:
         """The unit query vector of ``text`` (``(dim,)`` float32): the one embedded before, or embedded now.
@@ -102,35 +109,40 @@ class QueryVectors:
 
 
 class TextVectors:
-    """Document vectors of texts a search embeds alone, kept across requests (module docstring). Thread-safe.
+    """Document vectors of texts a search embeds alone, kept across requests (module docstring), by model and text:
+    the embedder is given with each call, so an engine whose model is replaced never mixes two models' vectors.
+    Thread-safe.
 
     Args:
-        embedder: the engine's embedder (the cache is the embedder's: one model, so a text has one vector).
         maxsize: texts kept, least recently used dropped first.
     """
 
-    def __init__(self, embedder: Embedder, maxsize: int = TEXT_VECTORS_CACHED) -> None:
-        self._embedder = embedder
-        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=maxsize)
+    def __init__(self, maxsize: int = TEXT_VECTORS_CACHED) -> None:
+        self._cache: LRUCache[tuple[str, str], np.ndarray] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """``texts`` embedded as documents (``embed_documents``): ``(len(texts), dim)`` float32, unit rows, input
-        order; the texts not kept embedded in one call.
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        """``texts`` embedded as documents by ``embedder`` (``embed_documents``): ``(len(texts), dim)`` float32, unit
+        rows, input order; the texts not kept embedded in one call.
 
         Raises:
             ContextEngineError: ``WRT-5031`` (retryable) when the model fails (nothing is kept then).
         """
+        if not texts:
+            return np.zeros((0, embedder.dim), dtype=np.float32)
+        model = embedder.model_name  # in the key: a text has one vector per model
         with self._lock:
-            found = {t: v for t in dict.fromkeys(texts) if (v := self._cache.get(t)) is not None}
+            found = {t: v for t in dict.fromkeys(texts) if (v := self._cache.get((model, t))) is not None}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
-            vectors = np.asarray(self._embedder.embed_documents(missing), dtype=np.float32)
-            fresh = dict(zip(missing, vectors, strict=True))
+            vectors = np.asarray(embedder.embed_documents(missing), dtype=np.float32)
+            fresh = {t: v.copy() for t, v in zip(missing, vectors, strict=True)}  # rows of their own
             with self._lock:
                 for text, vector in fresh.items():
-                    self._cache[text] = vector
+                    self._cache[(model, text)] = vector
             found.update(fresh)
-        if not texts:
-            return np.zeros((0, self._embedder.dim), dtype=np.float32)
         return np.stack([found[t] for t in texts])

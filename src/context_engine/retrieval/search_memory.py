@@ -146,12 +146,12 @@ class SearchMemoryPipeline:
         self._executor_lock = threading.Lock()
         self._memory_filter = MemoryFilter(metadata)
         self._transformer = QueryTransformer(first_person=settings.query_transform.first_person)
-        self._text_vectors = TextVectors(embedder)  # hits' texts embedded alone, kept across requests
+        self._text_vectors = TextVectors()  # hits' texts embedded alone, kept across requests
 
     def _embed_texts(self, texts: list[str]) -> np.ndarray:
         """``texts`` embedded as documents (the current-state rule's same-topic test, ``Scorer.merge``), from the
         vectors kept across requests (:class:`TextVectors`)."""
-        return self._text_vectors.embed(texts)
+        return self._text_vectors.embed(self._embedder, texts)
 
     def close(self) -> None:
         """Stop the worker threads (if any were started)."""
@@ -188,10 +188,12 @@ class SearchMemoryPipeline:
         trace: TraceRecorder,
         allowed: frozenset[str] | None,
         vectors: QueryVectors,
+        query: str,
     ) -> tuple[SearchRun | None, SeedRound]:
         """The request's run and the seeds of every typed query (with the hybrid first round); ``(None, no seeds)``
         when the query embedding or the vector search failed (``RET-5001`` recorded: no hits this time, retryable).
-        The query is embedded in one batch with the texts it will likely need later (:meth:`_likely_texts`)."""
+        The query is embedded in one batch with the texts it will likely need later (:meth:`_likely_texts`;
+        ``query``: the request's own, of which ``match_quality`` makes its speaker-neutral form)."""
         run: SearchRun | None = None
         seeds = SeedRound([[] for _ in typed])
         dated = None  # the memories of the dates the query names (retrieval.seed.date_boost)
@@ -199,7 +201,7 @@ class SearchMemoryPipeline:
             dated = self._memory_filter.dated(typed[0].text, ctx, trace)
         try:
             with trace.stage("embed"):  # part of seed_ms; kept apart in the detailed timings
-                vectors.prefetch(self._likely_texts(typed[0].text))
+                vectors.prefetch(self._likely_texts(typed[0].text, query))
                 vector = self._transformer.vector(vectors, typed[0].text, trace)
             # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
             # commits while the seeds are gathered, gather them again once, from the new generation.
@@ -211,7 +213,7 @@ class SearchMemoryPipeline:
                 seeds = self.retriever.search_all(
                     typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
-                run, seeds = self._without_speaker_names(typed, scopes, ctx, trace, allowed, run, seeds, vectors)
+                run, seeds = self._without_speaker_names(typed, scopes, ctx, trace, allowed, run, seeds, vectors, query)
                 if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
                     break
                 trace.event("seed", "generation_moved", generation=generation)
@@ -227,19 +229,20 @@ class SearchMemoryPipeline:
             return None, seeds
         return run, seeds
 
-    def _likely_texts(self, query: str) -> list[str]:
-        """The query texts this request will most likely embed, for one batch (``retrieval/query_vectors.py``): the
-        query's (:meth:`QueryTransformer.texts`) and, when it names someone (:func:`query_names`) or refers to the
-        user (:func:`refers_to_user`), the second search's text and the speaker-neutral query that those names and
-        the user's role would give as speakers (:func:`without_speakers`, :meth:`MatchQualityRater.neutral_for`).
+    def _likely_texts(self, text: str, query: str) -> list[str]:
+        """The query texts this request will most likely embed, for one batch (``retrieval/query_vectors.py``): those
+        of the planned ``text`` (:meth:`QueryTransformer.texts`) and, when it names someone (:func:`query_names`) or
+        refers to the user (:func:`refers_to_user`), the second search's text and the speaker-neutral form of the
+        request's ``query`` that those names and the user's role would give as speakers (:func:`without_speakers`,
+        :meth:`MatchQualityRater.neutral_for`).
         A guess: a text never used costs its share of the batch; a text needed and not guessed is embedded then.
         Acronyms ("CPU throttling") are not guessed to be speakers."""
-        texts = self._transformer.texts(query)
-        names = {n for n in query_names(query) if not _acronym(query, n)}
-        if not names and not refers_to_user(query):
+        texts = self._transformer.texts(text)
+        names = {n for n in query_names(text) if not _acronym(text, n)}
+        if not names and not refers_to_user(text):
             return texts
         speakers = names | {"user"}
-        second = without_speakers(query, speakers) if self._settings.query_transform.speaker_names else None
+        second = without_speakers(text, speakers) if self._settings.query_transform.speaker_names else None
         neutral = self.rater.neutral_for(query, speakers)
         return [*texts, *(self._transformer.texts(second) if second else []), *([neutral] if neutral else [])]
 
@@ -253,6 +256,7 @@ class SearchMemoryPipeline:
         run: SearchRun,
         seeds: SeedRound,
         vectors: QueryVectors,
+        query: str,
     ) -> tuple[SearchRun, SeedRound]:
         """The seeds searched again with the names of the speakers the query names taken out of its text and the
         user's role in the first person (``retrieval.query_transform.speaker_names``,
@@ -267,7 +271,7 @@ class SearchMemoryPipeline:
             return run, seeds
         try:
             # with the speaker-neutral query the answer's match_quality will most likely embed (the same speakers)
-            neutral = self.rater.neutral_for(typed[0].text, speakers)
+            neutral = self.rater.neutral_for(query, speakers)
             vectors.prefetch([*self._transformer.texts(text), *([neutral] if neutral else [])])
             vector = self._transformer.vector(vectors, text, trace)
             again = SearchRun(
@@ -329,7 +333,7 @@ class SearchMemoryPipeline:
 
         with trace.stage("seed"):
             vectors = QueryVectors(self._embedder)  # each query text embedded once a request
-            run, first = self._gather_seeds(typed, scopes, ctx, trace, allowed, vectors)
+            run, first = self._gather_seeds(typed, scopes, ctx, trace, allowed, vectors, request.query)
         seeds = first.seeds
         retryable = run is None
         self._metrics.seed_hits.inc(sum(len(s) for s in seeds))
@@ -527,7 +531,8 @@ class SearchMemoryPipeline:
         memory of that date (``SearchRun.dated``; trace event ``match_quality_dated``).
 
         When the evidence is in the own-text band (:meth:`MatchQualityRater.own_text_hits`), the first file hits
-        that are conversation messages are embedded alone (one batch of at most ``own_text_hits`` texts) and their
+        that are conversation messages are embedded alone (one batch of at most ``own_text_hits`` texts, less those
+        an earlier request embedded: :class:`TextVectors`) and their
         cosines to the same query vector read; a failure there keeps the label of the evidence alone (trace event
         ``match_quality_fallback``, ``check`` ``own_text``)."""
         trace = run.trace
@@ -574,7 +579,7 @@ class SearchMemoryPipeline:
         ``checked`` embedded alone, against ``query_vector`` (the speaker-neutral query's when there is one); any
         other hit's level-0 cosine (``neutral``'s, else its own similarity)."""
         alone = self.rater.embedded_alone(checked)
-        vectors = self._text_vectors.embed([h.abstract or "" for h in alone])
+        vectors = self._text_vectors.embed(self._embedder, [h.abstract or "" for h in alone])
         cosines = dict(zip([h.uri for h in alone], (np.asarray(vectors) @ query_vector).tolist(), strict=True))
         for h in checked:
             if h.uri not in cosines:
