@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from context_engine.eval.conversation_eval import EngineConversationRetriever, context_of
-from context_engine.eval.conversations import load_conversations
-from context_engine.providers.embedder import build_embedder
+from match_quality import prepared  # bench/: run as a script, its folder is on sys.path
+
+from context_engine.eval.conversation_eval import context_of
 from context_engine.service import ContextEngineService
 from context_engine.settings import Settings, load_settings
 
@@ -45,19 +45,9 @@ def _figures(ms: list[float]) -> str:
 
 def run_dataset(folder: Path, settings: Settings, *, passes: int, top_k: int, cache_dir: Path) -> None:
     """Ingest (or reuse) one dataset and print its figures (module docstring)."""
-    conv = load_conversations(folder)
-    embedder = build_embedder(settings.embedding, home=settings.home_path)
-    opened: list[ContextEngineService] = []
-
-    def factory(s: Settings) -> ContextEngineService:
-        opened.append(ContextEngineService(s, embedder=embedder))
-        return opened[-1]
-
-    engine = EngineConversationRetriever(conv, embedder, settings, cache_dir=cache_dir, engine_factory=factory)
-    engine.prepare()
-    for service in opened:
-        service.close()
-    service = ContextEngineService(load_settings(engine.home), embedder=embedder)  # opened fresh: empty caches
+    conv, engine, written = prepared(folder, settings, cache_dir)  # bench/match_quality.py's
+    engine.close()
+    service = ContextEngineService(load_settings(engine.home), embedder=written.embedder)  # fresh: empty caches
     try:
         questions = [(q.question, q.conv_id) for q in [*conv.questions, *conv.no_answer]]
         turns = sum(len(t) for t in conv.turns.values())

@@ -93,8 +93,12 @@ def features_of(response: SearchMemoryResponse) -> dict[str, Any]:
     return dict(stages.get("assemble", {}).get("match_quality", {}))
 
 
-def run_dataset(folder: Path, settings: Settings, *, cross: str, top_k: int, cache_dir: Path) -> DatasetResult:
-    """Ingest (or reuse) one dataset and ask its question groups (module docstring)."""
+def prepared(
+    folder: Path, settings: Settings, cache_dir: Path
+) -> tuple[ConversationDataset, EngineConversationRetriever, ContextEngineService]:
+    """One conversation dataset loaded and ingested (or its cached ingest reused) by the conversational evaluation's
+    machinery, and the service it was written with (open; the caller closes it). Shared with
+    ``bench/conversation_search.py``; ``engine.close()`` closes the service."""
     conv = load_conversations(folder)
     embedder = build_embedder(settings.embedding, home=settings.home_path)
     opened: list[ContextEngineService] = []
@@ -104,15 +108,20 @@ def run_dataset(folder: Path, settings: Settings, *, cross: str, top_k: int, cac
         return opened[-1]
 
     engine = EngineConversationRetriever(conv, embedder, settings, cache_dir=cache_dir, engine_factory=factory)
-    started = time.perf_counter()
     engine.prepare()
+    return conv, engine, opened[-1]
+
+
+def run_dataset(folder: Path, settings: Settings, *, cross: str, top_k: int, cache_dir: Path) -> DatasetResult:
+    """Ingest (or reuse) one dataset and ask its question groups (module docstring)."""
+    started = time.perf_counter()
+    conv, engine, service = prepared(folder, settings, cache_dir)
     result = DatasetResult(folder.name, notes={"home": str(engine.home), "ingest_cached": engine.cached})
     result.notes["prepare_s"] = round(time.perf_counter() - started, 1)
     uris = json.loads((engine.home / "ingested.json").read_text(encoding="utf-8"))["uris"]
     docs_of: dict[str, set[str]] = {}
     for doc, uri in uris.items():
         docs_of.setdefault(uri, set()).add(doc)
-    service = opened[-1]
     try:
         result.asked = _ask_groups(service, conv, folder, docs_of, cross=cross, top_k=top_k)
     finally:
