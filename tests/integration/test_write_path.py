@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,41 @@ def test_interrupted_index_write_leaves_node_pending_and_invisible(make_engine, 
     assert fixed.nodes == report.pending
     assert engine.metadata.get_node("default", "ctx://resources/ops/disk.md").index_status == "indexed"
     assert engine.search_memory("node running out of disk space").hits[0].uri == "ctx://resources/ops/disk.md"
+
+
+def test_reindex_reads_and_pushes_each_batch_under_the_index_sync_lock(seeded, monkeypatch):
+    """``reindex`` reads a batch's vector rows after taking the index sync lock and pushes them before releasing it,
+    as a write's sync does: a write of the same nodes committing meanwhile cannot have its newer rows replaced in
+    the vector index by the older ones read before it."""
+    metadata, index = seeded.pipeline._metadata, seeded.pipeline._index
+    real_lock, real_read, real_upsert = metadata.index_sync_lock, metadata.get_vectors, index.upsert
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def lock(account_id):
+        with real_lock(account_id):
+            events.append("lock")
+            yield
+            events.append("unlock")
+
+    def read(account_id, uris):
+        events.append("read")
+        return real_read(account_id, uris)
+
+    def upsert(records):
+        events.append("upsert")
+        return real_upsert(records)
+
+    monkeypatch.setattr(metadata, "index_sync_lock", lock)
+    monkeypatch.setattr(metadata, "get_vectors", read)
+    monkeypatch.setattr(index, "upsert", upsert)
+    report = seeded.reindex(full=True)
+    assert report.nodes == len(seeded.metadata.list_all_nodes("default")) > 0
+    assert events.count("upsert") >= 1 and events.count("read") == events.count("upsert")
+    held = False
+    for event in events:
+        held = {"lock": True, "unlock": False}.get(event, held)
+        assert held or event in ("lock", "unlock"), events
 
 
 def test_embedding_failure_writes_nothing(make_engine, tmp_path):

@@ -696,7 +696,8 @@ class WritePipeline:
 
         Default: only ``pending`` nodes (repairs failed index writes). ``full=True``: every vector of the account
         (or of every account when ``account_id`` is ``None``), e.g. after the index directory was lost; it also
-        removes content folders that no node owns (left by versions before the write journal): O(store).
+        removes content folders that no node owns (left by versions before the write journal): O(store). Each batch
+        of 512 nodes is read and pushed under the index sync lock, as a write's sync is.
         """
         found = self.journal.recover(repair=True)
         report = IngestReport(nodes=found.nodes_indexed, vectors=found.vectors_synced)
@@ -710,8 +711,11 @@ class WritePipeline:
             uris = [n.uri for n in nodes]
             for start in range(0, len(uris), 512):
                 batch = uris[start : start + 512]
-                vectors = self._metadata.get_vectors(acc, batch)
-                self._index.upsert(vectors)
+                # under the sync lock, read after taking it (as every write's sync): a write of these nodes running
+                # beside the reindex cannot have its newer rows replaced by the older ones read here
+                with self._metadata.index_sync_lock(acc):
+                    vectors = self._metadata.get_vectors(acc, batch)
+                    self._index.upsert(vectors)
                 self._metadata.set_index_status(acc, batch, "indexed")
                 report.vectors += len(vectors)
                 report.nodes += len(batch)
