@@ -1,17 +1,19 @@
 """Write the conversation-shapes probe set ``eval/conversations/agent_shapes`` (``turns.jsonl``, ``qa.jsonl``).
 
 Written by us, by hand, for the shapes probe (eval/conversations/README.md, "agent_shapes"): every message and
-question below is in this file, copied from the probe's ``data.py``; the script only lays them out. No network, no
-model, no randomness: two runs write byte-identical files.
+question below is in this file (the first four shapes copied from the probe's ``data.py``, the fifth written here);
+the script only lays them out. No network, no model, no randomness: two runs write byte-identical files.
 
-Four conversations, one per shape the engine was not tuned on: ``echo`` (the assistant echoes and paraphrases each
+Five conversations, one per shape the engine was not tuned on: ``echo`` (the assistant echoes and paraphrases each
 fact at length), ``dense`` (long user messages packing several facts, short replies), ``openai`` (OpenAI chat
 messages: a system prompt per session, the user's ``name``, content parts, assistant ``tool_calls`` and ``tool``
-results) and ``updates`` (facts changed in later sessions, short acknowledgements). Messages are written in the form
-given to ``add_messages`` and read through the engine's own :func:`~context_engine.schema.memory.message_fields`, so
-a row carries what the engine stores: ``role``, ``speaker`` (an OpenAI ``name``: the user's name, a tool's name;
-``""`` where there is none) and the text (content parts joined; an assistant's ``tool_calls`` rendered
-``name(arguments)``, the turn format having no place for the calls themselves).
+results), ``updates`` (facts changed in later sessions, short acknowledgements) and ``bursts`` (the user sends
+several short messages in a row, a later one going on from an earlier one; added 2026-12-07). Messages are written
+in the form given to ``add_messages`` and read through the engine's own
+:func:`~context_engine.schema.memory.message_fields`, so a row carries what the engine stores: ``role``,
+``speaker`` (an OpenAI ``name``: the user's name, a tool's name; ``""`` where there is none) and the text (content
+parts joined; an assistant's ``tool_calls`` rendered ``name(arguments)``, the turn format having no place for the
+calls themselves).
 
 Files (the layout of ``agent_dev``, see ``make_agent_dev.py``):
 
@@ -470,7 +472,92 @@ UPDATES = {
     ],
 }
 
-CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES)
+# --------------------------------------------------------------------------------------------------------------
+# Shape 5: BURSTS: the user sends several short messages in a row (as in a chat app), a later one going on from the
+# earlier ("She had a fall ...", "The surgeons ... replaced it ..."); the assistant answers after the burst.
+# Written 2026-12-07, before any rule for it (eval/conversations/README.md).
+# --------------------------------------------------------------------------------------------------------------
+def U5(text):
+    return {"role": "user", "speaker": "Noor", "content": text}
+
+
+BURSTS = {
+    "name": "bursts",
+    "space": "noor",
+    "sessions": [
+        (
+            "2024-05-02",
+            [
+                U5("Quick update on my mum."),  # 1
+                U5("She had a fall at home last week and broke her hip."),  # 2
+                U5("The surgeons at Ninewells replaced it on Tuesday."),  # 3
+                A("I'm so sorry to hear that. How is she doing now?"),  # 4
+                U5("Better than expected, honestly."),  # 5
+                U5("She's already walking with a frame."),  # 6
+                A("That's great progress."),  # 7
+                U5("I'm staying with my sister Hana for a couple of weeks to help out."),  # 8
+                U5("Her place is in Dundee, about ten minutes from the hospital."),  # 9
+                A("That sounds like a good plan. Let me know if you need anything organised."),  # 10
+            ],
+        ),
+        (
+            "2024-06-11",
+            [
+                U5("So work finally made a decision."),  # 11
+                U5("They're moving our whole team to the Glasgow office in September."),  # 12
+                U5("I'll have to commute by train, it's about an hour each way."),  # 13
+                A("That's a long commute. Are you thinking of moving closer?"),  # 14
+                U5("Maybe next year."),  # 15
+                U5("For now I'd rather stay near Mum."),  # 16
+                A("Understandable."),  # 17
+                U5("Also I started learning the cello."),  # 18
+                U5("My teacher is a retired orchestra player called Mr Baird."),  # 19
+                U5("Lessons are on Thursday evenings."),  # 20
+                A("How lovely! The cello is a beautiful instrument."),  # 21
+            ],
+        ),
+        (
+            "2024-08-20",
+            [
+                U5("Remember the cello?"),  # 22
+                U5("I gave it up, it was too much alongside the commute."),  # 23
+                U5("I'm learning the ukulele instead, it's much easier to carry around."),  # 24
+                A("That makes sense."),  # 25
+                U5("And Mum is fully recovered."),  # 26
+                U5("She walked the whole length of Broughty Ferry beach with me on Sunday."),  # 27
+                A("That's wonderful news!"),  # 28
+            ],
+        ),
+    ],
+    # (question, evidence, the same question naming Noor instead of a pronoun / "the user")
+    "variant": "named",
+    "questions": [
+        ("What happened to her mother?", [2], "What happened to Noor's mother?"),
+        ("Which hospital operated on her mum?", [3], "Which hospital operated on Noor's mum?"),
+        (
+            "How is the user's mother getting around after the operation?",
+            [6],
+            "How is Noor's mother getting around after the operation?",
+        ),
+        ("Who is she staying with?", [8], "Who is Noor staying with?"),
+        ("Where does her sister live?", [9], "Where does Noor's sister live?"),
+        ("Where is the user's team being moved to?", [12], "Where is Noor's team being moved to?"),
+        ("How long will her commute take?", [13], "How long will Noor's commute take?"),
+        ("Why isn't she moving closer to work?", [16], "Why isn't Noor moving closer to work?"),
+        ("Who teaches her the cello?", [19], "Who teaches Noor the cello?"),
+        ("When are her cello lessons?", [20], "When are Noor's cello lessons?"),
+        ("Does the user still play the cello?", [23], "Does Noor still play the cello?"),
+        ("Which instrument is she learning now?", [24], "Which instrument is Noor learning now?"),
+        ("Where did she go for a walk with her mum?", [27], "Where did Noor go for a walk with her mum?"),
+    ],
+    "unanswerable": [
+        "How old is Noor's mother?",
+        "What is Noor's job?",
+        "Does Noor have any pets?",
+    ],
+}
+
+CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES, BURSTS)
 
 
 def _fail(conv: dict, message: str) -> SystemExit:

@@ -1,5 +1,5 @@
 """The conversation-shapes probe set eval/conversations/agent_shapes: its generator is deterministic, the committed
-files match it, and the set has the promised shape (four shapes, each question named and with a pronoun, evidence
+files match it, and the set has the promised shape (five shapes, each question named and with a pronoun, evidence
 on user or tool turns that exist, unanswerable questions without evidence, the OpenAI shape's system and tool
 turns)."""
 
@@ -18,7 +18,7 @@ from context_engine.schema.memory import Message
 from tests.eval.generators import FOLDER, assert_reproduces, load_generator, run_generator
 
 SHAPES = FOLDER / "agent_shapes"
-NAMES = {"echo": "Ines", "dense": "Rafael", "openai": "Aroha", "updates": "Oskar"}
+NAMES = {"echo": "Ines", "dense": "Rafael", "openai": "Aroha", "updates": "Oskar", "bursts": "Noor"}
 
 
 @pytest.fixture
@@ -43,11 +43,11 @@ def test_the_agent_shapes_set_has_the_promised_shape():
     turns, qa = _rows("turns.jsonl"), _rows("qa.jsonl")
     assert set(turns[0]) == {"conv_id", "dia_id", "session", "session_date_time", "speaker", "text", "role"}
     assert c.conversations == list(NAMES)
-    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26]
-    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3]
-    assert len(turns) == 91 and len(qa) == 112
-    assert c.categories() == {"named": 50, "pronoun": 50}
-    assert len(c.no_answer) == 12 and c.unknown_evidence == 0 and c.unjudged_questions == 0
+    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26, 28]
+    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3, 3]
+    assert len(turns) == 119 and len(qa) == 141
+    assert c.categories() == {"named": 63, "pronoun": 63}
+    assert len(c.no_answer) == 15 and c.unknown_evidence == 0 and c.unjudged_questions == 0
     for conv in NAMES:
         ts = c.turns[conv]
         assert len({t.timestamp for t in ts}) == len(c.sessions(conv))  # one date per session
@@ -114,6 +114,18 @@ def test_the_openai_shape_keeps_system_and_tool_turns_and_calls_as_the_engine_re
         message = Message.model_validate(_message(t))
         assert (message.role, message.content, message.speaker or "") == (t.role, t.text, t.speaker)
     assert all(t.role in ("user", "assistant") for k in NAMES if k != "openai" for t in c.turns[k])
+
+
+def test_the_bursts_shape_sends_several_user_messages_in_a_row():
+    ts = load_conversations(SHAPES).turns["bursts"]
+    roles = [t.role for t in ts]
+    in_a_row = sum(a == b == "user" for a, b in zip(roles, roles[1:], strict=False))
+    assert in_a_row == 12  # what the burst rule of ingest/conversation.py reads: a message going on from the last
+    assert [t.text for t in ts[:3]] == [
+        "Quick update on my mum.",
+        "She had a fall at home last week and broke her hip.",
+        "The surgeons at Ninewells replaced it on Tuesday.",
+    ]
 
 
 def test_the_generator_refuses_evidence_on_an_assistant_turn(gen: ModuleType):

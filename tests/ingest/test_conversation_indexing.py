@@ -177,3 +177,49 @@ def test_the_reply_is_found_past_a_tool_call_and_its_result_and_not_past_the_nex
     assert contexts[1] == contexts[2] == contexts[5] == ""
     # a tool call is not the reply, and the next user message ends the search
     assert contexts[6] == ""
+
+
+def test_a_message_of_a_burst_goes_on_from_the_speakers_previous_one():
+    # several messages in a row, as chat apps send them: each is read with the one before it ("She", "it")
+    batch = [
+        _line("assistant", "How is your family?"),
+        _line("user", "Quick update on my mum.", "Noor"),
+        _line("user", "She had a fall at home last week and broke her hip.", "Noor"),
+        _line("user", "Ok.", "Noor"),
+        _line("user", "The surgeons at Ninewells replaced it on Tuesday.", "Noor"),
+        _line("assistant", "I'm so sorry. Wishing her a quick recovery, and let me know if I can help."),
+    ]
+    contexts = index_contexts([], batch, context_messages=2, max_chars=300)
+    assert contexts[1] == "assistant: How is your family?"  # the burst's first message answers the question
+    assert contexts[2] == "Noor: Quick update on my mum."  # only the speaker's previous message: no further back
+    assert contexts[3] == ""  # content-free: indexed alone, and passed over by the next message
+    assert contexts[4].split("\n") == [
+        "Noor: She had a fall at home last week and broke her hip.",
+        "assistant: I'm so sorry. Wishing her a quick recovery, and let me know if I can help.",  # its reply
+    ]
+    # the same messages across two batches: the tail holds the start of the burst
+    later = index_contexts(batch[:3], batch[3:], context_messages=2, max_chars=300)
+    assert later == contexts[3:]
+
+
+def test_no_burst_past_another_message_a_system_prompt_or_a_tool_result():
+    for between in (
+        _line("assistant", "Noted!"),  # the other party spoke, however little
+        _line("user", "Nice, tell me more!", "Hana"),  # another person, who asks: the message answers that
+        _line("system", SYSTEM),
+        _line("tool", '{"forecast": "light snow in Queenstown on Saturday"}', "get_weather"),
+    ):
+        batch = [
+            _line("user", "My daughter Ana starts school in Porto next September.", "Sam"),
+            between,
+            _line("user", "I ride my bike to the office on Tuesdays.", "Sam"),
+        ]
+        context = index_contexts([], batch, context_messages=2, max_chars=300)[2]
+        assert "Ana" not in context, (between, context)
+    # another person's message between two of Sam's, then the walk goes no further than that person's
+    people = [
+        _line("user", "My daughter Ana starts school in Porto next September.", "Sam"),
+        _line("user", "Which school?", "Hana"),
+        _line("user", "The international one by the river.", "Sam"),
+    ]
+    assert index_contexts([], people, context_messages=2, max_chars=300)[2] == "Hana: Which school?"

@@ -19,11 +19,14 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   another speaker's ``user`` message that carries content or asks something, or an assistant's question (an
   acknowledgement, an assistant's statement or tool call, a system or tool message in between is skipped; the walk
   back stops at the speaker's own previous message) (what a reply answers is usually in the turn before it, the
-  finding of issue 11) **and** with the assistant's reply that follows it in the same batch when that reply carries
-  content (past the assistant's acknowledgements, its tool calls, tool results and system messages in between:
-  "Noted!" then the reply, or a call, its result, then the reply; the next user message ends the search):
-  "I switched to rooibos" is found by "caffeine-free alternative to coffee" in the reply, and the user's turn, not
-  the reply, owns the match.
+  finding of issue 11), or, in a burst (the speaker sent several messages in a row, as chat apps send them: no
+  other message in between but the speaker's own content-free ones), the speaker's previous message, which it goes
+  on from ("Quick update on my mum." / "She had a fall at home last week and broke her hip." / "The surgeons at
+  Ninewells replaced it on Tuesday."), **and** with the assistant's reply that follows it in the same batch when
+  that reply carries content (past the assistant's acknowledgements, its tool calls, tool results and system
+  messages in between: "Noted!" then the reply, or a call, its result, then the reply; the next user message ends
+  the search): "I switched to rooibos" is found by "caffeine-free alternative to coffee" in the reply, and the
+  user's turn, not the reply, owns the match.
 
 Whether a message carries content is judged against the conversational message before it (a user's or an
 assistant's, not a tool call, a tool result or a system prompt: machine text the user never said). What counts as
@@ -91,21 +94,30 @@ def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: 
     """Up to ``k`` messages before ``history[at]`` that it may answer, oldest first: walking back, an
     acknowledgement in between ("Noted!"), a system or tool message and an assistant's tool call are skipped, and
     the walk stops at the speaker's own previous message (what one answers is what the other party said, not one's
-    own earlier, usually unrelated, statement); an assistant's message counts only when it asks something."""
+    own earlier, usually unrelated, statement); an assistant's message counts only when it asks something. In a
+    burst (every message between is the speaker's own, and content-free: "Ok"), that own message is taken (the only
+    one): the message goes on from it ("She had a fall at home last week" after "Quick update on my mum.")."""
     speaker = history[at].speaker
     found: list[Line] = []
+    burst = True  # only the speaker's own messages so far: a burst, as chat apps send them
     for i in range(at - 1, -1, -1):
         if len(found) == k:
             break
         m = history[i]
+        own = m.role == "user" and m.speaker == speaker
         if not m.conversational:  # nothing the user answers: a prompt, a tool's output, the call that asked for it
+            burst = False
             continue
         asks = is_question(m.text)
         # an assistant's statement is not what a later turn answers (its question is); nor is an acknowledgement
         if not asks and (m.role != "user" or not informative[i]):
+            burst = burst and own
             continue
         if m.speaker == speaker:
+            if burst and own:  # the message goes on from the speaker's own previous one
+                found.append(m)
             break
+        burst = False
         found.append(m)
     return found[::-1]
 
