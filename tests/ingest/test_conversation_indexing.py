@@ -223,3 +223,38 @@ def test_no_burst_past_another_message_a_system_prompt_or_a_tool_result():
         _line("user", "The international one by the river.", "Sam"),
     ]
     assert index_contexts([], people, context_messages=2, max_chars=300)[2] == "Hana: Which school?"
+
+
+def test_a_filler_in_a_burst_borrows_nothing_and_is_passed_over():
+    # "嗯嗯" passes the content check, yet says nothing of its own: read with the fact it would carry the fact's words
+    # on a two-character text; the message after it goes on from the fact
+    wang = [
+        _line("assistant", "你最近怎么样？"),
+        _line("user", "我妈妈上周摔倒了，髋骨骨折。", "小王"),
+        _line("user", "嗯嗯", "小王"),
+        _line("user", "医生说周二在邓迪做了置换手术。", "小王"),
+    ]
+    expected = ["", "assistant: 你最近怎么样？", "", "小王: 我妈妈上周摔倒了，髋骨骨折。"]
+    assert index_contexts([], wang, 1, 300) == expected
+    noor = [
+        _line("user", "My sister Hana lives in Dundee now.", "Noor"),
+        _line("assistant", "Nice!"),
+        _line("user", "She moved last spring.", "Noor"),
+        _line("user", "Anyway", "Noor"),
+    ]
+    assert index_contexts([], noor, 1, 300)[3] == ""
+
+
+def test_a_log_of_one_speakers_statements_alone_has_no_bursts():
+    # no other party in the session: consecutive statements are separate facts, each indexed alone as before
+    sam = [
+        _line("user", "I moved to Porto in May.", "Sam"),
+        _line("user", "My sister lives in Lisbon.", "Sam"),
+        _line("user", "I work at a bakery now.", "Sam"),
+    ]
+    assert index_contexts([], sam, 1, 300) == ["", "", ""]
+    # the other party in the stored tail is enough to tell a burst
+    assert index_contexts([_line("assistant", "Tell me about your move.")], sam, 1, 300)[1:] == [
+        "Sam: I moved to Porto in May.",
+        "Sam: My sister lives in Lisbon.",
+    ]

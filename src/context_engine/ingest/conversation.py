@@ -22,11 +22,12 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   finding of issue 11), or, in a burst (the speaker sent several messages in a row, as chat apps send them: no
   other message in between but the speaker's own content-free ones), the speaker's previous message, which it goes
   on from ("Quick update on my mum." / "She had a fall at home last week and broke her hip." / "The surgeons at
-  Ninewells replaced it on Tuesday."), **and** with the assistant's reply that follows it in the same batch when
-  that reply carries content (past the assistant's acknowledgements, its tool calls, tool results and system
-  messages in between: "Noted!" then the reply, or a call, its result, then the reply; the next user message ends
-  the search): "I switched to rooibos" is found by "caffeine-free alternative to coffee" in the reply, and the
-  user's turn, not the reply, owns the match.
+  Ninewells replaced it on Tuesday."; only in a dialogue, a session whose messages at hand have more than one
+  speaker, and for a message with :data:`BURST_MIN_CONTENT_WORDS` content words of its own: not "嗯嗯"),
+  **and** with the assistant's reply that follows it in the same batch when that reply carries content (past the
+  assistant's acknowledgements, its tool calls, tool results and system messages in between: "Noted!" then the
+  reply, or a call, its result, then the reply; the next user message ends the search): "I switched to rooibos" is
+  found by "caffeine-free alternative to coffee" in the reply, and the user's turn, not the reply, owns the match.
 
 Whether a message carries content is judged against the conversational message before it (a user's or an
 assistant's, not a tool call, a tool result or a system prompt: machine text the user never said). What counts as
@@ -46,10 +47,19 @@ from context_engine.storage.keyword.content_words import (
     PHATIC_WORDS,
     QUESTION_BACK_MAX_NEW,
     carries_content,
+    content_tokens,
     is_question,
 )
 
-__all__ = ["FUNCTION_WORDS", "PHATIC_WORDS", "QUESTION_BACK_MAX_NEW", "Line", "carries_content", "index_contexts"]
+__all__ = [
+    "BURST_MIN_CONTENT_WORDS",
+    "FUNCTION_WORDS",
+    "PHATIC_WORDS",
+    "QUESTION_BACK_MAX_NEW",
+    "Line",
+    "carries_content",
+    "index_contexts",
+]
 
 #: Words that answer a question on their own ("Yes.", "Never."; Chinese "是的。", "对，" "没有。": a run of Chinese
 #: characters between punctuation is one word here, and 是/的/对 are stopwords, so such an answer has no content word).
@@ -58,6 +68,12 @@ ANSWER_WORDS: frozenset[str] = frozenset(
     + "是 是的 是啊 对 对的 对啊 没错 不是 没有 有 有的 嗯 嗯嗯 不 没 会 不会".split()
     + "当然 一直 有时 有时候 经常 偶尔 从不 从来没有".split()
 )
+
+
+#: Content words (:func:`~context_engine.storage.keyword.content_words.content_tokens`) a message of a burst needs of
+#: its own to be read with the speaker's previous message, or to be that message: "Cost 165 in the end." (3) has
+#: them, "哈哈" or "Anyway" (1) not; a question ("Remember the cello?") always counts.
+BURST_MIN_CONTENT_WORDS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +106,26 @@ def _informative(text: str, previous: str | None, names: Iterable[str]) -> bool:
     return is_question(previous) and bool(words & ANSWER_WORDS or NUMBER.search(text))
 
 
-def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: int) -> list[Line]:
+def _answered(
+    history: Sequence[Line],
+    informative: Sequence[bool],
+    at: int,
+    k: int,
+    *,
+    burst_ok: bool = True,
+    substantive: Sequence[bool] | None = None,
+) -> list[Line]:
     """Up to ``k`` messages before ``history[at]`` that it may answer, oldest first: walking back, an
     acknowledgement in between ("Noted!"), a system or tool message and an assistant's tool call are skipped, and
     the walk stops at the speaker's own previous message (what one answers is what the other party said, not one's
     own earlier, usually unrelated, statement); an assistant's message counts only when it asks something. In a
     burst (every message between is the speaker's own, and content-free: "Ok"), that own message is taken (the only
-    one): the message goes on from it ("She had a fall at home last week" after "Quick update on my mum.")."""
+    one): the message goes on from it ("She had a fall at home last week" after "Quick update on my mum."), unless
+    ``burst_ok`` is false (:func:`index_contexts` says when); an own message that ``substantive`` marks false (a
+    filler) is passed over inside a burst."""
     speaker = history[at].speaker
     found: list[Line] = []
-    burst = True  # only the speaker's own messages so far: a burst, as chat apps send them
+    burst = burst_ok  # only the speaker's own messages so far: a burst, as chat apps send them
     for i in range(at - 1, -1, -1):
         if len(found) == k:
             break
@@ -113,6 +139,8 @@ def _answered(history: Sequence[Line], informative: Sequence[bool], at: int, k: 
         if not asks and (m.role != "user" or not informative[i]):
             burst = burst and own
             continue
+        if burst and own and substantive is not None and not substantive[i]:
+            continue  # the speaker's own filler inside a burst ("嗯嗯"): passed over, as an acknowledgement is
         if m.speaker == speaker:
             if burst and own:  # the message goes on from the speaker's own previous one
                 found.append(m)
@@ -160,6 +188,13 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
         informative.append(_informative(line.text, previous, names))
         if line.conversational:
             previous = line.text
+    # A burst needs another party in the session (a log of one speaker's statements alone has no turns to tell a
+    # burst by), and messages that say something of their own: a filler the content check lets through ("嗯嗯",
+    # "Anyway") would carry the previous message's fact on a shorter text; it is passed over in the walk instead.
+    dialogue = len({m.speaker for m in history if m.conversational}) > 1
+    substantive = [
+        is_question(m.text) or len(content_tokens(m.text, names)) >= BURST_MIN_CONTENT_WORDS for m in history
+    ]
     out: list[str] = []
     offset = len(tail)
     for j, line in enumerate(batch):
@@ -167,7 +202,9 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
         if line.role != "user" or not informative[at]:
             out.append("")
             continue
-        lines = [m.as_context(max_chars) for m in _answered(history, informative, at, context_messages)]
+        burst_ok = dialogue and substantive[at]
+        answered = _answered(history, informative, at, context_messages, burst_ok=burst_ok, substantive=substantive)
+        lines = [m.as_context(max_chars) for m in answered]
         reply = _reply(batch, informative, offset, j)
         if reply is not None:
             lines.append(reply.as_context(max_chars))
