@@ -38,7 +38,7 @@ words).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from context_engine.storage.keyword.content_words import (
@@ -111,21 +111,19 @@ def _answered(
     informative: Sequence[bool],
     at: int,
     k: int,
-    *,
-    burst_ok: bool = True,
-    substantive: Sequence[bool] | None = None,
+    substantive: Callable[[int], bool] | None,
 ) -> list[Line]:
     """Up to ``k`` messages before ``history[at]`` that it may answer, oldest first: walking back, an
     acknowledgement in between ("Noted!"), a system or tool message and an assistant's tool call are skipped, and
     the walk stops at the speaker's own previous message (what one answers is what the other party said, not one's
     own earlier, usually unrelated, statement); an assistant's message counts only when it asks something. In a
     burst (every message between is the speaker's own, and content-free: "Ok"), that own message is taken (the only
-    one): the message goes on from it ("She had a fall at home last week" after "Quick update on my mum."), unless
-    ``burst_ok`` is false (:func:`index_contexts` says when); an own message that ``substantive`` marks false (a
-    filler) is passed over inside a burst."""
+    one): the message goes on from it ("She had a fall at home last week" after "Quick update on my mum."). Only
+    when ``substantive`` is given (a dialogue, :func:`index_contexts`) and says both messages have something of
+    their own; an own filler (``substantive`` false: "嗯嗯") inside a burst is passed over."""
     speaker = history[at].speaker
     found: list[Line] = []
-    burst = burst_ok  # only the speaker's own messages so far: a burst, as chat apps send them
+    burst = substantive is not None  # only the speaker's own messages so far: a burst, as chat apps send them
     for i in range(at - 1, -1, -1):
         if len(found) == k:
             break
@@ -139,11 +137,11 @@ def _answered(
         if not asks and (m.role != "user" or not informative[i]):
             burst = burst and own
             continue
-        if burst and own and substantive is not None and not substantive[i]:
-            continue  # the speaker's own filler inside a burst ("嗯嗯"): passed over, as an acknowledgement is
         if m.speaker == speaker:
-            if burst and own:  # the message goes on from the speaker's own previous one
-                found.append(m)
+            if burst and own and substantive is not None and substantive(at):
+                if not substantive(i):
+                    continue  # the speaker's own filler inside a burst: passed over, as an acknowledgement is
+                found.append(m)  # the message goes on from the speaker's own previous one
             break
         burst = False
         found.append(m)
@@ -192,9 +190,14 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
     # burst by), and messages that say something of their own: a filler the content check lets through ("嗯嗯",
     # "Anyway") would carry the previous message's fact on a shorter text; it is passed over in the walk instead.
     dialogue = len({m.speaker for m in history if m.conversational}) > 1
-    substantive = [
-        is_question(m.text) or len(content_tokens(m.text, names)) >= BURST_MIN_CONTENT_WORDS for m in history
-    ]
+    said: dict[int, bool] = {}  # tokenised only for the messages a burst reaches (the ingest's hot path)
+
+    def substantive(i: int) -> bool:
+        if i not in said:
+            text = history[i].text
+            said[i] = is_question(text) or len(content_tokens(text, names)) >= BURST_MIN_CONTENT_WORDS
+        return said[i]
+
     out: list[str] = []
     offset = len(tail)
     for j, line in enumerate(batch):
@@ -202,8 +205,7 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
         if line.role != "user" or not informative[at]:
             out.append("")
             continue
-        burst_ok = dialogue and substantive[at]
-        answered = _answered(history, informative, at, context_messages, burst_ok=burst_ok, substantive=substantive)
+        answered = _answered(history, informative, at, context_messages, substantive if dialogue else None)
         lines = [m.as_context(max_chars) for m in answered]
         reply = _reply(batch, informative, offset, j)
         if reply is not None:

@@ -325,13 +325,10 @@ class KnowledgeIndexService:
                 chunks.setdefault(v.uri, []).append(v)
         docs: list[HintDoc] = []
         terms: list[HintTerm] = []
-        for node in files:
-            if node.context_type in self._types:
-                doc, doc_terms = extract_document(
-                    node, sorted(chunks.get(node.uri, []), key=_chunk_order), self.resolver
-                )
-                docs.append(doc)
-                terms.extend(doc_terms)
+        for node in files:  # of the indexed types only (nodes_written)
+            doc, doc_terms = extract_document(node, sorted(chunks.get(node.uri, []), key=_chunk_order), self.resolver)
+            docs.append(doc)
+            terms.extend(doc_terms)
         self._store.replace_hint_docs(account_id, [n.uri for n in files], docs, terms)
 
     def rebuild(self, account_id: str) -> int:
