@@ -181,17 +181,15 @@ def precision(asked: Sequence[Asked], label: str) -> tuple[float | None, int]:
 
 def relabel(asked: Sequence[Asked], none_below: float, own_below: float) -> Callable[[Asked], bool]:
     """Whether an answer would be ``none`` with ``none_below_evidence = none_below`` and ``none_below_own_text =
-    own_below`` (from its features; the own-text and topic-words checks' outcomes are read where they ran, so a
-    ``none_below`` other than the setting's does not add or remove checked answers: an approximation)."""
+    own_below`` (from its features; the own-text check's outcome is read where it ran, so a ``none_below`` other
+    than the setting's does not add or remove checked answers: an approximation)."""
 
     def is_none(a: Asked) -> bool:
         f = a.features
-        if not f or not f.get("hits"):
+        if not f or not f.get("hits") or float(f.get("evidence", 0.0)) < none_below:
             return True
         own = f.get("own_text_evidence")
-        below = float(f.get("evidence", 0.0)) < none_below or (own is not None and float(own) < own_below)
-        # the topic-words check lifts such an answer to weak (read where it ran)
-        return below and not f.get("topic_words_found")
+        return own is not None and float(own) < own_below
 
     return is_none
 

@@ -13,10 +13,8 @@ from context_engine.retrieval.match_quality import (
     answer_hits,
     descriptor_names,
     mentions,
-    own_text,
     query_names,
     speaker_neutral,
-    topic_words,
 )
 from context_engine.retrieval.query_vectors import TextVectors
 from context_engine.schema.context import RequestContext
@@ -642,112 +640,3 @@ def test_the_own_text_check_reads_the_vector_the_search_scored_against(hash_engi
     embedder = pipeline._embedder
     assert seen[0] == pytest.approx(embedder.embed_query(nameless))
     assert seen[0] != pytest.approx(embedder.embed_query(query))
-
-
-@pytest.mark.parametrize(
-    ("query", "names", "words"),
-    [
-        ("Who is Noor staying with?", ["noor"], {"stay"}),
-        ("What is the name of Aroha's partner?", ["aroha"], {"partner"}),  # the name asked is the answer's shape
-        ("Where do Oskar's parents live now?", ["oskar"], {"parent", "live"}),  # "now" is no topic
-        ("What is the user allergic to?", [], {"allerg"}),  # nor the user's role
-        ("How old is Rafael?", ["rafael"], set()),  # a number asked, no topic word
-        ("What kind of music does Sam like?", ["sam"], {"music"}),
-        ("用户的猫叫什么名字？", [], {"猫叫"}),  # jieba's cut; 用户 and 名字 are no topic
-    ],
-)
-def test_topic_words(query, names, words):
-    assert topic_words(query, names) == words
-
-
-def test_own_text_leaves_the_speaker_prefix_out():
-    assert own_text(hit(SESSION + "1.md", 0.2, abstract="Noor: I'm staying with Hana.")) == "I'm staying with Hana."
-    assert own_text(hit("ctx://user/alice/memories/m.md", 0.2, abstract="Gym: Mondays")) == "Gym: Mondays"  # no message
-
-
-NOOR = [
-    hit(SESSION + "n1.md", 0.193, abstract="Noor: I'm staying with my sister Hana for a couple of weeks to help out."),
-    hit(SESSION + "n2.md", 0.15, abstract="Noor: The surgeons at Ninewells replaced it on Tuesday."),
-]
-
-
-def test_a_first_hit_saying_the_topic_words_lifts_none_to_weak_on_measured_values():
-    """agent_shapes, read back by bench/match_quality.py (use-multilingual): "Who is Noor staying with?" is answered
-    by the first hit at evidence 0.193, under ``none_below_evidence``; the hit says "staying"."""
-    s = MatchQualitySettings()
-    f = RATER.features("Who is Noor staying with?", NOOR)
-    assert f.evidence < s.none_below_evidence
-    assert f.topic_words == ("stay",) and f.topic_words_found is True and RATER.label(f) == "weak"
-    assert f.as_dict()["topic_words"] == ["stay"]
-    off = MatchQualityRater(MatchQualitySettings(topic_words_rescue=False))
-    g = off.features("Who is Noor staying with?", NOOR)
-    assert g.topic_words == () and g.topic_words_found is None and off.label(g) == "none"
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        "Who is Noor staying with in Perth?",  # a name no candidate mentions: no rescue
-        "Who is Noor visiting?",  # a topic word the first hits do not say
-        "What does Noor do for a living?",  # an occupation question: not checked
-        "How old is Noor?",  # no topic word
-    ],
-)
-def test_no_rescue_without_every_topic_word_or_with_a_missing_name(query):
-    f = RATER.features(query, NOOR)
-    assert RATER.label(f) == "none"
-
-
-def test_the_topic_words_check_runs_in_its_band_and_reads_the_first_hits_only():
-    s = MatchQualitySettings()
-    below = [hit(SESSION + "n1.md", s.topic_words_min_evidence - 0.01, abstract=NOOR[0].abstract)]
-    f = RATER.features("Who is Noor staying with?", below)
-    assert f.topic_words_found is None and RATER.label(f) == "none"  # off the question's meaning: not checked
-    above = [hit(SESSION + "n1.md", s.own_text_check_below, abstract=NOOR[0].abstract)]
-    assert RATER.features("Who is Noor staying with?", above).topic_words_found is None  # cannot be none there
-    deep = [*_messages(0.15, 0.15, 0.15), NOOR[0]]
-    f = RATER.features("Who is Noor staying with?", deep)
-    assert f.topic_words_found is False and RATER.label(f) == "none"  # the fourth hit is not read
-    # the own-text check's none is lifted the same way: the words are the hit's own
-    hits = [hit(SESSION + "n1.md", 0.3, abstract=NOOR[0].abstract)]
-    g = RATER.features("Who is Noor staying with?", hits, own={hits[0].uri: 0.05})
-    assert g.own_text_evidence < s.none_below_own_text and RATER.label(g) == "weak"
-
-
-LIN = RequestContext(account_id="acme", role="user", user_space="lin", agent_space="helper")
-LIN_MESSAGES = [
-    {"role": "user", "speaker": "Lin", "content": "Quick update on my dad, he had a knee operation on Monday."},
-    {"role": "assistant", "content": "Sorry to hear that, I hope the recovery goes smoothly."},
-    {"role": "user", "speaker": "Lin", "content": "I'm staying with my brother Tao in Leith until the month ends."},
-    {"role": "assistant", "content": "That sounds like a good plan."},
-    {"role": "user", "speaker": "Lin", "content": "Our team switched from Jira to Linear last sprint."},
-    {"role": "assistant", "content": "Noted."},
-    {"role": "user", "speaker": "Lin", "content": "I bake sourdough every Sunday morning."},
-    {"role": "assistant", "content": "Lovely!"},
-]
-
-
-def test_the_default_model_misses_a_paraphrase_that_the_topic_words_catch(tmp_path, default_embedder):
-    """The default model: "Who is Lin staying with?" finds Lin's "I'm staying with my brother Tao ..." first, at an
-    evidence under ``none_below_evidence``; the hit says "staying": ``weak`` (``none`` with the check off). A question
-    whose topic word no hit says ("Who is Lin's dentist?") stays ``none``."""
-    from context_engine.service import ContextEngineService
-    from context_engine.settings import load_settings
-
-    answers = {}
-    for rescue in (True, False):
-        settings = load_settings(tmp_path / str(rescue), retrieval={"match_quality": {"topic_words_rescue": rescue}})
-        with ContextEngineService(settings, embedder=default_embedder) as engine:
-            engine.add_messages(LIN_MESSAGES, "c1", LIN)
-            answers[rescue] = [
-                engine.search_memory(q, LIN, include_debug=True, trace_level="detailed")
-                for q in ("Who is Lin staying with?", "Who is Lin's dentist?")
-            ]
-    (staying, dentist), (staying_off, dentist_off) = answers[True], answers[False]
-    detail = staying.thinking_trace["stages"]["assemble"]["match_quality"]
-    assert detail["evidence"] < MatchQualitySettings().none_below_evidence
-    assert detail["topic_words"] == ["stay"] and detail["topic_words_found"] is True
-    assert staying.match_quality == "weak" and staying.hits[0].abstract.startswith("Lin: I'm staying with my brother")
-    assert staying_off.match_quality == "none" and [h.uri for h in staying_off.hits] == [h.uri for h in staying.hits]
-    assert dentist.thinking_trace["stages"]["assemble"]["match_quality"]["topic_words_found"] is False
-    assert dentist.match_quality == dentist_off.match_quality == "none"

@@ -57,19 +57,8 @@ rates and the command that reproduces them):
   hit that is no message counts whatever its rank: its level-0 vector is its own text's). The check
   costs one embedding batch of at most ``own_text_hits`` short texts, only for answers in that band whose first
   hits are messages.
-* **topic words**: when the evidence is at least ``topic_words_min_evidence`` [0.05] and below
-  ``own_text_check_below``, no name of the query is missing and the query is no occupation question
-  (:func:`~context_engine.retrieval.answer_type.expected_answer_type`), the query's topic words (:func:`topic_words`:
-  its content words, stemmed, less names, the user's role and the words of the answer's shape, "name", "kind",
-  "old", "now", "before") are looked for in the own text (:func:`own_text`) of the first ``own_text_hits`` basis
-  hits. Why: the embedding model misses paraphrases that the words do not ("Who is Noor staying with?" against
-  "Noor: I'm staying with my sister Hana for a couple of weeks to help out.": evidence 0.19, labelled ``none``).
-  Occupation questions are left out: their word names the answer's type, not its topic, and a hit naming any
-  occupation is no sign of the asked one's ("What is Noor's job?" against "My teacher is a retired orchestra
-  player").
 * ``none`` when there is no hit, evidence < ``none_below_evidence`` [0.2], or the own-text evidence (when checked)
-  < ``none_below_own_text`` [0.15], unless one of those first hits says every topic word (``weak`` then;
-  ``topic_words_rescue`` [on]); ``strong`` when evidence ≥
+  < ``none_below_own_text`` [0.15]; ``strong`` when evidence ≥
   ``strong_min_evidence`` [0.4] and the first basis hit's own vector score (its fused meaning + words score with the
   hybrid first round, ``FirstRound.lexical``; else its calibrated cosine) ≥ ``strong_min_vector_score`` [0.4], the
   feature that best tells whether the first hit holds the answer; ``weak`` otherwise.
@@ -89,13 +78,7 @@ labels on the dev sets): with the full penalty there, agent_dev's answerable ``n
 ``none_below_own_text`` 0.125 and 5.0% at 0.15. ``own_text_hits`` 3: the own texts of the first five or ten hits
 gave 78.6% and 62.9%; ``own_text_check_below`` 0.4: the check over every evidence gave 74.3% (at 0.0875; both at
 < 5% answerable ``none``). At most ``strong_min_evidence``, the check never reads a ``strong`` answer; a higher value
-lets it turn one into ``none``. The topic words (2026-12-07) took the answerable ``none`` from 4.6% to 3.4% on
-agent_dev, 20.6% to 15.1% on agent_shapes and 1.1% to 0.9% on locomo_dev, with every unanswerable rate unchanged
-(agent_dev 90.0%, agent_shapes 73.3%, agent_dev_zh 69.8%, LoCoMo in another conversation 97.5%); half of the
-topic words (instead of all) also lifted agent_dev's unanswerable "Which city does Hannah live in?" over "I live
-in Neovim with LazyVim" (87.1% unanswerable ``none``); over the first five hits instead of three (recomputed from
-the same answers) agent_shapes' answerable ``none`` was 12.7%, no unanswerable rate moving: three keeps the check to
-the hits the own-text check reads, since a deeper hit sharing the words is more often chance.
+lets it turn one into ``none``.
 
 Tried and not kept (no gain over the topic similarity on the dev sets, or a loss): the share of the query's content
 words (stemmed, stopwords and speakers removed) that occur in any candidate, as a penalty or as a second threshold;
@@ -109,14 +92,12 @@ conversation; unanswerable ones: the same questions in another conversation, and
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from context_engine.retrieval.answer_type import expected_answer_type
 from context_engine.retrieval.query_transform import first_person
 from context_engine.retrieval.scoring import vector_score
 from context_engine.retrieval.speakers import (
@@ -133,7 +114,6 @@ from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import MatchQualitySettings
-from context_engine.storage.keyword.content_words import content_tokens
 
 __all__ = [
     "MatchFeatures",
@@ -142,9 +122,7 @@ __all__ = [
     "descriptor_names",
     "mentions",
     "query_names",
-    "own_text",
     "speaker_neutral",
-    "topic_words",
 ]
 
 _DECIMALS = 6
@@ -168,15 +146,6 @@ _DESCRIPTOR_BEFORE = frozenset(
 _CALENDAR = frozenset(
     """january february march april may june july august september october november december monday tuesday
     wednesday thursday friday saturday sunday""".split()
-)
-
-
-# Words that say what shape of answer a question wants, or whom it asks about by role, not its topic: "What is the
-# name of ...", "What kind of ...", "How old ...", "Where does he live now?", "the user", 用户, 名字 (stemmed and cut
-# like the hits' words).
-_ANSWER_SHAPE_WORDS = (
-    "kind type sort name names old long many much often now before currently still usually ever user "
-    "用户 名字 名称 类型 种类 现在 目前 以前 之前 平时 多大 多久 多长"
 )
 
 
@@ -358,11 +327,6 @@ class MatchFeatures:
         place_names: the missing names that cost ``missing_name_penalty_with_speaker`` instead of
             ``missing_name_penalty``: the query names a speaker, and the name is a place or a descriptor
             (:func:`descriptor_names`).
-        topic_words: the question's content words (:func:`topic_words`), when the topic-words check ran (the
-            evidence below ``own_text_check_below``, at least ``topic_words_min_evidence``, no name missing, not an
-            occupation question, ``topic_words_rescue`` on); else empty.
-        topic_words_found: whether one of the first ``own_text_hits`` answer hits says every one of ``topic_words``
-            in its own text; ``None`` when the check did not run.
     """
 
     similarity: float
@@ -378,38 +342,13 @@ class MatchFeatures:
     own_text_evidence: float | None = None
     speaker_named: bool = False
     place_names: tuple[str, ...] = ()
-    topic_words: tuple[str, ...] = ()
-    topic_words_found: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The features as JSON-ready values (lists for the name tuples)."""
         out = asdict(self)
         out["names"], out["missing_names"] = list(self.names), list(self.missing_names)
-        out["place_names"], out["topic_words"] = list(self.place_names), list(self.topic_words)
+        out["place_names"] = list(self.place_names)
         return out
-
-
-@functools.cache
-def _shape_words() -> frozenset[str]:
-    """The stems of :data:`_ANSWER_SHAPE_WORDS` (made once, on first use)."""
-    return frozenset(content_tokens(_ANSWER_SHAPE_WORDS))
-
-
-def topic_words(query: str, names: Iterable[str] = ()) -> frozenset[str]:
-    """The words of ``query`` that say its topic: its content words (BM25 stems and numbers, function and phatic
-    words dropped: :func:`~context_engine.storage.keyword.content_words.content_tokens`) less the tokens of
-    ``names`` and the words of the answer's shape or of the user's role (:data:`_ANSWER_SHAPE_WORDS`).
-    ``"Who is Noor staying with?"`` -> ``{"stay"}``; ``"What is the name of Aroha's partner?"`` -> ``{"partner"}``
-    (``names`` ``["aroha"]``); ``"How old is Rafael?"`` -> empty (the question asks a number, not a topic)."""
-    return frozenset(content_tokens(query, names) - _shape_words())
-
-
-def own_text(hit: NodeHit) -> str:
-    """What ``hit`` says itself: a conversation message's L0 without its ``"<speaker>: "`` prefix, any other hit's
-    L0 text."""
-    text = hit.abstract or ""
-    speaker = message_speaker(hit.uri, text)
-    return text[len(speaker) + 1 :].lstrip() if speaker is not None and text.startswith(f"{speaker}:") else text
 
 
 def answer_hits(hits: Sequence[NodeHit]) -> list[NodeHit]:
@@ -549,14 +488,12 @@ class MatchQualityRater:
             ]
             own_similarity = round(max(vector_score(c, self._scale) for c in cosines), _DECIMALS)
             own_evidence = round(own_similarity - penalty, _DECIMALS)
-        evidence = round(topic - penalty, _DECIMALS)
-        words, found = self._topic_words(query, names, missing, evidence, files)
         return MatchFeatures(
             similarity=round(similarity, _DECIMALS),
             first_vector_score=round(min(1.0, max(0.0, _own_vector_score(basis[0]))), _DECIMALS),
             names=names,
             missing_names=missing,
-            evidence=evidence,
+            evidence=round(topic - penalty, _DECIMALS),
             files=bool(files),
             hits=len(hits),
             topic_similarity=round(topic, _DECIMALS),
@@ -565,41 +502,15 @@ class MatchQualityRater:
             own_text_evidence=own_evidence,
             speaker_named=speaker_named,
             place_names=places,
-            topic_words=tuple(sorted(words)),
-            topic_words_found=found,
         )
-
-    def _topic_words(
-        self, query: str, names: Sequence[str], missing: Sequence[str], evidence: float, files: Sequence[NodeHit]
-    ) -> tuple[frozenset[str], bool | None]:
-        """The topic-words check (``MatchFeatures.topic_words``): the question's topic words and whether one of the
-        first ``own_text_hits`` answer hits says them all, or ``(empty, None)`` where it does not run. Only in the
-        band where the label can be ``none``: a few stemmed short texts, no embedding."""
-        s = self._settings
-        if (
-            not s.topic_words_rescue
-            or missing
-            or not files
-            or not s.topic_words_min_evidence <= evidence < s.own_text_check_below
-            or expected_answer_type(query) == "occupation"
-        ):
-            return frozenset(), None
-        words = topic_words(query, names)
-        if not words:
-            return words, None
-        first = files[: max(1, s.own_text_hits)]
-        return words, any(words <= content_tokens(own_text(h)) for h in first)
 
     def label(self, features: MatchFeatures) -> MatchQuality:
         """``none`` | ``weak`` | ``strong`` for the features (module docstring)."""
         s = self._settings
-        if (
-            features.hits == 0
-            or features.evidence < s.none_below_evidence
-            or (features.own_text_evidence is not None and features.own_text_evidence < s.none_below_own_text)
-        ):
-            # the first hits say the question's topic in its own words: on topic, whatever the cosines
-            return "weak" if features.topic_words_found else "none"
+        if features.hits == 0 or features.evidence < s.none_below_evidence:
+            return "none"
+        if features.own_text_evidence is not None and features.own_text_evidence < s.none_below_own_text:
+            return "none"
         if (
             features.files
             and features.evidence >= s.strong_min_evidence

@@ -314,23 +314,6 @@ class MatchQualitySettings(SettingsSection):
         "hits' own texts to the query, speaker-neutral when that applies, less the missing-name penalty) is below "
         "this.",
     )
-    topic_words_rescue: bool = Field(
-        True,
-        description="An answer the similarities label 'none' is 'weak' instead when one of its first own_text_hits "
-        "answer hits says, in its own words, every content word of the question (stemmed; names, the user's role and "
-        "words of the answer's shape such as 'name', 'kind', 'old', 'now', 'before' left out), no name of the question "
-        "is missing and the evidence is at least topic_words_min_evidence: the words show the hit is on the question's "
-        "topic where the embedding model misses a paraphrase ('Who is Noor staying with?' against \"I'm staying with "
-        "my sister Hana\"). Occupation questions are left out (their content word is the answer's type).",
-    )
-    topic_words_min_evidence: float = Field(
-        0.05,
-        ge=0.0,
-        le=1.0,
-        description="The least evidence at which topic_words_rescue applies: a guard against words shared by chance "
-        "with hits that are off the question's meaning (the dev sets label the same from 0 to 0.1; a short question "
-        "such as 'Where is Lin staying?' over \"Lin: I'm staying with my brother Tao in Leith\" has 0.077).",
-    )
     strong_min_evidence: float = Field(
         0.4, ge=0.0, le=1.0, description="'strong' needs at least this evidence (and strong_min_vector_score)."
     )
