@@ -8,15 +8,19 @@ the next lookup reloaded and compiled the account's whole hint index (1.6-2.7 s 
 ``--warmup`` lookups, then prints, in milliseconds:
 
 * ``lookup warm``: ``--lookups`` lookups one after another;
-* ``lookup after a write``: ``--writes`` rounds of one ``add_memory`` (a new text each time, ``policy="keep"``) and
-  then one lookup;
-* ``add_memory``: those writes.
+* ``lookup after a write``: ``--writes`` rounds of one write and then one lookup. ``--write-kind memory`` (the
+  default): one ``add_memory`` (a new text each time, ``policy="keep"``); ``--write-kind resource``: one ``add_text``
+  of a short runbook (a new alert name each time) under ``ctx://resources/bench-notes/``, which the hint index holds,
+  so the lookup after it reads the index patched by the write (knowledge/hint_index.py, ``HintSnapshot.patched``;
+  a reload and compile of the account's whole index until 2026-12-07);
+* ``add_memory`` / ``add_text``: those writes.
 
 The caller is the first ``user`` of the home's ``callers.json`` (the bench homes), else ``--account`` /
 ``--user-space``. The queries are the bench's own (``bench/search_memory.py`` ``make_queries``), every lookup in a
 new session (nothing deduplicated). The writes stay in the home. Nothing is asserted: this prints figures.
 
-    python bench/lookup_after_writes.py [--home DIR] [--lookups 10] [--writes 10] [--account A --user-space U]
+    python bench/lookup_after_writes.py [--home DIR] [--lookups 10] [--writes 10] [--write-kind memory|resource]
+        [--account A --user-space U]
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lookups", type=int, default=10, help="Warm lookups measured.")
     ap.add_argument("--writes", type=int, default=10, help="Rounds of one add_memory, then one lookup.")
     ap.add_argument("--warmup", type=int, default=3, help="Lookups before measuring.")
+    ap.add_argument("--write-kind", choices=("memory", "resource"), default="memory", help="What each write adds.")
     ap.add_argument("--account", default="default", help="Caller's account when the home has no callers.json.")
     ap.add_argument("--user-space", default="bench", help="Caller's user space when the home has no callers.json.")
     args = ap.parse_args(argv)
@@ -85,9 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         run = uuid.uuid4().hex[:8]  # new texts every run: a re-run must not find them "unchanged"
         for i, query in enumerate(queries[args.warmup + args.lookups :]):
             started = time.perf_counter()
-            engine.add_memory(
-                f"Lookup bench note {run}-{i}: the on-call handover is at {i % 24}:00.", ctx, policy="keep"
-            )
+            if args.write_kind == "memory":
+                engine.add_memory(
+                    f"Lookup bench note {run}-{i}: the on-call handover is at {i % 24}:00.", ctx, policy="keep"
+                )
+            else:
+                alert = f"BenchNoteAlert{run}N{i}"
+                text = f"# {alert}\n\n## Meaning\n\nThe on-call handover {i} is late (`{alert}`).\n"
+                admin = RequestContext(account_id=ctx.account_id, role="admin")  # shared resources: an admin writes
+                engine.add_text(text, f"ctx://resources/bench-notes/{run}/{alert}.md", admin)
             writes.append((time.perf_counter() - started) * 1e3)
             after.append(lookup(query))
     finally:
@@ -95,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"home {args.home}, caller {ctx.account_id}/{ctx.user_space}")
     print(f"  lookup warm             {figures(warm)}")
     print(f"  lookup after a write    {figures(after)}")
-    print(f"  add_memory              {figures(writes)}")
+    write = "add_memory" if args.write_kind == "memory" else "add_text (resource)"
+    print(f"  {write:24s}{figures(writes)}")
     return 0
 
 

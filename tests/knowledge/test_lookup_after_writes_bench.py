@@ -28,7 +28,8 @@ Read the previous container's logs, roll the deploy back.
 """
 
 
-def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(default_embedder, tmp_path):
+@pytest.mark.parametrize("kind", ["memory", "resource"])
+def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(default_embedder, tmp_path, kind):
     home = tmp_path / "home"
     engine = ContextEngineService(load_settings(home), embedder=default_embedder)  # the bench's model
     alice = RequestContext(account_id="default", role="user", user_space="alice")
@@ -51,6 +52,8 @@ def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(defau
             "3",
             "--warmup",
             "1",
+            "--write-kind",
+            kind,
         ],
         capture_output=True,
         text=True,
@@ -60,9 +63,14 @@ def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(defau
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "caller default/alice" in out
-    for line in ("lookup warm", "lookup after a write", "add_memory"):
+    write = "add_memory" if kind == "memory" else re.escape("add_text (resource)")
+    for line in ("lookup warm", "lookup after a write", write):
         assert re.search(rf"{line}\s+p50\s+[\d.]+\s+max\s+[\d.]+ ms", out), out
     assert "(3)" in out.split("lookup after a write")[1].splitlines()[0]
     with ContextEngineService(load_settings(home), embedder=default_embedder) as reopened:
         page = reopened.list_memories(alice)
-    assert page.total == 4 and sum("Lookup bench note" in m.abstract for m in page.items) == 3  # the writes stay
+        runs = reopened.ls("ctx://resources/bench-notes/") if kind == "resource" else []
+        notes = [n for r in runs for n in reopened.ls(r.uri)]
+    written = 3 if kind == "memory" else 0
+    assert page.total == 1 + written and sum("Lookup bench note" in m.abstract for m in page.items) == written
+    assert len(notes) == 3 - written  # the runbooks stay too, under resources/bench-notes/<run>/

@@ -16,6 +16,8 @@ from sqlalchemy import create_engine, text
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, Relation, VectorRecord
 from context_engine.schema.uri import ContextURI
+from context_engine.storage.factory import open_audit
+from context_engine.storage.metadata.audit import HintDoc, HintTerm
 from context_engine.storage.metadata.sqlalchemy_store import SCHEMA_VERSION
 from context_engine.storage.protocols import MetadataStore
 
@@ -850,3 +852,53 @@ def test_bulk_upsert_nodes_equals_the_row_by_row_path(metadata_store: MetadataSt
     after = metadata_store.get_node("bulk", TREE[2])
     assert before is not None and after is not None
     assert after.title == "renamed" and after.created_at == before.created_at  # created_at kept on update
+
+
+def test_after_commit_runs_once_the_transaction_commits_and_never_after_a_rollback(
+    metadata_store: MetadataStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """For caches of what a write commits (the hint index, knowledge/hint_index.py): a callback registered inside a
+    transaction runs after its commit, in order, nested blocks included; outside one at once; after a rollback never.
+    A failing callback is logged and the others still run: the write is committed."""
+    audit = open_audit(metadata_store)
+    ran: list[str] = []
+    audit.after_commit(lambda: ran.append("outside"))
+    assert ran == ["outside"]
+    with metadata_store.transaction():
+        audit.after_commit(lambda: ran.append("first"))
+        with metadata_store.transaction():
+            audit.after_commit(lambda: ran.append("nested"))
+        assert ran == ["outside"]
+    assert ran == ["outside", "first", "nested"]
+    with pytest.raises(RuntimeError), metadata_store.transaction():
+        audit.after_commit(lambda: ran.append("rolled back"))
+        raise RuntimeError("boom")
+
+    def broken() -> None:
+        raise ValueError("a cache's bug")
+
+    with metadata_store.transaction():
+        audit.after_commit(broken)
+        audit.after_commit(lambda: ran.append("after the broken one"))
+    assert ran == ["outside", "first", "nested", "after the broken one"]
+    assert "a callback after a committed transaction failed" in caplog.text
+
+
+def test_replacing_hint_rows_says_the_generations_and_the_terms_it_removed(metadata_store: MetadataStore) -> None:
+    audit = open_audit(metadata_store)
+    uri, other = "ctx://resources/runbooks/a.md", "ctx://resources/runbooks/b.md"
+
+    def doc(u: str, title: str) -> HintDoc:
+        return HintDoc(u, "ctx://resources/runbooks/", "", "resource", title, "kubernetes", (title.lower(),))
+
+    first = audit.replace_hint_docs(A, [], [doc(uri, "Crash"), doc(other, "Disk")], [HintTerm(uri, "crash", "title")])
+    assert (first.previous_generation, first.generation, first.removed_terms) == (0, 1, ())
+    second = audit.replace_hint_docs(A, [other], [doc(uri, "Storm")], [HintTerm(uri, "storm", "title")])
+    assert (second.previous_generation, second.generation) == (1, 2)
+    assert second.removed_terms == (HintTerm(uri, "crash", "title"),)  # the replaced document's; b had none
+    with pytest.raises(RuntimeError), metadata_store.transaction():
+        inside = audit.replace_hint_docs(A, [uri], [], [])
+        assert (inside.previous_generation, inside.generation) == (2, 3)  # as the transaction sees it
+        raise RuntimeError("rolled back")
+    generation, _, docs, terms = audit.load_hint_index(A)
+    assert generation == 2 and [d.title for d in docs] == ["Storm"] and terms == [HintTerm(uri, "storm", "title")]

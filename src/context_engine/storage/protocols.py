@@ -5,7 +5,7 @@ Every method is scoped by ``account_id`` (the tenant): an adapter never returns 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -19,7 +19,7 @@ from context_engine.storage.journal import JournalEntry
 if TYPE_CHECKING:
     from context_engine.schema.context import RequestContext
     from context_engine.schema.knowledge import ToolInvocation
-    from context_engine.storage.metadata.audit import HintDoc, HintTerm, LedgerEntry
+    from context_engine.storage.metadata.audit import HintChange, HintDoc, HintTerm, LedgerEntry
     from context_engine.storage.metadata.keys import ApiKeyInfo
 
 
@@ -410,8 +410,14 @@ class AuditStore(Protocol):
         *,
         version: str | None = None,
         clear_all: bool = False,
-    ) -> None:
-        """Drop the hint rows of ``uris`` (or of the account with ``clear_all``), insert ``docs`` and ``terms``."""
+    ) -> HintChange:
+        """Drop the hint rows of ``uris`` (or of the account with ``clear_all``), insert ``docs`` and ``terms``, bump
+        the generation; returns the generations before and after and the term rows removed."""
+        ...
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the calling thread's open transaction commits (at once without one; never after a
+        rollback)."""
         ...
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:

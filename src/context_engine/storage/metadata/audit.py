@@ -22,7 +22,7 @@ marks it first; the others find it marked (``INSERT ... ON CONFLICT DO NOTHING``
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -81,6 +81,22 @@ class HintTerm:
     uri: str
     term: str
     kind: str
+
+
+#: A hint term is stored cut to this many characters (the column's size).
+HINT_TERM_MAX_CHARS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class HintChange:
+    """What :meth:`SqlAuditStore.replace_hint_docs` did, as its transaction sees it: the account's hint generation
+    before and after, and the term rows it removed (those of the replaced and dropped documents; empty with
+    ``clear_all``). A process whose compiled index is at ``previous_generation`` can apply the change to it instead of
+    reloading the account (``knowledge/hint_index.py``), once the transaction has committed."""
+
+    previous_generation: int
+    generation: int
+    removed_terms: tuple[HintTerm, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,20 +341,33 @@ class SqlAuditStore:
         *,
         version: str | None = None,
         clear_all: bool = False,
-    ) -> None:
+    ) -> HintChange:
         """Drop the hint rows of ``uris`` (or of the whole account with ``clear_all``), insert ``docs`` and ``terms``,
-        set the version when given, and bump the account's hint generation, in one transaction."""
+        set the version when given, and bump the account's hint generation, in one transaction (the caller's, when
+        one is open: then the change counts once it commits, :meth:`after_commit`).
+
+        Returns:
+            The generations before and after, and the term rows removed (none with ``clear_all``).
+        """
         docs_t, terms_t = HINT_DOCS, HINT_TERMS
         drop = sorted(set(uris) | {d.uri for d in docs})
+        gen_key = _HINT_GENERATION.format(account=account_id)
+        removed: list[HintTerm] = []
         with self._use(write=True) as s:
+            previous = int(s.execute(select(META.c.value).where(META.c.key == gen_key)).scalar() or 0)
             if clear_all:
                 s.execute(delete(docs_t).where(docs_t.c.account_id == account_id))
                 s.execute(delete(terms_t).where(terms_t.c.account_id == account_id))
             else:
                 for start in range(0, len(drop), IN_BATCH):
                     chunk = drop[start : start + IN_BATCH]
+                    where = (terms_t.c.account_id == account_id, terms_t.c.uri.in_(chunk))
+                    removed += (
+                        HintTerm(r.uri, r.term, r.kind)
+                        for r in s.execute(select(terms_t.c.uri, terms_t.c.term, terms_t.c.kind).where(*where))
+                    )
                     s.execute(delete(docs_t).where(docs_t.c.account_id == account_id, docs_t.c.uri.in_(chunk)))
-                    s.execute(delete(terms_t).where(terms_t.c.account_id == account_id, terms_t.c.uri.in_(chunk)))
+                    s.execute(delete(terms_t).where(*where))
             doc_values = [
                 {
                     "account_id": account_id,
@@ -353,19 +382,28 @@ class SqlAuditStore:
                 for d in docs
             ]
             term_values = [
-                {"account_id": account_id, "uri": t.uri, "term": t.term[:512], "kind": t.kind} for t in terms
+                {"account_id": account_id, "uri": t.uri, "term": t.term[:HINT_TERM_MAX_CHARS], "kind": t.kind}
+                for t in terms
             ]
             for start in range(0, len(doc_values), IN_BATCH):
                 s.execute(insert(docs_t), doc_values[start : start + IN_BATCH])
             for start in range(0, len(term_values), IN_BATCH):
                 s.execute(insert(terms_t), term_values[start : start + IN_BATCH])
-            _bump(s, self._dialect, _HINT_GENERATION.format(account=account_id))
+            _bump(s, self._dialect, gen_key)
             if version is not None:
                 s.execute(
                     dialects.upsert(self._dialect, META, ["key"]).values(
                         key=_HINT_VERSION.format(account=account_id), value=version
                     )
                 )
+            generation = int(s.execute(select(META.c.value).where(META.c.key == gen_key)).scalar() or 0)
+        return HintChange(previous, generation, tuple(removed))
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the calling thread's open transaction commits, or at once without one; never after a
+        rollback (:meth:`SqlDatabase.after_commit <context_engine.storage.metadata.engine.SqlDatabase.after_commit>`).
+        """
+        self._store.after_commit(fn)
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""

@@ -9,6 +9,7 @@ Everything here is portable SQL on one code path; what differs between SQLite an
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -26,6 +27,8 @@ from context_engine.storage.metadata.dialects import WRITE_OPTION
 from context_engine.storage.metadata.hot_reads import HotRead
 from context_engine.storage.metadata.migrate import SchemaStatus
 from context_engine.storage.metadata.tables import META
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["SqlDatabase", "shown_url"]
 
@@ -270,7 +273,7 @@ class SqlDatabase:
         except SQLAlchemyError as err:
             session.close()
             raise self._storage_error(err, "begin") from err
-        local.session, local.depth = session, 1
+        local.session, local.depth, local.after = session, 1, []
         try:
             yield
             session.commit()
@@ -282,7 +285,21 @@ class SqlDatabase:
             raise
         finally:
             local.session = None
+            after, local.after = local.after, []
             session.close()
+        _run_after_commit(after)
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this thread's :meth:`transaction` has committed, or at once outside one; never when the
+        transaction rolls back. For caches of what a write commits: a cache updated before the commit could keep
+        what a rollback undid (and a later write may reuse its generation number).
+
+        ``fn`` runs on this thread after the commit, in the order registered; an exception from it is logged, not
+        raised (the write is committed: the caller must not see it fail)."""
+        if getattr(self._local, "session", None) is None:
+            _run_after_commit([fn])
+        else:
+            self._local.after.append(fn)
 
     @contextmanager
     def _use(self, *, write: bool) -> Iterator[Session]:
@@ -396,3 +413,11 @@ def shown_url(url: URL) -> str:
     if "password" in url.query:
         url = url.update_query_dict({"password": "***"})
     return url.render_as_string(hide_password=True)
+
+
+def _run_after_commit(callbacks: Sequence[Callable[[], None]]) -> None:
+    for fn in callbacks:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the write is committed; a cache's failure must not fail it
+            _LOG.exception("a callback after a committed transaction failed")
