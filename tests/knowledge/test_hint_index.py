@@ -379,13 +379,36 @@ def test_a_write_patches_the_compiled_index_to_what_a_reload_gives(hints, audit,
         assert after is not before and after.generation == audit.hint_state("acme")[0] == before.generation + 1
         fresh = _reloaded(hints, audit)
         assert _answers(after) == _answers(fresh)
-        assert after.max_phrase_tokens >= fresh.max_phrase_tokens and after.max_alert_words >= fresh.max_alert_words
+        assert (after.max_phrase_tokens, after.max_alert_words) == (fresh.max_phrase_tokens, fresh.max_alert_words)
         other = KnowledgeIndexService(audit, metadata, KnowledgeSettings())  # another process: reloads
         for q in QUERIES:
             assert hints.analyze_query(q, ADMIN) == other.analyze_query(q, ADMIN), q
     assert len(loads) == 2 * len(steps)  # the test's own reads and the other services': this one never reloaded
     assert hints.analyze_query("KubePodRestartStorm", ADMIN).strong_uris == {CRASH}
     assert before.docs.keys() != after.docs.keys()  # the old snapshot was never changed in place
+
+
+def test_the_patched_word_run_limits_shrink_as_a_reload_would(audit, metadata):
+    """A helper's review: after the only long alert title goes, a reload looks up shorter runs of the query's words,
+    and runs are looked up against every key ("crash loop back off" -> the reason ``crashloopbackoff`` of another
+    document): the patch must shrink the limits too, or the writer finds what every other process does not."""
+    hints = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    restarts = "ctx://resources/ops/pods/pod-restarts.md"
+    for n, c in (
+        (node(CRASH, "KubePodCrashLooping"), chunk(CRASH, 0, "restarts", "Meaning")),
+        (node(restarts, "Pod restarts"), chunk(restarts, 0, "It is in `CrashLoopBackOff`.", "Meaning")),
+    ):
+        metadata.upsert_nodes([n])  # the first write builds the index from the metadata store
+        metadata.put_vectors([c])
+        hints.nodes_written("acme", [n], [c])
+    assert hints.analyze_query("crash loop back off", ADMIN).strong_uris == {restarts}  # 4 words: the alert's 3 + 1
+    hints.nodes_deleted("acme", [CRASH])
+    after, fresh = hints.snapshot("acme"), _reloaded(hints, audit)
+    # left: the two alert keys of pod-restarts (its stem, its title's 2 words + 1)
+    assert (after.max_alert_words, after.alert_lengths) == (fresh.max_alert_words, fresh.alert_lengths) == (3, {3: 2})
+    other = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    assert hints.analyze_query("crash loop back off", ADMIN) == other.analyze_query("crash loop back off", ADMIN)
+    assert hints.analyze_query("crash loop back off", ADMIN).strong_uris == set()  # 4 words: longer than 3
 
 
 def test_a_rolled_back_write_leaves_the_compiled_index_as_committed(hints, audit, metadata):

@@ -902,3 +902,39 @@ def test_replacing_hint_rows_says_the_generations_and_the_terms_it_removed(metad
         raise RuntimeError("rolled back")
     generation, _, docs, terms = audit.load_hint_index(A)
     assert generation == 2 and [d.title for d in docs] == ["Storm"] and terms == [HintTerm(uri, "storm", "title")]
+
+
+def test_the_generations_a_hint_change_reports_are_those_its_rows_belong_to(
+    metadata_store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL reads committed data statement by statement: another writer (a rebuild in another process takes no
+    write turn) may commit a change while this one runs. The generation is bumped first, so the change reports the
+    generation just before its own, not one read before the other writer committed (a helper's review forced the
+    race with the generation read first: a cache labelled current, one change short). SQLite's writers never
+    overlap (``BEGIN IMMEDIATE``)."""
+    from context_engine.storage.metadata import audit as audit_module
+
+    if getattr(metadata_store, "dialect", "") != "postgresql":
+        pytest.skip("SQLite serialises write transactions")
+    audit = open_audit(metadata_store)
+    uri, other = "ctx://resources/runbooks/a.md", "ctx://resources/runbooks/b.md"
+
+    def doc(u: str) -> HintDoc:
+        return HintDoc(u, "ctx://resources/runbooks/", "", "resource", u, None, ())
+
+    audit.replace_hint_docs(A, [], [doc(uri)], [HintTerm(uri, "a", "title")])  # generation 1
+    real = audit_module._bump
+    fired: list[bool] = []
+
+    def another_writer_first(session, dialect, key):  # type: ignore[no-untyped-def]
+        if not fired:
+            fired.append(True)
+            writer = threading.Thread(target=lambda: audit.replace_hint_docs(A, [], [doc(other)], []))
+            writer.start()
+            writer.join(30)  # commits generation 2 on its own connection
+        real(session, dialect, key)
+
+    monkeypatch.setattr(audit_module, "_bump", another_writer_first)
+    change = audit.replace_hint_docs(A, [uri], [], [])
+    assert (change.previous_generation, change.generation) == (2, 3)
+    assert change.removed_terms == (HintTerm(uri, "a", "title"),)

@@ -91,6 +91,10 @@ class HintSnapshot:
     max_alert_words: int
     domain_docs: dict[str, tuple[str, ...]]
     cross_cutting: frozenset[str] = frozenset()
+    #: How many terms span each length (phrase: query tokens, alert: title words + 1): the two maxima above follow
+    #: from them, so a patch lowers them when the longest keys go, as a reload would.
+    phrase_lengths: dict[int, int] = field(default_factory=dict)
+    alert_lengths: dict[int, int] = field(default_factory=dict)
     _filters: dict[str, DomainRestriction] = field(default_factory=dict)
     _group_index: dict[tuple[str, ...], int] | None = None  # title words -> index in title_groups, made on first patch
 
@@ -116,14 +120,14 @@ class HintSnapshot:
                 d.uri, one(d.parent_uri), one(d.owner_space), one(d.context_type), one(d.title), one(d.domain), words
             )
         postings: dict[str, list[tuple[str, str]]] = {}
-        max_phrase, max_alert = 1, 1
+        phrase_lengths: dict[int, int] = {}
+        alert_lengths: dict[int, int] = {}
         for t in terms:
             doc = by_uri.get(t.uri)
             if doc is None:
                 continue
             postings.setdefault(t.term, []).append(one((doc.uri, one(t.kind))))
-            phrase, alert = _key_lengths(t, doc)
-            max_phrase, max_alert = max(max_phrase, phrase), max(max_alert, alert)
+            _count_lengths(t, doc, phrase_lengths, alert_lengths, 1)
         # Documents grouped by their title words: a weak match is decided once per distinct title (many documents
         # share one, e.g. a runbook template's copies), not once per document.
         groups: dict[tuple[str, ...], list[str]] = {}
@@ -139,10 +143,12 @@ class HintSnapshot:
             postings={k: tuple(sorted(set(v))) for k, v in postings.items()},
             title_groups=tuple((words, tuple(uris)) for words, uris in groups.items()),
             word_groups=_word_groups(groups),
-            max_phrase_tokens=min(max_phrase, 8),
-            max_alert_words=min(max_alert, 12),
+            max_phrase_tokens=_longest(phrase_lengths, 8),
+            max_alert_words=_longest(alert_lengths, 12),
             domain_docs={k: tuple(sorted(v)) for k, v in domain_docs.items()},
             cross_cutting=cross_cutting,
+            phrase_lengths=phrase_lengths,
+            alert_lengths=alert_lengths,
         )
 
     def patched(
@@ -158,10 +164,12 @@ class HintSnapshot:
         returned them), ``docs`` and ``terms`` are added, at ``generation``. A new snapshot (this one is unchanged:
         a lookup may be reading it); what changes is copied, not rebuilt from the account's rows.
 
-        The answers equal those of :meth:`build` over the account's rows after the write (a test compares them).
-        Two things may differ from such a build and change no answer: a distinct title whose documents all went
-        keeps an empty group, and ``max_phrase_tokens`` / ``max_alert_words`` never shrink (they bound how long a
-        run of the query's words is looked up; a longer bound only tries runs that have no key).
+        The answers equal those of :meth:`build` over the account's rows after the write (tests compare them).
+        One thing may differ from such a build and changes no answer: a distinct title whose documents all went
+        keeps an empty group. ``max_phrase_tokens`` and ``max_alert_words`` follow the counts of the terms' lengths
+        (``phrase_lengths``, ``alert_lengths``), down too: a run of the query's words is looked up against every
+        key, so a longer bound than a reload's would find keys a reload does not ("crash loop back off" ->
+        ``crashloopbackoff``, a helper's review).
 
         Cost: O(written documents and their terms, the postings of their keys) plus copies of the dictionaries
         (``docs``, ``postings``, ``word_groups``) and of ``title_groups``: tens of milliseconds for 487,163 documents,
@@ -171,16 +179,19 @@ class HintSnapshot:
         old_docs = [by_uri.pop(u) for u in gone if u in by_uri]
         for d in docs:
             by_uri[d.uri] = d
-        max_phrase, max_alert = self.max_phrase_tokens, self.max_alert_words
+        phrase_lengths, alert_lengths = dict(self.phrase_lengths), dict(self.alert_lengths)
+        for t in removed_terms:
+            old = self.docs.get(t.uri)
+            if old is not None:
+                _count_lengths(t, old, phrase_lengths, alert_lengths, -1)
         added: dict[str, set[tuple[str, str]]] = {}
         for t in terms:
             doc = by_uri.get(t.uri)
             if doc is None:
                 continue
-            term = t.term[:HINT_TERM_MAX_CHARS]  # as stored, so as a reload reads it
-            added.setdefault(term, set()).add((t.uri, t.kind))
-            phrase, alert = _key_lengths(HintTerm(t.uri, term, t.kind), doc)
-            max_phrase, max_alert = max(max_phrase, min(phrase, 8)), max(max_alert, min(alert, 12))
+            stored = HintTerm(t.uri, t.term[:HINT_TERM_MAX_CHARS], t.kind)  # as a reload reads it
+            added.setdefault(stored.term, set()).add((t.uri, t.kind))
+            _count_lengths(stored, doc, phrase_lengths, alert_lengths, 1)
         postings = dict(self.postings)
         for key in {t.term for t in removed_terms} | added.keys():
             kept = {p for p in self.postings.get(key, ()) if p[0] not in gone} | added.get(key, set())
@@ -203,10 +214,12 @@ class HintSnapshot:
             postings=postings,
             title_groups=groups,
             word_groups=word_groups,
-            max_phrase_tokens=max_phrase,
-            max_alert_words=max_alert,
+            max_phrase_tokens=_longest(phrase_lengths, 8),
+            max_alert_words=_longest(alert_lengths, 12),
             domain_docs=domain_docs,
             cross_cutting=self.cross_cutting,
+            phrase_lengths=phrase_lengths,
+            alert_lengths=alert_lengths,
             _group_index=index,
         )
 
@@ -648,14 +661,28 @@ def _weak_matches(
     return weak
 
 
-def _key_lengths(term: HintTerm, doc: HintDoc) -> tuple[int, int]:
-    """How many query tokens a phrase key of ``term`` spans, and how many words an alert key of ``doc``'s title
-    has plus one (``max_phrase_tokens`` / ``max_alert_words``; 1 for other kinds)."""
+def _count_lengths(
+    term: HintTerm, doc: HintDoc, phrase_lengths: dict[int, int], alert_lengths: dict[int, int], step: int
+) -> None:
+    """Count ``term`` (``step`` 1) or uncount it (-1) in the length counts: a phrase key (title, heading) by how many
+    query tokens it spans, an alert key by how many words ``doc``'s title has plus one (``max_phrase_tokens`` /
+    ``max_alert_words``); other kinds are not counted. A count that falls to zero is dropped."""
     if term.kind == "alert":
-        return 1, len(split_identifier(doc.title)) + 1
-    if term.kind in ("title", "heading"):
-        return term.term.count(" ") + 1 + (len(term.term) if has_cjk(term.term) else 0), 1
-    return 1, 1
+        counts, length = alert_lengths, len(split_identifier(doc.title)) + 1
+    elif term.kind in ("title", "heading"):
+        counts, length = phrase_lengths, term.term.count(" ") + 1 + (len(term.term) if has_cjk(term.term) else 0)
+    else:
+        return
+    left = counts.get(length, 0) + step
+    if left > 0:
+        counts[length] = left
+    else:
+        counts.pop(length, None)
+
+
+def _longest(lengths: dict[int, int], cap: int) -> int:
+    """The longest counted length, at least 1 and at most ``cap``."""
+    return min(max(lengths, default=1), cap)
 
 
 def _word_groups(groups: dict[tuple[str, ...], list[str]]) -> dict[str, tuple[int, ...]]:

@@ -354,7 +354,12 @@ class SqlAuditStore:
         gen_key = _HINT_GENERATION.format(account=account_id)
         removed: list[HintTerm] = []
         with self._use(write=True) as s:
-            previous = int(s.execute(select(META.c.value).where(META.c.key == gen_key)).scalar() or 0)
+            # The bump first: its row lock orders this change after every other committed one (PostgreSQL reads
+            # committed data statement by statement, and a rebuild in another process takes no write turn), so the
+            # rows read next are those of generation - 1 exactly. Read before the bump, the previous generation
+            # could be older than the rows (a helper's review forced it: a cache labelled current, one change short).
+            _bump(s, self._dialect, gen_key)
+            generation = int(s.execute(select(META.c.value).where(META.c.key == gen_key)).scalar() or 0)
             if clear_all:
                 s.execute(delete(docs_t).where(docs_t.c.account_id == account_id))
                 s.execute(delete(terms_t).where(terms_t.c.account_id == account_id))
@@ -389,15 +394,13 @@ class SqlAuditStore:
                 s.execute(insert(docs_t), doc_values[start : start + IN_BATCH])
             for start in range(0, len(term_values), IN_BATCH):
                 s.execute(insert(terms_t), term_values[start : start + IN_BATCH])
-            _bump(s, self._dialect, gen_key)
             if version is not None:
                 s.execute(
                     dialects.upsert(self._dialect, META, ["key"]).values(
                         key=_HINT_VERSION.format(account=account_id), value=version
                     )
                 )
-            generation = int(s.execute(select(META.c.value).where(META.c.key == gen_key)).scalar() or 0)
-        return HintChange(previous, generation, tuple(removed))
+        return HintChange(generation - 1, generation, tuple(removed))
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the calling thread's open transaction commits, or at once without one; never after a
