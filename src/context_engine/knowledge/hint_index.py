@@ -155,7 +155,7 @@ class HintSnapshot:
         self,
         generation: int,
         uris: Iterable[str],
-        removed_terms: Iterable[HintTerm],
+        removed_terms: Sequence[HintTerm],
         docs: Sequence[HintDoc],
         terms: Sequence[HintTerm],
     ) -> HintSnapshot:
@@ -172,8 +172,8 @@ class HintSnapshot:
         ``crashloopbackoff``, a helper's review).
 
         Cost: O(written documents and their terms, the postings of their keys) plus copies of the dictionaries
-        (``docs``, ``postings``, ``word_groups``) and of ``title_groups``: tens of milliseconds for 487,163 documents,
-        against seconds for a reload and build."""
+        (``docs``, ``postings``, ``word_groups``) and of ``title_groups``, which grow with the account: 0.8-3.2 ms
+        for 24,168 documents (the 100k bench home's largest account), whose reload and build took 2,082 ms."""
         gone = set(uris) | {d.uri for d in docs}
         by_uri = dict(self.docs)
         old_docs = [by_uri.pop(u) for u in gone if u in by_uri]
