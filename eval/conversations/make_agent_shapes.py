@@ -4,11 +4,13 @@ Written by us, by hand, for the shapes probe (eval/conversations/README.md, "age
 question below is in this file (the first four shapes copied from the probe's ``data.py``, the fifth written here);
 the script only lays them out. No network, no model, no randomness: two runs write byte-identical files.
 
-Five conversations, one per shape the engine was not tuned on: ``echo`` (the assistant echoes and paraphrases each
+Six conversations, one per shape the engine was not tuned on: ``echo`` (the assistant echoes and paraphrases each
 fact at length), ``dense`` (long user messages packing several facts, short replies), ``openai`` (OpenAI chat
 messages: a system prompt per session, the user's ``name``, content parts, assistant ``tool_calls`` and ``tool``
 results), ``updates`` (facts changed in later sessions, short acknowledgements) and ``bursts`` (the user sends
-several short messages in a row, a later one going on from an earlier one; added 2026-12-07). Messages are written
+several short messages in a row, a later one going on from an earlier one; added 2026-12-07) and ``corrections``
+(the user corrects a value in the next message, a few messages later or a session later; added 2026-12-07, later).
+Messages are written
 in the form given to ``add_messages`` and read through the engine's own
 :func:`~context_engine.schema.memory.message_fields`, so a row carries what the engine stores: ``role``,
 ``speaker`` (an OpenAI ``name``: the user's name, a tool's name; ``""`` where there is none) and the text (content
@@ -472,6 +474,7 @@ UPDATES = {
     ],
 }
 
+
 # --------------------------------------------------------------------------------------------------------------
 # Shape 5: BURSTS: the user sends several short messages in a row (as in a chat app), a later one going on from the
 # earlier ("She had a fall ...", "The surgeons ... replaced it ..."); the assistant answers after the burst.
@@ -557,7 +560,87 @@ BURSTS = {
     ],
 }
 
-CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES, BURSTS)
+
+# --------------------------------------------------------------------------------------------------------------
+# Shape 6: CORRECTIONS. The user gets something wrong and corrects it, in the next message, a few messages later
+# or in a later session; the question asks for the corrected value (added 2026-12-07, before any rule for it).
+# --------------------------------------------------------------------------------------------------------------
+def U6(text):
+    return {"role": "user", "speaker": "Tomas", "content": text}
+
+
+CORRECTIONS = {
+    "name": "corrections",
+    "space": "tomas",
+    "sessions": [
+        (
+            "2024-09-03",
+            [
+                U6("My brother Pavel is coming over from Brno for the weekend of the 14th."),  # 1
+                A("Nice! Any plans while he's here?"),  # 2
+                U6("A brewery tour, probably. Sorry, I mean the weekend of the 21st, the 14th is my work trip."),  # 3
+                A("Got it, the 21st."),  # 4
+                U6("I cycle to the office, it's about 12 km each way."),  # 5
+                A("That's a solid daily ride."),  # 6
+                U6("My locker code at the gym is 4471."),  # 7
+                A("Noted."),  # 8
+                U6("Oops, typo: the locker code is 4417."),  # 9
+                A("Updated to 4417."),  # 10
+                U6("Our team standup is at 9:15 every morning."),  # 11
+                A("Thanks."),  # 12
+            ],
+        ),
+        (
+            "2024-10-08",
+            [
+                U6("Correction from last time: Pavel flies in from Prague, not Brno. He moved there in summer."),  # 13
+                A("Thanks, Prague then."),  # 14
+                U6("I've booked the car in for its MOT on Friday at the Halford Road garage."),  # 15
+                A("Good to get that done."),  # 16
+                U6("Wait, no, it's the Kingsway garage, Halford Road was last year."),  # 17
+                A("Kingsway garage, noted."),  # 18
+                U6("My landlord is a guy called Derek Shaw."),  # 19
+                A("Okay."),  # 20
+                U6("The flat's rent is 950 a month."),  # 21
+                A("Noted."),  # 22
+            ],
+        ),
+        (
+            "2024-11-19",
+            [
+                U6("I said the standup was at 9:15 but I was wrong, it moved to 9:45 in October."),  # 23
+                A("9:45 then."),  # 24
+                U6("I'm reading a biography of Ada Lovelace at the moment."),  # 25
+                A("How are you finding it?"),  # 26
+                U6("Really good. My sister Jana recommended it, she's a maths teacher in Leeds."),  # 27
+                A("Sounds like a good recommendation."),  # 28
+                U6("My mistake earlier, Jana teaches physics, not maths."),  # 29
+                A("Physics, got it."),  # 30
+                U6("I ride about 12 km to work, so let's make that 14 km, I measured it properly."),  # 31
+                A("14 km, noted."),  # 32
+            ],
+        ),
+    ],
+    "variant": "named",
+    "questions": [
+        ("Which weekend is his brother visiting?", [3], "Which weekend is Tomas's brother visiting?"),
+        ("What is the user's gym locker code?", [9], "What is Tomas's gym locker code?"),
+        ("Where is his brother flying in from?", [13], "Where is Tomas's brother flying in from?"),
+        ("Which garage is doing his car's MOT?", [17], "Which garage is doing Tomas's car's MOT?"),
+        ("What time is the user's team standup?", [23], "What time is Tomas's team standup?"),
+        ("What subject does his sister teach?", [29], "What subject does Tomas's sister teach?"),
+        ("How far does he cycle to work?", [31], "How far does Tomas cycle to work?"),
+        ("Who is his landlord?", [19], "Who is Tomas's landlord?"),
+        ("What book is the user reading?", [25], "What book is Tomas reading?"),
+    ],
+    "unanswerable": [
+        "What is Tomas's car's registration number?",
+        "How old is Tomas's brother?",
+        "What is Tomas's job?",
+    ],
+}
+
+CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES, BURSTS, CORRECTIONS)
 
 
 def _fail(conv: dict, message: str) -> SystemExit:

@@ -1,5 +1,5 @@
 """The conversation-shapes probe set eval/conversations/agent_shapes: its generator is deterministic, the committed
-files match it, and the set has the promised shape (five shapes, each question named and with a pronoun, evidence
+files match it, and the set has the promised shape (six shapes, each question named and with a pronoun, evidence
 on user or tool turns that exist, unanswerable questions without evidence, the OpenAI shape's system and tool
 turns)."""
 
@@ -14,11 +14,19 @@ import pytest
 
 from context_engine.eval.conversation_eval import _message
 from context_engine.eval.conversations import load_conversations
+from context_engine.schema.conversation import corrects_earlier
 from context_engine.schema.memory import Message
 from tests.eval.generators import FOLDER, assert_reproduces, load_generator, run_generator
 
 SHAPES = FOLDER / "agent_shapes"
-NAMES = {"echo": "Ines", "dense": "Rafael", "openai": "Aroha", "updates": "Oskar", "bursts": "Noor"}
+NAMES = {
+    "echo": "Ines",
+    "dense": "Rafael",
+    "openai": "Aroha",
+    "updates": "Oskar",
+    "bursts": "Noor",
+    "corrections": "Tomas",
+}
 
 
 @pytest.fixture
@@ -43,11 +51,11 @@ def test_the_agent_shapes_set_has_the_promised_shape():
     turns, qa = _rows("turns.jsonl"), _rows("qa.jsonl")
     assert set(turns[0]) == {"conv_id", "dia_id", "session", "session_date_time", "speaker", "text", "role"}
     assert c.conversations == list(NAMES)
-    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26, 28]
-    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3, 3]
-    assert len(turns) == 119 and len(qa) == 141
-    assert c.categories() == {"named": 63, "pronoun": 63}
-    assert len(c.no_answer) == 15 and c.unknown_evidence == 0 and c.unjudged_questions == 0
+    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26, 28, 32]
+    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3, 3, 3]
+    assert len(turns) == 151 and len(qa) == 162
+    assert c.categories() == {"named": 72, "pronoun": 72}
+    assert len(c.no_answer) == 18 and c.unknown_evidence == 0 and c.unjudged_questions == 0
     for conv in NAMES:
         ts = c.turns[conv]
         assert len({t.timestamp for t in ts}) == len(c.sessions(conv))  # one date per session
@@ -134,3 +142,12 @@ def test_the_generator_refuses_evidence_on_an_assistant_turn(gen: ModuleType):
         gen.build(conv)
     with pytest.raises(SystemExit, match="repeated conversation id"):
         gen.generate((gen.ECHO, gen.ECHO))
+
+
+def test_the_corrections_shape_corrects_seven_statements_in_words_the_rule_reads():
+    ts = load_conversations(SHAPES).turns["corrections"]
+    corrections = [t.dia_id for t in ts if t.role == "user" and corrects_earlier(t.text)]
+    # in the next message, past the assistant's reply, and a session later (schema/conversation.py)
+    assert corrections == ["D1:3", "D1:9", "D2:1", "D2:5", "D3:1", "D3:7", "D3:9"]
+    asked = {e for r in _rows("qa.jsonl") if r["conv_id"] == "corrections" for e in r["evidence"]}
+    assert set(corrections) <= asked  # every correction is what a question asks for

@@ -457,3 +457,32 @@ def test_the_lexical_gap_rule_leaves_a_document_question_alone(make):
     assert len(events) == 2
     assert all(e["context_type"] == "memory" and e["dense_weight"] == 0.5 for e in events)
     assert gap_events("runbook for what the user cooks in bulk at the weekend") == []
+
+
+CORRECTED = [
+    {"role": "user", "speaker": "Tomas", "content": "My dentist appointment is on the 2nd of May at 9 am."},
+    {"role": "assistant", "content": "Noted."},
+    {"role": "user", "speaker": "Tomas", "content": "Our team standup is at 9:15 every morning."},
+    {"role": "assistant", "content": "Thanks."},
+    {"role": "user", "speaker": "Tomas", "content": "Oops, I mean the 3rd of May, same time. The 2nd was old."},
+    {"role": "assistant", "content": "Dentist on 3 May at 9 am, got it."},
+]
+
+
+@pytest.mark.parametrize("margin", [0.15, 0.0])
+def test_a_correction_comes_before_the_statement_it_corrects(make, margin):
+    # The correction says only the new value ("the 3rd of May"); it is indexed with the statement it corrects and
+    # ranks just above it, for a question without any word about the present (issue 25, the corrections shape).
+    engine = make(retrieval={"scoring": {"correction_margin": margin}})
+    said, _, _, _, fixed, _ = engine.add_messages(CORRECTED, "s1", ANN).uris
+    response = engine.search_memory(
+        "When is Tomas's dentist appointment?", ANN, top_k=3, include_debug=True, trace_level="detailed"
+    )
+    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    hits = _uris(response)
+    if margin:
+        assert hits[:2] == [fixed, said]
+        assert ranked["corrected"] == 1
+    else:
+        assert hits.index(said) < hits.index(fixed)
+        assert ranked["corrected"] == 0

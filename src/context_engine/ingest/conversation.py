@@ -28,6 +28,12 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   assistant's acknowledgements, its tool calls, tool results and system messages in between: "Noted!" then the
   reply, or a call, its result, then the reply; the next user message ends the search): "I switched to rooibos" is
   found by "caffeine-free alternative to coffee" in the reply, and the user's turn, not the reply, owns the match.
+* **A correction is read with what it corrects.** A user's message that says it corrects something ("Oops, I mean
+  the 3rd of May, same time.", "Wait, no, it's room 41 now."; :func:`~context_engine.schema.conversation.
+  corrects_earlier`) is indexed with the speaker's own last message that carries content and shares a content
+  word with it, up to :data:`~context_engine.schema.conversation.CORRECTION_WINDOW` messages back past the
+  assistant's replies ("My dentist appointment is on the 2nd of May at 9 am." / "Noted."), before what it answers:
+  alone it says only the new value, and the question asks with the old statement's words.
 
 Whether a message carries content is judged against the conversational message before it (a user's or an
 assistant's, not a tool call, a tool result or a system prompt: machine text the user never said). What counts as
@@ -41,6 +47,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from context_engine.schema.conversation import CORRECTION_WINDOW, corrects_earlier
 from context_engine.storage.keyword.content_words import (
     FUNCTION_WORDS,
     NUMBER,
@@ -49,6 +56,7 @@ from context_engine.storage.keyword.content_words import (
     carries_content,
     content_tokens,
     is_question,
+    shares_content,
 )
 
 __all__ = [
@@ -148,6 +156,27 @@ def _answered(
     return found[::-1]
 
 
+def _corrected(history: Sequence[Line], informative: Sequence[bool], at: int, names: Iterable[str]) -> Line | None:
+    """The message a correction (``history[at]``, :func:`~context_engine.schema.conversation.corrects_earlier`)
+    corrects: the speaker's own last message that carries content and shares a content word with it
+    (:func:`~context_engine.storage.keyword.content_words.shares_content`: "locker code", "May"), at most
+    :data:`~context_engine.schema.conversation.CORRECTION_WINDOW` messages back (the other party's replies in
+    between passed over); ``None`` when there is none (a correction that says what it corrects of an older message,
+    "I ride about 12 km to work, so let's make that 14 km", is read alone)."""
+    line = history[at]
+    for i in range(at - 1, max(-1, at - 1 - CORRECTION_WINDOW), -1):
+        m = history[i]
+        if (
+            m.role == "user"
+            and m.speaker == line.speaker
+            and m.conversational
+            and informative[i]
+            and shares_content(line.text, m.text, names)
+        ):
+            return m
+    return None
+
+
 def _reply(batch: Sequence[Line], informative: Sequence[bool], offset: int, j: int) -> Line | None:
     """The assistant's reply to ``batch[j]`` that carries content: the next assistant message in the batch that is
     not a tool call, past the assistant's acknowledgements ("Noted!" then "Rooibos is caffeine-free ..."), its tool
@@ -206,6 +235,10 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
             out.append("")
             continue
         answered = _answered(history, informative, at, context_messages, substantive if dialogue else None)
+        if corrects_earlier(line.text):
+            corrected = _corrected(history, informative, at, names)
+            if corrected is not None and corrected not in answered:
+                answered.insert(0, corrected)
         lines = [m.as_context(max_chars) for m in answered]
         reply = _reply(batch, informative, offset, j)
         if reply is not None:

@@ -7,6 +7,16 @@ a question by its wording (English and Chinese markers, :data:`CURRENT_MARKERS`)
 up to ``boost`` to the final score of the candidate memories in proportion to how late they occurred among the
 candidates (``occurred_at``, else ``updated_at``; the oldest gets 0, the newest ``boost``). Other questions are
 unchanged: recency in general is the ``memory.recency_*`` setting, off by default.
+
+A **correction** is different: what it corrects was never true, so it answers every question, not only one about
+the present. :func:`prefer_corrections` orders a message that says it corrects something ("Oops, I mean the 3rd of
+May", "Correction from last time: ...", :func:`~context_engine.schema.conversation.corrects_earlier`) just above
+the statement it corrects, for any question: the speaker's own latest candidate message at most
+:data:`~context_engine.schema.conversation.CORRECTION_WINDOW` messages before it in its session that shares a
+content word with it (as the correction was indexed, ``ingest/conversation.py``), else an earlier statement of the
+speaker on the same topic (abstract cosine at least ``same_topic``), from any session. Only
+when the correction scores at most ``margin`` below it: a correction the question does not match stays where it
+is. Messages of one session share its time; their sequence numbers order them (:func:`_when`).
 """
 
 from __future__ import annotations
@@ -17,13 +27,25 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from context_engine.retrieval.speakers import is_role, speaker_of_reference
-from context_engine.schema.conversation import message_speaker
+from context_engine.schema.conversation import CORRECTION_WINDOW, corrects_earlier, message_position, message_speaker
 from context_engine.schema.hits import NodeHit
+from context_engine.storage.keyword.content_words import shares_content
 
-__all__ = ["CURRENT_MARKERS", "SUPERSEDE_CANDIDATES", "asks_current_state", "prefer_latest", "supersede"]
+__all__ = [
+    "CORRECTION_CANDIDATES",
+    "CURRENT_MARKERS",
+    "SUPERSEDE_CANDIDATES",
+    "asks_current_state",
+    "prefer_corrections",
+    "prefer_latest",
+    "supersede",
+]
 
 #: The best memories :func:`supersede` compares pairwise.
 SUPERSEDE_CANDIDATES = 5
+
+#: The best memories among which :func:`prefer_corrections` looks for corrections and what they correct.
+CORRECTION_CANDIDATES = 10
 
 #: Words and phrases that ask for the present state of something that may have changed.
 CURRENT_MARKERS: tuple[str, ...] = (
@@ -158,3 +180,111 @@ def supersede(
         if not changed:
             break
     return len(moved)
+
+
+def _when(hit: NodeHit) -> tuple[float, int]:
+    """When ``hit`` was said: its time (``occurred_at``, else ``updated_at``; 0 without one), then its sequence
+    number in its session (messages of one session share the session's time)."""
+    t = hit.occurred_at or hit.updated_at
+    position = message_position(hit.uri)
+    return (t.timestamp() if t is not None else 0.0, position[1] if position else 0)
+
+
+def _same_person(a: str, b: str | None) -> bool:
+    """Whether speakers ``a`` and ``b`` are one person: the same label, or the user's role and a name (the user's
+    label may be a name in one conversation and the role in another)."""
+    if b is None or a == b:
+        return a == b
+    user = [is_role(x) and speaker_of_reference(x) == "user" for x in (a, b)]
+    return (user[0] and not is_role(b)) or (user[1] and not is_role(a))
+
+
+def _corrected(
+    correction: NodeHit,
+    speaker: str,
+    ranked: Sequence[NodeHit],
+    speakers: Sequence[str | None],
+    similar: Callable[[NodeHit, NodeHit], float],
+    same_topic: float,
+) -> NodeHit | None:
+    """The candidate of ``ranked`` that ``correction`` corrects (module docstring), or ``None``."""
+    position = message_position(correction.uri)
+    when = _when(correction)
+    earlier = [
+        (h, sp)
+        for h, sp in zip(ranked, speakers, strict=True)
+        if h is not correction and _when(h) < when and _same_person(speaker, sp)
+    ]
+    if position is not None:
+        text = correction.abstract[len(speaker) + 2 :]
+        near = [
+            h
+            for h, sp in earlier
+            if (p := message_position(h.uri)) is not None
+            and p[0] == position[0]
+            and 0 < position[1] - p[1] <= CORRECTION_WINDOW
+            and shares_content(text, h.abstract[len(sp or "") + 2 :], (speaker,))
+        ]
+        if near:
+            return max(near, key=lambda h: _when(h))
+    same = [h for h, _ in earlier if similar(correction, h) >= same_topic]
+    return max(same, key=lambda h: h.score) if same else None
+
+
+def prefer_corrections(
+    hits: Sequence[NodeHit],
+    embed: Callable[[list[str]], np.ndarray] | None,
+    *,
+    same_topic: float,
+    margin: float,
+) -> int:
+    """Order each correction among the :data:`CORRECTION_CANDIDATES` best memory hits of ``hits`` just above the
+    statement it corrects (module docstring): its score becomes the statement's plus 0.0001 (capped at 1) when it
+    scores at most ``margin`` below it. Scores change in place; for any question.
+
+    Args:
+        hits: the candidates, scores set.
+        embed: texts -> ``(n, dim)`` vectors (the model's ``embed_documents``) for the same-topic test of a
+            statement in another session; ``None`` (or a failing model) leaves that case out.
+        same_topic: raw cosine similarity from which two abstracts are on the same topic.
+        margin: the largest score gap (final score, 0..1) a correction makes up.
+
+    Returns:
+        How many scores changed.
+    """
+    ranked = sorted((h for h in hits if h.context_type == "memory" and not h.is_dir), key=lambda h: -h.score)[
+        :CORRECTION_CANDIDATES
+    ]
+    speakers = [message_speaker(h.uri, h.abstract) for h in ranked]
+    corrections = [
+        (h, sp) for h, sp in zip(ranked, speakers, strict=True) if sp and corrects_earlier(h.abstract[len(sp) + 2 :])
+    ]
+    if not corrections or margin <= 0:
+        return 0
+    vectors: dict[str, np.ndarray] = {}  # embedded once, only when a statement of another session is compared
+    failed = embed is None
+
+    def similar(a: NodeHit, b: NodeHit) -> float:
+        nonlocal failed
+        if failed:
+            return -1.0
+        if not vectors:
+            try:
+                assert embed is not None
+                found = np.asarray(embed([h.abstract for h in ranked]), dtype=np.float32)
+            except Exception:  # noqa: BLE001 - an ordering rule never fails a search
+                failed = True
+                return -1.0
+            found = found / (np.linalg.norm(found, axis=1, keepdims=True) + 1e-9)
+            vectors.update((h.uri, v) for h, v in zip(ranked, found, strict=True))
+        return float(vectors[a.uri] @ vectors[b.uri])
+
+    moved = 0
+    above: dict[int, float] = {}  # id(statement) -> the score of the latest correction placed above it
+    for correction, speaker in sorted(corrections, key=lambda c: _when(c[0])):  # a later correction ends higher
+        target = _corrected(correction, speaker, ranked, speakers, similar, same_topic)
+        if target is None or not target.score - margin <= correction.score <= above.get(id(target), target.score):
+            continue
+        correction.score = above[id(target)] = round(min(1.0, above.get(id(target), target.score) + 1e-4), 6)
+        moved += 1
+    return moved

@@ -71,7 +71,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from context_engine.retrieval.answer_type import AnswerType, prefer_answer_type
-from context_engine.retrieval.current_state import prefer_latest, supersede
+from context_engine.retrieval.current_state import prefer_corrections, prefer_latest, supersede
 from context_engine.retrieval.scope import within_target
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
@@ -190,6 +190,8 @@ class MergeResult:
         current_state: whether the current-state rule reordered the candidates (step 2).
         superseded: later same-topic statements ordered first by :func:`~context_engine.retrieval.current_state.
             supersede`.
+        corrected: corrections ordered above what they correct by :func:`~context_engine.retrieval.current_state.
+            prefer_corrections` (any question).
     """
 
     final: list[NodeHit]
@@ -201,6 +203,7 @@ class MergeResult:
     answer_type: AnswerType | None = None
     current_state: bool = False
     superseded: int = 0
+    corrected: int = 0
 
 
 def _normalise(text: str) -> str:
@@ -342,6 +345,9 @@ class Scorer:
                     merged, embed, same_topic=s.current_state_same_topic, margin=s.current_state_margin
                 )
             merged.sort(key=rank_key)
+        corrected = prefer_corrections(merged, embed, same_topic=s.current_state_same_topic, margin=s.correction_margin)
+        if corrected:
+            merged.sort(key=rank_key)
         if threshold is None:
             passing, protected = merged, set()
         else:
@@ -367,4 +373,5 @@ class Scorer:
             answer_type=answer_type,
             current_state=current_state,
             superseded=superseded,
+            corrected=corrected,
         )

@@ -385,6 +385,7 @@ class SearchMemoryPipeline:
                 answer_type=result.answer_type,
                 current_state=result.current_state,
                 superseded=result.superseded,
+                corrected=result.corrected,
             )
             if detailed:
                 trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})

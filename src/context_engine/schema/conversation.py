@@ -1,4 +1,5 @@
-"""Where conversation messages live and how their L0 names the speaker (issue 25): pure rules on a URI and a text.
+"""Where conversation messages live, how their L0 names the speaker and whether a message corrects an earlier one
+(issue 25): pure rules on a URI and a text.
 
 ``add_messages`` stores a message under ``ctx://user/<space>/memories/sessions/<conversation_id>/`` with the L0
 ``"<speaker>: <text>"`` (``ingest/memory.py``; the role when no speaker was given). The BM25 index, the first-stage
@@ -8,7 +9,9 @@ data, so a search does not go down to the storage layer to split a string.
 
 from __future__ import annotations
 
-__all__ = ["SESSION_SEGMENT", "message_speaker"]
+import re
+
+__all__ = ["CORRECTION_WINDOW", "SESSION_SEGMENT", "corrects_earlier", "message_position", "message_speaker"]
 
 #: Conversation messages live under ``ctx://user/<space>/memories/sessions/<session>/`` (``ingest/memory.py``).
 SESSION_SEGMENT = "/memories/sessions/"
@@ -22,3 +25,43 @@ def message_speaker(uri: str, abstract: str) -> str | None:
         return None
     speaker, sep, _ = abstract.partition(": ")
     return speaker if sep and 0 < len(speaker) <= _MAX_SPEAKER_CHARS else None
+
+
+# ".../memories/sessions/<conversation_id>/<seq>.md" (ingest/memory.py), seq zero-padded
+_MESSAGE_URI = re.compile(r"^(ctx://user/[^/]+/memories/sessions/[^/]+/)(\d+)\.md$")
+
+
+def message_position(uri: str) -> tuple[str, int] | None:
+    """``(session directory URI, sequence number)`` of a stored conversation message, ``None`` for any other node:
+    the order of the messages of one session, which share the session's time (``occurred_at``)."""
+    m = _MESSAGE_URI.match(uri)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+#: A correction corrects one of its speaker's messages at most this many messages before it in its session (the
+#: replies and acknowledgements in between counted): "My classroom is room 14" / "Got it." / "Wait, no, it's room 41".
+CORRECTION_WINDOW = 6
+
+# What speakers say when they correct what they said before: "sorry, I meant", "correction", "typo", "make that
+# two", "it's 2015, not 2016", "I was wrong about the venue", 说错了, 我是说. Not a bare "actually" (it mostly adds
+# emphasis in conversation: "I actually love it") nor "update" (a change, not a mistake: the current-state rule's).
+_CORRECTION = re.compile(
+    r"(?<![\w'’])(?:corrections?|typos?|I meant|(?:sorry|oops|whoops|no|wait)[,.!]*\s+I mean"
+    r"|I was wrong|I got (?:that|it|this|those|the \w+) (?:wrong|mixed up)|my mistake|my bad|I misspoke|I misread"
+    r"|I mixed (?:that |those |them |it )?up|scratch that|should(?: have|'ve|’ve) said|wait,? no"
+    r"|(?:it's|it’s|it is|it was|that's|that’s|that is|they're|they’re|he's|he’s|she's|she’s)\b[^.!?;]{1,60}?,\s*not"
+    r"(?! just| only| because| to| that| for| about| as| so| even| always| all| every))"
+    r"(?![\w'’])"
+    r"|(?:^|[,.!?;:]\s*|\b(?:let's|let’s|so|or|no|wait),?\s+)make (?:that|it) "
+    r"(?:\d|(?-i:[A-Z])|(?:one|two|three|four|five|six|seven|eight|nine|ten|twice|once|half|a quarter)\b)"
+    r"|更正|纠正|说错了|搞错了|记错了|写错了|打错了|口误|我是说",
+    re.IGNORECASE,
+)
+
+
+def corrects_earlier(text: str) -> bool:
+    """Whether a message's text (without its ``speaker: `` prefix) says it corrects something said before: "Oops, I
+    mean the 3rd of May", "Correction: he's a nurse, not a paramedic", "Let's make that two runs a week", "it's
+    Ana with one n, not Anna", 我说错了 (:data:`_CORRECTION`). A correction is indexed with the message it corrects
+    (``ingest/conversation.py``) and ranks above it (``retrieval/current_state.py`` :func:`prefer_corrections`)."""
+    return _CORRECTION.search(text) is not None

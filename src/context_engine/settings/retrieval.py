@@ -200,6 +200,14 @@ class ScoringSettings(SettingsSection):
         description="The largest final-score gap the later of two same-topic statements makes up for a current-state "
         "question (0 switches the rule off).",
     )
+    correction_margin: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="For any question, a message that says it corrects an earlier one ('sorry, I meant', "
+        "'correction:', 'typo') ranks just above the statement it corrects when it scores at most this much below "
+        "it (retrieval/current_state.py prefer_corrections; 0 switches the rule off).",
+    )
     answer_type_boost: float = Field(
         0.08,
         ge=0.0,

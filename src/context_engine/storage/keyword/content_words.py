@@ -139,6 +139,12 @@ def content_tokens(text: str, names: Iterable[str] = (), *, phatic: bool = True)
     return _content(text) - known - (_phatic() if phatic else _function())
 
 
+def shares_content(a: str, b: str, names: Iterable[str] = ()) -> bool:
+    """Whether texts ``a`` and ``b`` have a content word in common (:func:`content_tokens`, ``names`` left out):
+    "Oops, typo: the locker code is 4417." and "My locker code at the gym is 4471." do."""
+    return not content_tokens(a, names).isdisjoint(content_tokens(b, names))
+
+
 @functools.cache
 def _function() -> frozenset[str]:
     """The stems of the function words (English and Chinese)."""
