@@ -468,10 +468,35 @@ class MemoryWriter:
         )
 
     def _version_writer(self, account_id: str, versions: Sequence[tuple[NodeRecord, str]]) -> Any:
+        """The callback that keeps each memory's previous text as a version, run inside the write's transaction.
+
+        It first checks, under the write turn, that each memory is still the one read before it: concurrent updates
+        of one memory both read version ``v`` and would both write ``v + 1`` (a unique-key failure, a 500), and an
+        update that read the memory before a delete committed would write it back.
+
+        Raises:
+            ContextEngineError: ``WRT-4091`` (409, retryable) when another write changed the memory since it was
+                read; ``RET-4041`` (404, as for the caller's memory deleted before the update) when it was deleted
+                meanwhile. Nothing is written then (the transaction rolls back).
+        """
         if not versions:
             return None
 
         def write() -> None:
+            now = self._metadata.get_nodes(account_id, [node.uri for node, _ in versions])
+            for node, _ in versions:
+                current = now.get(node.uri)
+                if current is None or current.is_dir:  # the caller may see it (checked before): as a deleted one
+                    message = "no memory at this URI (deleted, or never written)"
+                    raise ContextEngineError(ErrorCode.TARGET_NOT_FOUND, message, {"uri": node.uri})
+                if current.version != node.version:
+                    raise ContextEngineError(
+                        ErrorCode.CONFLICT,
+                        f"{node.uri} was changed by another write (version {node.version} -> {current.version}); "
+                        "read it again and retry",
+                        {"uri": node.uri, "version": current.version},
+                        retryable=True,
+                    )
             for node, old_text in versions:
                 when = node.updated_at or node.created_at
                 assert when is not None
