@@ -9,7 +9,9 @@ fact at length), ``dense`` (long user messages packing several facts, short repl
 messages: a system prompt per session, the user's ``name``, content parts, assistant ``tool_calls`` and ``tool``
 results), ``updates`` (facts changed in later sessions, short acknowledgements) and ``bursts`` (the user sends
 several short messages in a row, a later one going on from an earlier one; added 2026-12-07) and ``corrections``
-(the user corrects a value in the next message, a few messages later or a session later; added 2026-12-07, later).
+(the user corrects a value in the next message, a few messages later or a session later; added 2026-12-07, later)
+and ``requests`` (the user asks the assistant to book, order, cancel or move things; the assistant's reply says
+what it did: the evidence is that reply; added 2026-12-07, later).
 Messages are written
 in the form given to ``add_messages`` and read through the engine's own
 :func:`~context_engine.schema.memory.message_fields`, so a row carries what the engine stores: ``role``,
@@ -49,8 +51,8 @@ OUT = Path(__file__).resolve().parent / "agent_shapes"
 
 CATEGORIES = {"named": 1, "pronoun": 2, "unanswerable": 6}
 """``category_name`` -> ``category`` (``unanswerable`` is 6, as in ``agent_dev``)."""
-EVIDENCE_ROLES = ("user", "tool")
-"""The roles an evidence turn may have."""
+EVIDENCE_ROLES = ("user", "tool", "assistant")
+"""The roles an evidence turn may have (``assistant`` only in the ``requests`` shape, checked in ``build``)."""
 
 
 def C(name: str, **arguments: Any) -> dict:
@@ -640,7 +642,83 @@ CORRECTIONS = {
     ],
 }
 
-CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES, BURSTS, CORRECTIONS)
+
+# --------------------------------------------------------------------------------------------------------------
+# Shape 7: REQUESTS. The user asks the assistant to do things; the assistant's reply says what it did, with the
+# specifics the questions ask for (added 2026-12-07, before any rule for it). Evidence is the assistant's reply.
+# --------------------------------------------------------------------------------------------------------------
+def U7(text):
+    return {"role": "user", "speaker": "Lena", "content": text}
+
+
+REQUESTS = {
+    "name": "requests",
+    "space": "lena",
+    "sessions": [
+        (
+            "2024-09-10",
+            [
+                U7("Can you book me a flight to Oslo for the workshop next Thursday? Morning if possible."),  # 1
+                A("Booked: SAS flight SK1462 from Heathrow at 07:15 on Thursday 19 September, seat 14A."),  # 2
+                U7("Thanks! And somewhere to stay for two nights."),  # 3
+                A(
+                    "I've reserved two nights at the Hotel Bondeheimen, 19-21 September, booking reference BH-5520."
+                ),  # 4
+                U7("Please remind me to water the tomatoes while I'm away."),  # 5
+                A(
+                    "I've set a reminder for 6 pm on Thursday and Friday: ask Marek next door to water the tomatoes."
+                ),  # 6
+                U7("Great."),  # 7
+            ],
+        ),
+        (
+            "2024-10-02",
+            [
+                U7("Could you find me a physio near work? My knee is playing up again."),  # 8
+                A(
+                    "I found Riverside Physio on Carter Lane and booked you with Amira Haddad, Monday 7 October, 12:30."
+                ),  # 9
+                U7("Perfect, thank you."),  # 10
+                A("You're welcome."),  # 11
+                U7("I'd like to cancel the meal-kit deliveries, we never cook them."),  # 12
+                A("Done: your HelloFresh plan is cancelled and the last box arrives on 9 October."),  # 13
+                U7("What did you do about the broadband renewal?"),  # 14
+                A("I switched you to the Community Fibre 500 Mb plan at £25 a month, starting 1 November."),  # 15
+            ],
+        ),
+        (
+            "2024-11-14",
+            [
+                U7("Can you order a birthday present for my nephew Tomek? He's turning eight."),  # 16
+                A(
+                    "I ordered a Lego Technic race car set, £34.99, delivered to your sister's address by 20 November."
+                ),  # 17
+                U7("Lovely. And move my dentist appointment, I can't make it on Tuesday."),  # 18
+                A("Your dentist appointment with Dr Ruiz is now on Friday 22 November at 9:40 am."),  # 19
+                U7("Thanks, that works."),  # 20
+                A("Anything else?"),  # 21
+            ],
+        ),
+    ],
+    "variant": "named",
+    "questions": [
+        ("Which flight is the user taking to Oslo?", [2], "Which flight is Lena taking to Oslo?"),
+        ("Where is she staying in Oslo?", [4], "Where is Lena staying in Oslo?"),
+        ("Who is watering her tomatoes?", [6], "Who is watering Lena's tomatoes?"),
+        ("Which physio is the user seeing for her knee?", [9], "Which physio is Lena seeing for her knee?"),
+        ("Which meal-kit service did she cancel?", [13], "Which meal-kit service did Lena cancel?"),
+        ("What broadband plan is the user on from November?", [15], "What broadband plan is Lena on from November?"),
+        ("What present was ordered for her nephew?", [17], "What present was ordered for Lena's nephew?"),
+        ("When is her dentist appointment now?", [19], "When is Lena's dentist appointment now?"),
+    ],
+    "unanswerable": [
+        "What is Lena's frequent flyer number?",
+        "How old is Lena's sister?",
+        "Which gym does Lena go to?",
+    ],
+}
+
+CONVERSATIONS = (ECHO, DENSE, OPENAI, UPDATES, BURSTS, CORRECTIONS, REQUESTS)
 
 
 def _fail(conv: dict, message: str) -> SystemExit:
@@ -683,8 +761,9 @@ def build(conv: dict) -> tuple[list[dict], list[dict]]:
     qa: list[dict] = []
 
     def row(question: str, name: str, evidence: list[int]) -> None:
-        if any(e not in dia or role[dia[e]] not in EVIDENCE_ROLES for e in evidence):
-            raise _fail(conv, f"{question!r}: evidence {evidence} is not all user or tool messages")
+        allowed = EVIDENCE_ROLES if conv["name"] == "requests" else ("user", "tool")
+        if any(e not in dia or role[dia[e]] not in allowed for e in evidence):
+            raise _fail(conv, f"{question!r}: evidence {evidence} is not all {' or '.join(allowed)} messages")
         qa.append(
             {
                 "conv_id": conv["name"],

@@ -1,5 +1,5 @@
 """The conversation-shapes probe set eval/conversations/agent_shapes: its generator is deterministic, the committed
-files match it, and the set has the promised shape (six shapes, each question named and with a pronoun, evidence
+files match it, and the set has the promised shape (seven shapes, each question named and with a pronoun, evidence
 on user or tool turns that exist, unanswerable questions without evidence, the OpenAI shape's system and tool
 turns)."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from context_engine.eval.conversation_eval import _message
 from context_engine.eval.conversations import load_conversations
-from context_engine.schema.conversation import corrects_earlier
+from context_engine.schema.conversation import corrects_earlier, reports_action
 from context_engine.schema.memory import Message
 from tests.eval.generators import FOLDER, assert_reproduces, load_generator, run_generator
 
@@ -26,6 +26,7 @@ NAMES = {
     "updates": "Oskar",
     "bursts": "Noor",
     "corrections": "Tomas",
+    "requests": "Lena",
 }
 
 
@@ -51,11 +52,11 @@ def test_the_agent_shapes_set_has_the_promised_shape():
     turns, qa = _rows("turns.jsonl"), _rows("qa.jsonl")
     assert set(turns[0]) == {"conv_id", "dia_id", "session", "session_date_time", "speaker", "text", "role"}
     assert c.conversations == list(NAMES)
-    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26, 28, 32]
-    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3, 3, 3]
-    assert len(turns) == 151 and len(qa) == 162
-    assert c.categories() == {"named": 72, "pronoun": 72}
-    assert len(c.no_answer) == 18 and c.unknown_evidence == 0 and c.unjudged_questions == 0
+    assert [len(c.turns[k]) for k in NAMES] == [24, 16, 25, 26, 28, 32, 21]
+    assert [len(c.sessions(k)) for k in NAMES] == [3, 2, 2, 3, 3, 3, 3]
+    assert len(turns) == 172 and len(qa) == 181
+    assert c.categories() == {"named": 80, "pronoun": 80}
+    assert len(c.no_answer) == 21 and c.unknown_evidence == 0 and c.unjudged_questions == 0
     for conv in NAMES:
         ts = c.turns[conv]
         assert len({t.timestamp for t in ts}) == len(c.sessions(conv))  # one date per session
@@ -82,7 +83,8 @@ def test_every_question_has_its_pair_and_evidence_on_a_user_or_tool_turn():
         assert r["evidence"], r
         for e in r["evidence"]:
             assert (r["conv_id"], e) in known, r  # every evidence id exists
-            assert known[r["conv_id"], e] in ("user", "tool"), r  # never an assistant or system turn
+            # never a system turn; an assistant's only where it did what the user asked
+            assert known[r["conv_id"], e] in (("assistant",) if r["conv_id"] == "requests" else ("user", "tool")), r
         if known[r["conv_id"], r["evidence"][0]] == "tool":
             assert r["conv_id"] == "openai", r
     for conv, rows in by_conv.items():
@@ -151,3 +153,12 @@ def test_the_corrections_shape_corrects_seven_statements_in_words_the_rule_reads
     assert corrections == ["D1:3", "D1:9", "D2:1", "D2:5", "D3:1", "D3:7", "D3:9"]
     asked = {e for r in _rows("qa.jsonl") if r["conv_id"] == "corrections" for e in r["evidence"]}
     assert set(corrections) <= asked  # every correction is what a question asks for
+
+
+def test_the_requests_shape_asks_the_assistant_and_its_replies_report_what_it_did():
+    ts = load_conversations(SHAPES).turns["requests"]
+    reports = [t.dia_id for t in ts if t.role == "assistant" and reports_action(t.text)]
+    asked = {e for r in _rows("qa.jsonl") if r["conv_id"] == "requests" for e in r["evidence"]}
+    # every evidence turn but one is a report the rule reads; "Your dentist appointment ... is now on Friday" is not
+    assert asked - set(reports) == {"D3:4"} and len(reports) == 7
+    assert all(t.role == "user" for t in ts if t.dia_id in {"D1:1", "D2:1", "D3:1"})  # the requests

@@ -486,3 +486,33 @@ def test_a_correction_comes_before_the_statement_it_corrects(make, margin):
     else:
         assert hits.index(said) < hits.index(fixed)
         assert ranked["corrected"] == 0
+
+
+REQUESTED = [
+    {"role": "user", "speaker": "Lena", "content": "Could you find me a physio near work? My knee is playing up."},
+    {"role": "assistant", "content": "I found Riverside Physio on Carter Lane and booked you with Amira Haddad."},
+    {"role": "user", "speaker": "Lena", "content": "Great, thanks."},
+    {"role": "assistant", "content": "You're welcome."},
+]
+
+
+@pytest.mark.parametrize("margin", [0.15, 0.0])
+def test_what_the_assistant_did_comes_before_the_request(make, margin):
+    # The request shares the question's words and is the named user's; the assistant's report holds the answer and
+    # ranks just above it (issue 25, the requests shape; retrieval/replies.py prefer_reports).
+    engine = make(retrieval={"scoring": {"report_margin": margin}})
+    request, report, _, _ = engine.add_messages(REQUESTED, "s1", ANN).uris
+    response = engine.search_memory(
+        "Which physio is Lena seeing for her knee?", ANN, top_k=3, include_debug=True, trace_level="detailed"
+    )
+    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    if margin:
+        assert _uris(response)[:2] == [report, request] and ranked["reported"] == 1
+    else:
+        assert _uris(response)[:2] == [request, report] and ranked["reported"] == 0
+    # a question about the asking: no lift (the report, read with the request, may still match it better)
+    asked = engine.search_memory(
+        "What did Lena ask the assistant to find?", ANN, top_k=3, include_debug=True, trace_level="detailed"
+    )
+    assert [e for e in asked.thinking_trace["events"] if e["event"] == "ranked"][0]["reported"] == 0
+    assert request in _uris(asked)[:2]

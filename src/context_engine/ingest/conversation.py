@@ -11,8 +11,13 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   the previous message they would carry the fact's words on a shorter text and win; indexed alone they match only
   what they say. They are stored and readable like every message.
   A message that answers a question ("Yes!") is read with that question and keeps its context.
-* **A message whose role is not ``user`` never borrows another message's words.** An assistant, system or tool
-  message is indexed with no context: what it adds is its own. (A system prompt repeated mid-conversation or a tool
+* **A message whose role is not ``user`` never borrows another message's words** but one: an assistant, system or
+  tool message is indexed with no context: what it adds is its own. The exception is the assistant's report of what
+  it did for the user ("I've booked the 06:40 to Bristol, coach C, seat 42", "Done: your plan is cancelled";
+  :func:`~context_engine.schema.conversation.reports_action`): it is indexed with the user's request it carries
+  out (past tool calls and results in between), and the request is not indexed with it: the report is the record
+  of what was done, the request only of what was wanted, and a question about the booking asks in the request's
+  words ("Which flight is Lena taking to Oslo?"). (A system prompt repeated mid-conversation or a tool
   result indexed with the user's turn before it carried the user's words on another text and outranked the user's
   statement: "What is the name of her partner?" found the system prompt indexed with "my partner Wiremu ...".)
 * **A user's message** is indexed with the ``memory.context_messages`` messages before it that it may answer:
@@ -24,7 +29,8 @@ must not let a message outrank the one that actually says a thing. The rules, fo
   on from ("Quick update on my mum." / "She had a fall at home last week and broke her hip." / "The surgeons at
   Ninewells replaced it on Tuesday."; only in a dialogue, a session whose messages at hand have more than one
   speaker, and for a message with :data:`BURST_MIN_CONTENT_WORDS` content words of its own: not "嗯嗯"),
-  **and** with the assistant's reply that follows it in the same batch when that reply carries content (past the
+  **and** with the assistant's reply that follows it in the same batch when that reply carries content and is no
+  report of an action (past the
   assistant's acknowledgements, its tool calls, tool results and system messages in between: "Noted!" then the
   reply, or a call, its result, then the reply; the next user message ends the search): "I switched to rooibos" is
   found by "caffeine-free alternative to coffee" in the reply, and the user's turn, not the reply, owns the match.
@@ -47,7 +53,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from context_engine.schema.conversation import CORRECTION_WINDOW, corrects_earlier
+from context_engine.schema.conversation import CORRECTION_WINDOW, corrects_earlier, reports_action
 from context_engine.storage.keyword.content_words import (
     FUNCTION_WORDS,
     NUMBER,
@@ -177,6 +183,19 @@ def _corrected(history: Sequence[Line], informative: Sequence[bool], at: int, na
     return None
 
 
+def _request(history: Sequence[Line], at: int) -> Line | None:
+    """The user's message that the assistant's report ``history[at]`` carries out: walking back past the assistant's
+    tool calls, tool results and system messages, the first user message; ``None`` when another conversational
+    message of the assistant comes first (the report answers that, not a request)."""
+    for i in range(at - 1, -1, -1):
+        m = history[i]
+        if m.role == "user":
+            return m
+        if m.conversational:
+            return None
+    return None
+
+
 def _reply(batch: Sequence[Line], informative: Sequence[bool], offset: int, j: int) -> Line | None:
     """The assistant's reply to ``batch[j]`` that carries content: the next assistant message in the batch that is
     not a tool call, past the assistant's acknowledgements ("Noted!" then "Rooibos is caffeine-free ..."), its tool
@@ -231,6 +250,10 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
     offset = len(tail)
     for j, line in enumerate(batch):
         at = offset + j
+        if line.role == "assistant" and line.conversational and reports_action(line.text):
+            request = _request(history, at)
+            out.append(request.as_context(max_chars) if request is not None else "")
+            continue
         if line.role != "user" or not informative[at]:
             out.append("")
             continue
@@ -241,7 +264,7 @@ def index_contexts(tail: Sequence[Line], batch: Sequence[Line], context_messages
                 answered.insert(0, corrected)
         lines = [m.as_context(max_chars) for m in answered]
         reply = _reply(batch, informative, offset, j)
-        if reply is not None:
+        if reply is not None and not (reply.role == "assistant" and reports_action(reply.text)):
             lines.append(reply.as_context(max_chars))
         out.append("\n".join(lines))
     return out

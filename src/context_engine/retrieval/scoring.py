@@ -72,6 +72,7 @@ import numpy as np
 
 from context_engine.retrieval.answer_type import AnswerType, prefer_answer_type
 from context_engine.retrieval.current_state import prefer_corrections, prefer_latest, supersede
+from context_engine.retrieval.replies import prefer_reports
 from context_engine.retrieval.scope import within_target
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
@@ -192,6 +193,8 @@ class MergeResult:
             supersede`.
         corrected: corrections ordered above what they correct by :func:`~context_engine.retrieval.current_state.
             prefer_corrections` (any question).
+        reported: the assistant's reports of an action ordered above the request they carry out by
+            :func:`~context_engine.retrieval.replies.prefer_reports`.
     """
 
     final: list[NodeHit]
@@ -204,6 +207,7 @@ class MergeResult:
     current_state: bool = False
     superseded: int = 0
     corrected: int = 0
+    reported: int = 0
 
 
 def _normalise(text: str) -> str:
@@ -308,6 +312,7 @@ class Scorer:
         preferred: Collection[str] = (),
         keyword_top: Mapping[str, Sequence[tuple[str, float]]] | None = None,
         embed: Callable[[list[str]], np.ndarray] | None = None,
+        roles: Callable[[list[str]], Mapping[str, str]] | None = None,
     ) -> MergeResult:
         """Merge the scored, rechecked hits of a request's typed queries (module docstring, steps 1-5).
 
@@ -321,6 +326,8 @@ class Scorer:
             keyword_top: per context type, the first two BM25 hits ``(uri, bm25 score)`` of the first round.
             embed: texts -> vectors (the embedding model's ``embed_documents``), for the current-state rule's
                 same-topic test; ``None`` skips that test.
+            roles: URIs -> the ``role`` their messages were stored with (``RequestNodes.roles``), read only when an
+                assistant's report of an action is among the candidates; ``None``: the report rule is skipped.
 
         Returns:
             A :class:`MergeResult`; ``final`` holds ``min(top_k, candidates)`` hits when ``threshold`` is ``None``,
@@ -346,7 +353,8 @@ class Scorer:
                 )
             merged.sort(key=rank_key)
         corrected = prefer_corrections(merged, embed, same_topic=s.current_state_same_topic, margin=s.correction_margin)
-        if corrected:
+        reported = prefer_reports(query, merged, s.report_margin, roles)
+        if corrected or reported:
             merged.sort(key=rank_key)
         if threshold is None:
             passing, protected = merged, set()
@@ -374,4 +382,5 @@ class Scorer:
             current_state=current_state,
             superseded=superseded,
             corrected=corrected,
+            reported=reported,
         )

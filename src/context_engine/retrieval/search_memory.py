@@ -369,6 +369,7 @@ class SearchMemoryPipeline:
                 preferred=preferred_types(typed),
                 keyword_top=first.first_round.keyword_top,
                 embed=self._embed_texts,
+                roles=run.nodes.roles,
             )
             merged, final, filtered = result.merged, result.final, result.below_threshold
             if filtered:
@@ -386,6 +387,7 @@ class SearchMemoryPipeline:
                 current_state=result.current_state,
                 superseded=result.superseded,
                 corrected=result.corrected,
+                reported=result.reported,
             )
             if detailed:
                 trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})

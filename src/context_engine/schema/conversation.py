@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CORRECTION_WINDOW", "SESSION_SEGMENT", "corrects_earlier", "message_position", "message_speaker"]
+__all__ = [
+    "CORRECTION_WINDOW",
+    "SESSION_SEGMENT",
+    "corrects_earlier",
+    "message_position",
+    "message_speaker",
+    "reports_action",
+]
 
 #: Conversation messages live under ``ctx://user/<space>/memories/sessions/<session>/`` (``ingest/memory.py``).
 SESSION_SEGMENT = "/memories/sessions/"
@@ -65,3 +72,24 @@ def corrects_earlier(text: str) -> bool:
     Ana with one n, not Anna", 我说错了 (:data:`_CORRECTION`). A correction is indexed with the message it corrects
     (``ingest/conversation.py``) and ranks above it (``retrieval/current_state.py`` :func:`prefer_corrections`)."""
     return _CORRECTION.search(text) is not None
+
+
+# An assistant saying what it did for the user, at the start of its message: "I've booked ...", "Done: your plan is
+# cancelled", "Booked! Confirmation KC-88213", "I found Riverside Physio and booked you ...". Only read for the
+# assistant's messages (a user's "I switched to rooibos" states a fact of their own).
+_ACTION = re.compile(
+    r"^\W*(?:(?:done|sorted|all set|ok(?:ay)?|great|sure)[:!.,]\s*)?(?:I've|I’ve|I have|I)\s+(?:\w+ly\s+)?"
+    r"(?:booked|reserved|ordered|set|added|created|switched|renewed|chose|moved|cancell?ed|scheduled|rescheduled|sent"
+    r"|bought|found|made|updated|changed|arranged|signed|registered|paid|transferred|emailed|called|placed|deleted"
+    r"|removed|drafted|filed|submitted|put|paused|extended|upgraded|downgraded|renamed|shared|invited|requested)\b"
+    r"|^\W*(?:booked|done|reserved|ordered|scheduled|cancell?ed|sorted)\b\s*[:!.,]",
+    re.IGNORECASE,
+)
+
+
+def reports_action(text: str) -> bool:
+    """Whether an assistant's message (its text) opens by reporting what it did for the user: "I've booked the 06:40
+    to Bristol, coach C, seat 42", "Done: your HelloFresh plan is cancelled" (:data:`_ACTION`). Such a message is
+    the memory of the request it carries out: it holds what a later question asks ("What seat does Nadia have?"),
+    so it is indexed with that request and the request not with it (``ingest/conversation.py``)."""
+    return _ACTION.search(text) is not None

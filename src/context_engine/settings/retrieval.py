@@ -208,6 +208,14 @@ class ScoringSettings(SettingsSection):
         "'correction:', 'typo') ranks just above the statement it corrects when it scores at most this much below "
         "it (retrieval/current_state.py prefer_corrections; 0 switches the rule off).",
     )
+    report_margin: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="An assistant's message reporting what it did ('I've booked the 06:40, seat 42') ranks just above "
+        "the user's request it carries out when it scores at most this much below it, for any question but one about "
+        "the asking (retrieval/replies.py prefer_reports; 0 switches the rule off).",
+    )
     answer_type_boost: float = Field(
         0.08,
         ge=0.0,

@@ -1,0 +1,98 @@
+"""The assistant's report of what it did for a request (issue 25, the "requests" shape): recognised by its opening
+words, indexed with the request it carries out (the request not with it) and ranked just above that request
+(schema/conversation.py ``reports_action``, ingest/conversation.py, retrieval/replies.py ``prefer_reports``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from context_engine.ingest.conversation import Line, index_contexts
+from context_engine.retrieval.replies import prefer_reports
+from context_engine.schema.conversation import reports_action
+from context_engine.schema.hits import NodeHit
+
+S1 = "ctx://user/lena/memories/sessions/s1/"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I've booked the 06:40 from Paddington, coach C, seat 42.", True),
+        ("Booked: SAS flight SK1462 at 07:15, seat 14A.", True),
+        ("Done: your HelloFresh plan is cancelled.", True),
+        ("Done. I've set your reminder for 7:30 pm every Monday.", True),
+        ("I found Riverside Physio and booked you with Amira Haddad.", True),
+        ("I renewed all three of your library books.", True),
+        # advice, questions and acknowledgements report nothing done
+        ("Rooibos is a nice caffeine-free alternative to coffee.", False),
+        ("Would you like me to book a table?", False),
+        ("Noted!", False),
+        ("I think the Jazz is a reliable car.", False),
+    ],
+)
+def test_a_report_of_an_action_is_recognised_by_its_opening_words(text, expected):
+    assert reports_action(text) is expected
+
+
+def _line(role: str, text: str) -> Line:
+    return Line(role, "Lena" if role == "user" else role, text)
+
+
+def test_the_report_is_indexed_with_the_request_and_the_request_not_with_the_report():
+    batch = [
+        _line("user", "Can you book me a flight to Oslo for the workshop next Thursday?"),
+        _line("assistant", "Booked: SAS flight SK1462 from Heathrow at 07:15, seat 14A."),
+        _line("user", "I switched to rooibos, coffee was wrecking my sleep."),
+        _line("assistant", "Rooibos is a nice caffeine-free alternative to coffee."),
+    ]
+    contexts = index_contexts([], batch, context_messages=1, max_chars=200)
+    assert contexts[1] == "Lena: Can you book me a flight to Oslo for the workshop next Thursday?"
+    assert "SK1462" not in contexts[0]
+    # a reply that reports nothing done still reads with the statement it answers, and borrows nothing
+    assert contexts[2] == "assistant: Rooibos is a nice caffeine-free alternative to coffee." and contexts[3] == ""
+
+
+def test_a_report_after_a_tool_call_reads_with_the_request_before_them():
+    batch = [
+        _line("user", "Find me a vegan table for three on Friday."),
+        Line("assistant", "assistant", 'book_table({"party_size": 3})', tool_call=True),
+        _line("tool", '{"status": "confirmed", "confirmation": "KC-88213"}'),
+        _line("assistant", "Booked! Confirmation KC-88213 for three at 7pm on Friday."),
+    ]
+    contexts = index_contexts([], batch, context_messages=1, max_chars=200)
+    assert contexts[3] == "Lena: Find me a vegan table for three on Friday."
+
+
+def _hit(seq: int, score: float, abstract: str) -> NodeHit:
+    return NodeHit(
+        uri=f"{S1}{seq:06d}.md", owner_space="user:lena", context_type="memory", score=score, abstract=abstract
+    )
+
+
+def _roles(*users: int):
+    def roles(uris: list[str]) -> dict[str, str]:
+        return {u: "user" if int(u.rsplit("/", 1)[1][:6]) in users else "assistant" for u in uris}
+
+    return roles
+
+
+def test_a_report_ranks_just_above_the_request_it_carries_out():
+    request = _hit(1, 0.37, "Lena: Could you find me a physio near work? My knee is playing up again.")
+    report = _hit(2, 0.29, "assistant: I found Riverside Physio on Carter Lane and booked you with Amira Haddad.")
+    other = _hit(5, 0.10, "assistant: I've set a reminder for Friday.")
+    assert prefer_reports("Which physio is Lena seeing?", [request, report, other], 0.15, _roles(1)) == 1
+    assert report.score == pytest.approx(0.3701) and request.score == 0.37 and other.score == 0.10
+
+
+def test_a_report_far_below_its_request_a_question_about_the_asking_and_a_tool_result_are_left_alone():
+    request = _hit(1, 0.50, "Lena: Could you find me a physio near work?")
+    report = _hit(2, 0.29, "assistant: I found Riverside Physio and booked you.")
+    assert prefer_reports("Which physio is Lena seeing?", [request, report], 0.15, _roles(1)) == 0  # 0.21 below
+    near = _hit(2, 0.45, "assistant: I found Riverside Physio and booked you.")
+    assert prefer_reports("What did Lena ask the assistant to find?", [request, near], 0.15, _roles(1)) == 0
+    assert prefer_reports("Which physio is Lena seeing?", [request, near], 0.0, _roles(1)) == 0  # switched off
+    assert prefer_reports("Which physio is Lena seeing?", [request, near], 0.15, None) == 0
+    # the message before the report is a tool's result, not the user's request
+    tool = _hit(1, 0.50, 'book_table: {"status": "confirmed"}')
+    assert prefer_reports("Which table was booked?", [tool, near], 0.15, _roles()) == 0
+    assert near.score == 0.45
