@@ -142,10 +142,12 @@ def test_forbidden_and_missing_give_the_same_403_without_touching_storage(engine
             reader.read(uri, "L1", ctx=stranger)
         answers.append({**other.value.envelope("r"), "details": {}})
     assert answers[0] == answers[1]
-    for bad in ("not a uri", "ctx://resources/../etc/passwd"):
+    for bad in ("not a uri", "ctx://resources/../etc/passwd"):  # malformed: RET-4001 from the text alone
+        calls = len(metadata.calls)
         with pytest.raises(ContextEngineError) as invalid:
             reader.read(bad, "L1", ctx=BOB)
-        assert invalid.value.code is ErrorCode.URI_FORBIDDEN
+        assert invalid.value.code is ErrorCode.QUERY_INVALID and invalid.value.details == {"field": "uri"}
+        assert len(metadata.calls) == calls and content.reads == []
     with pytest.raises(ContextEngineError) as none:
         reader.read(DISK, "L1", ctx=None)
     assert none.value.code is ErrorCode.URI_FORBIDDEN

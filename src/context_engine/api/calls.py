@@ -75,7 +75,15 @@ def search_memory(
 
 
 def read_memory(service: ContextEngineService, req: ReadMemoryRequest, ctx: RequestContext) -> ReadMemoryResponse:
-    """``service.read_memory`` plus a ``read_memory`` log event (URI and level, never the text)."""
+    """``service.read_memory`` plus a ``read_memory`` log event (URI and level, never the text).
+
+    A malformed ``uri`` (``''``, ``ctx://``, ``http://x``, ``ctx://resources/../x``) is ``RET-4001``, as on ``ls``
+    and ``tree`` (``MemoryReadService``: decided from the text alone, before any store is read, so it says nothing
+    about what exists). A well-formed URI the caller cannot see, or that does not exist, keeps the one ``RET-4032``.
+
+    Raises:
+        ContextEngineError: what ``service.read_memory`` raises.
+    """
     resp = service.read_memory(req, ctx)
     log.info("read_memory", uri=req.uri, level=req.level, relations=len(resp.block.relations))
     return resp

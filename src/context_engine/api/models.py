@@ -26,6 +26,15 @@ class _Request(BaseModel):
 
 
 _DEPRECATED_CONVERSATION = "use conversation_id (the same value)"
+_LIST_MEMORY_FILTERS = ("category", "conversation_id", "session_id", "user_space")
+
+
+def blank_as_absent(data: Any, fields: tuple[str, ...]) -> Any:
+    """``data`` (a request's raw fields) with each of ``fields`` that is an empty string removed, so that an empty
+    optional filter (``?user_space=``) means what leaving it out means. Anything but a dict is returned unchanged."""
+    if not isinstance(data, dict) or not any(data.get(f) == "" for f in fields):
+        return data
+    return {k: v for k, v in data.items() if not (k in fields and v == "")}
 
 
 # ---- raw semantic search (live evaluation) --------------------------------------------------------------------------
@@ -182,6 +191,12 @@ class ListMemoriesRequest(_Request, RenamedFields):
         exclude=True,
         description="Deprecated: the same as conversation_id.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_filters_are_absent(cls, data: Any) -> Any:
+        # `?user_space=` (a form's empty field) narrows nothing: the same page as without it, not WRT-4001
+        return blank_as_absent(data, _LIST_MEMORY_FILTERS)
 
 
 class LsRequest(_Request):

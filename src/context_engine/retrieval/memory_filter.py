@@ -19,7 +19,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.trace import TraceRecorder
 from context_engine.retrieval.dates import date_anchors
 from context_engine.schema.context import RequestContext
-from context_engine.schema.query import SearchMemoryRequest
+from context_engine.schema.query import SearchMemoryRequest, TimeRange
 from context_engine.schema.uri import ContextURI
 from context_engine.storage.protocols import MetadataStore
 
@@ -29,6 +29,8 @@ _MAX_KEYS = 16
 #: A date named without a year ("Aug 15th") is looked for in this many past years, this year and the next.
 YEARLESS_YEARS = 10
 _MAX_VALUES = 100
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The integers a ``metadata_filter`` value may be: what SQLite's INTEGER and PostgreSQL's bigint hold."""
 
 
 def _memory_root(ctx: RequestContext) -> ContextURI | None:
@@ -39,6 +41,34 @@ def _memory_root(ctx: RequestContext) -> ContextURI | None:
 
 def _invalid(field: str, message: str) -> ContextEngineError:
     return ContextEngineError(ErrorCode.QUERY_INVALID, f"{field}: {message}", {"field": field})
+
+
+def _window_bounds(window: TimeRange | None) -> tuple[datetime | None, datetime | None]:
+    """``time_range`` as aware UTC bounds ``(start, end)``; ``(None, None)`` without one.
+
+    Raises:
+        ContextEngineError: ``RET-4001`` (``details.field`` ``time_range``) for ``start >= end`` or a bound that
+            cannot be represented in UTC (a range built without validation; the request model refuses it first).
+    """
+    if window is None:
+        return None, None
+    try:
+        start, end = window.utc_bounds()
+    except ValueError as err:
+        raise _invalid("time_range", str(err)) from None
+    if start is not None and end is not None and start >= end:
+        raise _invalid("time_range", "start must be before end")
+    return start, end
+
+
+def _metadata_value_ok(value: Any) -> bool:
+    """A ``metadata_filter`` value the stores can compare: a string, a boolean, a finite float or a signed 64-bit
+    integer (SQLite and PostgreSQL hold no larger one; a bigger one used to fail inside the store, a 500)."""
+    if isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return INT64_MIN <= value <= INT64_MAX
+    return isinstance(value, float) and math.isfinite(value)
 
 
 class MemoryFilter:
@@ -57,21 +87,15 @@ class MemoryFilter:
         """The URIs of the caller's memories that match every filter of ``request``, or ``None`` when it has none.
 
         Raises:
-            ContextEngineError: ``RET-4001`` for a malformed filter: a time range with ``start >= end``, metadata
-                keys that are not strings (at most 16) or values that are not strings, numbers or booleans (at most
-                100 per key), a conversation id that is not one path segment.
+            ContextEngineError: ``RET-4001`` for a malformed filter: a time range with ``start >= end`` (or a bound
+                outside UTC's years 1..9999), metadata keys that are not strings (at most 16) or values that are not
+                strings, finite numbers or booleans (at most 100 per key; integers within signed 64 bits), a
+                conversation id that is not one path segment.
         """
         window, wanted, conversation = request.time_range, request.metadata_filter, request.conversation_id
         if window is None and not wanted and conversation is None:
             return None
-        start = end = None
-        if window is not None:
-            start = window.start.astimezone(UTC) if window.start and window.start.tzinfo else window.start
-            end = window.end.astimezone(UTC) if window.end and window.end.tzinfo else window.end
-            start = start.replace(tzinfo=UTC) if start is not None and start.tzinfo is None else start
-            end = end.replace(tzinfo=UTC) if end is not None and end.tzinfo is None else end
-            if start is not None and end is not None and start >= end:
-                raise _invalid("time_range", "start must be before end")
+        start, end = _window_bounds(window)
         equals = self._metadata_equals(wanted)
         root = _memory_root(ctx)
         if root is None and not ctx.is_admin:
@@ -145,8 +169,10 @@ class MemoryFilter:
             values = value if isinstance(value, list) else [value]
             if not values or len(values) > _MAX_VALUES:
                 raise _invalid("metadata_filter", f"{key!r}: give 1..{_MAX_VALUES} values")
-            for v in values:
-                if not isinstance(v, str | int | float | bool) or (isinstance(v, float) and not math.isfinite(v)):
-                    raise _invalid("metadata_filter", f"{key!r}: values must be strings, numbers or booleans")
+            if not all(_metadata_value_ok(v) for v in values):
+                raise _invalid(
+                    "metadata_filter",
+                    f"{key!r}: values must be strings, finite numbers (integers within signed 64 bits) or booleans",
+                )
             out[key] = value
         return out

@@ -29,6 +29,7 @@ from typing import Literal
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.metrics import Metrics
+from context_engine.retrieval.browse import read_uri
 from context_engine.retrieval.redaction import Redactor
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import RelationRef, RetrievedBlock
@@ -268,11 +269,9 @@ class MemoryReadService:
 
     @staticmethod
     def _parse_visible(uri: str, ctx: RequestContext) -> ContextURI:
-        """Parse and check visibility, touching no storage; any failure is the one 403."""
-        try:
-            u = ContextURI.parse(uri)
-        except ContextEngineError as err:
-            raise forbidden(_shown(uri)) from err
+        """Parse and check visibility, touching no storage: a malformed URI is ``RET-4001`` (decided from its text
+        alone, as on ``ls`` and ``tree``, so it says nothing of what exists), an invisible one the one 403."""
+        u = read_uri(uri)
         if not ctx.can_see_uri(u):
             raise forbidden(str(u))
         return u

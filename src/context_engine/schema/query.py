@@ -12,11 +12,12 @@ Pure data: no I/O.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.hits import RetrievedBlock, SeedHit
 from context_engine.schema.renames import CONVERSATION, RenamedFields
 
@@ -35,6 +36,57 @@ CONTEXT_TYPE_ORDER: tuple[ContextTypeName, ...] = ("memory", "skill", "resource"
 
 TOP_K_MIN, TOP_K_MAX, TOP_K_DEFAULT = 1, 50, 10
 
+MAX_JSON_DEPTH = 32
+"""The deepest nesting of a read request's free-form JSON objects (``session_archive``, ``planner_hints``,
+``metadata_filter``): each object or list is one level, so ``{"messages": [{"content": "x"}]}`` is 3. Deeper is
+refused before anything runs (``RET-4001``); the documented shapes need at most 3, and a value nested a few hundred
+levels deep could not even be written to the audit row."""
+
+
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deeply ``value`` nests objects (dicts) and lists: 0 for a scalar, 1 for ``{"a": 1}`` or ``[1]``.
+
+    Iterative, so any depth is measured without recursion; it stops looking once the depth passes ``limit`` (the
+    answer is then ``limit + 1``, enough to refuse it).
+    """
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= limit:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list | tuple):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return min(deepest, limit + 1)
+
+
+def utc_instant(value: datetime | None) -> datetime | None:
+    """``value`` as an aware UTC datetime (no offset: taken as UTC); ``None`` stays ``None``.
+
+    Raises:
+        ValueError: the instant lies outside what a UTC datetime can hold (years 1..9999), e.g.
+            ``9999-12-31T23:59:59-14:00`` or ``0001-01-01T00:00:00+14:00``.
+    """
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} cannot be represented in UTC (years 1..9999)") from None
+
+
+def utc_bound(value: datetime | None, field: str) -> datetime | None:
+    """:func:`utc_instant` of a read's time bound (``since``, ``until``...), refused with the read code.
+
+    Raises:
+        ContextEngineError: ``RET-4001`` with ``details.field`` when the instant cannot be represented in UTC.
+    """
+    try:
+        return utc_instant(value)
+    except ValueError as err:
+        raise ContextEngineError(ErrorCode.QUERY_INVALID, f"{field}: {err}", {"field": field}) from None
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -44,11 +96,32 @@ class TimeRange(_Model):
     """A half-open interval ``[start, end)`` (UTC when no offset is given); either bound may be absent.
 
     In ``QueryFilters`` / ``planner_hints`` it applies to a node's ``updated_at``, exactly, in the candidate rechecker;
-    as ``SearchMemoryRequest.time_range`` to a memory's ``occurred_at`` (else ``created_at``), as a pre-filter.
+    as ``SearchMemoryRequest.time_range`` to a memory's ``occurred_at`` (else ``created_at``), as a pre-filter. A
+    bound that cannot be represented in UTC (``9999-12-31T23:59:59-14:00``) is a validation error. ``start < end``
+    is checked where the range is used (``RET-4001``): by the memory filter, and by :class:`PlannerHints`.
     """
 
     start: datetime | None = None
     end: datetime | None = None
+
+    @field_validator("start", "end")
+    @classmethod
+    def _representable_in_utc(cls, value: datetime | None) -> datetime | None:
+        utc_instant(value)  # ValueError -> a validation error naming the bound
+        return value
+
+    def utc_bounds(self) -> tuple[datetime | None, datetime | None]:
+        """``(start, end)`` as aware UTC datetimes (a bound without an offset is UTC).
+
+        Raises:
+            ValueError: a bound cannot be represented in UTC (only for a range built without validation).
+        """
+        return utc_instant(self.start), utc_instant(self.end)
+
+    def is_ordered(self) -> bool:
+        """Whether ``start < end`` as instants; always true when a bound is missing."""
+        start, end = self.utc_bounds()
+        return start is None or end is None or start < end
 
 
 class QueryFilters(_Model):
@@ -153,6 +226,13 @@ class PlannerHints(_Model):
     exclude_terms: list[str] = Field(default_factory=list)
     time_range: TimeRange | None = None
 
+    @field_validator("time_range")
+    @classmethod
+    def _ordered(cls, value: TimeRange | None) -> TimeRange | None:
+        if value is not None and not value.is_ordered():
+            raise ValueError("start must be before end")
+        return value
+
 
 class SearchMemoryRequest(_Model, RenamedFields):
     """``search_memory`` request (seed 000 §4.1.1).
@@ -175,6 +255,9 @@ class SearchMemoryRequest(_Model, RenamedFields):
     ``response_format`` (issue 15): ``full`` (the default here and over HTTP) answers :class:`SearchMemoryResponse`,
     ``compact`` (the MCP default) :class:`~context_engine.schema.compact.SearchMemoryCompact`; ``include_debug``
     adds the debug part to either.
+
+    ``session_archive``, ``planner_hints`` and ``metadata_filter`` nest at most :data:`MAX_JSON_DEPTH` (32) levels;
+    deeper is a validation error (``RET-4001`` over HTTP, MCP and the CLI), before the search runs.
 
     ``user_space`` (issue 29) narrows an admin caller to one user for this call: it searches as that user would (the
     shared resources and that user's space); a non-admin may only name its own user space (else ``RET-4031``).
@@ -204,6 +287,13 @@ class SearchMemoryRequest(_Model, RenamedFields):
         exclude=True,
         description="Deprecated: the same as conversation_id.",
     )
+
+    @field_validator("session_archive", "planner_hints", "metadata_filter")
+    @classmethod
+    def _not_too_deep(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and json_depth(value) > MAX_JSON_DEPTH:
+            raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+        return value
 
 
 class NextActions(_Model):

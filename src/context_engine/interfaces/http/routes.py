@@ -484,8 +484,8 @@ def list_memory_events(
     """Each change of a memory, recorded with its write: ``ADD`` (``version_after``, ``abstract_after``), ``UPDATE``
     (both versions and abstracts), ``DELETE`` (what the memory was). The caller's own user space; an admin key names
     the user with ``user_space``; another account's events are never read. A ``uri`` that is no memory the caller
-    may see is ``403 RET-4032``, the same whether or not it ever existed."""
-    return service.list_memory_events(ctx, user_space=user_space, uri=uri, limit=limit, offset=offset)
+    may see is ``403 RET-4032``, the same whether or not it ever existed. An empty ``user_space`` is no narrowing."""
+    return service.list_memory_events(ctx, user_space=user_space or None, uri=uri, limit=limit, offset=offset)
 
 
 @router.post(

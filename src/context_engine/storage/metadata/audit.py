@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from context_engine.schema.context import principal_of
 from context_engine.schema.knowledge import ToolInvocation
+from context_engine.schema.query import utc_bound
 from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.engine import SqlDatabase
 from context_engine.storage.metadata.tables import (
@@ -286,7 +287,12 @@ class SqlAuditStore:
         ``since <= created_at < until``.
 
         Ordered by ``(created_at, seq)``, newest first unless ``newest_first`` is false; ``limit``/``offset`` page.
+
+        Raises:
+            ContextEngineError: ``RET-4001`` (``details.field``) for a ``since`` or ``until`` that cannot be represented
+                in UTC (``9999-12-31T23:59:59-14:00``), checked before the database is asked.
         """
+        since, until = utc_bound(since, "since"), utc_bound(until, "until")
         table = TOOL_INVOCATIONS
         stmt = select(table).where(table.c.account_id == account_id)
         if principal is not None:
