@@ -192,7 +192,9 @@ class NodeBrowser:
         return node
 
     def memory_view(self, node: NodeRecord, ctx: RequestContext) -> MemoryView:
-        """A memory as listed: its row's fields and its L0 abstract (redacted)."""
+        """A memory as listed: its row's fields and its L0 abstract, redacted, and its metadata with every string in
+        it redacted by the patterns (the caller's metadata is stored as given: a connection string or a key put in a
+        message's ``speaker`` or any field came back verbatim from the Python API and the CLI)."""
         md = node.metadata or {}
         conversation_id = md.get("session_id")  # the stored key keeps its first name (schema/renames.py)
         return MemoryView(
@@ -202,7 +204,7 @@ class NodeBrowser:
             created_at=node.created_at,
             updated_at=node.updated_at,
             occurred_at=node.occurred_at,
-            metadata=md,
+            metadata=self._redactor.redact_value(md) if md else md,
             version=node.version,
             conversation_id=conversation_id if isinstance(conversation_id, str) else None,
         )
