@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Literal
 
 from context_engine.ingest.document import ATOMIC_KINDS, Block, ParsedDocument, Section, embedding_prefix
 from context_engine.ingest.text import CJK_CHARS, estimate_tokens, sentence_boundaries
@@ -21,6 +22,14 @@ from context_engine.settings import IngestSettings
 __all__ = ["MarkdownChunker"]
 
 _ATOM_RE = re.compile(f"[{CJK_CHARS}]\\s*|[^\\s{CJK_CHARS}]+\\s*|\\s+")
+#: A code block, table or HTML block is kept whole up to this many times ``chunk_max_tokens`` (4,096 estimated tokens
+#: at the default 256; the largest in the runbooks and docs: 2,070) and cut at line breaks beyond: kept whole, a
+#: 1 MB code block was one 1 MB embedding input (gigabytes of memory in the embedder).
+ATOMIC_MAX_FACTOR = 16
+#: Characters of the title and of each heading kept in a chunk's ``title`` and ``breadcrumb``, and so in its
+#: embedding input (the longest heading of the runbooks and docs: 138): a heading is one line of any length, and a
+#: 300 KB one was part of the embedding input of every chunk of its section.
+HEADING_MAX_CHARS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +39,7 @@ class _Segment:
     end: int
     tokens: int
     atomic: bool
+    alone: bool = False  # a piece of one run cut by characters: a chunk by itself, never joined to another piece
 
 
 class MarkdownChunker:
@@ -40,20 +50,23 @@ class MarkdownChunker:
     * Sections (heading + own blocks) are the unit; a chunk never spans two sections unless they were merged.
     * The token budget of a chunk is ``chunk_max_tokens`` minus the tokens of its embedding prefix
       (title + breadcrumb, see :func:`embedding_input`), but never below half the cap, so the embedded text fits
-      the model's window.
+      the model's window. The title and each heading are cut to :data:`HEADING_MAX_CHARS` there.
     * Tiny sections (content under ``min_chunk_tokens``) are merged with the following section, or else with the
       preceding one, when the result fits one chunk and the two are close in the tree (their common heading path
       loses at most one level from the shallower of them). The merged chunk's breadcrumb is that common path, and
       the headings below it are kept as markdown heading lines in the text, so no heading is lost and none is
       repeated. Sections with no blocks produce no chunk; their headings live on in their subsections'
       breadcrumbs.
-    * A section over the budget is packed block by block. Code blocks, tables and raw HTML are never split; one
-      over the budget becomes a chunk by itself. A paragraph, list or blockquote over the budget is cut on
-      sentence boundaries (and list-item starts), falling back to word/character cuts for a sentence over the
-      budget. Consecutive chunks of the same over-long section overlap by the last whole sentences/blocks of the
-      previous chunk totalling at most ``chunk_overlap_tokens`` (never a code block or table). Chunks of different
-      sections never overlap. A short paragraph ending with a colon ("Other things to check:") that would end a
-      chunk moves to the next one instead, with the block it introduces (no overlap then).
+    * A section over the budget is packed block by block. Code blocks, tables and raw HTML are not split; one
+      over the budget becomes a chunk by itself, up to :data:`ATOMIC_MAX_FACTOR` times the cap (a longer one is cut
+      at line breaks like a paragraph). A paragraph, list or blockquote over the budget is cut on sentence
+      boundaries (and list-item starts), falling back to word cuts for a sentence over the budget, and to character
+      cuts for one run without whitespace over the budget (a URL, base64, a 1 MB "word"): its pieces, of at most
+      the budget in tokens and in characters, are chunks by themselves. Consecutive chunks of the same over-long
+      section overlap by the last whole sentences/blocks of the previous chunk totalling at most
+      ``chunk_overlap_tokens`` (never a code block or table). Chunks of different sections never overlap. A short
+      paragraph ending with a colon ("Other things to check:") that would end a chunk moves to the next one instead,
+      with the block it introduces (no overlap then).
 
     Args:
         settings: ``chunk_max_tokens`` and ``chunk_overlap_tokens`` are used.
@@ -63,6 +76,7 @@ class MarkdownChunker:
     def __init__(self, settings: IngestSettings, *, min_chunk_tokens: int | None = None) -> None:
         self._cap = settings.chunk_max_tokens
         self._overlap = settings.chunk_overlap_tokens
+        self._atomic_max = ATOMIC_MAX_FACTOR * self._cap
         self._min = max(8, self._cap // 8) if min_chunk_tokens is None else min_chunk_tokens
 
     def chunk(
@@ -79,7 +93,7 @@ class MarkdownChunker:
         Returns:
             Chunks in document order with ``chunk_index`` 0..n-1 and ``total_chunks`` n; ``[]`` for a document
             without blocks. Every chunk's ``token_estimate`` is at most ``chunk_max_tokens`` unless its text is a
-            single code block, table or HTML block.
+            single code block, table or HTML block (then at most ``ATOMIC_MAX_FACTOR * chunk_max_tokens``).
         """
         pieces: list[tuple[tuple[str, ...], str]] = []
         for group in self._group(doc):
@@ -96,8 +110,8 @@ class MarkdownChunker:
                 doc_id=doc_id,
                 chunk_index=k,
                 total_chunks=total,
-                title=doc.title,
-                breadcrumb=list(path),
+                title=_short(doc.title),
+                breadcrumb=_crumbs(path),
                 text=text,
                 category=category,
                 source=source,
@@ -109,7 +123,8 @@ class MarkdownChunker:
     # -- grouping -------------------------------------------------------------------------------------------------
 
     def _budget(self, title: str, path: Sequence[str]) -> int:
-        return max(self._cap // 2, self._cap - estimate_tokens(embedding_prefix(title, path)))
+        prefix = embedding_prefix(_short(title), _crumbs(path))
+        return max(self._cap // 2, self._cap - estimate_tokens(prefix))
 
     def _fits(self, title: str, group: Sequence[Section]) -> bool:
         common = _common_path(group)
@@ -144,6 +159,12 @@ class MarkdownChunker:
         current: list[_Segment] = []
         used = 0
         for seg in segments:
+            if seg.tokens > budget or seg.alone:  # an atomic block over the budget, a piece of a cut run: alone
+                if current:
+                    windows.append(current)
+                windows.append([seg])
+                current, used = [], 0
+                continue
             if current and used + seg.tokens > budget:
                 lead_in = current[-1]
                 if len(current) > 1 and _is_lead_in(section.blocks, lead_in) and lead_in.tokens + seg.tokens <= budget:
@@ -154,12 +175,6 @@ class MarkdownChunker:
                     windows.append(current)
                     current = self._overlap_tail(current, seg, budget)
                 used = sum(s.tokens for s in current)
-            if seg.tokens > budget:  # an atomic block over the budget: a chunk by itself
-                if current:
-                    windows.append(current)
-                windows.append([seg])
-                current, used = [], 0
-                continue
             current.append(seg)
             used += seg.tokens
         if current:
@@ -181,45 +196,78 @@ class MarkdownChunker:
     def _segments(self, section: Section, budget: int) -> Iterator[_Segment]:
         for k, block in enumerate(section.blocks):
             atomic = block.kind in ATOMIC_KINDS
-            if atomic or block.tokens <= budget:
+            if (atomic and block.tokens <= self._atomic_max) or block.tokens <= budget:
                 yield _Segment(k, 0, len(block.text), block.tokens, atomic)
                 continue
             text = block.text
-            cuts = sentence_boundaries(text, newlines="none" if block.kind == "paragraph" else "items")
-            bounds = [0, *cuts, len(text)]
+            newlines: Literal["none", "items", "all"] = (
+                "none" if block.kind == "paragraph" else "all" if atomic else "items"
+            )
+            bounds = [0, *sentence_boundaries(text, newlines=newlines), len(text)]
             for start, end in pairwise(bounds):
                 tokens = estimate_tokens(text[start:end])
+                # the lines of a code block or table cut above the atomic limit stay out of overlaps (atomic)
                 if tokens <= budget:
-                    yield _Segment(k, start, end, tokens, False)
+                    yield _Segment(k, start, end, tokens, atomic)
                 else:
-                    for s, e in _hard_split(text, start, end, budget):
-                        yield _Segment(k, s, e, estimate_tokens(text[s:e]), False)
+                    for s, e, alone in _hard_split(text, start, end, budget):
+                        yield _Segment(k, s, e, estimate_tokens(text[s:e]), atomic, alone)
 
 
-def _hard_split(text: str, start: int, end: int, budget: int) -> list[tuple[int, int]]:
-    """Cut ``text[start:end]`` at whitespace/CJK-character boundaries into spans of at most ``budget`` tokens."""
-    spans: list[tuple[int, int]] = []
+def _hard_split(text: str, start: int, end: int, budget: int) -> list[tuple[int, int, bool]]:
+    """Cut ``text[start:end]`` at whitespace/CJK-character boundaries into spans of at most ``budget`` tokens.
+
+    Returns:
+        ``(start, end, alone)`` spans in order; ``alone`` marks the pieces of one run over the budget, cut by
+        characters (:func:`_cut_run`), which must not be joined again: a run's pieces can estimate lower than the
+        run (``estimate_tokens``), so their join could exceed the budget.
+    """
+    spans: list[tuple[int, int, bool]] = []
     span_start, used = start, 0
     for m in _ATOM_RE.finditer(text, start, end):
         a, b = m.start(), m.end()
         cost = estimate_tokens(m.group())
         if used and used + cost > budget:
-            spans.append((span_start, a))
+            spans.append((span_start, a, False))
             span_start, used = a, 0
-        if cost > budget:  # one huge "word" (a URL, base64): cut by characters
-            pos = a
-            while pos < b:
-                size = min(b - pos, budget)
-                while size > 1 and estimate_tokens(text[pos : pos + size]) > budget:
-                    size = size * 3 // 4
-                spans.append((pos, pos + size))
-                pos += size
+        if cost > budget:  # one huge "word" (a URL, base64, a run of letters): cut by characters
+            spans.extend((s, e, True) for s, e in _cut_run(text, a, b, budget))
             span_start, used = b, 0
             continue
         used += cost
     if span_start < end:
-        spans.append((span_start, end))
+        spans.append((span_start, end, False))
     return spans
+
+
+def _cut_run(text: str, start: int, end: int, budget: int) -> list[tuple[int, int]]:
+    """Cut ``text[start:end]`` (no whitespace) by characters into near-equal pieces of at most ``budget`` tokens and
+    at most ``budget`` characters (a stretch whose characters cost more than the first piece's is cut smaller)."""
+    size = min(end - start, budget)
+    while size > 1 and estimate_tokens(text[start : start + size]) > budget:
+        size = size * 3 // 4
+    count = -(-(end - start) // size)
+    base, extra = divmod(end - start, count)  # the same number of pieces, evened out: no tiny last piece
+    pieces: list[tuple[int, int]] = []
+    pos = start
+    for i in range(count):
+        stop = pos + base + (i < extra)
+        while pos < stop:
+            size = stop - pos
+            while size > 1 and estimate_tokens(text[pos : pos + size]) > budget:
+                size = size * 3 // 4
+            pieces.append((pos, pos + size))
+            pos += size
+    return pieces
+
+
+def _short(name: str) -> str:
+    """A title or heading as a chunk keeps it: at most :data:`HEADING_MAX_CHARS` characters, cut with ``"…"``."""
+    return name if len(name) <= HEADING_MAX_CHARS else name[: HEADING_MAX_CHARS - 1].rstrip() + "…"
+
+
+def _crumbs(path: Sequence[str]) -> list[str]:
+    return [_short(name) for name in path]
 
 
 def _is_lead_in(blocks: Sequence[Block], seg: _Segment) -> bool:
