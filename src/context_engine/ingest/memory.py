@@ -67,17 +67,24 @@ from context_engine.schema.memory import (
     parse_timestamp,
 )
 from context_engine.schema.nodes import IngestReport, Level, NodeRecord, VectorFilter
+from context_engine.schema.query import MAX_JSON_DEPTH, json_depth
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings, MemorySettings
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 
-__all__ = ["MemoryWriter", "memory_abstract_of", "normalise_memory_text"]
+__all__ = ["METADATA_MAX_DEPTH", "MemoryWriter", "memory_abstract_of", "normalise_memory_text"]
 
 _ROLES = frozenset(get_args(MessageRole))
 _SEQ_DIGITS = 6
 _TAIL_EXTRA = 2
 _SPEAKER_MAX_CHARS = 128
 _METADATA_KEY_MAX_CHARS = 64
+#: Deepest nesting of a memory's metadata, the object itself being level 1 (``{"a": {"b": 1}}`` is 2; a list is a
+#: level too; :func:`~context_engine.schema.query.json_depth`), the same bound as a search request's JSON. An app's
+#: metadata is a few levels deep; a memory whose metadata nested 256 levels (1.5 KB, within
+#: ``memory.max_metadata_bytes``) was stored, and then every list and read of its user's memories failed (500: the
+#: response serializer stops at 255 levels) until it was deleted. Deeper metadata is refused at write time, WRT-4002.
+METADATA_MAX_DEPTH = MAX_JSON_DEPTH
 #: Metadata keys the engine sets from a message's fields (``session_id`` is the conversation's stored key)
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
 _DUPLICATE_CANDIDATES = 8  # stored memories tried as near-duplicates of one item (siblings that differ in specifics)
@@ -201,7 +208,8 @@ class MemoryWriter:
 
         Raises:
             ContextEngineError: ``WRT-4001`` bad conversation id; ``WRT-4002`` empty batch, unknown field or role,
-                unparsable timestamp, metadata that is not a JSON object; ``WRT-4131`` batch over
+                unparsable timestamp, metadata that is not a JSON object or nests deeper than
+                :data:`METADATA_MAX_DEPTH`; ``WRT-4131`` batch over
                 ``memory.max_batch_items`` or metadata over ``memory.max_metadata_bytes`` or a text over the size
                 limit; ``WRT-4221`` a message without content or with invalid text. Nothing of the batch is written.
         """
@@ -350,8 +358,9 @@ class MemoryWriter:
 
         Raises:
             ContextEngineError: ``WRT-4001`` bad category; ``WRT-4002`` empty batch, unknown field, bad timestamp
-                or metadata, unknown policy; ``WRT-4131`` batch or metadata or text too large; ``WRT-4221`` empty
-                text. Nothing of the batch is written.
+                or metadata (not an object, bad keys, over :data:`METADATA_MAX_DEPTH` levels), unknown policy;
+                ``WRT-4131`` batch or metadata or text too large; ``WRT-4221`` empty text. Nothing of the batch is
+                written.
         """
         self._check_batch(items, "items")
         policy = policy or self._settings.dedup_policy
@@ -611,6 +620,15 @@ class MemoryWriter:
                     index,
                     field="metadata",
                 )
+        # before json.dumps, which recurses: 1,000 levels would be a RecursionError there
+        if json_depth(metadata, METADATA_MAX_DEPTH) > METADATA_MAX_DEPTH:
+            raise _error(
+                ErrorCode.REQUEST_INVALID,
+                f"metadata nests deeper than {METADATA_MAX_DEPTH} levels",
+                index,
+                field="metadata",
+                max_depth=METADATA_MAX_DEPTH,
+            )
         try:
             json.dumps(metadata, allow_nan=False, ensure_ascii=False)
         except (TypeError, ValueError) as err:

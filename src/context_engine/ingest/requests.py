@@ -16,7 +16,7 @@ from context_engine.ingest.memory import memory_abstract_of, memory_hash
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings, MemorySettings
 
-__all__ = ["LoadedResources", "load_resources", "memory_doc", "skill_doc", "text_doc"]
+__all__ = ["LoadedResources", "check_memory_file_uri", "load_resources", "memory_doc", "skill_doc", "text_doc"]
 
 
 @dataclass
@@ -55,6 +55,23 @@ def load_resources(
     return LoadedResources(docs, failures, found.skipped)
 
 
+def check_memory_file_uri(target: ContextURI) -> None:
+    """Refuse a directory URI (a trailing ``/``) as the place of one memory: a memory is a file node.
+
+    ``add_memory(uri=".../memories/x/")`` answered ``.../x/`` but stored the file ``.../x``, after which a write to
+    ``.../x/child.md`` was a 409 conflict.
+
+    Raises:
+        ContextEngineError: ``WRT-4001`` (400) for a directory URI.
+    """
+    if target.is_dir:
+        raise ContextEngineError(
+            ErrorCode.URI_INVALID,
+            f"{target} is a directory URI, and a memory is a file: name the file (e.g. {target}note.md)",
+            {"uri": str(target), "field": "uri"},
+        )
+
+
 def memory_doc(
     target: ContextURI,
     text: str,
@@ -67,8 +84,10 @@ def memory_doc(
     """One memory written at an explicit URI: the text as given, its L0 the whole text up to ``memory.l0_max_chars``.
 
     Raises:
-        ContextEngineError: ``WRT-4221`` empty or invalid text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
+        ContextEngineError: ``WRT-4001`` a directory URI (:func:`check_memory_file_uri`); ``WRT-4221`` empty or
+            invalid text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
     """
+    check_memory_file_uri(target)
     body = decode_text(text.encode("utf-8", "surrogatepass"), str(target), ingest)
     return SourceDoc(
         target,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.redaction import Redactor
+from context_engine.retrieval.memory_read_service import not_found, read_uri
 from context_engine.schema.context import RequestContext
 from context_engine.schema.memory import MemoryDetail, MemoryListPage, MemoryVersion, MemoryView
 from context_engine.schema.nodes import Level, NodeRecord
@@ -23,18 +24,6 @@ __all__ = ["SPACE_SCOPES", "NodeBrowser", "read_uri"]
 
 SPACE_SCOPES = {"ctx://user": "user", "ctx://agent": "agent"}
 """Scopes whose root holds one directory per space; ``ls``/``tree`` of the bare scope list the visible spaces."""
-
-
-def read_uri(uri: str) -> ContextURI:
-    """``uri`` of a read (ls, tree, read, stat) parsed with the read code: ``RET-4001``, never ``WRT-4001``."""
-    try:
-        return parse_uri(uri)
-    except ContextEngineError as err:
-        if err.code is not ErrorCode.URI_INVALID:
-            raise
-        raise ContextEngineError(
-            ErrorCode.QUERY_INVALID, f"uri is not a valid URI: {err.message}", {"field": "uri"}
-        ) from err
 
 
 class NodeBrowser:
@@ -182,8 +171,6 @@ class NodeBrowser:
         if allowed:
             node = self._metadata.get_node(ctx.account_id, str(u))
             if node is None:
-                from context_engine.retrieval.memory_read_service import not_found
-
                 raise not_found(str(u))
         if node is None or node.is_dir or node.context_type != "memory":
             raise ContextEngineError(

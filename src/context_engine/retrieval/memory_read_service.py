@@ -29,20 +29,31 @@ from typing import Literal
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.observability.metrics import Metrics
-from context_engine.retrieval.browse import read_uri
 from context_engine.retrieval.redaction import Redactor
 from context_engine.schema.context import RequestContext
 from context_engine.schema.hits import RelationRef, RetrievedBlock
 from context_engine.schema.nodes import Level, NodeRecord
-from context_engine.schema.uri import ContextURI
+from context_engine.schema.uri import ContextURI, parse_uri
 from context_engine.settings import ReadSettings
 from context_engine.storage.protocols import ContentStore, MetadataStore
 
-__all__ = ["MemoryReadService", "ReadPage", "forbidden", "not_found", "page"]
+__all__ = ["MemoryReadService", "ReadPage", "forbidden", "not_found", "page", "read_uri"]
 
 ReadLevelName = Literal["L0", "L1", "L2"]
 _FORBIDDEN_MESSAGE = "the URI does not exist or is not visible to this caller"
 _NOT_FOUND_MESSAGE = "no memory at this URI (deleted, or never written)"
+
+
+def read_uri(uri: str) -> ContextURI:
+    """``uri`` of a read (ls, tree, read, stat) parsed with the read code: ``RET-4001``, never ``WRT-4001``."""
+    try:
+        return parse_uri(uri)
+    except ContextEngineError as err:
+        if err.code is not ErrorCode.URI_INVALID:
+            raise
+        raise ContextEngineError(
+            ErrorCode.QUERY_INVALID, f"uri is not a valid URI: {err.message}", {"field": "uri"}
+        ) from err
 
 
 def forbidden(uri: str) -> ContextEngineError:
