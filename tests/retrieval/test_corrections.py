@@ -42,6 +42,18 @@ S2 = "ctx://user/tomas/memories/sessions/s2/"
         ("It's about the journey, not just winning.", False),
         ("I'm a nurse, not a doctor.", False),
         ("Update on the allergy: the tests are next week.", False),
+        # the everyday phrases a held-out probe's traps used
+        ("I meant to tell you, the plumber came.", False),
+        ("No, I mean it, five-a-side is the only exercise I get.", False),
+        ("My bad knee is playing up again.", False),
+        ("My sister-in-law works in corrections.", False),
+        ("I mixed up a huge batch of bolognese.", False),
+        ("There was a typo in my claims report.", False),
+        ("It's a marathon, not a sprint.", False),
+        ("I was wrong to think he'd call.", False),
+        ("I misspoke before, he lands on the 15th.", True),
+        ("Ugh, I mixed up the companies. Hartley Gas.", True),
+        ("My bad, it's 7.", True),
     ],
 )
 def test_a_correction_is_recognised_by_its_words(text, expected):
@@ -160,3 +172,22 @@ def test_the_later_of_two_corrections_of_one_statement_ends_first():
     )
     assert prefer_corrections([said, first, second], _embed_topics, same_topic=0.5, margin=0.15) == 2
     assert second.score > first.score > said.score
+
+
+def test_a_correction_is_lifted_only_for_a_question_about_what_it_says():
+    """A correction changes one detail: a question about another detail of the statement it corrects is answered by
+    that statement (a held-out probe's "bystander" questions)."""
+    said = _hit(
+        S1 + "000001.md", 0.40, "Tomas: My daughter Isla's piano recital is on Saturday the 23rd at Brookfield."
+    )
+    fixed = _hit(S1 + "000003.md", 0.30, "Tomas: Sorry, I got the date wrong, it's Sunday the 24th, not the 23rd.")
+    kw = {"same_topic": 0.5, "margin": 0.15}
+    assert prefer_corrections([said, fixed], _no_model, query="What instrument does Isla play?", **kw) == 0
+    assert fixed.score == 0.30
+    # a date asked (also after a preposition), the corrected word asked, or a number asked for: lifted
+    for query in ("When is Isla's recital?", "On what day is Isla's recital?", "Which date is the recital now?"):
+        fixed.score = 0.30
+        assert prefer_corrections([said, fixed], _no_model, query=query, **kw) == 1, query
+    code = _hit(S1 + "000007.md", 0.40, "Tomas: My locker code at the gym is 4471.")
+    typo = _hit(S1 + "000009.md", 0.30, "Tomas: Argh, typo: the code is 4417.")
+    assert prefer_corrections([code, typo], _no_model, query="What is Tomas's gym locker code?", **kw) == 1

@@ -28,6 +28,15 @@ S1 = "ctx://user/lena/memories/sessions/s1/"
         ("Would you like me to book a table?", False),
         ("Noted!", False),
         ("I think the Jazz is a reliable car.", False),
+        # an assistant that talks, not acts (a held-out probe's traps)
+        ("I've found that people often wake early when stressed.", False),
+        ("I set out three options below.", False),
+        ("I made a rough comparison of the two mortgages.", False),
+        ("Sure! I put together a one-week experiment.", False),
+        ("All set. See you all in Keswick!", False),
+        ("All set — PureGym membership cancelled; access ends on 31 March.", True),
+        ("I chose the off-peak plan at Gymbox.", True),
+        ("I set the heating to 20°C on weekdays.", True),
     ],
 )
 def test_a_report_of_an_action_is_recognised_by_its_opening_words(text, expected):

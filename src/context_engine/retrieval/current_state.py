@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from context_engine.retrieval.answer_type import expected_answer_type, has_answer_type
 from context_engine.retrieval.speakers import is_role, speaker_of_reference
 from context_engine.schema.conversation import CORRECTION_WINDOW, corrects_earlier, message_position, message_speaker
 from context_engine.schema.hits import NodeHit
@@ -231,16 +232,36 @@ def _corrected(
     return max(same, key=lambda h: h.score) if same else None
 
 
+def _about_the_question(text: str, speaker: str, query: str) -> bool:
+    """Whether a correction's own ``text`` speaks to ``query``: it shares a content word with it ("Which room is
+    Priya's classroom?" / "It's room 41 now"), or holds what the question's opening words ask for (a date for "when",
+    a name for "who": :mod:`~context_engine.retrieval.answer_type`). A correction changes one detail; a question about
+    another detail of the statement it corrects ("What instrument does Isla play?" over "I got the date wrong, it's
+    Sunday the 24th") is answered by that statement."""
+    if shares_content(text, query, (speaker,)):
+        return True
+    asked = _LEADING_PREPOSITION.sub("", query)  # "On what day does ...?" asks for a day as "What day ...?" does
+    kind = "number" if _ASKS_FOR_A_NUMBER.search(asked) else expected_answer_type(asked)
+    return kind is not None and has_answer_type(kind, text, asked)
+
+
+_LEADING_PREPOSITION = re.compile(r"^\W*(?:on|at|in|by|for|from|until|till|to|with)\s+(?=(?:what|which|whom)\b)", re.I)
+# a question for a number or a code: "What is Priya's mobile number?", "What is the user's gym locker code?"
+_ASKS_FOR_A_NUMBER = re.compile(r"\b(?:number|code|phone|pin|postcode|zip code|extension|digits)\b", re.IGNORECASE)
+
+
 def prefer_corrections(
     hits: Sequence[NodeHit],
     embed: Callable[[list[str]], np.ndarray] | None,
     *,
     same_topic: float,
     margin: float,
+    query: str = "",
 ) -> int:
     """Order each correction among the :data:`CORRECTION_CANDIDATES` best memory hits of ``hits`` just above the
     statement it corrects (module docstring): its score becomes the statement's plus 0.0001 (capped at 1) when it
-    scores at most ``margin`` below it. Scores change in place; for any question.
+    scores at most ``margin`` below it and speaks to ``query`` (:func:`_about_the_question`; an empty ``query``:
+    always). Scores change in place; for any question.
 
     Args:
         hits: the candidates, scores set.
@@ -257,7 +278,11 @@ def prefer_corrections(
     ]
     speakers = [message_speaker(h.uri, h.abstract) for h in ranked]
     corrections = [
-        (h, sp) for h, sp in zip(ranked, speakers, strict=True) if sp and corrects_earlier(h.abstract[len(sp) + 2 :])
+        (h, sp)
+        for h, sp in zip(ranked, speakers, strict=True)
+        if sp
+        and corrects_earlier(h.abstract[len(sp) + 2 :])
+        and (not query or _about_the_question(h.abstract[len(sp) + 2 :], sp, query))
     ]
     if not corrections or margin <= 0:
         return 0

@@ -352,7 +352,9 @@ class Scorer:
                     merged, embed, same_topic=s.current_state_same_topic, margin=s.current_state_margin
                 )
             merged.sort(key=rank_key)
-        corrected = prefer_corrections(merged, embed, same_topic=s.current_state_same_topic, margin=s.correction_margin)
+        corrected = prefer_corrections(
+            merged, embed, same_topic=s.current_state_same_topic, margin=s.correction_margin, query=query
+        )
         reported = prefer_reports(query, merged, s.report_margin, roles)
         if corrected or reported:
             merged.sort(key=rank_key)

