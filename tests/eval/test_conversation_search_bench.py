@@ -33,7 +33,7 @@ def test_the_bench_prints_each_pass_and_the_query_embeddings(tmp_path):
         timeout=600,
         check=True,
     ).stdout
-    assert "== agent_shapes: 141 questions, 5 conversations, 119 turns ==" in out
+    assert "== agent_shapes: 181 questions, 7 conversations, 172 turns ==" in out
     assert re.search(r"first pass\s+p50\s+[\d.]+\s+p95\s+[\d.]+", out)
     assert re.search(r"pass 1\s+p50\s+[\d.]+", out)
     # every search embeds at least its query; the guesses batch them: fewer calls than texts
