@@ -516,3 +516,31 @@ def test_what_the_assistant_did_comes_before_the_request(make, margin):
     )
     assert [e for e in asked.thinking_trace["events"] if e["event"] == "ranked"][0]["reported"] == 0
     assert request in _uris(asked)[:2]
+
+
+ECHOED = [
+    {"role": "user", "speaker": "Ann", "content": "We use Python 3.11 and FastAPI for the service."},
+    {"role": "assistant", "content": "Good choice for an API."},
+    {
+        "role": "user",
+        "speaker": "Ann",
+        "content": "The worker reads its settings from /etc/orbit/worker.yaml on the box, not from env vars.",
+    },
+    {"role": "assistant", "content": "Noted, the worker config lives at /etc/orbit/worker.yaml."},
+]
+
+
+@pytest.mark.parametrize("margin", [0.15, 0.0])
+def test_the_users_statement_comes_before_the_assistants_echo_of_it(make, margin):
+    # The echo restates the statement in fewer words and matched the question better; the user's message is the
+    # source (issue 25, role-aware ranking; retrieval/replies.py prefer_sources).
+    engine = make(retrieval={"scoring": {"echo_margin": margin}})
+    _, _, said, echo = engine.add_messages(ECHOED, "s1", ANN).uris
+    response = engine.search_memory(
+        "Where is the worker's config file?", ANN, top_k=3, include_debug=True, trace_level="detailed"
+    )
+    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    if margin:
+        assert _uris(response)[:2] == [said, echo] and ranked["echoed"] == 1
+    else:
+        assert _uris(response)[:2] == [echo, said] and ranked["echoed"] == 0

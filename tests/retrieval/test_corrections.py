@@ -54,6 +54,20 @@ S2 = "ctx://user/tomas/memories/sessions/s2/"
         ("I misspoke before, he lands on the 15th.", True),
         ("Ugh, I mixed up the companies. Hartley Gas.", True),
         ("My bad, it's 7.", True),
+        # more ways to take something back
+        ("Ugh, ignore what I said about the 17th. They moved us to Sunday the 18th.", True),
+        ("And strike that about lemon drizzle, we're doing coffee and walnut.", True),
+        ("Did I say 12:30? 1 o'clock.", True),
+        ("Oh and I had that wrong earlier about Lars, my uncle Henrik is giving the speech.", True),
+        ("Hang on, that's wrong about the numbers. It's 38 guests.", True),
+        ("No wait, 12 spaces.", True),
+        ("Let me correct myself: the flat is on the fourth floor.", True),
+        ("Did I say I'd pick you up? I can't remember.", False),
+        ("No, wait for me at the station.", False),
+        ("Did I say thank you? You've been brilliant.", False),
+        ("That's wrong of them, honestly.", False),
+        ("I told him that's not right, but he did it anyway.", False),
+        ("Strike three and you're out.", False),
     ],
 )
 def test_a_correction_is_recognised_by_its_words(text, expected):

@@ -37,6 +37,17 @@ S1 = "ctx://user/lena/memories/sessions/s1/"
         ("All set — PureGym membership cancelled; access ends on 31 March.", True),
         ("I chose the off-peak plan at Gymbox.", True),
         ("I set the heating to 20°C on weekdays.", True),
+        # what was done as the subject of the sentence
+        # a reminder's request holds the facts ("remind me that my passport expires in November")
+        ("Reminder set for 1 September to renew your passport.", False),
+        ("Your table for four at Olive & Ash is booked for 7:30, ref OA-5521.", True),
+        ("Confirmed: the plumber comes Tuesday 8-10am.", True),
+        ("Your flight has been rescheduled to 9:40.", True),
+        ("The plumber has been booked for Tuesday.", True),
+        ("Flights to Lisbon are booked up quickly in summer.", False),
+        ("Rooms at that hotel are booked solid in August.", False),
+        ("Sure! The recital is scheduled for 3pm, from what you told me.", False),
+        ("Your parcel was sent yesterday by the shop, they said.", False),
     ],
 )
 def test_a_report_of_an_action_is_recognised_by_its_opening_words(text, expected):
@@ -105,3 +116,26 @@ def test_a_report_far_below_its_request_a_question_about_the_asking_and_a_tool_r
     tool = _hit(1, 0.50, 'book_table: {"status": "confirmed"}')
     assert prefer_reports("Which table was booked?", [tool, near], 0.15, _roles()) == 0
     assert near.score == 0.45
+
+
+def test_a_request_in_several_messages_is_passed_where_it_matched_best():
+    # "Can you book a table ...?" / "7:00 or 7:30?" / "7:30 by the window, please." / tool / "Your table ... is booked"
+    asked = _hit(1, 0.40, "Lena: Can you book a table for four at Olive & Ash this Friday? Ideally around 7.")
+    chose = _hit(3, 0.20, "Lena: 7:30 by the window, please.")
+    report = _hit(5, 0.30, "assistant: Your table for four at Olive & Ash is booked for 7:30, ref OA-5521.")
+    assert prefer_reports("What time is Lena's table?", [asked, chose, report], 0.15, _roles(1, 3)) == 1
+    assert report.score == pytest.approx(0.4001)
+
+
+def test_a_report_passes_only_the_request_messages_it_can_and_not_the_previous_requests():
+    flight = _hit(1, 0.50, "Lena: Can you book me a flight to Oslo for the workshop next Thursday?")
+    booked = _hit(2, 0.20, "assistant: Booked: SAS flight SK1462 from Heathrow at 07:15, seat 14A.")
+    stay = _hit(3, 0.35, "Lena: Thanks! And somewhere to stay for two nights.")
+    hotel = _hit(4, 0.30, "assistant: I've reserved two nights at the Hotel Bondeheimen, reference BH-5520.")
+    # the flight request is the previous report's; the hotel report passes the request it can pass
+    assert prefer_reports("Where is Lena staying in Oslo?", [flight, booked, stay, hotel], 0.15, _roles(1, 3)) == 1
+    assert hotel.score == pytest.approx(0.3501) and booked.score == 0.20
+    # without the flight report among the candidates, the flight request is still too far above the hotel report
+    hotel.score = 0.30
+    assert prefer_reports("Where is Lena staying in Oslo?", [flight, stay, hotel], 0.15, _roles(1, 3)) == 1
+    assert hotel.score == pytest.approx(0.3501)

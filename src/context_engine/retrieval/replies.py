@@ -36,6 +36,18 @@ get to Bristol on the 28th, early train please."): the request says what was wan
 the specifics a later question asks for. The request shares the question's words and its speaker is the one the
 question names, so it ranked first (a held-out probe: 11 of 12 such misses at rank 2). For any question but one
 about the asking, the report ranks just above its request when it scores at most ``report_margin`` below it.
+
+**An assistant's echo of what the user said** (:func:`prefer_sources`): "Noted, the worker config lives at
+/etc/orbit/worker.yaml." after "The worker reads its settings from /etc/orbit/worker.yaml on the box, not from env
+vars." restates the user's statement in fewer words, so it matched the question better and ranked first (a held-out
+probe: 4 of 29 first-hit misses). The user's message is the source; the echo adds nothing to it. An assistant's
+message is an echo of the user's statement just before it (the previous message of its session, stored with the role
+``user``, not a question) when it shares a content word with it and at most half as many of its own content words
+are new (:func:`echoes`; names and politeness are no content): "Got it, Dev is an A&E nurse and Kiran is the
+paramedic." echoes "Correction: he's a nurse in A&E, not a paramedic. ... his brother Kiran is one."; "Cocker
+spaniels are affectionate but need a lot of exercise." adds to "We're thinking of getting a dog, probably a cocker
+spaniel." and "Lima is the capital of Peru." answers a question: neither is an echo. The source ranks just above
+its echo when it scores at most ``echo_margin`` below it; a report of an action (:func:`prefer_reports`) is no echo.
 """
 
 from __future__ import annotations
@@ -46,16 +58,18 @@ from collections.abc import Callable, Mapping, Sequence
 from context_engine.retrieval.speakers import ASSISTANT, message_has_content, message_speaker
 from context_engine.schema.conversation import message_position, reports_action
 from context_engine.schema.hits import NodeHit
-from context_engine.storage.keyword.content_words import asks_something
+from context_engine.storage.keyword.content_words import asks_something, content_tokens
 from context_engine.storage.vector.scoring import L0Match
 
 __all__ = [
     "NAMED_REPLY_LEAD",
     "REPORT_WINDOW",
     "answers_for_named",
+    "echoes",
     "first_reply",
     "lift",
     "prefer_reports",
+    "prefer_sources",
     "reply_window",
     "unlift_orphans",
 ]
@@ -144,21 +158,32 @@ def unlift_orphans(groups: Sequence[Sequence[NodeHit]]) -> int:
     return restored
 
 
-def _request_of(report: NodeHit, ranked: Sequence[NodeHit], role: Mapping[str, str]) -> NodeHit | None:
-    """The candidate of ``ranked`` that the assistant's ``report`` carries out: the nearest message before it in its
-    session, at most :data:`REPORT_WINDOW` messages back, stored with the role ``user`` (``role``: URI -> role; a
-    tool's result or a system prompt in between is passed over)."""
+def _request_of(
+    report: NodeHit, ranked: Sequence[NodeHit], role: Mapping[str, str], margin: float, reports: set[str]
+) -> NodeHit | None:
+    """The candidate of ``ranked`` that stands for the user's request the assistant's ``report`` carries out, when
+    the report may pass it: of the messages at most :data:`REPORT_WINDOW` before the report in its session stored
+    with the role ``user`` (a tool's result or a system prompt in between is passed over), after the last candidate
+    report of another action (``reports``: the URIs of the candidate reports), the best scoring that scores at most
+    ``margin`` above the report. A request may take
+    more than one message ("Can you book a table for four at Olive & Ash this Friday?", the assistant's "7:00 or
+    7:30?", "7:30 by the window, please."), and the report passes each of them that it can."""
     at = message_position(report.uri)
     if at is None:
         return None
-    best: tuple[int, NodeHit] | None = None
+    before: list[tuple[int, NodeHit]] = []
     for h in ranked:
         p = message_position(h.uri)
-        if p is None or p[0] != at[0] or not 0 < at[1] - p[1] <= REPORT_WINDOW or role.get(h.uri) != "user":
-            continue
-        if best is None or p[1] > best[0]:
-            best = (p[1], h)
-    return best[1] if best else None
+        if p is not None and p[0] == at[0] and 0 < at[1] - p[1] <= REPORT_WINDOW:
+            before.append((p[1], h))
+    # the user's messages after the previous report among the candidates belong to this request, not the earlier one
+    start = max((seq for seq, h in before if h.uri in reports), default=-1)
+    passable = [
+        h
+        for seq, h in before
+        if seq > start and role.get(h.uri) == "user" and report.score <= h.score <= report.score + margin
+    ]
+    return max(passable, key=lambda h: h.score, default=None)
 
 
 def prefer_reports(
@@ -194,9 +219,75 @@ def prefer_reports(
         return 0
     role = roles([h.uri for h in ranked if message_position(h.uri) is not None])
     moved = 0
+    uris = {h.uri for h in reports}
     for report in reports:
-        request = _request_of(report, ranked, role)
-        if request is not None and request.score - margin <= report.score <= request.score:
+        request = _request_of(report, ranked, role, margin, uris)
+        if request is not None:
             report.score = round(min(1.0, request.score + 1e-4), 6)
+            moved += 1
+    return moved
+
+
+def echoes(reply: str, source: str, names: Sequence[str] = ()) -> bool:
+    """Whether an assistant's ``reply`` (its text) restates the user's ``source`` message (its text) just before it
+    (module docstring): ``source`` asks nothing, the two share a content word, and at most half as many of the
+    reply's content words are new as are shared (:func:`~context_engine.storage.keyword.content_words.
+    content_tokens`, ``names`` left out); a report of an action (:func:`~context_engine.schema.conversation.
+    reports_action`) is no echo."""
+    if asks_something(source) or reports_action(reply):
+        return False
+    own = content_tokens(reply, names)
+    shared = own & content_tokens(source, names)
+    return bool(shared) and 2 * len(own - shared) <= len(shared)
+
+
+def prefer_sources(
+    hits: Sequence[NodeHit],
+    margin: float,
+    roles: Callable[[list[str]], Mapping[str, str]] | None,
+) -> int:
+    """Order the user's statement among the memory ``hits`` just above the assistant's echo of it (module
+    docstring): its score becomes the echo's plus 0.0001 (capped at 1) when it scores at most ``margin`` below it.
+    Scores change in place.
+
+    Args:
+        hits: the candidates, scores set.
+        margin: the largest score gap (final score, 0..1) a source makes up; 0 switches the rule off.
+        roles: URIs -> the role each message was stored with (one metadata read, only when an assistant's message
+            and the message before it are both candidates); ``None`` switches the rule off.
+
+    Returns:
+        How many scores changed.
+    """
+    if margin <= 0 or roles is None:
+        return 0
+    by_position: dict[tuple[str, int], NodeHit] = {}
+    speakers: dict[str, str | None] = {}
+    for h in hits:
+        position = message_position(h.uri) if h.context_type == "memory" and not h.is_dir else None
+        if position is not None:
+            by_position[position] = h
+            speakers[h.uri] = message_speaker(h.uri, h.abstract)
+    pairs = [
+        (h, source)
+        for (session, seq), h in by_position.items()
+        if speakers[h.uri] == ASSISTANT
+        and (source := by_position.get((session, seq - 1))) is not None
+        and speakers[source.uri] not in (None, ASSISTANT)
+        and source.score < h.score
+    ]
+    if not pairs:
+        return 0
+    role = roles([source.uri for _, source in pairs])
+    names = sorted({s for s in speakers.values() if s})
+    moved = 0
+    for echo, source in pairs:
+        speaker = speakers[source.uri] or ""
+        if (
+            role.get(source.uri) == "user"
+            and echo.score - margin <= source.score
+            and echoes(echo.abstract[len(ASSISTANT) + 2 :], source.abstract[len(speaker) + 2 :], names)
+        ):
+            source.score = round(min(1.0, echo.score + 1e-4), 6)
             moved += 1
     return moved

@@ -71,8 +71,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from context_engine.retrieval.answer_type import AnswerType, prefer_answer_type
-from context_engine.retrieval.current_state import prefer_corrections, prefer_latest, supersede
-from context_engine.retrieval.replies import prefer_reports
+from context_engine.retrieval.current_state import asks_current_state, prefer_corrections, prefer_latest, supersede
+from context_engine.retrieval.replies import prefer_reports, prefer_sources
 from context_engine.retrieval.scope import within_target
 from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import TypedQuery
@@ -188,13 +188,15 @@ class MergeResult:
         swapped_in: direct hits that took the place of an expansion hit with a weaker own match.
         memory_intent: whether directories were ranked below the memory file hits (step 5).
         answer_type: the answer type whose holders got ``answer_type_boost`` (step 2), or ``None``.
-        current_state: whether the current-state rule reordered the candidates (step 2).
+        current_state: whether the query asks for the current state, so the current-state rules ran (step 2).
         superseded: later same-topic statements ordered first by :func:`~context_engine.retrieval.current_state.
             supersede`.
         corrected: corrections ordered above what they correct by :func:`~context_engine.retrieval.current_state.
             prefer_corrections` (any question).
         reported: the assistant's reports of an action ordered above the request they carry out by
             :func:`~context_engine.retrieval.replies.prefer_reports`.
+        echoed: the user's statements ordered above the assistant's echo of them by
+            :func:`~context_engine.retrieval.replies.prefer_sources`.
     """
 
     final: list[NodeHit]
@@ -208,6 +210,7 @@ class MergeResult:
     superseded: int = 0
     corrected: int = 0
     reported: int = 0
+    echoed: int = 0
 
 
 def _normalise(text: str) -> str:
@@ -345,8 +348,9 @@ class Scorer:
         if answer_type is not None:
             merged.sort(key=rank_key)
         superseded = 0
-        current_state = prefer_latest(query, merged, s.current_state_boost)
+        current_state = asks_current_state(query)
         if current_state:
+            prefer_latest(query, merged, s.current_state_boost)
             if embed is not None and s.current_state_margin > 0 and s.current_state_same_topic < 1:
                 superseded = supersede(
                     merged, embed, same_topic=s.current_state_same_topic, margin=s.current_state_margin
@@ -356,7 +360,8 @@ class Scorer:
             merged, embed, same_topic=s.current_state_same_topic, margin=s.correction_margin, query=query
         )
         reported = prefer_reports(query, merged, s.report_margin, roles)
-        if corrected or reported:
+        echoed = prefer_sources(merged, s.echo_margin, roles)
+        if corrected or reported or echoed:
             merged.sort(key=rank_key)
         if threshold is None:
             passing, protected = merged, set()
@@ -385,4 +390,5 @@ class Scorer:
             superseded=superseded,
             corrected=corrected,
             reported=reported,
+            echoed=echoed,
         )

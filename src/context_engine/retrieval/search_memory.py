@@ -388,6 +388,7 @@ class SearchMemoryPipeline:
                 superseded=result.superseded,
                 corrected=result.corrected,
                 reported=result.reported,
+                echoed=result.echoed,
             )
             if detailed:
                 trace.detail("assemble", "threshold", {"value": threshold, "gte": request.score_gte})

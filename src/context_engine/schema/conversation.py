@@ -61,8 +61,13 @@ _CORRECTION = re.compile(
     r"|(?:sorry|oops|whoops|no|wait)[,.!]*\s+I mean(?! it\b| that\b)"
     r"|I was wrong(?! to\b| for\b)|I got (?:that|it|this|those|the \w+) (?:wrong|mixed up)"
     r"|my mistake(?! (?:was|is|of|in|with)\b)|my bad[,.!:;]|I misspoke|I misread"
-    r"|I mixed (?:that|those|them|it|these) up|I mixed up the\b|scratch that"
-    r"|should(?: have|'ve|’ve) said|wait,? no\b"
+    r"|I mixed (?:that|those|them|it|these) up|I mixed up the\b|scratch that\b"
+    r"|should(?: have|'ve|’ve) said|wait,? no\b|no,? wait\b(?!\s+(?:for|until|till)\b)"
+    r"|ignore what I (?:said|told you|wrote)|strike that\b|let me correct (?:myself|that)\b"
+    r"|I had (?:that|it|this|those|the \w+) wrong|did I (?:just )?say [^.!?]{1,40}\?\s*"
+    r"(?:no\b|\d|(?!(?:I|you|we|he|she|they|it|that|this)\b)(?-i:[A-Z]))"
+    r"|(?:^\W*|(?:hang on|hold on|wait|sorry|oops|no|ugh|argh)[,.!—–-]*\s+)"
+    r"(?:that's|that’s|that was|that is) (?:wrong|not right|incorrect)\b(?! (?:to|of|for)\b)"
     r"|(?:it's|it’s|it is|it was|that's|that’s|that is|they're|they’re|he's|he’s|she's|she’s)\b[^.!?;]{1,60}?,\s*not"
     r"(?! just| only| because| to| that| for| about| as| so| even| always| all| every| a sprint| the end))"
     r"(?![\w'’])"
@@ -95,10 +100,24 @@ _TRANSACTION = (
     r"|direct debit|appointment|heating|thermostat)"
     r"|created (?:a|an|the|your) (?:reminder|event|standing order|direct debit|appointment|booking|account|calendar))"
 )
+_PARTICIPLE = (
+    r"(?:booked|reserved|ordered|scheduled|rescheduled|cancell?ed|confirmed|renewed|paid|sent|paused|frozen|extended"
+    r"|upgraded|downgraded|transferred|registered)"
+)
 _ACTION = re.compile(
     r"^\W*(?:(?:done|sorted|all set|ok(?:ay)?|great|sure)[:!.,—–-]\s*)?(?:I've|I’ve|I have|I)\s+(?:[\w'’&-]+\s+){0,8}?"
     + _TRANSACTION
-    + r"\b|^\W*(?:booked|done|reserved|ordered|scheduled|cancell?ed)\b\s*[:!.,—–-]|^\W*all set\s*[:—–-]",
+    + r"\b|^\W*(?:booked|done|reserved|ordered|scheduled|rescheduled|cancell?ed|confirmed|paid|sent|renewed)\b"
+    r"\s*[:!.,—–-]|^\W*all set\s*[:—–-]"
+    # what was done as the subject: "Your table for four is booked for 7:30" ("your" for the user's, "has been" /
+    # "is now" for a change made; not "The recital is scheduled for 3pm"). Not "Reminder set for 1 September": the
+    # request of a reminder holds the facts ("remind me that my passport expires in November"; measured)
+    r"|^\W*(?:(?:done|ok(?:ay)?|great|sure|right)[:!.,—–-]\s*)?(?:"
+    r"your\s+(?:[\w'’&-]+\s+){0,7}?(?:is|are|has been|have been)\s+(?:now\s+)?"
+    + _PARTICIPLE
+    + r"|(?:the\s+)?(?:[\w'’&-]+\s+){0,7}?(?:has been|have been|is now|are now)\s+"
+    + _PARTICIPLE
+    + r")\b(?!\s+(?:up|solid|out)\b)",
     re.IGNORECASE,
 )
 

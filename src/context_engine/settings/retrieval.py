@@ -216,6 +216,14 @@ class ScoringSettings(SettingsSection):
         "the user's request it carries out when it scores at most this much below it, for any question but one about "
         "the asking (retrieval/replies.py prefer_reports; 0 switches the rule off).",
     )
+    echo_margin: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="The user's statement ranks just above the assistant's echo of it in the next message ('Noted, "
+        "the worker config lives at ...') when it scores at most this much below it (retrieval/replies.py "
+        "prefer_sources; 0 switches the rule off).",
+    )
     answer_type_boost: float = Field(
         0.08,
         ge=0.0,
