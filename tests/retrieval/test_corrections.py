@@ -68,6 +68,19 @@ S2 = "ctx://user/tomas/memories/sessions/s2/"
         ("That's wrong of them, honestly.", False),
         ("I told him that's not right, but he did it anyway.", False),
         ("Strike three and you're out.", False),
+        # a probe written to break the wordings
+        ("Did I say 55? 58, to be safe.", True),
+        ("Did I say Tuesday? Wednesday.", True),
+        ("Did I say big? A huge understatement.", False),
+        ("Anouk kept telling me to strike that pose.", False),
+        ("No wait times at Larkfield either.", False),
+        ("No wait list at the community centre.", False),
+        ("I can't wait, no way I'm missing it.", False),
+        ("It's a journey, not a race.", False),
+        ("That's wrong, honestly: her boss called her back.", False),
+        ("Oh, no wait, it's Friday.", True),
+        # inside a sentence it takes back what that sentence said, not an earlier message
+        ("Emi lands at Heathrow on the 28th of April, no wait, the 29th.", False),
     ],
 )
 def test_a_correction_is_recognised_by_its_words(text, expected):
@@ -205,3 +218,13 @@ def test_a_correction_is_lifted_only_for_a_question_about_what_it_says():
     code = _hit(S1 + "000007.md", 0.40, "Tomas: My locker code at the gym is 4471.")
     typo = _hit(S1 + "000009.md", 0.30, "Tomas: Argh, typo: the code is 4417.")
     assert prefer_corrections([code, typo], _no_model, query="What is Tomas's gym locker code?", **kw) == 1
+
+
+def test_a_question_about_what_was_said_first_keeps_the_corrected_statement_first():
+    said = _hit(S1 + "000007.md", 0.40, "Tomas: My locker code at the gym is 4471.")
+    fixed = _hit(S1 + "000009.md", 0.30, "Tomas: Oops, typo: the locker code is 4417.")
+    kw = {"same_topic": 0.5, "margin": 0.15}
+    for query in ("Which locker code did Tomas first give?", "What locker code did Tomas give at first?"):
+        assert prefer_corrections([said, fixed], _no_model, query=query, **kw) == 0, query
+    assert fixed.score == 0.30
+    assert prefer_corrections([said, fixed], _no_model, query="What is Tomas's locker code?", **kw) == 1

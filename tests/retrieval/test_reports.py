@@ -48,6 +48,12 @@ S1 = "ctx://user/lena/memories/sessions/s1/"
         ("Rooms at that hotel are booked solid in August.", False),
         ("Sure! The recital is scheduled for 3pm, from what you told me.", False),
         ("Your parcel was sent yesterday by the shop, they said.", False),
+        # what someone else did (a probe written to break the forms), and a name after "added"
+        ("Your sister's flight has been cancelled, she's rebooked for Friday.", False),
+        ("The Old Granary has been booked for the 8th by another party.", False),
+        ("Your booking at Harbour Lights has been cancelled by the restaurant.", False),
+        ("I've added Brigid to the workshop dinner.", True),
+        ("Your table at Harbour Lights is booked for 7:45 on Saturday the 23rd, by the window.", True),
     ],
 )
 def test_a_report_of_an_action_is_recognised_by_its_opening_words(text, expected):
@@ -139,3 +145,12 @@ def test_a_report_passes_only_the_request_messages_it_can_and_not_the_previous_r
     hotel.score = 0.30
     assert prefer_reports("Where is Lena staying in Oslo?", [flight, stay, hotel], 0.15, _roles(1, 3)) == 1
     assert hotel.score == pytest.approx(0.3501)
+
+
+def test_a_report_is_not_lifted_above_a_request_that_says_more_of_what_is_asked():
+    asked = _hit(1, 0.40, "Lena: Book a table at Harbour Lights for Leyla's birthday, she loves seafood.")
+    report = _hit(2, 0.30, "assistant: Your table at Harbour Lights is booked for 7:45, ref HL-3307.")
+    assert prefer_reports("What food does Leyla love?", [asked, report], 0.15, _roles(1)) == 0
+    assert report.score == 0.30
+    # the report holds what the question asks for: a time for "what time"
+    assert prefer_reports("What time is the Harbour Lights table?", [asked, report], 0.15, _roles(1)) == 1

@@ -37,6 +37,7 @@ __all__ = [
     "CURRENT_MARKERS",
     "SUPERSEDE_CANDIDATES",
     "asks_current_state",
+    "asks_first_version",
     "prefer_corrections",
     "prefer_latest",
     "supersede",
@@ -250,6 +251,21 @@ _LEADING_PREPOSITION = re.compile(r"^\W*(?:on|at|in|by|for|from|until|till|to|wi
 _ASKS_FOR_A_NUMBER = re.compile(r"\b(?:number|code|phone|pin|postcode|zip code|extension|digits)\b", re.IGNORECASE)
 
 
+# A question about what was said first, before a correction: "Which date did Marisol first give for her dentist
+# appointment?", "What name did she originally give for the kennels?", "... give at first"
+_FIRST_VERSION = re.compile(
+    r"(?<![\w'’])(?:originally|initially|at first|first (?:said|say|gave|give|given|told|tell|stated|state|mentioned"
+    r"|mention|named|name|wrote|write|put|quoted|quote))(?![\w'’])",
+    re.IGNORECASE,
+)
+
+
+def asks_first_version(query: str) -> bool:
+    """Whether ``query`` asks what was said before a correction ("first said", "originally", "at first"): then the
+    corrected statement, not the correction, answers it, and :func:`prefer_corrections` leaves the order alone."""
+    return _FIRST_VERSION.search(query) is not None
+
+
 def prefer_corrections(
     hits: Sequence[NodeHit],
     embed: Callable[[list[str]], np.ndarray] | None,
@@ -261,7 +277,8 @@ def prefer_corrections(
     """Order each correction among the :data:`CORRECTION_CANDIDATES` best memory hits of ``hits`` just above the
     statement it corrects (module docstring): its score becomes the statement's plus 0.0001 (capped at 1) when it
     scores at most ``margin`` below it and speaks to ``query`` (:func:`_about_the_question`; an empty ``query``:
-    always). Scores change in place; for any question.
+    always), unless ``query`` asks what was said first (:func:`asks_first_version`). Scores change in place; for any
+    question.
 
     Args:
         hits: the candidates, scores set.
@@ -273,6 +290,8 @@ def prefer_corrections(
     Returns:
         How many scores changed.
     """
+    if query and asks_first_version(query):
+        return 0
     ranked = sorted((h for h in hits if h.context_type == "memory" and not h.is_dir), key=lambda h: -h.score)[
         :CORRECTION_CANDIDATES
     ]

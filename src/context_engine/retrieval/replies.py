@@ -56,6 +56,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from context_engine.retrieval.answer_type import expected_answer_type, has_answer_type
 from context_engine.retrieval.speakers import ASSISTANT, message_has_content, message_speaker
 from context_engine.schema.conversation import message_position, reports_action
 from context_engine.schema.hits import NodeHit
@@ -221,12 +222,49 @@ def prefer_reports(
     role = roles([h.uri for h in ranked if message_position(h.uri) is not None])
     moved = 0
     uris = {h.uri for h in reports}
+    names = tuple(sorted({s for h in ranked if (s := message_speaker(h.uri, h.abstract))}))
     for report in reports:
         request = _request_of(report, ranked, role, margin, uris)
-        if request is not None:
+        if request is not None and not _request_says_more(query, request, report, names):
             report.score = round(min(1.0, request.score + 1e-4), 6)
             moved += 1
     return moved
+
+
+def _own_text(hit: NodeHit) -> str:
+    speaker = message_speaker(hit.uri, hit.abstract)
+    return hit.abstract[len(speaker) + 2 :] if speaker and hit.abstract.startswith(f"{speaker}: ") else hit.abstract
+
+
+def _request_says_more(query: str, request: NodeHit, report: NodeHit, names: tuple[str, ...]) -> bool:
+    """Whether the ``request`` holds more of what ``query`` asks than the ``report`` does: the question's content
+    words in the request strictly include those in the report, and the report does not hold the answer type the
+    question asks for (:mod:`~context_engine.retrieval.answer_type`). "What food does Leyla love?" is answered by
+    "Book a table at Harbour Lights for Leyla's birthday, she loves seafood", not by "Your table is booked for 7:45";
+    "Which seat does Nadia have on the Bristol train?" by the report that names the seat, whatever words the request
+    shares with it, "Where is Lena staying in Oslo?" by "I've reserved two nights at the Hotel Bondeheimen" (a
+    name for "where" and "which") rather than "And somewhere to stay for two nights", and a question about what was
+    done ("What present was ordered for Lena's nephew?") by the report."""
+    if _ASKS_WHAT_WAS_DONE.search(query):
+        return False  # "Which meal-kit service did Lena cancel?", "What present was ordered ...?": the report's
+    asked = content_tokens(query, names)
+    in_request = asked & content_tokens(_own_text(request), names)
+    in_report = asked & content_tokens(_own_text(report), names)
+    if not in_report < in_request:
+        return False
+    # "Where ...?" and "Which ...?" ask for a place or a thing by its name, which a report gives ("the Hotel
+    # Bondeheimen", "SAS flight SK1462")
+    kind = expected_answer_type(query) or ("name" if _WHERE_WHICH.match(query) else None)
+    return kind is None or not has_answer_type(kind, _own_text(report), query)
+
+
+_WHERE_WHICH = re.compile(r"^\W*(?:where|which)\b", re.IGNORECASE)
+# a question about the outcome of an action: what was booked, ordered, cancelled ...
+_ASKS_WHAT_WAS_DONE = re.compile(
+    r"(?<![\w'’])(?:book|booked|booking|reserved?|reservation|order|ordered|cancel|cancell?ed|schedul(?:e|ed)"
+    r"|reschedul(?:e|ed)|renew|renewed|pay|paid|transfer(?:red)?|buy|bought|send|sent|arranged?)(?![\w'’])",
+    re.IGNORECASE,
+)
 
 
 def echoes(reply: str, source: str, names: Sequence[str] = ()) -> bool:

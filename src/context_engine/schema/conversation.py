@@ -61,16 +61,19 @@ _CORRECTION = re.compile(
     r"|(?:sorry|oops|whoops|no|wait)[,.!]*\s+I mean(?! it\b| that\b)"
     r"|I was wrong(?! to\b| for\b)|I got (?:that|it|this|those|the \w+) (?:wrong|mixed up)"
     r"|my mistake(?! (?:was|is|of|in|with)\b)|my bad[,.!:;]|I misspoke|I misread"
-    r"|I mixed (?:that|those|them|it|these) up|I mixed up the\b|scratch that\b"
-    r"|should(?: have|'ve|’ve) said|wait,? no\b|no,? wait\b(?!\s+(?:for|until|till)\b)"
-    r"|ignore what I (?:said|told you|wrote)|strike that\b|let me correct (?:myself|that)\b"
-    r"|I had (?:that|it|this|those|the \w+) wrong|did I (?:just )?say [^.!?]{1,40}\?\s*"
-    r"(?:no\b|\d|(?!(?:I|you|we|he|she|they|it|that|this)\b)(?-i:[A-Z]))"
-    r"|(?:^\W*|(?:hang on|hold on|wait|sorry|oops|no|ugh|argh)[,.!—–-]*\s+)"
+    r"|I mixed (?:that|those|them|it|these) up|I mixed up the\b"
+    r"|(?:scratch|strike) that(?=\s*(?:[,.;:!—–-]|$|about\b|bit\b|part\b|last\b))"
+    r"|should(?: have|'ve|’ve) said|ignore what I (?:said|told you|wrote)|let me correct (?:myself|that)\b"
+    r"|I had (?:that|it|this|those|the \w+) wrong"
+    r"|(?:hang on|hold on|wait|sorry|oops|ugh|argh)[,.!—–-]*\s+"
     r"(?:that's|that’s|that was|that is) (?:wrong|not right|incorrect)\b(?! (?:to|of|for)\b)"
     r"|(?:it's|it’s|it is|it was|that's|that’s|that is|they're|they’re|he's|he’s|she's|she’s)\b[^.!?;]{1,60}?,\s*not"
-    r"(?! just| only| because| to| that| for| about| as| so| even| always| all| every| a sprint| the end))"
+    r"(?! just| only| because| to| that| for| about| as| so| even| always| all| every| a\b| an\b| the end))"
     r"(?![\w'’])"
+    # "Did I say 55? 58.", "Did I say Tuesday? Wednesday": the question, then the value (not "Did I say thank you?
+    # You've been brilliant.")
+    r"|(?<![\w'’])did I (?:just )?say [^.!?]{1,40}\?\s*(?:no\b|\d|(?!(?:I|you|we|he|she|they|it|that|this|a|an|the)\b)"
+    r"(?-i:[A-Z]))"
     r"|(?:^|[,.!?;:]\s*|\b(?:let's|let’s|so|or|no|wait),?\s+)make (?:that|it) "
     r"(?:\d|(?-i:[A-Z])|(?:one|two|three|four|five|six|seven|eight|nine|ten|twice|once|half|a quarter)\b)"
     r"|更正|纠正|说错了|搞错了|记错了|写错了|打错了|口误|我是说",
@@ -78,12 +81,20 @@ _CORRECTION = re.compile(
 )
 
 
+# "Wait, no, ..." / "No wait, ..." opening a sentence (after an interjection at most); inside one it takes back what
+# that sentence just said ("lands on the 28th, no wait, the 29th"), which is no earlier message.
+_WAIT_NO = re.compile(r"(?<![\w'’])(?:wait,? no\b(?! (?:way|longer|more)\b)|no,? wait\s*[,.!:;—–-])", re.IGNORECASE)
+_SENTENCE_OPENING = re.compile(r"(?:^|[.!?;:]\s*)\W*(?:(?:oh|ah|um|er|hmm|ugh|argh|sorry|ok|okay|great)\W*)?$", re.I)
+
+
 def corrects_earlier(text: str) -> bool:
     """Whether a message's text (without its ``speaker: `` prefix) says it corrects something said before: "Oops, I
     mean the 3rd of May", "Correction: he's a nurse, not a paramedic", "Let's make that two runs a week", "it's
     Ana with one n, not Anna", 我说错了 (:data:`_CORRECTION`). A correction is indexed with the message it corrects
     (``ingest/conversation.py``) and ranks above it (``retrieval/current_state.py`` :func:`prefer_corrections`)."""
-    return _CORRECTION.search(text) is not None
+    return _CORRECTION.search(text) is not None or any(
+        _SENTENCE_OPENING.search(text[: m.start()]) for m in _WAIT_NO.finditer(text)
+    )
 
 
 # An assistant saying what it did for the user, at the start of its message: "I've booked ...", "Done: your plan is
@@ -96,7 +107,8 @@ _TRANSACTION = (
     r"(?:booked|reserved|ordered|scheduled|rescheduled|cancell?ed|renewed|registered|paid|transferred|bought|placed"
     r"|sent|emailed|paused|extended|upgraded|downgraded|invited|signed you|switched you|moved your|chose (?:the|a|an"
     r"|your)\b|added (?:it|the|a|an"
-    r"|your)\b|shared (?:your|the)\b|set (?:up )?(?:a|an|your|the) (?:reminder|alarm|timer|standing order"
+    r"|your|(?-i:[A-Z])[\w'’-]*)\b|shared (?:your|the)\b"
+    r"|set (?:up )?(?:a|an|your|the) (?:reminder|alarm|timer|standing order"
     r"|direct debit|appointment|heating|thermostat)"
     r"|created (?:a|an|the|your) (?:reminder|event|standing order|direct debit|appointment|booking|account|calendar))"
 )
@@ -112,12 +124,14 @@ _ACTION = re.compile(
     # what was done as the subject: "Your table for four is booked for 7:30" ("your" for the user's, "has been" /
     # "is now" for a change made; not "The recital is scheduled for 3pm"). Not "Reminder set for 1 September": the
     # request of a reminder holds the facts ("remind me that my passport expires in November"; measured)
-    r"|^\W*(?:(?:done|ok(?:ay)?|great|sure|right)[:!.,—–-]\s*)?(?:"
+    # Not what someone else did: "Your sister's flight has been cancelled", "... has been cancelled by the
+    # restaurant", "... has been booked for the 8th by another party" (but "booked for 7:45, by the window")
+    r"|^\W*(?:(?:done|ok(?:ay)?|great|sure|right)[:!.,—–-]\s*)?(?!(?:your|the)\s+[\w-]+['’]s\b)(?:"
     r"your\s+(?:[\w'’&-]+\s+){0,7}?(?:is|are|has been|have been)\s+(?:now\s+)?"
     + _PARTICIPLE
     + r"|(?:the\s+)?(?:[\w'’&-]+\s+){0,7}?(?:has been|have been|is now|are now)\s+"
     + _PARTICIPLE
-    + r")\b(?!\s+(?:up|solid|out)\b)",
+    + r")\b(?!\s+(?:up|solid|out|by)\b)(?![^.!?;]{0,80}\bby (?:another|someone|somebody|them)\b)",
     re.IGNORECASE,
 )
 
