@@ -9,6 +9,7 @@ data, so a search does not go down to the storage layer to split a string.
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -87,11 +88,15 @@ _WAIT_NO = re.compile(r"(?<![\w'’])(?:wait,? no\b(?! (?:way|longer|more)\b)|no
 _SENTENCE_OPENING = re.compile(r"(?:^|[.!?;:]\s*)\W*(?:(?:oh|ah|um|er|hmm|ugh|argh|sorry|ok|okay|great)\W*)?$", re.I)
 
 
+@functools.lru_cache(maxsize=65_536)
 def corrects_earlier(text: str) -> bool:
     """Whether a message's text (without its ``speaker: `` prefix) says it corrects something said before: "Oops, I
     mean the 3rd of May", "Correction: he's a nurse, not a paramedic", "Let's make that two runs a week", "it's
     Ana with one n, not Anna", 我说错了 (:data:`_CORRECTION`). A correction is indexed with the message it corrects
-    (``ingest/conversation.py``) and ranks above it (``retrieval/current_state.py`` :func:`prefer_corrections`)."""
+    (``ingest/conversation.py``) and ranks above it (``retrieval/current_state.py`` :func:`prefer_corrections`).
+
+    Memoised, as :func:`reports_action` is: a conversation's candidate messages recur across its queries, and the
+    patterns cost about 50 us a message."""
     return _CORRECTION.search(text) is not None or any(
         _SENTENCE_OPENING.search(text[: m.start()]) for m in _WAIT_NO.finditer(text)
     )
@@ -136,6 +141,7 @@ _ACTION = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65_536)
 def reports_action(text: str) -> bool:
     """Whether an assistant's message (its text) opens by reporting what it did for the user: "I've booked the 06:40
     to Bristol, coach C, seat 42", "Done: your HelloFresh plan is cancelled" (:data:`_ACTION`). Such a message is
