@@ -65,6 +65,13 @@ def _uris(response):
     return [h.uri for h in response.hits]
 
 
+def _ranked(engine, query):
+    """The URIs search_memory returns for ``query`` (top 3) and its trace's ``ranked`` event (what the ordering rules
+    moved)."""
+    response = engine.search_memory(query, ANN, top_k=3, include_debug=True, trace_level="detailed")
+    return _uris(response), [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+
+
 def test_a_reply_is_found_through_the_turn_it_answers(make):
     engine = make()
     uris = engine.add_messages(TRIP, "trip", ANN).uris
@@ -475,11 +482,7 @@ def test_a_correction_comes_before_the_statement_it_corrects(make, margin):
     # ranks just above it, for a question without any word about the present (issue 25, the corrections shape).
     engine = make(retrieval={"scoring": {"correction_margin": margin}})
     said, _, _, _, fixed, _ = engine.add_messages(CORRECTED, "s1", ANN).uris
-    response = engine.search_memory(
-        "When is Tomas's dentist appointment?", ANN, top_k=3, include_debug=True, trace_level="detailed"
-    )
-    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
-    hits = _uris(response)
+    hits, ranked = _ranked(engine, "When is Tomas's dentist appointment?")
     if margin:
         assert hits[:2] == [fixed, said]
         assert ranked["corrected"] == 1
@@ -502,20 +505,14 @@ def test_what_the_assistant_did_comes_before_the_request(make, margin):
     # ranks just above it (issue 25, the requests shape; retrieval/replies.py prefer_reports).
     engine = make(retrieval={"scoring": {"report_margin": margin}})
     request, report, _, _ = engine.add_messages(REQUESTED, "s1", ANN).uris
-    response = engine.search_memory(
-        "Which physio is Lena seeing for her knee?", ANN, top_k=3, include_debug=True, trace_level="detailed"
-    )
-    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    hits, ranked = _ranked(engine, "Which physio is Lena seeing for her knee?")
     if margin:
-        assert _uris(response)[:2] == [report, request] and ranked["reported"] == 1
+        assert hits[:2] == [report, request] and ranked["reported"] == 1
     else:
-        assert _uris(response)[:2] == [request, report] and ranked["reported"] == 0
+        assert hits[:2] == [request, report] and ranked["reported"] == 0
     # a question about the asking: no lift (the report, read with the request, may still match it better)
-    asked = engine.search_memory(
-        "What did Lena ask the assistant to find?", ANN, top_k=3, include_debug=True, trace_level="detailed"
-    )
-    assert [e for e in asked.thinking_trace["events"] if e["event"] == "ranked"][0]["reported"] == 0
-    assert request in _uris(asked)[:2]
+    asked, ranked = _ranked(engine, "What did Lena ask the assistant to find?")
+    assert ranked["reported"] == 0 and request in asked[:2]
 
 
 ECHOED = [
@@ -536,11 +533,8 @@ def test_the_users_statement_comes_before_the_assistants_echo_of_it(make, margin
     # source (issue 25, role-aware ranking; retrieval/replies.py prefer_sources).
     engine = make(retrieval={"scoring": {"echo_margin": margin}})
     _, _, said, echo = engine.add_messages(ECHOED, "s1", ANN).uris
-    response = engine.search_memory(
-        "Where is the worker's config file?", ANN, top_k=3, include_debug=True, trace_level="detailed"
-    )
-    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    hits, ranked = _ranked(engine, "Where is the worker's config file?")
     if margin:
-        assert _uris(response)[:2] == [said, echo] and ranked["echoed"] == 1
+        assert hits[:2] == [said, echo] and ranked["echoed"] == 1
     else:
-        assert _uris(response)[:2] == [echo, said] and ranked["echoed"] == 0
+        assert hits[:2] == [echo, said] and ranked["echoed"] == 0

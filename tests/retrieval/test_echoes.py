@@ -8,8 +8,8 @@ import pytest
 
 from context_engine.retrieval.replies import echoes, prefer_sources
 from context_engine.schema.hits import NodeHit
+from tests.retrieval.messages import message_hit, roles_of
 
-S1 = "ctx://user/priya/memories/sessions/s1/"
 WORKER = "The worker reads its settings from /etc/orbit/worker.yaml on the box, not from env vars."
 
 
@@ -42,16 +42,10 @@ def test_an_echo_restates_the_statement_before_it(reply, source, expected):
 
 
 def _hit(seq: int, score: float, abstract: str) -> NodeHit:
-    return NodeHit(
-        uri=f"{S1}{seq:06d}.md", owner_space="user:priya", context_type="memory", score=score, abstract=abstract
-    )
+    return message_hit("priya", seq, score, abstract)
 
 
-def _roles(*users: int):
-    def roles(uris: list[str]) -> dict[str, str]:
-        return {u: "user" if int(u.rsplit("/", 1)[1][:6]) in users else "assistant" for u in uris}
-
-    return roles
+_roles = roles_of
 
 
 def test_the_statement_ranks_just_above_its_echo():

@@ -10,8 +10,7 @@ from context_engine.ingest.conversation import Line, index_contexts
 from context_engine.retrieval.replies import prefer_reports
 from context_engine.schema.conversation import reports_action
 from context_engine.schema.hits import NodeHit
-
-S1 = "ctx://user/lena/memories/sessions/s1/"
+from tests.retrieval.messages import message_hit, roles_of
 
 
 @pytest.mark.parametrize(
@@ -90,16 +89,10 @@ def test_a_report_after_a_tool_call_reads_with_the_request_before_them():
 
 
 def _hit(seq: int, score: float, abstract: str) -> NodeHit:
-    return NodeHit(
-        uri=f"{S1}{seq:06d}.md", owner_space="user:lena", context_type="memory", score=score, abstract=abstract
-    )
+    return message_hit("lena", seq, score, abstract)
 
 
-def _roles(*users: int):
-    def roles(uris: list[str]) -> dict[str, str]:
-        return {u: "user" if int(u.rsplit("/", 1)[1][:6]) in users else "assistant" for u in uris}
-
-    return roles
+_roles = roles_of
 
 
 def test_a_report_ranks_just_above_the_request_it_carries_out():
