@@ -388,6 +388,77 @@ def test_a_write_patches_the_compiled_index_to_what_a_reload_gives(hints, audit,
     assert before.docs.keys() != after.docs.keys()  # the old snapshot was never changed in place
 
 
+def test_another_process_catches_up_from_the_change_log_to_what_a_reload_gives(hints, audit, metadata, monkeypatch):
+    """A process whose compiled index is behind (another process or replica wrote) applies the logged changes since
+    its generation instead of reloading the account (13 s at 1,000,000 nodes, issue 26): after one write, after
+    several (a document changed twice among them), equal in everything a lookup reads to a reload."""
+    other = KnowledgeIndexService(audit, metadata, KnowledgeSettings())  # another process
+    other.snapshot("acme")
+    hints.snapshot("acme")  # the writer's own index: its writes patch it
+    loads = []
+    real = audit.load_hint_index
+    monkeypatch.setattr(audit, "load_hint_index", lambda account: loads.append(account) or real(account))
+    moved = "ctx://resources/runbooks/po/etcd/NodeNetworkInterfaceFlapping.md"
+    rounds = [
+        [lambda: hints.nodes_deleted("acme", [CRASH_ZH])],
+        [
+            lambda: hints.nodes_written(
+                "acme", [node(CRASH, "KubePodRestartStorm")], [chunk(CRASH, 0, "restart storm", "KubePodRestartStorm")]
+            ),
+            lambda: hints.nodes_written(
+                "acme",
+                [node(CRASH_ZH, "KubePodCrashLooping"), node(POD_RESTARTS, "Pod Restarts")],
+                [chunk(CRASH_ZH, 0, "Pod 处于 CrashLooping 状态。", "KubePodCrashLooping > 含义")],
+            ),
+            lambda: hints.nodes_written(  # CRASH again: the index holds its terms of two rounds ago
+                "acme", [node(CRASH, "KubePodCrashLooping")], [chunk(CRASH, 0, "CrashLoopBackOff", "Meaning")]
+            ),
+            lambda: hints.nodes_deleted("acme", [FLAP]),
+        ],
+        [
+            lambda: hints.nodes_written(
+                "acme", [node(moved, "NodeNetworkInterfaceFlapping")], [chunk(moved, 0, "flapping", "Flapping")]
+            ),
+            lambda: hints.nodes_deleted("acme", [RESTART_ZH, WATCHDOG, "ctx://resources/runbooks/po/nothing.md"]),
+        ],
+    ]
+    for steps in rounds:
+        before = other.snapshot("acme")
+        for step in steps:
+            step()
+        after = other.snapshot("acme")
+        assert after.generation == audit.hint_state("acme")[0] == before.generation + len(steps)
+        fresh = _reloaded(hints, audit)
+        assert _answers(after) == _answers(fresh)
+        assert (after.max_phrase_tokens, after.max_alert_words) == (fresh.max_phrase_tokens, fresh.max_alert_words)
+        for q in QUERIES:
+            assert other.analyze_query(q, ADMIN) == hints.analyze_query(q, ADMIN), q
+    assert len(loads) == len(rounds)  # the test's own reloads: neither process reloaded
+    assert other.analyze_query("KubePodCrashLooping", ADMIN).strong_uris == {CRASH, CRASH_ZH}
+
+
+def test_a_process_the_change_log_cannot_bring_along_reloads(hints, audit, metadata, monkeypatch):
+    """Past what the log holds (a rebuild since, more changes than a catch-up takes, a failing catch-up), a process
+    behind reloads the account, as every process did before the log."""
+    from context_engine.knowledge import hint_index
+
+    other = KnowledgeIndexService(audit, metadata, KnowledgeSettings())
+    other.snapshot("acme")
+    loads = []
+    real = audit.load_hint_index
+    monkeypatch.setattr(audit, "load_hint_index", lambda account: loads.append(account) or real(account))
+    hints.rebuild("acme")
+    assert other.snapshot("acme").generation == audit.hint_state("acme")[0] and len(loads) == 1
+    monkeypatch.setattr(hint_index, "CATCH_UP_MOST", 1)
+    hints.nodes_deleted("acme", [CRASH_ZH, FSYNC])  # two document changes
+    assert len(loads) == 1 and other.snapshot("acme").docs.keys() == _reloaded(hints, audit).docs.keys()
+    assert len(loads) == 3  # the other process's and the test's
+    monkeypatch.setattr(hint_index, "CATCH_UP_MOST", 100)
+    monkeypatch.setattr(HintSnapshot, "patched", lambda *a, **k: 1 / 0)
+    hints.nodes_deleted("acme", [FLAP])
+    assert FLAP not in other.snapshot("acme").docs and len(loads) == 4  # reloaded
+
+
 def test_the_patched_word_run_limits_shrink_as_a_reload_would(audit, metadata):
     """A helper's review: after the only long alert title goes, a reload looks up shorter runs of the query's words,
     and runs are looked up against every key ("crash loop back off" -> the reason ``crashloopbackoff`` of another

@@ -28,8 +28,10 @@ Read the previous container's logs, roll the deploy back.
 """
 
 
-@pytest.mark.parametrize("kind", ["memory", "resource"])
-def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(default_embedder, tmp_path, kind):
+@pytest.mark.parametrize(
+    ("kind", "writer"), [("memory", "this-process"), ("resource", "this-process"), ("resource", "other-process")]
+)
+def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(default_embedder, tmp_path, kind, writer):
     home = tmp_path / "home"
     engine = ContextEngineService(load_settings(home), embedder=default_embedder)  # the bench's model
     alice = RequestContext(account_id="default", role="user", user_space="alice")
@@ -54,6 +56,8 @@ def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(defau
             "1",
             "--write-kind",
             kind,
+            "--writer",
+            writer,
         ],
         capture_output=True,
         text=True,
@@ -62,7 +66,7 @@ def test_the_bench_prints_warm_lookups_lookups_after_writes_and_the_writes(defau
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    assert "caller default/alice" in out
+    assert f"caller default/alice, writes by {writer}" in out
     write = "add_memory" if kind == "memory" else re.escape("add_text (resource)")
     for line in ("lookup warm", "lookup after a write", write):
         assert re.search(rf"{line}\s+p50\s+[\d.]+\s+max\s+[\d.]+ ms", out), out

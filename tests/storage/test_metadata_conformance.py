@@ -904,6 +904,54 @@ def test_replacing_hint_rows_says_the_generations_and_the_terms_it_removed(metad
     assert generation == 2 and [d.title for d in docs] == ["Storm"] and terms == [HintTerm(uri, "storm", "title")]
 
 
+def test_the_hint_change_log_says_what_changed_since_a_generation(
+    metadata_store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: a process whose compiled hint index is behind reads the changes since its generation (the changed
+    documents' term rows then and their rows now) instead of reloading the account; the log says when it cannot."""
+    from context_engine.storage.metadata import audit as audit_module
+
+    audit = open_audit(metadata_store)
+    a, b, c = (f"ctx://resources/runbooks/{n}.md" for n in "abc")
+
+    def doc(u: str, title: str) -> HintDoc:
+        return HintDoc(u, "ctx://resources/runbooks/", "", "resource", title, None, (title.lower(),))
+
+    audit.replace_hint_docs(A, [], [doc(a, "Crash"), doc(b, "Disk")], [HintTerm(a, "crash", "title")])  # 1
+    audit.replace_hint_docs(A, [], [doc(a, "Storm")], [HintTerm(a, "storm", "title"), HintTerm(a, "x", "code")])  # 2
+    audit.replace_hint_docs(A, [b], [doc(c, "Fsync")], [HintTerm(c, "fsync", "metric")])  # 3: b dropped, c new
+    audit.replace_hint_docs(A, [a], [], [])  # 4: a dropped
+    since1 = audit.hint_changes_since(A, 1, 100)
+    assert since1 is not None and (since1.generation, since1.uris) == (4, (a, b, c))
+    # the rows each document had at generation 1 (a: its first change's), and its rows now
+    assert since1.removed_terms == (HintTerm(a, "crash", "title"),)
+    assert [d.uri for d in since1.docs] == [c] and since1.terms == (HintTerm(c, "fsync", "metric"),)
+    since3 = audit.hint_changes_since(A, 3, 100)
+    assert since3 is not None and since3.uris == (a,) and since3.docs == () and since3.terms == ()
+    assert set(since3.removed_terms) == {HintTerm(a, "storm", "title"), HintTerm(a, "x", "code")}
+    assert audit.hint_changes_since(A, 4, 100) == audit_module.HintCatchUp(4, None, (), (), (), ())
+    assert audit.hint_changes_since(A, 0, 100) is not None  # the log reaches back to the first write
+    assert audit.hint_changes_since(A, 1, 3) is None  # more than `most` document changes: reload
+    assert audit.hint_changes_since(A, 5, 100) is None  # ahead of the store (a replaced database): reload
+    with pytest.raises(RuntimeError), metadata_store.transaction():
+        audit.replace_hint_docs(A, [c], [], [])
+        raise RuntimeError("rolled back: logs nothing")
+    assert audit.hint_changes_since(A, 3, 100) == since3
+    audit.replace_hint_docs(A, [], [doc(a, "Crash")], [], version="v2", clear_all=True)  # 5: a rebuild
+    assert audit.hint_changes_since(A, 4, 100) is None and audit.hint_changes_since(A, 1, 100) is None
+    audit.replace_hint_docs(A, [c], [], [])  # 6
+    after = audit.hint_changes_since(A, 5, 100)
+    assert after is not None and (after.generation, after.version, after.uris) == (6, "v2", (c,))
+    monkeypatch.setattr(audit_module, "HINT_LOG_RETAIN", 2)
+    monkeypatch.setattr(audit_module, "_HINT_PRUNE_EVERY", 1)
+    for _ in range(3):
+        audit.replace_hint_docs(A, [b], [], [])  # 7, 8, 9: the log keeps generations 8 and 9
+    assert audit.hint_changes_since(A, 6, 100) is None  # pruned: reload
+    kept = audit.hint_changes_since(A, 7, 100)
+    assert kept is not None and (kept.generation, kept.uris) == (9, (b,))
+    assert audit.hint_changes_since("other", 0, 100) == audit_module.HintCatchUp(0, None, (), (), (), ())
+
+
 def test_the_generations_a_hint_change_reports_are_those_its_rows_belong_to(
     metadata_store: MetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

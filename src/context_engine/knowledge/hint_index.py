@@ -5,7 +5,9 @@ each document's title and file name (alert names), breadcrumbs (distinctive head
 and service names in its chunks, and its domain (``knowledge/domains.py``). The index lives in the metadata database
 (``storage/metadata/audit.py``) and is compiled per account into dictionaries held in memory; a per-account
 generation counter tells every process when its copy is stale. The process that writes patches its own copy once the
-write has committed (:meth:`HintSnapshot.patched`) instead of reloading the account's whole index.
+write has committed (:meth:`HintSnapshot.patched`) instead of reloading the account's whole index; another process
+applies the same patch from the change log the store keeps (``knowledge_hint_changes``, :meth:`KnowledgeIndexService.
+_caught_up`).
 
 What it returns is a hint, never evidence: document URIs, titles, the query keywords found and the domains they
 point at. The semantic layer always runs; the hints only (a) choose a domain filter for its first attempt
@@ -76,6 +78,10 @@ if TYPE_CHECKING:
 
 _LOG = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: A compiled index catches up from the change log when at most this many document changes were logged since its
+#: generation, and reloads the account otherwise (``KnowledgeIndexService._caught_up``).
+CATCH_UP_MOST = 20_000
 
 # ---- the compiled per-account index -----------------------------------------------------------------------------
 @dataclass
@@ -495,7 +501,8 @@ class KnowledgeIndexService:
 
     # ---- read side -------------------------------------------------------------------------------------------------
     def snapshot(self, account_id: str) -> HintSnapshot:
-        """The account's compiled index, reloaded when its generation changed (one committed ``meta`` read)."""
+        """The account's compiled index (one committed ``meta`` read when it is current). When another process moved
+        the generation, it is brought along from the change log (:meth:`_caught_up`), else reloaded."""
         return self._index(account_id)
 
     def _index(self, account_id: str) -> HintSnapshot:
@@ -512,10 +519,30 @@ class KnowledgeIndexService:
             if not fresh:
                 self.rebuild(account_id)
                 self._stale.discard(account_id)
+            elif cached is not None and cached.generation < generation:
+                caught = self._caught_up(account_id, cached)
+                if caught is not None:
+                    self._cache[account_id] = caught
+                    return caught
             generation, _, docs, terms = self._store.load_hint_index(account_id)
             compiled = HintSnapshot.build(generation, docs, terms, self.resolver.cross_cutting)
             self._cache[account_id] = compiled
             return compiled
+
+    def _caught_up(self, account_id: str, cached: HintSnapshot) -> HintSnapshot | None:
+        """``cached`` brought to the account's current generation from the hint change log, when another process or
+        replica wrote since (this process's own writes patch it at commit): O(changes) instead of a reload and
+        compile of the whole account, 13 s at 1,000,000 nodes. ``None`` when the log cannot (pruned, a rebuild, more
+        than :data:`CATCH_UP_MOST` documents changed, another extractor version) or the patch fails: the caller
+        reloads."""
+        try:
+            change = self._store.hint_changes_since(account_id, cached.generation, CATCH_UP_MOST)
+            if change is None or change.version != self._version:
+                return None
+            return cached.patched(change.generation, change.uris, change.removed_terms, change.docs, change.terms)
+        except Exception:  # noqa: BLE001 - a failed catch-up reloads the account, as before the log existed
+            _LOG.exception("hint index catch-up failed for account %s; reloading it", account_id)
+            return None
 
     def domain_filter(self, account_id: str, domain: str) -> DomainRestriction:
         """The vector-filter restriction for ``domain`` (see :meth:`HintSnapshot.domain_filter`)."""

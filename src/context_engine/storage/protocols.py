@@ -19,7 +19,7 @@ from context_engine.storage.journal import JournalEntry
 if TYPE_CHECKING:
     from context_engine.schema.context import RequestContext
     from context_engine.schema.knowledge import ToolInvocation
-    from context_engine.storage.metadata.audit import HintChange, HintDoc, HintTerm, LedgerEntry
+    from context_engine.storage.metadata.audit import HintCatchUp, HintChange, HintDoc, HintTerm, LedgerEntry
     from context_engine.storage.metadata.keys import ApiKeyInfo
 
 
@@ -422,6 +422,11 @@ class AuditStore(Protocol):
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
+        ...
+
+    def hint_changes_since(self, account_id: str, generation: int, most: int) -> HintCatchUp | None:
+        """The hint index's changes after ``generation`` (at most ``most`` document changes), in one committed
+        snapshot; ``None`` when its change log cannot bring that generation along (a reload is needed)."""
         ...
 
 

@@ -46,6 +46,7 @@ from context_engine.schema.query import utc_bound
 from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.engine import SqlDatabase
 from context_engine.storage.metadata.tables import (
+    HINT_CHANGES,
     HINT_DOCS,
     HINT_TERMS,
     IN_BATCH,
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
 
 _HINT_GENERATION = "hint_generation:{account}"
 _HINT_VERSION = "hint_version:{account}"
+#: The hint change log keeps an account's last this many generations; a process further behind reloads the account.
+HINT_LOG_RETAIN = 10_000
+_HINT_PRUNE_EVERY = 100  # generations between two prunings of an account's log
 
 
 # ---- plain records ----------------------------------------------------------------------------------------------
@@ -98,6 +102,21 @@ class HintChange:
     previous_generation: int
     generation: int
     removed_terms: tuple[HintTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HintCatchUp:
+    """What changed in an account's hint index since a generation (:meth:`SqlAuditStore.hint_changes_since`), read
+    in one committed snapshot: the generation and version it brings a compiled index to, the documents changed
+    (``uris``: replaced, added or dropped), the term rows those documents had at the starting generation
+    (``removed_terms``), and their rows now (``docs``, ``terms``; a dropped document has none)."""
+
+    generation: int
+    version: str | None
+    uris: tuple[str, ...]
+    removed_terms: tuple[HintTerm, ...]
+    docs: tuple[HintDoc, ...]
+    terms: tuple[HintTerm, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +369,9 @@ class SqlAuditStore:
     ) -> HintChange:
         """Drop the hint rows of ``uris`` (or of the whole account with ``clear_all``), insert ``docs`` and ``terms``,
         set the version when given, and bump the account's hint generation, in one transaction (the caller's, when
-        one is open: then the change counts once it commits, :meth:`after_commit`).
+        one is open: then the change counts once it commits, :meth:`after_commit`). The change log
+        (``knowledge_hint_changes``) gets a row per document of ``uris`` and ``docs`` with the term rows it had, or
+        one row without a URI for ``clear_all`` (the account's older rows go: a process behind it reloads).
 
         Returns:
             The generations before and after, and the term rows removed (none with ``clear_all``).
@@ -396,6 +417,7 @@ class SqlAuditStore:
                 {"account_id": account_id, "uri": t.uri, "term": t.term[:HINT_TERM_MAX_CHARS], "kind": t.kind}
                 for t in terms
             ]
+            _log_hint_change(s, account_id, generation, None if clear_all else drop, removed)
             for start in range(0, len(doc_values), IN_BATCH):
                 s.execute(insert(docs_t), doc_values[start : start + IN_BATCH])
             for start in range(0, len(term_values), IN_BATCH):
@@ -413,6 +435,59 @@ class SqlAuditStore:
         rollback (:meth:`SqlDatabase.after_commit <context_engine.storage.metadata.engine.SqlDatabase.after_commit>`).
         """
         self._store.after_commit(fn)
+
+    def hint_changes_since(self, account_id: str, generation: int, most: int) -> HintCatchUp | None:
+        """The changes of the account's hint index after ``generation``, for a compiled index at that generation to
+        catch up with (``knowledge/hint_index.py``), in one committed snapshot.
+
+        Cost: one indexed range read of the change log and one read of the changed documents' rows: O(changes),
+        not O(account).
+
+        Returns:
+            The :class:`HintCatchUp`; ``None`` when the log cannot bring ``generation`` along: it does not reach
+            back that far (:data:`HINT_LOG_RETAIN`, or written before the log existed), the account was rebuilt
+            since, more than ``most`` document changes are logged since, or ``generation`` is ahead of the store.
+        """
+        docs_t, terms_t, log_t = HINT_DOCS, HINT_TERMS, HINT_CHANGES
+        gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
+        with self._store.snapshot() as s:
+            meta = dict(s.execute(select(META.c.key, META.c.value).where(META.c.key.in_([gen_key, ver_key]))).all())
+            current = int(meta.get(gen_key, 0))
+            if current < generation:
+                return None
+            rows = s.execute(
+                select(log_t.c.generation, log_t.c.uri, log_t.c.removed_terms)
+                .where(log_t.c.account_id == account_id, log_t.c.generation > generation)
+                .order_by(log_t.c.generation, log_t.c.id)
+                .limit(most + 1)
+            ).all()
+            # Every committed generation logs at least one row, so a gap means the log was pruned or predates it.
+            if len(rows) > most or {r.generation for r in rows} != set(range(generation + 1, current + 1)):
+                return None
+            before: dict[str, list[list[str]]] = {}
+            for r in rows:
+                if r.uri is None:  # a rebuild replaced the whole account
+                    return None
+                before.setdefault(r.uri, r.removed_terms or [])  # the first change after `generation`: its rows then
+            changed = sorted(before)
+            docs: list[HintDoc] = []
+            terms: list[HintTerm] = []
+            for start in range(0, len(changed), IN_BATCH):
+                chunk = changed[start : start + IN_BATCH]
+                docs += (
+                    HintDoc(r.uri, r.parent_uri, r.owner_space, r.context_type, r.title, r.domain, tuple(r.title_words))
+                    for r in s.execute(select(docs_t).where(docs_t.c.account_id == account_id, docs_t.c.uri.in_(chunk)))
+                )
+                terms += (
+                    HintTerm(r.uri, r.term, r.kind)
+                    for r in s.execute(
+                        select(terms_t.c.uri, terms_t.c.term, terms_t.c.kind).where(
+                            terms_t.c.account_id == account_id, terms_t.c.uri.in_(chunk)
+                        )
+                    )
+                )
+        removed = tuple(HintTerm(uri, term, kind) for uri in changed for term, kind in before[uri])
+        return HintCatchUp(current, meta.get(ver_key), tuple(changed), removed, tuple(docs), tuple(terms))
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
@@ -458,6 +533,31 @@ def _invocation(row: Any) -> ToolInvocation:
     values = {k: row[k] for k in ToolInvocation.model_fields if k in row}
     values["created_at"] = _utc(row["created_at"])
     return ToolInvocation.model_validate(values)
+
+
+def _log_hint_change(
+    s: Session, account_id: str, generation: int, uris: Sequence[str] | None, removed: Sequence[HintTerm]
+) -> None:
+    """Log the documents ``uris`` changed at ``generation`` with the term rows they had (``removed``); ``None``: the
+    whole account was replaced, and its older rows go. Prunes the account's log every ``_HINT_PRUNE_EVERY``
+    generations down to the last :data:`HINT_LOG_RETAIN`."""
+    log_t = HINT_CHANGES
+    if uris is None:
+        s.execute(delete(log_t).where(log_t.c.account_id == account_id))
+        s.execute(insert(log_t).values(account_id=account_id, generation=generation, uri=None, removed_terms=None))
+        return
+    before: dict[str, list[list[str]]] = {u: [] for u in uris}
+    for t in removed:
+        before.setdefault(t.uri, []).append([t.term, t.kind])
+    rows = [
+        {"account_id": account_id, "generation": generation, "uri": u, "removed_terms": terms}
+        for u, terms in before.items()
+    ]
+    for start in range(0, len(rows), IN_BATCH):
+        s.execute(insert(log_t), rows[start : start + IN_BATCH])
+    if generation % _HINT_PRUNE_EVERY == 0 and generation > HINT_LOG_RETAIN:
+        old = (log_t.c.account_id == account_id, log_t.c.generation <= generation - HINT_LOG_RETAIN)
+        s.execute(delete(log_t).where(*old))
 
 
 def _bump(s: Session, dialect: str, key: str) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "API_KEYS",
     "CHANGES",
     "GENERATIONS",
+    "HINT_CHANGES",
     "HINT_DOCS",
     "HINT_TERMS",
     "IN_BATCH",
@@ -53,6 +54,7 @@ __all__ = [
     "VERSIONS",
     "ApiKeyRow",
     "Base",
+    "HintChangeRow",
     "HintDocRow",
     "HintTermRow",
     "IndexChangeRow",
@@ -358,6 +360,23 @@ class HintTermRow(Base):
     kind: Mapped[str] = mapped_column(String(32))
 
 
+class HintChangeRow(Base):
+    """``knowledge_hint_changes``: the hint index's change log (issue 26). One row per document a change of the
+    account's hint generation replaced or dropped, at the generation it committed, with the term rows the document
+    had before it (``removed_terms``: ``[[term, kind], ...]``): a process whose compiled index is at an older
+    generation applies the changes since instead of reloading the account. ``uri`` NULL: the whole account was
+    replaced (a rebuild); a process behind it reloads. Old rows are pruned (``audit.HINT_LOG_RETAIN``)."""
+
+    __tablename__ = "knowledge_hint_changes"
+    __table_args__ = (Index("ix_knowledge_hint_changes_account_generation", "account_id", "generation"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(64))
+    generation: Mapped[int] = mapped_column(BigInteger)
+    uri: Mapped[str | None] = mapped_column(String(1024))
+    removed_terms: Mapped[list[list[str]] | None] = mapped_column(JSON_VARIANT)
+
+
 # ---- the memory event history (memory_events.py) -------------------------------------------------------------
 class MemoryEventRow(Base):
     """``memory_events``: one row per change of a memory (issue 29): ``ADD``, ``UPDATE`` or ``DELETE``, written in
@@ -408,6 +427,7 @@ TOOL_INVOCATIONS = table_of(ToolInvocationRow)
 RETRIEVED_DOCS = table_of(RetrievedDocRow)
 HINT_DOCS = table_of(HintDocRow)
 HINT_TERMS = table_of(HintTermRow)
+HINT_CHANGES = table_of(HintChangeRow)
 API_KEYS = table_of(ApiKeyRow)
 MEMORY_EVENTS = table_of(MemoryEventRow)
 
