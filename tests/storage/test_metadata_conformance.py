@@ -6,6 +6,7 @@ Each test runs against every backend through the parametrised ``metadata_store``
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -917,39 +918,84 @@ def test_the_hint_change_log_says_what_changed_since_a_generation(
     def doc(u: str, title: str) -> HintDoc:
         return HintDoc(u, "ctx://resources/runbooks/", "", "resource", title, None, (title.lower(),))
 
-    audit.replace_hint_docs(A, [], [doc(a, "Crash"), doc(b, "Disk")], [HintTerm(a, "crash", "title")])  # 1
+    def since(generation: int, most: int = 100) -> audit_module.HintCatchUp | None:
+        return audit.hint_changes_since(A, generation, audit.hint_token(A, generation), most)
+
+    first = audit.replace_hint_docs(A, [], [doc(a, "Crash"), doc(b, "Disk")], [HintTerm(a, "crash", "title")])  # 1
     audit.replace_hint_docs(A, [], [doc(a, "Storm")], [HintTerm(a, "storm", "title"), HintTerm(a, "x", "code")])  # 2
     audit.replace_hint_docs(A, [b], [doc(c, "Fsync")], [HintTerm(c, "fsync", "metric")])  # 3: b dropped, c new
-    audit.replace_hint_docs(A, [a], [], [])  # 4: a dropped
-    since1 = audit.hint_changes_since(A, 1, 100)
-    assert since1 is not None and (since1.generation, since1.uris) == (4, (a, b, c))
+    fourth = audit.replace_hint_docs(A, [a], [], [])  # 4: a dropped
+    assert first.previous_token is None and first.token == audit.hint_token(A, 1) and len(first.token or "") == 32
+    assert fourth.previous_token == audit.hint_token(A, 3) != fourth.token == audit.hint_token(A, 4)
+    since1 = since(1)
+    assert since1 is not None and (since1.generation, since1.uris, since1.token) == (4, (a, b, c), fourth.token)
     # the rows each document had at generation 1 (a: its first change's), and its rows now
     assert since1.removed_terms == (HintTerm(a, "crash", "title"),)
     assert [d.uri for d in since1.docs] == [c] and since1.terms == (HintTerm(c, "fsync", "metric"),)
-    since3 = audit.hint_changes_since(A, 3, 100)
+    since3 = since(3)
     assert since3 is not None and since3.uris == (a,) and since3.docs == () and since3.terms == ()
     assert set(since3.removed_terms) == {HintTerm(a, "storm", "title"), HintTerm(a, "x", "code")}
-    assert audit.hint_changes_since(A, 4, 100) == audit_module.HintCatchUp(4, None, (), (), (), ())
-    assert audit.hint_changes_since(A, 0, 100) is not None  # the log reaches back to the first write
-    assert audit.hint_changes_since(A, 1, 3) is None  # more than `most` document changes: reload
-    assert audit.hint_changes_since(A, 5, 100) is None  # ahead of the store (a replaced database): reload
+    assert since(4) == audit_module.HintCatchUp(4, None, (), (), (), (), fourth.token)
+    assert audit.hint_changes_since(A, 0, None, 100) is not None  # the log reaches back to the first write
+    assert since(1, most=3) is None  # more than `most` document changes: reload
+    assert since(1, most=2) is None  # more generations than `most`: not even read
+    assert audit.hint_changes_since(A, 5, None, 100) is None  # ahead of the store (a replaced database): reload
+    # another history that reached generation 3 (a restored database): its token differs, reload
+    assert audit.hint_changes_since(A, 3, "0" * 32, 100) is None and audit.hint_changes_since(A, 3, None, 100) is None
     with pytest.raises(RuntimeError), metadata_store.transaction():
         audit.replace_hint_docs(A, [c], [], [])
         raise RuntimeError("rolled back: logs nothing")
-    assert audit.hint_changes_since(A, 3, 100) == since3
+    assert since(3) == since3
     audit.replace_hint_docs(A, [], [doc(a, "Crash")], [], version="v2", clear_all=True)  # 5: a rebuild
-    assert audit.hint_changes_since(A, 4, 100) is None and audit.hint_changes_since(A, 1, 100) is None
+    assert since(4) is None and since(1) is None and audit.hint_token(A, 4) is None  # the older rows went
     audit.replace_hint_docs(A, [c], [], [])  # 6
-    after = audit.hint_changes_since(A, 5, 100)
+    after = since(5)
     assert after is not None and (after.generation, after.version, after.uris) == (6, "v2", (c,))
     monkeypatch.setattr(audit_module, "HINT_LOG_RETAIN", 2)
     monkeypatch.setattr(audit_module, "_HINT_PRUNE_EVERY", 1)
     for _ in range(3):
         audit.replace_hint_docs(A, [b], [], [])  # 7, 8, 9: the log keeps generations 8 and 9
-    assert audit.hint_changes_since(A, 6, 100) is None  # pruned: reload
-    kept = audit.hint_changes_since(A, 7, 100)
+    assert since(6) is None  # pruned: reload
+    kept = since(8)
     assert kept is not None and (kept.generation, kept.uris) == (9, (b,))
-    assert audit.hint_changes_since("other", 0, 100) == audit_module.HintCatchUp(0, None, (), (), (), ())
+    assert since(7) is None  # its own row was pruned: its token cannot be checked
+    assert audit.hint_changes_since("other", 0, None, 100) == audit_module.HintCatchUp(0, None, (), (), (), (), None)
+
+
+def test_a_failed_hint_update_inside_a_write_undoes_only_its_own_rows(metadata_store: MetadataStore) -> None:
+    """A helper's review: on PostgreSQL a failed statement aborts the whole transaction, and the hint index's update
+    fails inside the write's transaction whose listener catches the error and goes on. Its COMMIT then rolled the
+    write back without an error: the node written before the failure was gone. The update now runs in a savepoint:
+    the write commits, only the hint rows are left out (and the index is rebuilt at the next lookup)."""
+    audit = open_audit(metadata_store)
+    uri = "ctx://resources/runbooks/a.md"
+    doc = HintDoc(uri, "ctx://resources/runbooks/", "", "resource", "A", None, ("a",))
+    with metadata_store.transaction():
+        metadata_store.upsert_nodes([node("ctx://resources/runbooks/b.md")])
+        with pytest.raises(ContextEngineError) as info:
+            audit.replace_hint_docs(A, [], [doc, doc], [])  # the same document twice: a unique key violation
+        assert info.value.code is ErrorCode.STORAGE_FAILED
+        metadata_store.upsert_nodes([node("ctx://resources/runbooks/c.md")])  # the transaction is still usable
+    assert metadata_store.get_node(A, "ctx://resources/runbooks/b.md") is not None
+    assert metadata_store.get_node(A, "ctx://resources/runbooks/c.md") is not None
+    assert audit.hint_state(A)[0] == 0 and audit.load_hint_index(A)[2] == []  # the failed update left nothing
+
+
+def test_a_caught_failure_inside_a_transaction_never_commits_silently(metadata_store: MetadataStore) -> None:
+    """A statement that fails inside a transaction (outside a savepoint), its error caught by the caller: PostgreSQL
+    has aborted the transaction, and its COMMIT would roll everything back without a word. The commit raises
+    ``WRT-5001`` instead and nothing is written. SQLite goes on without the failed statement and commits the rest."""
+    postgres = getattr(metadata_store, "dialect", "") == "postgresql"
+    expected = pytest.raises(ContextEngineError) if postgres else contextlib.nullcontext()
+    with expected as info, metadata_store.transaction():
+        metadata_store.upsert_nodes([node("ctx://resources/runbooks/b.md")])
+        with pytest.raises(ContextEngineError), metadata_store.session(write=True) as s:  # type: ignore[attr-defined]
+            s.execute(text("SELECT * FROM no_such_table"))
+    written = metadata_store.get_node(A, "ctx://resources/runbooks/b.md") is not None
+    assert written is not postgres
+    if postgres:
+        assert info.value.code is ErrorCode.STORAGE_FAILED and info.value.retryable
+        assert "aborted" in info.value.message
 
 
 def test_the_generations_a_hint_change_reports_are_those_its_rows_belong_to(

@@ -83,6 +83,7 @@ T = TypeVar("T")
 #: generation, and reloads the account otherwise (``KnowledgeIndexService._caught_up``).
 CATCH_UP_MOST = 20_000
 
+
 # ---- the compiled per-account index -----------------------------------------------------------------------------
 @dataclass
 class HintSnapshot:
@@ -101,6 +102,9 @@ class HintSnapshot:
     #: from them, so a patch lowers them when the longest keys go, as a reload would.
     phrase_lengths: dict[int, int] = field(default_factory=dict)
     alert_lengths: dict[int, int] = field(default_factory=dict)
+    #: The change log's token of ``generation`` (``audit.HintChange``): with it the number names one state of the
+    #: account, so a catch-up or a patch never builds on a history the store lost (a restore); ``None``: unknown.
+    token: str | None = None
     _filters: dict[str, DomainRestriction] = field(default_factory=dict)
     _group_index: dict[tuple[str, ...], int] | None = None  # title words -> index in title_groups, made on first patch
 
@@ -111,6 +115,7 @@ class HintSnapshot:
         docs: Iterable[HintDoc],
         terms: Iterable[HintTerm],
         cross_cutting: frozenset[str] = frozenset(),
+        token: str | None = None,
     ) -> HintSnapshot:
         # One object per distinct value (each row read from the database brings its own strings): at 1,000,000
         # nodes the same parents, titles, words, kinds and (uri, kind) postings repeat across 487,163 documents.
@@ -155,6 +160,7 @@ class HintSnapshot:
             cross_cutting=cross_cutting,
             phrase_lengths=phrase_lengths,
             alert_lengths=alert_lengths,
+            token=token,
         )
 
     def patched(
@@ -164,6 +170,7 @@ class HintSnapshot:
         removed_terms: Sequence[HintTerm],
         docs: Sequence[HintDoc],
         terms: Sequence[HintTerm],
+        token: str | None = None,
     ) -> HintSnapshot:
         """This index after a write (:meth:`KnowledgeIndexService.nodes_written` / ``nodes_deleted``): the documents
         ``uris`` and ``docs`` lose their entries (``removed_terms``: the term rows the write removed, as the store
@@ -226,6 +233,7 @@ class HintSnapshot:
             cross_cutting=self.cross_cutting,
             phrase_lengths=phrase_lengths,
             alert_lengths=alert_lengths,
+            token=token,
             _group_index=index,
         )
 
@@ -470,9 +478,14 @@ class KnowledgeIndexService:
                 return
             try:
                 cached = self._cache.get(account_id)
-                if cached is None or cached.generation != change.previous_generation or account_id in self._stale:
+                if (
+                    cached is None
+                    or (cached.generation, cached.token) != (change.previous_generation, change.previous_token)
+                    or account_id in self._stale
+                ):
                     return
-                self._cache[account_id] = cached.patched(change.generation, uris, change.removed_terms, docs, terms)
+                patched = cached.patched(change.generation, uris, change.removed_terms, docs, terms, change.token)
+                self._cache[account_id] = patched
             except Exception:  # noqa: BLE001 - a wrong patch must never stay: the next lookup reloads the account
                 self._cache.pop(account_id, None)
                 _LOG.exception("hint index patch failed for account %s; reloading at the next lookup", account_id)
@@ -512,6 +525,9 @@ class KnowledgeIndexService:
         if cached is not None and cached.generation == generation and fresh:
             return cached
         with self._lock:
+            # read again: another thread may have brought the index past the generation read above meanwhile (a
+            # helper's review: that lookup then reloaded an index newer than what it had read)
+            generation, version = self._store.hint_state(account_id)
             cached = self._cache.get(account_id)
             fresh = version == self._version and account_id not in self._stale
             if cached is not None and cached.generation == generation and fresh:
@@ -525,7 +541,8 @@ class KnowledgeIndexService:
                     self._cache[account_id] = caught
                     return caught
             generation, _, docs, terms = self._store.load_hint_index(account_id)
-            compiled = HintSnapshot.build(generation, docs, terms, self.resolver.cross_cutting)
+            token = self._store.hint_token(account_id, generation)  # log rows are never changed, only removed
+            compiled = HintSnapshot.build(generation, docs, terms, self.resolver.cross_cutting, token)
             self._cache[account_id] = compiled
             return compiled
 
@@ -533,13 +550,15 @@ class KnowledgeIndexService:
         """``cached`` brought to the account's current generation from the hint change log, when another process or
         replica wrote since (this process's own writes patch it at commit): O(changes) instead of a reload and
         compile of the whole account, 13 s at 1,000,000 nodes. ``None`` when the log cannot (pruned, a rebuild, more
-        than :data:`CATCH_UP_MOST` documents changed, another extractor version) or the patch fails: the caller
-        reloads."""
+        than :data:`CATCH_UP_MOST` documents changed, the store's history rewound past ``cached``'s token, another
+        extractor version) or the patch fails: the caller reloads."""
         try:
-            change = self._store.hint_changes_since(account_id, cached.generation, CATCH_UP_MOST)
+            change = self._store.hint_changes_since(account_id, cached.generation, cached.token, CATCH_UP_MOST)
             if change is None or change.version != self._version:
                 return None
-            return cached.patched(change.generation, change.uris, change.removed_terms, change.docs, change.terms)
+            return cached.patched(
+                change.generation, change.uris, change.removed_terms, change.docs, change.terms, change.token
+            )
         except Exception:  # noqa: BLE001 - a failed catch-up reloads the account, as before the log existed
             _LOG.exception("hint index catch-up failed for account %s; reloading it", account_id)
             return None

@@ -424,9 +424,14 @@ class AuditStore(Protocol):
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
         ...
 
-    def hint_changes_since(self, account_id: str, generation: int, most: int) -> HintCatchUp | None:
-        """The hint index's changes after ``generation`` (at most ``most`` document changes), in one committed
-        snapshot; ``None`` when its change log cannot bring that generation along (a reload is needed)."""
+    def hint_token(self, account_id: str, generation: int) -> str | None:
+        """The change log's token of the account's ``generation``, or ``None`` when no logged row holds it."""
+        ...
+
+    def hint_changes_since(self, account_id: str, generation: int, token: str | None, most: int) -> HintCatchUp | None:
+        """The hint index's changes after ``generation`` (whose token is ``token``; at most ``most`` document
+        changes), in one committed snapshot; ``None`` when its change log cannot bring that state along (a reload
+        is needed)."""
         ...
 
 

@@ -22,6 +22,7 @@ marks it first; the others find it marked (``INSERT ... ON CONFLICT DO NOTHING``
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -102,12 +103,18 @@ class HintChange:
     previous_generation: int
     generation: int
     removed_terms: tuple[HintTerm, ...] = ()
+    #: The change log's token of each generation (``knowledge_hint_changes``): a cached index at
+    #: ``previous_generation`` is the state this change started from only when it holds ``previous_token`` too (a
+    #: restored database may reach the same number by another history). ``None``: no logged row for it.
+    previous_token: str | None = None
+    token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HintCatchUp:
     """What changed in an account's hint index since a generation (:meth:`SqlAuditStore.hint_changes_since`), read
-    in one committed snapshot: the generation and version it brings a compiled index to, the documents changed
+    in one committed snapshot: the generation (and its token) and version it brings a compiled index to, the documents
+    changed
     (``uris``: replaced, added or dropped), the term rows those documents had at the starting generation
     (``removed_terms``), and their rows now (``docs``, ``terms``; a dropped document has none)."""
 
@@ -117,6 +124,7 @@ class HintCatchUp:
     removed_terms: tuple[HintTerm, ...]
     docs: tuple[HintDoc, ...]
     terms: tuple[HintTerm, ...]
+    token: str | None = None  # the log's token of ``generation``
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +158,8 @@ class SqlAuditStore:
         self.read_only = False
 
     @contextmanager
-    def _use(self, *, write: bool) -> Iterator[Session]:
-        with self._store.session(write=write) as s:
+    def _use(self, *, write: bool, isolated: bool = False) -> Iterator[Session]:
+        with self._store.session(write=write, isolated=isolated) as s:
             yield s
 
     # ---- tool invocations -----------------------------------------------------------------------------------------
@@ -380,13 +388,17 @@ class SqlAuditStore:
         drop = sorted(set(uris) | {d.uri for d in docs})
         gen_key = _HINT_GENERATION.format(account=account_id)
         removed: list[HintTerm] = []
-        with self._use(write=True) as s:
+        # isolated: inside a write's transaction a failure here must undo only these rows (the listener catches it
+        # and the write goes on), never abort the write's transaction (PostgreSQL)
+        with self._use(write=True, isolated=True) as s:
             # The bump first: its row lock orders this change after every other committed one (PostgreSQL reads
             # committed data statement by statement, and a rebuild in another process takes no write turn), so the
             # rows read next are those of generation - 1 exactly. Read before the bump, the previous generation
             # could be older than the rows (a helper's review forced it: a cache labelled current, one change short).
             _bump(s, self._dialect, gen_key)
             generation = int(s.execute(select(META.c.value).where(META.c.key == gen_key)).scalar() or 0)
+            previous_token = _token_at(s, account_id, generation - 1)
+            token = uuid.uuid4().hex
             if clear_all:
                 s.execute(delete(docs_t).where(docs_t.c.account_id == account_id))
                 s.execute(delete(terms_t).where(terms_t.c.account_id == account_id))
@@ -417,7 +429,7 @@ class SqlAuditStore:
                 {"account_id": account_id, "uri": t.uri, "term": t.term[:HINT_TERM_MAX_CHARS], "kind": t.kind}
                 for t in terms
             ]
-            _log_hint_change(s, account_id, generation, None if clear_all else drop, removed)
+            _log_hint_change(s, account_id, generation, token, None if clear_all else drop, removed)
             for start in range(0, len(doc_values), IN_BATCH):
                 s.execute(insert(docs_t), doc_values[start : start + IN_BATCH])
             for start in range(0, len(term_values), IN_BATCH):
@@ -428,7 +440,7 @@ class SqlAuditStore:
                         key=_HINT_VERSION.format(account=account_id), value=version
                     )
                 )
-        return HintChange(generation - 1, generation, tuple(removed))
+        return HintChange(generation - 1, generation, tuple(removed), previous_token, token)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the calling thread's open transaction commits, or at once without one; never after a
@@ -436,9 +448,16 @@ class SqlAuditStore:
         """
         self._store.after_commit(fn)
 
-    def hint_changes_since(self, account_id: str, generation: int, most: int) -> HintCatchUp | None:
-        """The changes of the account's hint index after ``generation``, for a compiled index at that generation to
-        catch up with (``knowledge/hint_index.py``), in one committed snapshot.
+    def hint_token(self, account_id: str, generation: int) -> str | None:
+        """The change log's token of the account's ``generation`` (what names that state of the account with the
+        number; :class:`HintChange`), or ``None`` when no logged row holds it (pruned, or written before the log)."""
+        with self._store.snapshot() as s:
+            return _token_at(s, account_id, generation)
+
+    def hint_changes_since(self, account_id: str, generation: int, token: str | None, most: int) -> HintCatchUp | None:
+        """The changes of the account's hint index after ``generation``, for a compiled index at that generation and
+        its ``token`` (:meth:`hint_token`) to catch up with (``knowledge/hint_index.py``), in one committed
+        snapshot.
 
         Cost: one indexed range read of the change log and one read of the changed documents' rows: O(changes),
         not O(account).
@@ -446,22 +465,26 @@ class SqlAuditStore:
         Returns:
             The :class:`HintCatchUp`; ``None`` when the log cannot bring ``generation`` along: it does not reach
             back that far (:data:`HINT_LOG_RETAIN`, or written before the log existed), the account was rebuilt
-            since, more than ``most`` document changes are logged since, or ``generation`` is ahead of the store.
+            since, more than ``most`` document changes are logged since, ``generation`` is ahead of the store, or
+            the store's ``generation`` has another token (its history was rewound: a restore, a failover).
         """
         docs_t, terms_t, log_t = HINT_DOCS, HINT_TERMS, HINT_CHANGES
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
         with self._store.snapshot() as s:
             meta = dict(s.execute(select(META.c.key, META.c.value).where(META.c.key.in_([gen_key, ver_key]))).all())
             current = int(meta.get(gen_key, 0))
-            if current < generation:
+            # every committed generation logs at least one row: more generations than `most` are more changes too
+            if current < generation or current - generation > most:
+                return None
+            if generation > 0 and (token is None or _token_at(s, account_id, generation) != token):
                 return None
             rows = s.execute(
-                select(log_t.c.generation, log_t.c.uri, log_t.c.removed_terms)
+                select(log_t.c.generation, log_t.c.uri, log_t.c.removed_terms, log_t.c.token)
                 .where(log_t.c.account_id == account_id, log_t.c.generation > generation)
                 .order_by(log_t.c.generation, log_t.c.id)
                 .limit(most + 1)
             ).all()
-            # Every committed generation logs at least one row, so a gap means the log was pruned or predates it.
+            # A gap in the generations means the log was pruned or predates them.
             if len(rows) > most or {r.generation for r in rows} != set(range(generation + 1, current + 1)):
                 return None
             before: dict[str, list[list[str]]] = {}
@@ -487,7 +510,8 @@ class SqlAuditStore:
                     )
                 )
         removed = tuple(HintTerm(uri, term, kind) for uri in changed for term, kind in before[uri])
-        return HintCatchUp(current, meta.get(ver_key), tuple(changed), removed, tuple(docs), tuple(terms))
+        last = rows[-1].token if rows else token
+        return HintCatchUp(current, meta.get(ver_key), tuple(changed), removed, tuple(docs), tuple(terms), last)
 
     def load_hint_index(self, account_id: str) -> tuple[int, str | None, list[HintDoc], list[HintTerm]]:
         """``(generation, version, docs, terms)`` of the account, read in one committed snapshot."""
@@ -535,22 +559,35 @@ def _invocation(row: Any) -> ToolInvocation:
     return ToolInvocation.model_validate(values)
 
 
+def _token_at(s: Session, account_id: str, generation: int) -> str | None:
+    """The change log's token of ``generation`` (every row of a generation holds the same one), or ``None``."""
+    log_t = HINT_CHANGES
+    where = (log_t.c.account_id == account_id, log_t.c.generation == generation)
+    return s.execute(select(log_t.c.token).where(*where).limit(1)).scalar()
+
+
 def _log_hint_change(
-    s: Session, account_id: str, generation: int, uris: Sequence[str] | None, removed: Sequence[HintTerm]
+    s: Session,
+    account_id: str,
+    generation: int,
+    token: str,
+    uris: Sequence[str] | None,
+    removed: Sequence[HintTerm],
 ) -> None:
-    """Log the documents ``uris`` changed at ``generation`` with the term rows they had (``removed``); ``None``: the
-    whole account was replaced, and its older rows go. Prunes the account's log every ``_HINT_PRUNE_EVERY``
-    generations down to the last :data:`HINT_LOG_RETAIN`."""
+    """Log the documents ``uris`` changed at ``generation`` (under ``token``) with the term rows they had
+    (``removed``); ``None``: the whole account was replaced, and its older rows go. Prunes the account's log every
+    ``_HINT_PRUNE_EVERY`` generations down to the last :data:`HINT_LOG_RETAIN`."""
     log_t = HINT_CHANGES
     if uris is None:
         s.execute(delete(log_t).where(log_t.c.account_id == account_id))
-        s.execute(insert(log_t).values(account_id=account_id, generation=generation, uri=None, removed_terms=None))
+        values = {"account_id": account_id, "generation": generation, "uri": None, "removed_terms": None}
+        s.execute(insert(log_t).values(**values, token=token))
         return
     before: dict[str, list[list[str]]] = {u: [] for u in uris}
     for t in removed:
         before.setdefault(t.uri, []).append([t.term, t.kind])
     rows = [
-        {"account_id": account_id, "generation": generation, "uri": u, "removed_terms": terms}
+        {"account_id": account_id, "generation": generation, "uri": u, "removed_terms": terms, "token": token}
         for u, terms in before.items()
     ]
     for start in range(0, len(rows), IN_BATCH):

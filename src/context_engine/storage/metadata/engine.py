@@ -225,14 +225,15 @@ class SqlDatabase:
         their own tables here; never dispose of it (:meth:`close` does)."""
         return self._engine
 
-    def session(self, *, write: bool) -> AbstractContextManager[Session]:
-        """A session on this database: the calling thread's :meth:`transaction` when one is open (joining it),
-        else a new one that commits at the end (``write``; SQLite takes the write lock up front) or is discarded.
+    def session(self, *, write: bool, isolated: bool = False) -> AbstractContextManager[Session]:
+        """A session on this database: the calling thread's :meth:`transaction` when one is open (joining it; in a
+        savepoint with ``isolated``, see :meth:`_use`), else a new one that commits at the end (``write``; SQLite
+        takes the write lock up front) or is discarded.
 
         Raises:
             ContextEngineError: ``WRT-5001`` (retryable) when the database fails inside the block.
         """
-        return self._use(write=write)
+        return self._use(write=write, isolated=isolated)
 
     def snapshot(self) -> AbstractContextManager[Session]:
         """A read-only session on committed data in one snapshot, even inside this thread's transaction.
@@ -273,9 +274,19 @@ class SqlDatabase:
         except SQLAlchemyError as err:
             session.close()
             raise self._storage_error(err, "begin") from err
-        local.session, local.depth, local.after = session, 1, []
+        local.session, local.depth, local.after, local.failed = session, 1, [], False
         try:
             yield
+            if local.failed and self.dialect != dialects.SQLITE:
+                # a statement failed inside and its error was caught: PostgreSQL aborted the transaction, and
+                # COMMIT would roll it back without a word (SQLite goes on without the failed statement)
+                raise ContextEngineError(
+                    ErrorCode.STORAGE_FAILED,
+                    "metadata store commit failed: a statement failed earlier in this transaction and the database "
+                    "aborted it; nothing was written",
+                    {"operation": "commit"},
+                    retryable=True,
+                )
             session.commit()
         except SQLAlchemyError as err:
             session.rollback()
@@ -302,14 +313,29 @@ class SqlDatabase:
             self._local.after.append(fn)
 
     @contextmanager
-    def _use(self, *, write: bool) -> Iterator[Session]:
-        """The thread's transaction session, or a new one committed (write) or discarded (read) at the end."""
+    def _use(self, *, write: bool, isolated: bool = False) -> Iterator[Session]:
+        """The thread's transaction session, or a new one committed (write) or discarded (read) at the end.
+
+        ``isolated``: inside the thread's transaction, the block runs in a savepoint, so that its failure undoes
+        only its own statements and leaves the transaction usable, for a call whose failure the caller may catch
+        and go on from (the hint index's update after a write, ``audit.replace_hint_docs``). Without it, a failed
+        statement on PostgreSQL aborts the whole transaction: its ``COMMIT`` would then roll everything back
+        without an error (a helper's review lost a node that way), so :meth:`transaction` raises instead."""
         self._check_open()
         current: Session | None = getattr(self._local, "session", None)
         try:
             if current is not None:
-                yield current
-                current.flush()
+                try:
+                    if isolated:
+                        with current.begin_nested():
+                            yield current
+                    else:
+                        yield current
+                    current.flush()
+                except SQLAlchemyError:
+                    if not isolated:
+                        self._local.failed = True
+                    raise
                 current.expunge_all()  # later bulk statements must never meet stale identity-map objects
                 return
             with self._sessions() as session:
@@ -329,8 +355,12 @@ class SqlDatabase:
         current: Session | None = getattr(self._local, "session", None)
         try:
             if current is not None:
-                current.flush()
-                yield current
+                try:
+                    current.flush()
+                    yield current
+                except SQLAlchemyError:
+                    self._local.failed = True  # see _use: the transaction may be aborted
+                    raise
                 return
             with self._engine.connect() as conn:
                 yield conn

@@ -365,7 +365,9 @@ class HintChangeRow(Base):
     account's hint generation replaced or dropped, at the generation it committed, with the term rows the document
     had before it (``removed_terms``: ``[[term, kind], ...]``): a process whose compiled index is at an older
     generation applies the changes since instead of reloading the account. ``uri`` NULL: the whole account was
-    replaced (a rebuild); a process behind it reloads. Old rows are pruned (``audit.HINT_LOG_RETAIN``)."""
+    replaced (a rebuild); a process behind it reloads. ``token``: random, one per change: a generation number names
+    a state of the account only with its token, since a restored or failed-over database may reach the same number
+    by another history. Old rows are pruned (``audit.HINT_LOG_RETAIN``)."""
 
     __tablename__ = "knowledge_hint_changes"
     __table_args__ = (Index("ix_knowledge_hint_changes_account_generation", "account_id", "generation"),)
@@ -375,6 +377,7 @@ class HintChangeRow(Base):
     generation: Mapped[int] = mapped_column(BigInteger)
     uri: Mapped[str | None] = mapped_column(String(1024))
     removed_terms: Mapped[list[list[str]] | None] = mapped_column(JSON_VARIANT)
+    token: Mapped[str] = mapped_column(String(32))
 
 
 # ---- the memory event history (memory_events.py) -------------------------------------------------------------

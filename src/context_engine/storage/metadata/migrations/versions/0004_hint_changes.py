@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("generation", sa.BigInteger(), nullable=False),
         sa.Column("uri", sa.String(1024), nullable=True),
         sa.Column("removed_terms", _JSONB, nullable=True),
+        sa.Column("token", sa.String(32), nullable=False),
         if_not_exists=True,
     )
     op.create_index(
