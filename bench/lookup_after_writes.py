@@ -11,7 +11,7 @@ the next lookup reloaded and compiled the account's whole hint index (1.6-2.7 s 
 * ``lookup after a write``: ``--writes`` rounds of one write and then one lookup. ``--write-kind memory`` (the
   default): one ``add_memory`` (a new text each time, ``policy="keep"``); ``--write-kind resource``: one ``add_text``
   of a short runbook (a new alert name each time) under ``ctx://resources/bench-notes/``, which the hint index holds,
-  so the lookup after it reads the index patched by the write (knowledge/hint_index.py, ``HintSnapshot.patched``;
+  so the lookup after it reads the index patched by the write (knowledge/hint_snapshot.py, ``HintSnapshot.patched``;
   a reload and compile of the account's whole index until 2026-12-07);
 * ``add_memory`` / ``add_text``: those writes.
 
