@@ -41,7 +41,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from context_engine.errors import ContextEngineError
 from context_engine.knowledge.domains import domain_vocabularies
@@ -77,7 +77,6 @@ if TYPE_CHECKING:
     from context_engine.knowledge.semantic_search import DomainRestriction
 
 _LOG = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: A compiled index catches up from the change log when at most this many document changes were logged since its
 #: generation, and reloads the account otherwise (``KnowledgeIndexService._caught_up``).
