@@ -26,7 +26,7 @@ from context_engine.knowledge.hint_index import HintSnapshot, KnowledgeIndexServ
 from context_engine.schema.context import RequestContext
 from context_engine.settings import KnowledgeSettings
 from context_engine.storage.metadata import audit as audit_module
-from context_engine.storage.metadata.audit import SqlAuditStore
+from context_engine.storage.metadata.audit import HintState, SqlAuditStore
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 from tests.knowledge.conftest import chunk, node
 from tests.knowledge.test_hint_index import _answers, corpus
@@ -240,6 +240,41 @@ def test_a_rewound_store_is_not_caught_up_on_top_of_changes_it_no_longer_has(tmp
         reader_store.close()
 
 
+def test_a_store_rewound_to_the_same_generation_is_reloaded(tmp_path: Path) -> None:
+    """Failed at 7c86edd. A restore that new writes carry back to exactly the generation a process holds (restored
+    to gen 1, then one write: another gen 2) looked current to that process's lookups, which compared the generation
+    alone, so it kept answering from the lost history (KubeJobFailed, and not KubeCPUOvercommit) until the next
+    write. The lookup's read of the generation now reads its change-log token too, in the same snapshot."""
+    path = tmp_path / "metadata.db"
+    writer_store, reader_store = SqlMetadataStore.sqlite(path), SqlMetadataStore.sqlite(path)
+    try:
+        writer = KnowledgeIndexService(SqlAuditStore(writer_store), writer_store, KnowledgeSettings())
+        audit = SqlAuditStore(reader_store)
+        reader = KnowledgeIndexService(audit, reader_store, KnowledgeSettings())
+        _write(writer, writer_store, KUBE + "KubePodCrashLooping.md", "KubePodCrashLooping")
+        backup = sqlite3.connect(tmp_path / "backup.db")
+        with sqlite3.connect(path) as live:
+            live.backup(backup)  # the home at generation 1
+        _write(writer, writer_store, KUBE + "KubeJobFailed.md", "KubeJobFailed")  # gen 2, lost by the restore
+        admin = RequestContext(account_id="acme", role="admin")
+        assert reader.analyze_query("KubeJobFailed", admin).strong_uris == {KUBE + "KubeJobFailed.md"}
+        held = reader.snapshot("acme")
+        live = sqlite3.connect(path)
+        backup.backup(live)  # restored: generation 1 again
+        live.close()
+        backup.close()
+        _write(writer, writer_store, KUBE + "KubeCPUOvercommit.md", "KubeCPUOvercommit")  # another gen 2
+        state = audit.hint_state("acme")
+        assert state.generation == held.generation == 2 and state.token != held.token
+        assert reader.analyze_query("KubeJobFailed", admin).strong_uris == set()
+        assert reader.analyze_query("KubeCPUOvercommit", admin).strong_uris == {KUBE + "KubeCPUOvercommit.md"}
+        assert reader.snapshot("acme").token == state.token
+        assert writer.analyze_query("KubeJobFailed", admin).strong_uris == set()
+    finally:
+        writer_store.close()
+        reader_store.close()
+
+
 def test_a_lookup_that_read_an_older_generation_than_the_caught_up_index_does_not_reload(
     audit: SqlAuditStore, metadata: SqlMetadataStore
 ) -> None:
@@ -262,7 +297,7 @@ def test_a_lookup_that_read_an_older_generation_than_the_caught_up_index_does_no
     reader_audit.load_hint_index = lambda a: loads.append(a) or real_load(a)  # type: ignore[method-assign]
     read, go = threading.Event(), threading.Event()
 
-    def state(account: str) -> tuple[int, str | None]:
+    def state(account: str) -> HintState:
         found = real_state(account)
         if threading.current_thread().name == "slow-lookup":
             read.set()

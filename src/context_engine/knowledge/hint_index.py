@@ -235,7 +235,7 @@ class KnowledgeIndexService:
         )
 
     def _written(self, account_id: str, files: Sequence[NodeRecord], vectors: Sequence[VectorRecord]) -> None:
-        _, version = self._store.hint_state(account_id)
+        version = self._store.hint_state(account_id).version
         if version != self._version:
             self.rebuild(account_id)
             return
@@ -310,22 +310,25 @@ class KnowledgeIndexService:
     # ---- read side -------------------------------------------------------------------------------------------------
     def snapshot(self, account_id: str) -> HintSnapshot:
         """The account's compiled index (one committed ``meta`` read when it is current). When another process moved
-        the generation, it is brought along from the change log (:meth:`_caught_up`), else reloaded."""
+        the generation, it is brought along from the change log (:meth:`_caught_up`), else reloaded. Current means
+        the same generation *and* the same change-log token: a store rewound (a restore, a failover) and carried back
+        to the number by other writes holds another state under it."""
         return self._index(account_id)
 
     def _index(self, account_id: str) -> HintSnapshot:
-        generation, version = self._store.hint_state(account_id)
+        state = self._store.hint_state(account_id)
         cached = self._cache.get(account_id)
-        fresh = version == self._version and account_id not in self._stale
-        if cached is not None and cached.generation == generation and fresh:
+        fresh = state.version == self._version and account_id not in self._stale
+        if cached is not None and (cached.generation, cached.token) == (state.generation, state.token) and fresh:
             return cached
         with self._lock:
             # read again: another thread may have brought the index past the generation read above meanwhile (a
             # helper's review: that lookup then reloaded an index newer than what it had read)
-            generation, version = self._store.hint_state(account_id)
+            state = self._store.hint_state(account_id)
+            generation = state.generation
             cached = self._cache.get(account_id)
-            fresh = version == self._version and account_id not in self._stale
-            if cached is not None and cached.generation == generation and fresh:
+            fresh = state.version == self._version and account_id not in self._stale
+            if cached is not None and (cached.generation, cached.token) == (generation, state.token) and fresh:
                 return cached
             if not fresh:
                 self.rebuild(account_id)

@@ -19,7 +19,14 @@ from context_engine.storage.journal import JournalEntry
 if TYPE_CHECKING:
     from context_engine.schema.context import RequestContext
     from context_engine.schema.knowledge import ToolInvocation
-    from context_engine.storage.metadata.audit import HintCatchUp, HintChange, HintDoc, HintTerm, LedgerEntry
+    from context_engine.storage.metadata.audit import (
+        HintCatchUp,
+        HintChange,
+        HintDoc,
+        HintState,
+        HintTerm,
+        LedgerEntry,
+    )
     from context_engine.storage.metadata.keys import ApiKeyInfo
 
 
@@ -397,8 +404,9 @@ class AuditStore(Protocol):
         """Delete every ledger row expired at ``now`` (all accounts); returns how many."""
         ...
 
-    def hint_state(self, account_id: str) -> tuple[int, str | None]:
-        """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
+    def hint_state(self, account_id: str) -> HintState:
+        """The account's hint index ``(generation, version, token)`` in one committed snapshot; ``(0, None, None)``
+        before it was first built."""
         ...
 
     def replace_hint_docs(

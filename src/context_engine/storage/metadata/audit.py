@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from typing import cast as type_cast  # `cast` here is SQL CAST
 
 from sqlalchemy import (
@@ -107,6 +107,17 @@ class HintChange:
     #: ``previous_generation`` is the state this change started from only when it holds ``previous_token`` too (a
     #: restored database may reach the same number by another history). ``None``: no logged row for it.
     previous_token: str | None = None
+    token: str | None = None
+
+
+class HintState(NamedTuple):
+    """An account's hint index as the store holds it (:meth:`SqlAuditStore.hint_state`), read in one committed
+    snapshot: the generation, the extractor version it was built with, and the change log's token of the generation
+    (``None`` before the first build, or when no logged row holds it: written before the log). The generation and
+    token together name one state: a restored database may reach the same number by another history."""
+
+    generation: int
+    version: str | None
     token: str | None = None
 
 
@@ -358,12 +369,16 @@ class SqlAuditStore:
             return deleted.rowcount or 0
 
     # ---- hint index -----------------------------------------------------------------------------------------------
-    def hint_state(self, account_id: str) -> tuple[int, str | None]:
-        """``(generation, version)`` of the account's hint index; ``(0, None)`` before it was first built."""
+    def hint_state(self, account_id: str) -> HintState:
+        """The account's hint index state (:class:`HintState`: generation, version, token), in one committed
+        snapshot; ``(0, None, None)`` before it was first built. Cost: the meta read and one indexed read of the change
+        log (a lookup's per-request check that its compiled index is current, ``knowledge/hint_index.py``)."""
         gen_key, ver_key = _HINT_GENERATION.format(account=account_id), _HINT_VERSION.format(account=account_id)
         with self._store.snapshot() as s:
             rows = dict(s.execute(select(META.c.key, META.c.value).where(META.c.key.in_([gen_key, ver_key]))).all())
-        return int(rows.get(gen_key, 0)), rows.get(ver_key)
+            generation = int(rows.get(gen_key, 0))
+            token = _token_at(s, account_id, generation) if generation else None
+        return HintState(generation, rows.get(ver_key), token)
 
     def replace_hint_docs(
         self,
