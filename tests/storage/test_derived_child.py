@@ -67,6 +67,21 @@ def test_a_large_accounts_first_load_is_built_in_a_child_and_answers_as_a_load_h
     assert sorted(p.parent.name for p in (home / "derived").rglob("*.safetensors")) == ["bm25", "l0"]
 
 
+def test_a_home_given_as_a_relative_path_is_built_in_the_child(make_engine, home, monkeypatch):
+    """Failed at 9c3bd9e: the child runs in the data home, and a home given relative to the caller's directory
+    (``--home ./store``) was resolved again from there, so the child opened (and created) an empty database under
+    the home, failed with WRT-5001 ("no such table") and left every large account's first load to the parent
+    (found by ``bench/lookup_after_writes.py --home bench/.cache/...`` on the 1M home). The home is now made absolute
+    when the settings are loaded."""
+    monkeypatch.chdir(home.parent)
+    engine = opened(make_engine, Path(home.name), 1)
+    assert engine.settings.home == home.resolve()
+    assert len(answers(engine)[0]) > 0
+    builder = engine.derived_builder
+    assert isinstance(builder, ChildProcessBuilder) and (builder.builds, builder.failures) == (2, 0)
+    assert not (home / home.name).exists()  # no second home made inside the first
+
+
 def test_an_account_under_the_threshold_is_loaded_here(make_engine, home):
     engine = opened(make_engine, home, len(FACTS) + 100)  # more vector rows than the account has
     answers(engine)

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -143,6 +143,13 @@ class Settings(BaseSettings):
         if toml.is_file():
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
         return tuple(sources)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        """The home made absolute where the settings are loaded: a child process (derived files, built in the data
+        home, ``storage/derived/child.py``) or a later ``chdir`` would otherwise resolve ``--home ./store`` anew."""
+        return home.expanduser().resolve()
 
     @property
     def home_path(self) -> Path:
