@@ -42,6 +42,12 @@ DIFFERENT = [
     pytest.param("我下周三去北京出差", "我下周四去北京出差", id="zh-weekday"),
     pytest.param("我的航班是CA1234", "我的航班是CA1235", id="zh-latin-ident"),
     pytest.param("会议在3点开始", "会议在4点开始", id="zh-digit"),
+    # the polarity (an attack pass: the second of each pair was dropped as a near-duplicate, cosine 0.95-0.96)
+    pytest.param("I am allergic to shellfish.", "I am not allergic to shellfish.", id="negation-not"),
+    pytest.param("I like my coffee black", "I don't like my coffee black", id="negation-nt"),
+    pytest.param("Bob has pets", "Bob has no pets", id="negation-no"),
+    pytest.param("Alice has been to Japan", "Alice has never been to Japan", id="negation-never"),
+    pytest.param("我喝咖啡", "我不喝咖啡", id="zh-negation"),
 ]
 
 SAME = [
@@ -65,6 +71,7 @@ SAME = [
     pytest.param("我下周三去北京出差", "下周三我去北京出差", id="zh-order"),
     pytest.param("我们一起去北京", "我们一同去北京", id="zh-lone-yi"),
     pytest.param("Send it to billing@acme.com.", "Please send it to billing@acme.com", id="email-trailing-dot"),
+    pytest.param("I don't drink coffee any more", "I no longer drink coffee", id="negated-both"),
 ]
 
 

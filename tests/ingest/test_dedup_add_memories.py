@@ -131,3 +131,49 @@ def test_replace_never_overwrites_a_different_fact(engine) -> None:
     assert outcome.status == "added" and outcome.uri != first.uri
     detail = engine.get_memory(first.uri, ALICE)
     assert detail.text == XJ_4477 and detail.version == 1
+
+
+# ---- an attack pass (2026-12-07): facts told apart by a sign, a symbol, a superscript or a negation ----------------
+SIGNED = [
+    pytest.param("The freezer is set to -18 degrees.", "The freezer is set to 18 degrees.", id="sign"),
+    pytest.param("Priya codes in C# at work.", "Priya codes in C at work.", id="symbol"),
+    pytest.param("The dose is 10³ units.", "The dose is 103 units.", id="superscript"),
+    pytest.param("The discount is 50% this week.", "The discount is 50 this week.", id="percent"),
+]
+
+
+@pytest.mark.parametrize(("stored", "new"), SIGNED)
+def test_texts_that_differ_only_in_a_sign_or_symbol_are_two_memories(engine, stored: str, new: str) -> None:
+    """Failed at 2c3ec5e: the normalised text dropped every punctuation mark and folded ``³`` to ``3``, so the
+    second text was answered ``unchanged`` with the first one's URI, whatever the policy, and ``update_memory`` to
+    it changed nothing."""
+    first = engine.add_memory(stored, ALICE)
+    second = engine.add_memory(new, ALICE, policy="keep")
+    assert second.items[0].status == "added" and second.items[0].uri != first.items[0].uri
+    assert {m.abstract for m in engine.list_memories(ALICE).items} == {stored, new}
+    [updated] = engine.update_memory(first.items[0].uri, new, ALICE).items
+    assert updated.status == "updated" and engine.get_memory(first.items[0].uri, ALICE).text == new
+
+
+def test_a_trailing_stop_or_a_case_change_is_still_the_same_memory(engine) -> None:
+    first = engine.add_memory("Bob likes green tea", ALICE).items[0]
+    again = engine.add_memory("bob likes green tea!", ALICE).items[0]
+    assert again.status == "unchanged" and again.uri == first.uri
+
+
+def test_a_negated_fact_is_stored_beside_the_fact_under_skip(engine) -> None:
+    stored, new = "I am allergic to shellfish.", "I am not allergic to shellfish."
+    above_threshold(engine, stored, new)
+    engine.add_memory(stored, ALICE)
+    [outcome] = engine.add_memories([{"text": new}], ALICE).items
+    assert outcome.status == "added"
+    assert {m.abstract for m in engine.list_memories(ALICE).items} == {stored, new}
+
+
+def test_a_repeat_within_a_batch_answers_with_a_uri_that_exists(engine) -> None:
+    """Failed at 2c3ec5e: two items that normalise alike ("１２３" / "123") gave the second item ``unchanged`` at
+    its own slug's URI, which was never written (a get_memory of it: 404)."""
+    result = engine.add_memories([{"text": "Locker 123 is mine"}, {"text": "Locker １２３ is mine"}], ALICE)
+    first, repeat = result.items
+    assert (first.status, repeat.status) == ("added", "unchanged") and repeat.uri == first.uri
+    assert engine.get_memory(repeat.uri, ALICE).text == "Locker 123 is mine"

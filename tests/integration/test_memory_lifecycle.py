@@ -106,6 +106,19 @@ def test_add_messages_numbers_the_session_and_continues_it(engine):
     assert engine.read(f"{SESSIONS}s1/000004.md", "L2", ALICE) == messages(3, 4)[0]["content"]
 
 
+def test_messages_never_overwrite_a_node_written_in_the_session_by_another_route(engine):
+    """Failed at 2c3ec5e (an attack pass): a session whose greatest child name is not a number ("zzz.md") took its
+    next number from its count of children, and the next messages replaced a memory written at "000010.md"."""
+    engine.add_messages(messages(0, 5), "s1", ALICE)
+    kept = "An explicit memory at 000010"
+    engine.add_memory(kept, ALICE, uri=f"{SESSIONS}s1/000010.md")
+    engine.add_memory("A note named zzz", ALICE, uri=f"{SESSIONS}s1/zzz.md")
+    later = engine.add_messages(messages(5, 13), "s1", ALICE)
+    assert f"{SESSIONS}s1/000010.md" not in later.uris and len(set(later.uris)) == 8
+    assert engine.get_memory(f"{SESSIONS}s1/000010.md", ALICE).text == kept
+    assert [engine.read(u, "L2", ALICE) for u in later.uris] == [m["content"] for m in messages(5, 13)]
+
+
 def test_a_message_keeps_speaker_role_session_and_time(engine):
     uri = engine.add_messages(messages(0, 2, metadata={"topic": "music"}), "s1", ALICE).uris[1]
     detail = engine.get_memory(uri, ALICE)

@@ -21,7 +21,11 @@ What counts as a distinguishing token (compared after NFKC and case-folding, as 
   "Bob likes green tea" / "Alice likes green tea" differ, while "The user prefers dark mode" / "User prefers ..."
   and "Really, Bob likes tea" / "Bob really likes tea" do not;
 * in CJK text (no case, no spaces): the digits and Latin identifiers inside it (``我的航班是CA1234``) and runs of CJK
-  numerals (``周三`` / ``周四``; a lone ``一`` is not counted: it is in too many common words).
+  numerals (``周三`` / ``周四``; a lone ``一`` is not counted: it is in too many common words);
+* the polarity: the number of negations (``not``, ``never``, ``no``, ``n't``, ``nothing``, ``without`` ...; ``不``,
+  ``没``, ``未``, ``别``) must be equal: "I am allergic to shellfish" / "I am not allergic to shellfish" (cosine
+  0.96) are two facts, "I don't drink coffee any more" / "I no longer drink coffee" one (an attack pass found the
+  first pair dropped as a near-duplicate under the default policy ``skip``).
 
 Rewordings keep their specifics ("I moved to Lisbon in March" / "In March I moved to Lisbon": ``{lisbon, march}``
 both), so they are still near-duplicates. The rule errs towards "different": "7pm" / "7 pm" or a dropped hyphenated
@@ -50,6 +54,11 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.IGNORECASE,
 )
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nothing|none|nobody|nowhere|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE
+)
+# 不喝, 没有, 未曾, 别: a 不 inside a word (不错) only errs towards "different"
+_CJK_NEGATION = re.compile(r"[不没未别]")
 _CJK_NUMERALS = re.compile(r"[〇零一二三四五六七八九十百千万萬亿億两兩]+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)", re.IGNORECASE)
@@ -96,6 +105,9 @@ class Specifics:
     definite: frozenset[str]
     tentative: frozenset[str]
     common: frozenset[str]
+    #: How many negations the text holds ("not", "never", "n't", "no", 不, 没 ...): "I am allergic to shellfish" and
+    #: "I am not allergic to shellfish" score 0.96 and carry the same words; only the polarity tells them apart.
+    negations: int = 0
 
     def resolved(self, other: Specifics) -> frozenset[str]:
         """The tokens that count when this text is compared with ``other``: ``definite`` plus the sentence-initial
@@ -104,8 +116,8 @@ class Specifics:
         return self.definite | {w for w in self.tentative if w not in lower}
 
     def same_as(self, other: Specifics) -> bool:
-        """True when both texts carry the same specifics (module docstring)."""
-        return self.resolved(other) == other.resolved(self)
+        """True when both texts carry the same specifics and as many negations (module docstring)."""
+        return self.negations == other.negations and self.resolved(other) == other.resolved(self)
 
 
 def specifics(text: str) -> Specifics:
@@ -126,7 +138,8 @@ def specifics(text: str) -> Specifics:
     for run in _CJK_NUMERALS.findall(text):
         if run != "一":
             definite.add(run)
-    return Specifics(frozenset(definite), frozenset(tentative), frozenset(common))
+    negations = len(_NEGATION.findall(text)) + len(_CJK_NEGATION.findall(text))
+    return Specifics(frozenset(definite), frozenset(tentative), frozenset(common), negations)
 
 
 def distinguishing_tokens(text: str) -> frozenset[str]:

@@ -34,9 +34,7 @@ metadata transaction, with one directory-summary refresh per batch.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -52,10 +50,10 @@ from context_engine.ingest.conversation import Line, index_contexts
 from context_engine.ingest.dedup import Specifics, specifics
 from context_engine.ingest.loader import SourceDoc, content_hash, decode_text
 from context_engine.ingest.memory_abstract import memory_abstract
+from context_engine.ingest.memory_text import memory_hash, memory_slug, normalise_memory_text
 from context_engine.ingest.parse import collapse_whitespace
 from context_engine.ingest.pipeline import WritePipeline
 from context_engine.ingest.summarize import truncate_text
-from context_engine.redaction import slug_text
 from context_engine.schema.memory import (
     DedupPolicy,
     MemoryItem,
@@ -72,7 +70,7 @@ from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings, MemorySettings
 from context_engine.storage.protocols import ContentStore, Embedder, MetadataStore, VectorIndex
 
-__all__ = ["METADATA_MAX_DEPTH", "MemoryWriter", "memory_abstract_of", "normalise_memory_text"]
+__all__ = ["METADATA_MAX_DEPTH", "MemoryWriter", "memory_abstract_of", "memory_hash", "normalise_memory_text"]
 
 _ROLES = frozenset(get_args(MessageRole))
 _SEQ_DIGITS = 6
@@ -87,19 +85,8 @@ _METADATA_KEY_MAX_CHARS = 64
 METADATA_MAX_DEPTH = MAX_JSON_DEPTH
 #: Metadata keys the engine sets from a message's fields (``session_id`` is the conversation's stored key)
 _ENGINE_KEYS = ("role", "speaker", "session_id", "timestamp")
+_RESERVE_TRIES = 8  # reservations of a batch's message numbers before WRT-4091 (each passes the stored nodes met)
 _DUPLICATE_CANDIDATES = 8  # stored memories tried as near-duplicates of one item (siblings that differ in specifics)
-
-
-def normalise_memory_text(text: str) -> str:
-    """The text two memories must share to be the same memory: NFKC, case-folded, punctuation removed (Unicode
-    category P), whitespace-collapsed. "Bob likes green tea" and "bob likes green tea!" are one memory."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join("".join(" " if unicodedata.category(c).startswith("P") else c for c in folded).split())
-
-
-def memory_hash(text: str) -> str:
-    """The ``content_hash`` of a memory: of its normalised text, so the same fact maps to the same node."""
-    return content_hash(normalise_memory_text(text), "memory")
 
 
 def memory_abstract_of(
@@ -125,15 +112,6 @@ def memory_abstract_of(
         "occurred_at": MemoryWriter._timestamp(None, occurred_at),
         "whole_text_l0": collapse_whitespace(text) in abstract,
     }
-
-
-def _slug(text: str, max_len: int = 48) -> str:
-    """A file-name slug of ``text`` (letters, digits and CJK kept; secrets left out) plus an 8-hex hash of its
-    normalised form."""
-    norm = unicodedata.normalize("NFC", slug_text(text))
-    words = re.findall(r"\w+", norm.lower())
-    slug = "-".join(words)[:max_len].strip("-") or "memory"
-    return f"{slug}-{hashlib.sha256(normalise_memory_text(text).encode()).hexdigest()[:8]}"
 
 
 def _line(metadata: dict[str, Any] | None, speaker: str, text: str) -> Line:
@@ -222,7 +200,7 @@ class MemoryWriter:
         floor, tail = self._session_tail(account_id, session_dir)
         # Numbers are reserved atomically (a counter in the metadata database), so concurrent writers to one session
         # never take the same URI; each message's context is the session's tail as this writer saw it.
-        start = self._metadata.reserve_sequence(account_id, str(session_dir), len(parsed), floor)
+        start = self._free_numbers(account_id, session_dir, len(parsed), floor)
         lines = [_line(p.metadata, p.speaker, p.text) for p in parsed]
         contexts = index_contexts(tail, lines, self._settings.context_messages, self._settings.context_max_chars)
         docs: list[SourceDoc] = []
@@ -298,6 +276,27 @@ class MemoryWriter:
         abstract = message_abstract(speaker, text, self._settings.l0_max_chars)
         return _Prepared(text, abstract, occurred_at, metadata, speaker)
 
+    def _free_numbers(self, account_id: str, session_dir: ContextURI, count: int, floor: int) -> int:
+        """The first of ``count`` reserved sequence numbers whose message URIs hold no node yet. A node written in
+        the session by another route (``add_memory(uri=".../sessions/<id>/000010.md")``) is passed over, never
+        overwritten: the numbers are reserved again above it (until 2026-12-07 a session whose greatest name was not a
+        number took its floor from the count of its children, and the next messages replaced such a node).
+
+        Raises:
+            ContextEngineError: ``WRT-4091`` when :data:`_RESERVE_TRIES` reservations in a row met stored nodes."""
+        for _ in range(_RESERVE_TRIES):
+            start = self._metadata.reserve_sequence(account_id, str(session_dir), count, floor)
+            uris = [str(session_dir.child(f"{n:0{_SEQ_DIGITS}d}.md")) for n in range(start, start + count)]
+            taken = self._metadata.get_nodes(account_id, uris)
+            if not taken:
+                return start
+            floor = max(int(ContextURI.parse(u).name.rsplit(".", 1)[0]) for u in taken)
+        raise _error(
+            ErrorCode.CONFLICT,
+            f"the conversation's next message numbers are taken by other nodes ({_RESERVE_TRIES} tries)",
+            uri=str(session_dir),
+        )
+
     def _session_tail(self, account_id: str, session_dir: ContextURI) -> tuple[int, list[Line]]:
         """The highest sequence number the session's stored messages use and its last ``context_messages`` messages
         (oldest first)."""
@@ -339,7 +338,7 @@ class MemoryWriter:
         prepared = _Prepared(
             text, memory_abstract(text, self._settings.l0_max_chars), self._timestamp(i, item.occurred_at), metadata
         )
-        return prepared, base.child(_slug(text) + ".md"), memory_hash(text)
+        return prepared, base.child(memory_slug(text) + ".md"), memory_hash(text)
 
     def add_memories(
         self,
@@ -402,6 +401,7 @@ class MemoryWriter:
         )
         for i in todo:
             outcomes[i] = MemoryOutcome(uri=str(parsed[i][1]), status="added")
+        _follow_repeats(outcomes)
         for (i, node), _ in zip(replacements, versions, strict=True):
             outcomes[i] = MemoryOutcome(uri=node.uri, status="replaced", version=node.version + 1)
         done = [o for o in outcomes if o is not None]
@@ -666,15 +666,27 @@ def _unchanged(
     outcomes: list[MemoryOutcome | None] = [None] * len(parsed)
     todo: list[int] = []
     seen_hash: dict[str, int] = {}
-    for i, (_p, uri, digest) in enumerate(parsed):
+    for i, (_p, _uri, digest) in enumerate(parsed):
         if digest in stored:
             outcomes[i] = MemoryOutcome(uri=stored[digest].uri, status="unchanged", version=stored[digest].version)
-        elif digest in seen_hash:  # the same text twice in one batch: one memory
-            outcomes[i] = MemoryOutcome(uri=str(uri), status="unchanged")
+        elif digest in seen_hash:  # the same text twice in one batch: one memory, the first item's
+            outcomes[i] = MemoryOutcome(uri=str(parsed[seen_hash[digest]][1]), status="unchanged")
         else:
             seen_hash[digest] = i
             todo.append(i)
     return outcomes, todo
+
+
+def _follow_repeats(outcomes: list[MemoryOutcome | None]) -> None:
+    """A batch item that repeats an earlier item's text (``unchanged``, at that item's URI) reports what became of
+    the earlier item when that one was not written: a near-duplicate dropped under ``skip`` (or of an earlier item of
+    the batch under ``replace``) has no node at its URI, so the repeat is that duplicate too."""
+    first = {o.uri: o for o in outcomes if o is not None and o.status != "unchanged"}
+    for i, o in enumerate(outcomes):
+        if o is not None and o.status == "unchanged":
+            earlier = first.get(o.uri)
+            if earlier is not None and earlier.status == "duplicate":
+                outcomes[i] = earlier
 
 
 class _LazySpecifics:
