@@ -108,3 +108,27 @@ def test_a_malformed_tool_call_names_its_message_index(client, tenants):
     )
     assert r.status_code == 400 and r.json()["code"] == "WRT-4002", r.text
     assert r.json()["details"]["index"] == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "assistant", "content": "x", "tool_calls": [{"type": ["x"], "function": {"name": "f"}}]},
+        {"role": "assistant", "content": "x", "tool_calls": [{"type": {"a": 1}, "function": {"name": "f"}}]},
+        {"role": "assistant", "content": "x", "function_call": {"type": [1], "name": "f", "arguments": "{}"}},
+        {"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": 5, "arguments": "{}"}}]},
+    ],
+)
+def test_a_tool_call_field_of_the_wrong_type_is_400_wrt_4002_and_writes_nothing(client, tenants, service, bad):
+    # a list or an object as a tool call's type was 500 API-5001 (TypeError: unhashable type)
+    from tests.http.conftest import ALICE
+
+    before = service.stats(ALICE)["nodes"]
+    messages = [{"role": "user", "content": "Find me a table."}, bad]
+    r = client.post(
+        "/api/v1/memories/messages", json={"conversation_id": "tc-type", "messages": messages}, headers=tenants.alice
+    )
+    assert r.status_code == 400 and r.json()["code"] == "WRT-4002", r.text
+    assert r.json()["details"]["index"] == 1
+    assert "tool_calls[0]" in r.json()["message"] or "function_call" in r.json()["message"]
+    assert service.stats(ALICE)["nodes"] == before

@@ -160,3 +160,27 @@ def test_a_tool_call_without_a_function_name_fails_the_batch_with_its_index(engi
     assert caught.value.code is ErrorCode.REQUEST_INVALID
     assert caught.value.details["index"] == 1 and "function name" in caught.value.message
     assert engine.list_memories(_alice()).total == 0  # a failing batch writes nothing
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "assistant", "content": "x", "tool_calls": [{"type": ["x"], "function": {"name": "f"}}]},
+        {"role": "assistant", "content": "x", "tool_calls": [{"type": {"a": 1}, "function": {"name": "f"}}]},
+        {"role": "assistant", "content": "x", "function_call": {"type": [1], "name": "f", "arguments": "{}"}},
+        {"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": ["f"]}}]},
+        {"role": "assistant", "content": "x", "tool_calls": [{"function": "f"}]},
+        {"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": {(1,): 2}}}]},
+    ],
+)
+def test_a_tool_call_field_of_the_wrong_type_is_wrt_4002_and_writes_nothing(engine, bad):
+    # was a bare TypeError (unhashable type) out of add_messages: a 500 over HTTP, an MCP error without the envelope
+    engine.add_messages([{"role": "user", "content": "Book it."}], "s3", _alice())
+    before = engine.stats(_alice())["nodes"]
+    with pytest.raises(ContextEngineError) as caught:
+        engine.add_messages([{"role": "user", "content": "And a table."}, bad], "s3", _alice())
+    assert caught.value.code is ErrorCode.REQUEST_INVALID
+    assert caught.value.details["index"] == 1
+    assert "tool_calls[0]" in caught.value.message or "function_call" in caught.value.message
+    assert engine.stats(_alice())["nodes"] == before
+    assert engine.list_memories(_alice()).total == 1

@@ -154,6 +154,9 @@ def test_add_memory_and_batch(service):
     assert batch.structured_content["items"][1]["uri"] == uri
 
 
+# a tool call whose type is a list (or an object) was an MCP error without the envelope (TypeError: unhashable type)
+TYPE_LIST = {"type": ["x"], "function": {"name": "f"}}
+TYPE_INTS = {"type": [1], "name": "f", "arguments": "{}"}
 BAD = [
     ("add_messages", {"conversation_id": "bad", "messages": [{"role": "user"}]}, "WRT-4221"),
     ("add_messages", {"conversation_id": "bad", "messages": [{"content": "hi", "role": "narrator"}]}, "WRT-4002"),
@@ -172,6 +175,16 @@ BAD = [
         "add_messages",
         {"conversation_id": "bad", "messages": [{"content": str(i)} for i in range(BATCH_LIMIT + 1)]},
         "WRT-4131",
+    ),
+    (
+        "add_messages",
+        {"conversation_id": "bad", "messages": [{"role": "assistant", "content": "x", "tool_calls": [TYPE_LIST]}]},
+        "WRT-4002",
+    ),
+    (
+        "add_messages",
+        {"conversation_id": "bad", "messages": [{"role": "assistant", "content": "x", "function_call": TYPE_INTS}]},
+        "WRT-4002",
     ),
     ("add_messages", {"conversation_id": "x/y", "messages": [{"content": "hi"}]}, "WRT-4001"),
     ("add_messages", {"conversation_id": "..", "messages": [{"content": "hi"}]}, "WRT-4001"),

@@ -188,6 +188,52 @@ def test_malformed_tool_calls_are_refused(raw):
         Message.model_validate(raw)
 
 
+_CYCLE: dict = {}
+_CYCLE["self"] = _CYCLE
+_DEEP: list = []
+for _ in range(5000):
+    _DEEP = [_DEEP]
+
+
+@pytest.mark.parametrize(
+    ("field", "call", "says"),
+    [
+        ("tool_calls", {"type": ["x"], "function": {"name": "f"}}, "tool_calls[0]: a tool call's type must be text"),
+        ("tool_calls", {"type": {"a": 1}, "function": {"name": "f"}}, "type must be text, got dict"),
+        ("tool_calls", {"type": 5, "name": "f"}, "type must be text, got int"),
+        ("tool_calls", {"type": "function", "function": ["f"]}, "'function' must be an object"),
+        ("tool_calls", {"type": "custom", "custom": "f"}, "'custom' must be an object"),
+        ("tool_calls", {"function": {"name": 5}}, "function name must be text, got int"),
+        ("tool_calls", {"function": {"name": ["f"]}}, "function name must be text, got list"),
+        ("tool_calls", {"function": {"name": "f", "arguments": {(1, 2): 3}}}, "arguments of tool call 'f'"),
+        ("tool_calls", {"function": {"name": "f", "arguments": _CYCLE}}, "arguments of tool call 'f'"),
+        ("tool_calls", {"function": {"name": "f", "arguments": _DEEP}}, "arguments of tool call 'f'"),
+        ("function_call", {"type": [1], "name": "f", "arguments": "{}"}, "function_call: a tool call's type"),
+        ("function_call", ["f"], "function_call: a tool call must be an object"),
+    ],
+)
+def test_a_tool_call_field_of_the_wrong_type_is_a_value_error_naming_it(field, call, says):
+    # a list or an object where text is expected used to escape as a TypeError (unhashable type): a 500 over HTTP
+    raw = {"role": "assistant", "content": "x", field: [call] if field == "tool_calls" else call}
+    with pytest.raises(ValueError) as caught:
+        message_fields(raw)
+    assert says in str(caught.value)
+    with pytest.raises(ValidationError):
+        Message.model_validate(raw)
+
+
+def test_a_second_call_names_its_own_position():
+    calls = [{"function": {"name": "f"}}, {"type": ["x"], "function": {"name": "g"}}]
+    with pytest.raises(ValueError, match=r"^tool_calls\[1\]: "):
+        message_fields({"role": "assistant", "content": None, "tool_calls": calls})
+
+
+def test_arguments_of_any_json_type_are_still_written_as_compact_json():
+    for args, line in ((None, "f(null)"), (3, "f(3)"), ([1, "a"], 'f([1,"a"])'), ({"a": {"b": 1}}, 'f({"a":{"b":1}})')):
+        raw = {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": args}}]}
+        assert message_fields(raw)["content"] == line
+
+
 def test_mapping_is_idempotent_for_openai_messages():
     raw = {"role": "assistant", "content": None, "tool_calls": [CALL], "refusal": None, "metadata": {"turn": 1}}
     once = message_fields(raw)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
+from context_engine.schema.text import has_visible_text
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings
 
@@ -63,7 +64,8 @@ def decode_text(data: bytes, where: str, settings: IngestSettings) -> str:
     """Validate raw bytes and decode them as UTF-8 (a leading BOM is dropped).
 
     Raises:
-        ContextEngineError: ``WRT-4131`` over the size limit; ``WRT-4221`` for empty, binary or invalid UTF-8.
+        ContextEngineError: ``WRT-4131`` over the size limit; ``WRT-4221`` for empty, binary or invalid UTF-8, or
+            text with no visible character (only whitespace and invisible format characters: :func:`has_visible_text`).
     """
     if len(data) > settings.max_file_bytes:
         raise ContextEngineError(
@@ -86,6 +88,13 @@ def decode_text(data: bytes, where: str, settings: IngestSettings) -> str:
         ) from err
     if not text.strip():
         raise ContextEngineError(ErrorCode.CONTENT_INVALID, f"{where} is empty; nothing to add")
+    if not has_visible_text(text):  # only invisible format characters (U+200B, U+FEFF, U+202E...) and whitespace
+        raise ContextEngineError(
+            ErrorCode.CONTENT_INVALID,
+            f"{where} has no visible character (only whitespace and invisible characters such as U+200B); "
+            "nothing to add",
+            {"reason": "no_visible_text"},
+        )
     return text
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from context_engine.schema.nodes import IngestReport
 from context_engine.schema.renames import CONVERSATION, RenamedFields
+from context_engine.schema.text import has_visible_text
 
 __all__ = [
     "AddMemoryResult",
@@ -97,7 +98,7 @@ def _content_text(content: Any) -> Any:
             texts.append(part)
         elif isinstance(part, dict) and isinstance(part.get("text"), str) and part.get("type", "text") in _TEXT_PARTS:
             texts.append(part["text"])
-    return "\n".join(t for t in texts if t.strip())
+    return "\n".join(t for t in texts if has_visible_text(t))
 
 
 #: Fields of an OpenAI Chat Completions response message (``choices[0].message.model_dump()``) that a memory keeps
@@ -125,18 +126,31 @@ def _call_line(call: Any) -> tuple[str, str]:
     (OpenAI sends JSON text), an object is written as compact JSON.
 
     Raises:
-        ValueError: a call that is not an object or has no function name.
+        ValueError: a call that is not an object, a ``type`` that is not text, a ``function`` (or the ``type``'s
+            field) that is not an object, no function name or a name that is not text, arguments that are not
+            JSON-like (an object with keys that are not text, a cycle, nesting too deep to write).
     """
     if not isinstance(call, dict):
         raise ValueError("a tool call must be an object ({'function': {'name': ..., 'arguments': ...}})")
-    nested = call.get(call.get("type") or "function")
-    body = nested if isinstance(nested, dict) else call
+    kind = call.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise ValueError(f"a tool call's type must be text, got {type(kind).__name__}")
+    key = kind or "function"
+    nested = call.get(key)
+    if nested is not None and not isinstance(nested, dict):
+        raise ValueError(f"a tool call's {key[:40]!r} must be an object ({{'name': ..., 'arguments': ...}})")
+    body = nested if nested is not None else call
     name = body.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"a tool call's function name must be text, got {type(name).__name__}")
     if not isinstance(name, str) or not name.strip():
         raise ValueError("a tool call needs a function name ({'function': {'name': ..., 'arguments': ...}})")
     args = body.get("arguments", body.get("input", body.get("args", "")))
     if not isinstance(args, str):
-        args = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
+        try:
+            args = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
+        except (TypeError, ValueError, RecursionError) as err:  # keys that are not text, a cycle, too deep
+            raise ValueError(f"the arguments of tool call {name.strip()[:40]!r} are not JSON: {err}") from err
     return name.strip(), f"{name.strip()}({args})"
 
 
@@ -169,17 +183,23 @@ def _openai_text(text: Any, taken: dict[str, Any]) -> tuple[Any, list[str]]:
     """An assistant message's text and the names of the functions it calls: its ``content``, else its ``refusal``,
     else its audio's transcript (the SDK sends content null beside them), then one ``name(arguments)`` line per call
     (content that is not text is returned as is, for validation to refuse)."""
-    empty = text is None or (isinstance(text, str) and not text.strip())
+    empty = text is None or (isinstance(text, str) and not has_visible_text(text))  # blank or only U+200B...
     audio = taken.get("audio")
     for alternative in (taken.get("refusal"), audio.get("transcript") if isinstance(audio, dict) else None):
-        if empty and isinstance(alternative, str) and alternative.strip():
+        if empty and isinstance(alternative, str) and has_visible_text(alternative):
             text, empty = alternative, False
     calls = taken.get("tool_calls", [])
     if not isinstance(calls, list):
         raise ValueError("tool_calls must be a list of tool calls")
+    fields = [f"tool_calls[{i}]" for i in range(len(calls))]
     if "function_call" in taken:
-        calls = [*calls, taken["function_call"]]
-    named = [_call_line(c) for c in calls]
+        calls, fields = [*calls, taken["function_call"]], [*fields, "function_call"]
+    named = []
+    for field, call in zip(fields, calls, strict=True):
+        try:
+            named.append(_call_line(call))
+        except ValueError as err:  # the message names the call: "tool_calls[1]: a tool call's type must be text"
+            raise ValueError(f"{field}: {err}") from err
     lines = [line for _, line in named]
     if lines and empty:
         text = "\n".join(lines)  # no text: the calls are what the message says
@@ -256,8 +276,9 @@ def message_fields(raw: Any) -> Any:
     the message, as the engine sets ``role`` or ``speaker`` from its fields.
 
     Raises:
-        ValueError: a malformed tool call (no function name), a ``tool_call_id`` that is not text (inside
-            validation: a ``ValidationError``).
+        ValueError: a malformed tool call (no function name; a ``type``, name or ``function`` of the wrong type;
+            arguments that cannot be written as JSON), named by its place (``tool_calls[1]: ...``), a
+            ``tool_call_id`` that is not text (inside validation: a ``ValidationError``).
     """
     if not isinstance(raw, dict):
         if isinstance(raw, _Model) or not (hasattr(raw, "type") and hasattr(raw, "content")):

@@ -9,6 +9,7 @@ code: ``WRT-4221`` on writes, ``RET-4001`` on reads and queries.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,13 @@ class _Key(str):
 def has_invalid_unicode(text: str) -> bool:
     """True when ``text`` holds a lone surrogate (U+D800..U+DFFF), which UTF-8 cannot encode."""
     return _SURROGATE.search(text) is not None
+
+
+def has_visible_text(text: str) -> bool:
+    """True when ``text`` has a character a reader can see: anything but whitespace, control characters (Unicode
+    category Cc) and invisible format characters (category Cf: U+200B zero width space, U+FEFF, U+2060 word joiner,
+    the bidirectional marks and overrides such as U+202E...). Text without one is as empty as whitespace is."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
 
 
 def find_invalid_text(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:

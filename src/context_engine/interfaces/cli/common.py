@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -175,9 +176,9 @@ def fail(e: ContextEngineError) -> None:
     if state.json:
         out.print_json(data=e.envelope())
     else:
-        err_console.print(f"[bold red]error {e.code.value}[/]: {escape(e.message)}")
+        err_console.print(f"[bold red]error {e.code.value}[/]: {escape(shown(e.message))}")
         if e.details:
-            err_console.print(f"[dim]details: {escape(json.dumps(e.details, ensure_ascii=False))}[/]")
+            err_console.print(f"[dim]details: {escape(shown(json.dumps(e.details, ensure_ascii=False)))}[/]")
     raise typer.Exit(e.code.exit_code)
 
 
@@ -253,6 +254,25 @@ def _remote_engine() -> Iterator[Any]:
         engine.close()
 
 
+# C0 and C1 control characters but newline and tab (and the CR of a CRLF), and DEL: ESC starts the sequences that
+# recolour, move the cursor, retitle the window or write the clipboard; rich passes ESC and C1 through as they are.
+_CONTROL = re.compile("\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """``text`` as the human-readable output prints it: each control character other than newline and tab written as
+    its escape (ESC as the four characters ``\\x1b``), so text from the store (a memory, an abstract, a document, a
+    metadata value, an error message quoting input) cannot drive the operator's terminal. Every human-readable print
+    of such text goes through here; ``--json`` output does not (JSON writes C0 control characters as ``\\u001b``),
+    and what is stored is never changed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def stored_text(text: str, style: str = "") -> Text:
+    """:func:`shown` as a rich :class:`Text` (never read as markup): a table cell, a panel's body, a tree label."""
+    return Text(shown(text), style=style)
+
+
 def short_uri(uri: str, width: int) -> str:
     """``uri`` in at most ``width`` terminal cells (a CJK character takes two): its middle replaced by ``…`` when
     longer, keeping the scope and the last segments (what tells nodes apart)."""
@@ -293,13 +313,13 @@ def print_report(report: IngestReport, what: str) -> None:
         soft_wrap=True,  # one line: its URIs stay whole
     )
     for f in report.failures:
-        out.print(f"  [red]failed[/] {escape(f['path'])}: {f['code']} {escape(f['error'])}")
+        out.print(f"  [red]failed[/] {escape(shown(f['path']))}: {f['code']} {escape(shown(f['error']))}")
     if report.skipped_paths:
         from rich.table import Table
 
         table = Table("skipped", "reason", title=f"skipped {report.skipped} file{'s' if report.skipped != 1 else ''}")
         for f in report.skipped_paths:
-            table.add_row(Text(f["path"]), Text(f["reason"]))
+            table.add_row(stored_text(f["path"]), stored_text(f["reason"]))
         out.print(table)
         if report.skipped > len(report.skipped_paths):
             out.print(f"  … and {report.skipped - len(report.skipped_paths)} more")

@@ -12,7 +12,17 @@ from rich.table import Table
 from rich.text import Text
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.interfaces.cli.common import app, emit, fail, open_engine, out, short_uri, state
+from context_engine.interfaces.cli.common import (
+    app,
+    emit,
+    fail,
+    open_engine,
+    out,
+    short_uri,
+    shown,
+    state,
+    stored_text,
+)
 
 if TYPE_CHECKING:
     from context_engine.schema.knowledge import LookupResult
@@ -68,11 +78,11 @@ def _print_evidence(result: LookupResult) -> None:
     """The hints, the evidence table and the deduplicated documents of a lookup, as ``lookup`` prints them."""
     h = result.hints
     hints = Table.grid(padding=(0, 1))
-    hints.add_row("[bold]hints[/]", Text(f"keywords: {', '.join(h.matched_keywords) or '-'}"))
+    hints.add_row("[bold]hints[/]", stored_text(f"keywords: {', '.join(h.matched_keywords) or '-'}"))
     domain_filter = result.traces.domain_filter or "none"
-    hints.add_row("", Text(f"domains: {', '.join(h.domains) or '-'}  (filter: {domain_filter})"))
+    hints.add_row("", stored_text(f"domains: {', '.join(h.domains) or '-'}  (filter: {domain_filter})"))
     for m in h.matches[:8]:
-        hints.add_row("", escape(f"[{m.strength}] {m.title} ({', '.join(m.keywords)})"))
+        hints.add_row("", stored_text(f"[{m.strength}] {m.title} ({', '.join(m.keywords)})"))
     out.print(hints)
     table = Table(
         "#",
@@ -98,13 +108,13 @@ def _print_evidence(result: LookupResult) -> None:
             "" if b.fusion_score is None else f"{b.fusion_score:.3f}",
             f"{b.hint_boost:.2f}" if b.hint_boost else "",
             Text(short_uri(b.doc_id, doc_width), no_wrap=True),
-            Text(b.breadcrumb),
+            stored_text(b.breadcrumb),
             ",".join(map(str, b.chunk_indexes)),
         )
     out.print(table)
     for b in result.evidence_blocks:
         if b.dedup_reason:
-            out.print(Text(f"deduped {b.doc_id}: {b.dedup_reason}", style="dim"), soft_wrap=True)
+            out.print(stored_text(f"deduped {b.doc_id}: {b.dedup_reason}", style="dim"), soft_wrap=True)
 
 
 def _print_texts_and_trace(result: LookupResult, full: bool) -> None:
@@ -112,10 +122,11 @@ def _print_texts_and_trace(result: LookupResult, full: bool) -> None:
     if full:
         for i, b in enumerate(result.evidence_blocks, 1):
             if b.text:
-                out.print(Panel(Text(b.text), title=Text(f"[{i}] {b.title} — {b.breadcrumb}"), expand=False))
+                heading = stored_text(f"[{i}] {b.title} — {b.breadcrumb}")
+                out.print(Panel(stored_text(b.text), title=heading, expand=False))
     elif result.context_pack.text:
         title = f"context pack ({result.context_pack.token_estimate} tokens)"
-        out.print(Panel(Text(result.context_pack.text), title=title))
+        out.print(Panel(stored_text(result.context_pack.text), title=title))
     t = result.traces
     out.print(
         f"[dim]invocation {result.invocation_id} · {t.total_ms:.1f} ms (embed {t.embed_ms:.1f}, semantic "
@@ -125,7 +136,7 @@ def _print_texts_and_trace(result: LookupResult, full: bool) -> None:
         + "[/]"
     )
     for w in t.warnings:
-        out.print(Text.assemble(("warning", "yellow"), f": {w}"))
+        out.print(Text.assemble(("warning", "yellow"), f": {shown(w)}"))
 
 
 def _time(value: str | None, option: str) -> datetime | None:
@@ -180,7 +191,7 @@ def invocations(
         table.add_row(
             r.created_at.isoformat(timespec="seconds"),
             r.invocation_id[:12],
-            r.session_id or "",
+            stored_text(r.session_id or ""),
             r.tool_name,
             r.retrieval_layer,
             str(r.l0_match_count),
@@ -189,14 +200,14 @@ def invocations(
             r.retrieval_details.evidence_status or "",
             f"{r.duration_ms:.1f}",
             "yes" if r.success else f"[red]{r.error_code or 'no'}[/]",
-            str(r.input_params.get("query", ""))[:60],
+            stored_text(str(r.input_params.get("query", ""))[:60]),
         )
     out.print(table)
 
 
 def _print_summary(report: Any) -> None:
     out.print(
-        f"[bold]session {report.session_id}[/]: {report.invocation_count} calls "
+        f"[bold]session {escape(shown(report.session_id))}[/]: {report.invocation_count} calls "
         f"({report.success_count} ok, {report.failure_count} failed), {len(report.documents)} documents, "
         f"{report.dedup_count} deduped, {report.fallback_count} with fallback, {report.total_duration_ms:.1f} ms"
     )
@@ -208,9 +219,9 @@ def _print_summary(report: Any) -> None:
             line.invocation_id[:12],
             line.relevance_level,
             line.evidence_status or "",
-            "\n".join(line.doc_ids),
-            "\n".join(line.deduped_doc_ids),
-            line.query_preview,
+            stored_text("\n".join(line.doc_ids)),
+            stored_text("\n".join(line.deduped_doc_ids)),
+            stored_text(line.query_preview),
         )
     out.print(table)
 
@@ -226,8 +237,11 @@ def verify_evidence(
     if state.json:
         emit(check.model_dump(mode="json"))
     elif check.verified:
-        out.print(f"[green]verified[/] ({check.match}) at {check.raw_path} of {check.matched_invocation_id}")
+        out.print(
+            f"[green]verified[/] ({check.match}) at {escape(shown(str(check.raw_path)))} of "
+            f"{check.matched_invocation_id}"
+        )
     else:
-        out.print(f"[red]not verified[/]: {check.reason}")
+        out.print(f"[red]not verified[/]: {escape(shown(check.reason))}")
     if not check.verified:
         raise typer.Exit(1)

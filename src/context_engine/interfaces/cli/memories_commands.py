@@ -8,7 +8,8 @@
 message fields before the first batch is sent. An error names the file's line (``details.line``) and, when earlier
 batches were already written, how many messages they held (``details.written``).
 
-Text that comes from the user (abstracts, memory text, metadata) is printed escaped, never as rich markup.
+Text that comes from the user (abstracts, memory text, metadata) is printed escaped, never as rich markup, and its
+control characters (ESC...) as their escapes (``common.shown``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from context_engine.interfaces.cli.common import (
     progress_bar,
     renamed_option,
     short_uri,
+    shown,
     state,
+    stored_text,
 )
 
 if TYPE_CHECKING:
@@ -213,9 +216,7 @@ def memories(
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Page size, 1..200.")] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Memories to skip.")] = 0,
-    user_space: Annotated[
-        str | None, typer.Option("--user-space", help="An admin: list this user's memories.")
-    ] = None,
+    user_space: Annotated[str | None, typer.Option("--user-space", help="An admin: list this user's memories.")] = None,
     session: Annotated[
         str | None, typer.Option("--session", "-s", hidden=True, help="Deprecated: --conversation.")
     ] = None,
@@ -243,7 +244,11 @@ def memories(
     width = min(max((len(m.uri) for m in page.items), default=3), out.width // 4)
     for m in page.items:
         table.add_row(
-            Text(short_uri(m.uri, width)), str(m.version), _when(m.updated_at), _when(m.occurred_at), Text(m.abstract)
+            Text(short_uri(m.uri, width)),
+            str(m.version),
+            _when(m.updated_at),
+            _when(m.occurred_at),
+            stored_text(m.abstract),
         )
     out.print(table)
     shown = f"{page.offset + 1}-{page.offset + len(page.items)}" if page.items else "none"
@@ -276,14 +281,14 @@ def get_memory(uri: Annotated[str, typer.Argument(help="The memory's URI.")]) ->
     }
     for key, value in fields.items():
         if value is not None:
-            out.print(f"[dim]{key}:[/] {escape(value)}", highlight=False, soft_wrap=True)
-    out.print(detail.text, markup=False, highlight=False)
+            out.print(f"[dim]{key}:[/] {escape(shown(value))}", highlight=False, soft_wrap=True)
+    out.print(shown(detail.text), markup=False, highlight=False)
     for v in detail.history:
         out.print(
             f"[dim]version {v.version} (written {_iso(v.created_at)}, replaced {_iso(v.replaced_at)}):[/]",
             highlight=False,
         )
-        out.print(v.text, markup=False, highlight=False)
+        out.print(shown(v.text), markup=False, highlight=False)
 
 
 @app.command("update-memory")

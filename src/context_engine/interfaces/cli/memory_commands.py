@@ -34,6 +34,7 @@ from context_engine.interfaces.cli.common import (
     out,
     renamed_option,
     short_uri,
+    shown,
     state,
     uri_width,
 )
@@ -166,7 +167,7 @@ def search(
         if queries is not None:
             if i:
                 out.print()
-            out.print(f"search: {text}", markup=False, highlight=False)
+            out.print(f"search: {shown(text)}", markup=False, highlight=False)
         _print_search(response, verbose)
 
 
@@ -226,7 +227,7 @@ def _print_search(response: SearchMemoryResponse, verbose: bool) -> None:
         if informational and not verbose:
             continue
         kind = ("note", "dim") if informational else ("warning", "yellow")
-        err_console.print(Text.assemble(kind, f" {warning}"), highlight=False)
+        err_console.print(Text.assemble(kind, f" {shown(warning)}"), highlight=False)
 
 
 @app.command()
@@ -284,7 +285,7 @@ def print_read(payload: dict[str, Any], level: Level) -> None:
     if state.json:
         emit(payload)
         return
-    out.print(payload["text"], markup=False, highlight=False)
+    out.print(shown(payload["text"]), markup=False, highlight=False)
     if level is Level.L0:
         return
     for rel in payload["block"]["relations"]:

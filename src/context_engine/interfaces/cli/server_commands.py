@@ -19,7 +19,7 @@ import typer
 from rich.table import Column, Table
 
 from context_engine.errors import ContextEngineError
-from context_engine.interfaces.cli.common import app, emit, err_console, fail, out, state
+from context_engine.interfaces.cli.common import app, emit, err_console, fail, out, state, stored_text
 
 if TYPE_CHECKING:
     from context_engine.settings import Settings
@@ -314,7 +314,7 @@ def keys_list(
     for k in found:
         table.add_row(
             k.key_id,
-            k.name,
+            stored_text(k.name),
             k.account_id,
             k.role,
             k.user_space or "",

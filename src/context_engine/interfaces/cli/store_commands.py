@@ -26,7 +26,9 @@ from context_engine.interfaces.cli.common import (
     print_report,
     progress_bar,
     short_uri,
+    shown,
     state,
+    stored_text,
 )
 from context_engine.interfaces.cli.memories_commands import (
     DedupPolicyOption,
@@ -147,7 +149,7 @@ def ls(
     table.add_column("abstract")
     width = min(max((len(n.uri) for n in nodes), default=3), out.width * 9 // 20)  # the abstract keeps the rest
     for n in nodes:
-        table.add_row(Text(short_uri(n.uri, width)), "dir" if n.is_dir else "file", Text(n.abstract))
+        table.add_row(Text(short_uri(n.uri, width)), "dir" if n.is_dir else "file", stored_text(n.abstract))
     out.print(table)
 
 
@@ -170,7 +172,7 @@ def tree(
         return
 
     def label(n: Any) -> Text:
-        return Text.assemble((n.uri, "bold"), "  ", (n.abstract, "dim"))  # user text: never markup
+        return Text.assemble((n.uri, "bold"), "  ", (shown(n.abstract), "dim"))  # user text: never markup
 
     t = Tree(label(root))
 
