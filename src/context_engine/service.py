@@ -710,8 +710,9 @@ class ContextEngineService(MemoryMethods):
         return self.read_pipeline.run(request, ctx)
 
     def stats(self, ctx: RequestContext | None = None) -> dict[str, Any]:
-        """Counts for the caller's account and the index: nodes, files, directories, pending, vectors, model; the
-        index's state (``index_status``, ``index_problem``: :meth:`index_health`) and the account's derived files'."""
+        """Counts of the caller's account only (nodes, files, directories, pending, ``index_records``: its vector
+        records; its derived files), and the deployment's index state (``index_status``, ``index_problem``:
+        :meth:`index_health`) and model: :func:`~context_engine.storage.health.account_stats`."""
         ctx = self._caller(ctx)
         return account_stats(
             self.metadata, self.index, self.embedder, self.derived_files, self.settings.home_path, ctx.account_id

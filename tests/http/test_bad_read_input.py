@@ -4,7 +4,8 @@
   ``since``/``until``, and ``time_range`` / ``planner_hints.time_range`` of search_memory, were ``500 WRT-5001``
   (retryable!) and ``500 API-5001``. ``planner_hints.time_range`` with ``start >= end`` was accepted; it is now refused
   like ``time_range``.
-* A ``metadata_filter`` integer outside signed 64 bits failed inside SQLite (500).
+* A ``metadata_filter`` integer outside signed 64 bits failed inside SQLite (500); a key with NUL (or any key the
+  write refuses: not printable) or a string with NUL failed inside PostgreSQL: now ``400 RET-4001``.
 * ``session_archive`` / ``planner_hints`` / ``metadata_filter`` nested ~300 deep ran the search, then failed writing
   the audit row (500); now refused up front above ``MAX_JSON_DEPTH`` (32) levels, with no audit row.
 * ``read_memory`` of a malformed URI was ``403 RET-4032`` while ``ls``/``tree`` said ``400 RET-4001``; a well-formed
@@ -139,6 +140,18 @@ def test_metadata_integers_within_64_bits_are_answered(client, tenants, value):
     body = {"query": "concise answers", "metadata_filter": {"a": value}}
     r = client.post(SEARCH, json=body, headers=tenants.alice)
     assert r.status_code == 200 and r.json()["hits"] == []  # no memory has metadata key "a"
+
+
+# ---- metadata_filter keys and strings the stores cannot compare ----------------------------------------------------
+@pytest.mark.parametrize("metadata_filter", [{"a\x00": "x"}, {"tab\tkey": "x"}, {"a": "x\x00y"}, {"a": ["ok", "\x00"]}])
+def test_a_metadata_key_no_memory_can_have_or_a_nul_value_is_ret_4001(service, client, tenants, metadata_filter):
+    """A key the write refuses (not printable) matches nothing; a NUL failed inside PostgreSQL (500)."""
+    body = {"query": "concise answers", "metadata_filter": metadata_filter}
+    r = client.post(SEARCH, json=body, headers=tenants.alice)
+    assert _code(r) == (400, "RET-4001") and r.json()["details"]["field"] == "metadata_filter"
+    with pytest.raises(ContextEngineError) as exc:
+        service.search_memory(SearchMemoryRequest(**body), ALICE)
+    assert (exc.value.code.value, exc.value.details["field"]) == ("RET-4001", "metadata_filter")
 
 
 # ---- nesting depth --------------------------------------------------------------------------------------------------

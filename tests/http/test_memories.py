@@ -332,3 +332,26 @@ def test_search_memory_filters_over_http(client, tenants):
         json={"query": "x", "time_range": {"start": "2023-08-01T00:00:00Z", "end": "2023-07-01T00:00:00Z"}},
     )
     assert bad.status_code == 400 and bad.json()["code"] == "RET-4001"
+
+
+@pytest.mark.parametrize("key", ["标签", "Getränk", "ключ", "🍵", 'say "hi"', "a\\b", "a.b", "$"])
+def test_metadata_filter_on_any_key_the_write_accepts(client, tenants, key):
+    """Attack pass: on SQLite a filter on a key with non-ASCII characters, a quote or a backslash matched nothing,
+    though the write took it; "." and "$" (JSON path syntax) are taken literally."""
+    text = f"Filter probe {'-'.join(str(ord(c)) for c in key)}: the kettle is blue."  # one memory per key
+    body = {"text": text, "category": "preference", "metadata": {key: "饮品", "probe": "kettle"}}
+    r = client.post("/api/v1/memories", json=body, headers=tenants.alice)
+    assert r.status_code == 200, r.text
+    uri = r.json()["uris"][0]
+    for wanted in ("饮品", ["x", "饮品"]):
+        r = client.post(
+            "/api/v1/search_memory",
+            json={"query": text, "metadata_filter": {key: wanted}, "top_k": 20},
+            headers=tenants.alice,
+        )
+        assert r.status_code == 200, r.text
+        assert [h["uri"] for h in r.json()["hits"]] == [uri], key
+    r = client.post(
+        "/api/v1/search_memory", json={"query": text, "metadata_filter": {key: "other"}}, headers=tenants.alice
+    )
+    assert r.status_code == 200 and r.json()["hits"] == []

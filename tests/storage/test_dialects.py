@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sqlalchemy import column, select, table
+from sqlalchemy import JSON, column, select, table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
@@ -13,6 +13,7 @@ from context_engine.storage.metadata import dialects
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
 _T = table("t", column("id"), column("v"))
+_J = table("j", column("id"), column("v", JSON))
 
 
 def test_code_point_order_is_collate_c_on_postgresql_only() -> None:
@@ -20,6 +21,26 @@ def test_code_point_order_is_collate_c_on_postgresql_only() -> None:
     lite = select(_T.c.id).order_by(dialects.code_point_order("sqlite", _T.c.id))
     assert str(pg.compile(dialect=postgresql.dialect())).endswith('ORDER BY t.id COLLATE "C"')
     assert str(lite.compile(dialect=sqlite.dialect())).endswith("ORDER BY t.id")
+
+
+def test_json_key_matches_walks_the_object_on_sqlite_only_for_a_key_no_path_says() -> None:
+    """SQLite: a printable-ASCII key without ``"`` or ``\\`` keeps the path lookup (one bound ``$."key"``); any other
+    key is compared with ``json_each``'s decoded key. PostgreSQL binds every key and casts only a JSON number."""
+
+    def sql(dialect_name: str, key: str, values: list) -> tuple[str, dict]:
+        dialect = postgresql.dialect() if dialect_name == "postgresql" else sqlite.dialect()
+        stmt = select(_J.c.id).where(dialects.json_key_matches(dialect_name, _J.c.v, key, values))
+        compiled = stmt.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+        return str(compiled), compiled.params
+
+    for key in ("speaker", "a.b", "$", "it's", "a[0]"):
+        text, params = sql("sqlite", key, ["x"])
+        assert "json_each" not in text and f'$."{key}"' in params.values(), key
+    for key in ("标签", 'say "hi"', "a\\b", "é"):
+        text, params = sql("sqlite", key, ["x"])
+        assert "json_each(j.v)" in text and key in params.values() and not any("$" in str(p) for p in params.values())
+    text, params = sql("postgresql", 'say "hi"', ["x", 1, True])
+    assert text.count("CAST(CAST") == 1 and "CASE WHEN" in text and 'say "hi"' in params.values()
 
 
 def test_upsert_and_insert_ignore_are_the_same_sql_on_both() -> None:

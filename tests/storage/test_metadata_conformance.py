@@ -756,6 +756,87 @@ def test_memory_fields_round_trip_and_queries(metadata_store: MetadataStore) -> 
     assert store.find_by_hash(A, ["h3"], uri_prefix="ctx://user/alice/memories/") == {}
 
 
+#: Keys a memory's metadata may have (printable, 1..64 characters) that SQLite's JSON path did not say (attack
+#: pass: a filter on them matched nothing): non-ASCII (stored escaped), a quote, a backslash; and the path's own
+#: syntax (".", "$", "[0]", "'"), which must be taken literally. "\\u6807\\u7b7e" is the escaped text of "标签".
+ODD_KEYS = [
+    "标签",
+    "Getränk",
+    "ключ",
+    "🍵",
+    'say "hi"',
+    "a\\b",
+    "\\",
+    "\\u6807\\u7b7e",
+    "a.b",
+    "$",
+    "$.a",
+    "a[0]",
+    "it's",
+    " ",
+]
+
+
+def test_metadata_equals_takes_any_key_literally(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    base, root = "ctx://user/bob/memories/general/", ["ctx://user/bob/memories/"]
+    store.upsert_nodes(
+        [_memory(f"{base}k{i}.md", meta={key: "v", "tag": "t"}, digest=f"k{i}") for i, key in enumerate(ODD_KEYS)]
+        + [_memory(f"{base}nested.md", meta={"a": {"b": "v"}, "tag": "t"}, digest="nested")]  # not "a.b"
+    )
+    for i, key in enumerate(ODD_KEYS):
+        for wanted in ("v", ["nope", "v"]):
+            found, total = store.query_files(A, uri_prefixes=root, metadata_equals={key: wanted})
+            assert ([n.uri for n in found], total) == ([f"{base}k{i}.md"], 1), key
+        assert store.select_file_uris(A, uri_prefixes=root, metadata_equals={key: "v", "tag": "t"}) == [
+            (f"{base}k{i}.md", "user:bob")
+        ], key
+        assert store.query_files(A, uri_prefixes=root, metadata_equals={key: "other"})[1] == 0, key
+        assert store.query_files(B, uri_prefixes=root, metadata_equals={key: "v"})[1] == 0, key
+    assert store.query_files(A, uri_prefixes=root, metadata_equals={"tag": "t"})[1] == len(ODD_KEYS) + 1
+
+
+def test_metadata_equals_compares_values_of_the_same_json_type(metadata_store: MetadataStore) -> None:
+    """A value matches one of its own JSON type: on PostgreSQL a number or boolean filter over a key some memory
+    holds as text failed in a cast (a 500); on SQLite ``1`` matched ``"1"`` and ``true``, ``0`` matched ``"abc"``."""
+    store = metadata_store
+    base, root = "ctx://user/bob/memories/general/", ["ctx://user/bob/memories/"]
+    held = {
+        "text1": "1",
+        "int1": 1,
+        "float1": 1.0,
+        "true": True,
+        "false": False,
+        "text_true": "true",
+        "zero": 0,
+        "abc": "abc",
+        "list": [1],
+        "object": {"n": 1},
+        "null": None,
+        "int64": 2**63 - 1,
+        "fraction": 0.30000000000000004,
+    }
+    store.upsert_nodes([_memory(f"{base}{name}.md", meta={"n": v}, digest=name) for name, v in held.items()])
+    for wanted, expected in (
+        (1, {"int1", "float1"}),
+        (1.0, {"int1", "float1"}),
+        ("1", {"text1"}),
+        (True, {"true"}),
+        (False, {"false"}),
+        (0, {"zero"}),
+        ("true", {"text_true"}),
+        ("abc", {"abc"}),
+        (2**63 - 1, {"int64"}),
+        (2**63 - 2, set()),
+        (0.30000000000000004, {"fraction"}),
+        (0.3, set()),
+        ("[1]", set()),
+        (["1", True, 0], {"text1", "true", "zero"}),
+    ):
+        found, _ = store.query_files(A, uri_prefixes=root, metadata_equals={"n": wanted})
+        assert {n.uri.removeprefix(base).removesuffix(".md") for n in found} == expected, wanted
+
+
 def test_children_window_is_bounded(metadata_store: MetadataStore) -> None:
     store = metadata_store
     s1 = "ctx://user/bob/memories/sessions/long/"

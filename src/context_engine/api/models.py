@@ -292,13 +292,18 @@ class HealthResponse(BaseModel):
 class StatsResponse(BaseModel):
     """``GET /api/v1/stats``: counts of the key's account and the index's state (``ContextEngineService.stats``); the
     node counts (``nodes``, ``files``, ``directories``, ``pending``...) and, when present, ``index_problem`` and
-    ``derived_files`` come as further fields."""
+    ``derived_files`` come as further fields. Every count is of the key's account only; ``index_backend``,
+    ``index_status``, ``index_problem`` and the model describe the deployment."""
 
     model_config = ConfigDict(extra="allow")
 
     account_id: str
     index_backend: str
-    index_records: int | None = None
+    index_records: int | None = Field(
+        None,
+        description="The account's vector records (not the shared index's total); null when the index is damaged or "
+        "unavailable, 0 when it is missing (index_status).",
+    )
     index_status: str
     embedding_model: str
     embedding_dim: int

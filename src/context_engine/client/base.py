@@ -224,8 +224,9 @@ class BaseClient(Generic[Face]):
 
     @route
     def stats(self) -> Call[StatsResponse]:
-        """``GET /api/v1/stats``: counts of the account's nodes and the index's state (an admin key; others get
-        ``403 RET-4032``). What ``context-engine stats`` prints."""
+        """``GET /api/v1/stats``: counts of the account's nodes and vector records (``index_records``: the account's
+        only) and the index's state (an admin key; others get ``403 RET-4032``). What ``context-engine stats``
+        prints."""
         return call("stats")
 
     # ---- resources --------------------------------------------------------------------------------------------------

@@ -62,10 +62,13 @@ def _window_bounds(window: TimeRange | None) -> tuple[datetime | None, datetime 
 
 
 def _metadata_value_ok(value: Any) -> bool:
-    """A ``metadata_filter`` value the stores can compare: a string, a boolean, a finite float or a signed 64-bit
-    integer (SQLite and PostgreSQL hold no larger one; a bigger one used to fail inside the store, a 500)."""
-    if isinstance(value, bool | str):
+    """A ``metadata_filter`` value the stores can compare: a string without NUL, a boolean, a finite float or a
+    signed 64-bit integer (SQLite and PostgreSQL hold no larger one; a bigger one used to fail inside the store, a
+    500)."""
+    if isinstance(value, bool):
         return True
+    if isinstance(value, str):
+        return "\x00" not in value  # PostgreSQL text holds no NUL: it failed there, a 500
     if isinstance(value, int):
         return INT64_MIN <= value <= INT64_MAX
     return isinstance(value, float) and math.isfinite(value)
@@ -88,9 +91,9 @@ class MemoryFilter:
 
         Raises:
             ContextEngineError: ``RET-4001`` for a malformed filter: a time range with ``start >= end`` (or a bound
-                outside UTC's years 1..9999), metadata keys that are not strings (at most 16) or values that are not
-                strings, finite numbers or booleans (at most 100 per key; integers within signed 64 bits), a
-                conversation id that is not one path segment.
+                outside UTC's years 1..9999), metadata keys that are not printable strings of 1..64 characters (at
+                most 16) or values that are not strings without NUL, finite numbers or booleans (at most 100 per key;
+                integers within signed 64 bits), a conversation id that is not one path segment.
         """
         window, wanted, conversation = request.time_range, request.metadata_filter, request.conversation_id
         if window is None and not wanted and conversation is None:
@@ -164,15 +167,18 @@ class MemoryFilter:
             raise _invalid("metadata_filter", f"must be an object with at most {_MAX_KEYS} keys")
         out: dict[str, Any] = {}
         for key, value in wanted.items():
-            if not isinstance(key, str) or not key or len(key) > 64:
-                raise _invalid("metadata_filter", "keys must be strings of 1..64 characters")
+            # the keys a memory's metadata may have (ingest/memory.py): any printable characters, none other
+            # matches (a NUL failed inside PostgreSQL, a 500); the store compares a key literally (dialects.py)
+            if not isinstance(key, str) or not key or len(key) > 64 or not key.isprintable():
+                raise _invalid("metadata_filter", "keys must be printable strings of 1..64 characters")
             values = value if isinstance(value, list) else [value]
             if not values or len(values) > _MAX_VALUES:
                 raise _invalid("metadata_filter", f"{key!r}: give 1..{_MAX_VALUES} values")
             if not all(_metadata_value_ok(v) for v in values):
                 raise _invalid(
                     "metadata_filter",
-                    f"{key!r}: values must be strings, finite numbers (integers within signed 64 bits) or booleans",
+                    f"{key!r}: values must be strings (without NUL), finite numbers (integers within signed 64 bits)"
+                    " or booleans",
                 )
             out[key] = value
         return out

@@ -50,7 +50,8 @@ def index_health(index: VectorIndex, metadata: MetadataStore) -> dict[str, Any]:
         return {
             "status": "missing",
             "records": 0,
-            "problem": f"the vector index holds no records but the metadata database holds {expected} vectors "
+            # no count: /readyz (no key) and every account's stats show this sentence, and the count is all accounts'
+            "problem": "the vector index holds no records but the metadata database holds vectors "
             "(its files were deleted): run `context-engine reindex --full`",
         }
     return {"status": "ok", "records": records, "problem": None}
@@ -121,16 +122,25 @@ def account_stats(
     home: Path,
     account_id: str,
 ) -> dict[str, Any]:
-    """``stats``: counts for the account and the index: nodes, files, directories, pending, vectors, model; the
-    index's state (``index_status``, ``index_problem``: :func:`index_health`) and the account's derived files'."""
+    """``stats``: the account's counts, and the deployment's index and model.
+
+    Every count is of ``account_id`` alone (the index's table is shared by every account: its own row count, once
+    returned as ``index_records``, let an admin of any account watch the others' writes): ``nodes``, ``files``,
+    ``directories``, ``pending`` (the account's nodes); ``index_records``, the account's vector records (the
+    metadata database's rows, which the index holds once in sync; ``None`` when the index is damaged or unavailable,
+    0 when it is missing); ``derived_files``, the account's. The rest describes the deployment, not an account's
+    data: ``index_backend``, ``index_status`` and ``index_problem`` (:func:`index_health`), ``embedding_model``,
+    ``embedding_dim``, and ``home`` (which the HTTP route leaves out).
+    """
     counts = metadata.count_nodes(account_id)
     health = index_health(index, metadata)  # a damaged index shows as such, never with the stale count of its manifest
+    records = metadata.count_vectors(account_id) if health["status"] == "ok" else health["records"]
     return {
         "home": str(home),
         "account_id": account_id,
         **counts,
         "index_backend": index.name,
-        "index_records": health["records"],
+        "index_records": records,
         "index_status": health["status"],
         **({"index_problem": health["problem"]} if health["problem"] else {}),
         **({"derived_files": derived_files_health(files, account_id)} if files is not None else {}),

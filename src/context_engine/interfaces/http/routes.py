@@ -289,7 +289,8 @@ def verify_evidence(req: VerifyEvidenceRequest, service: Service, ctx: Caller) -
 )
 def stats(service: Service, ctx: Caller) -> StatsResponse:
     """What ``context-engine stats`` prints (issue 29: the CLI's ``--url`` mode). Account-wide counts: an admin key
-    only (``403 RET-4032`` for others, who see part of the account)."""
+    only (``403 RET-4032`` for others, who see part of the account); every count is of the key's account alone,
+    ``index_records`` too (it was the shared index's total: one tenant could watch another's writes)."""
     if not ctx.is_admin:
         raise ContextEngineError(ErrorCode.URI_FORBIDDEN, "stats of the account need an admin key")
     info = service.stats(ctx)

@@ -9,6 +9,7 @@ that differ are here, each with both branches side by side:
   snapshot is ``BEGIN`` on SQLite and ``REPEATABLE READ`` on PostgreSQL (:func:`snapshot_options`);
 * ``INSERT ... ON CONFLICT`` (:func:`upsert`, :func:`insert_ignore`): the same SQL, built by each dialect's module;
 * text order: code points on both (:func:`code_point_order`), whatever the PostgreSQL database's collation;
+* a JSON object's key holding a value (:func:`json_key_matches`): SQLite's ``json_each``, PostgreSQL's ``->``;
 * locks between processes: SQLite holds one database-wide write lock per write transaction, so
   :func:`xact_lock` is a no-op there; PostgreSQL takes transaction-scoped advisory locks keyed by :func:`lock_key`.
 """
@@ -17,10 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, Numeric, case, event, false, func, literal, or_, select, text
 from sqlalchemy.engine import URL, Connection
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
@@ -131,6 +134,59 @@ def code_point_order(dialect: str, column: Any) -> Any:
     collation compares UTF-8 bytes, which is that order; PostgreSQL sorts by the database's collation (e.g.
     ``en_US``: case and punctuation folded) unless told ``COLLATE "C"``."""
     return column.collate("C") if dialect == POSTGRESQL else column
+
+
+_PLAIN_JSON_KEY = re.compile(r"[ !#-\[\]-~]+")
+"""A key SQLite's JSON path ``$."key"`` says literally on every version: printable ASCII but ``"`` and ``\\``."""
+
+
+def json_key_matches(dialect: str, column: Any, key: str, values: Sequence[str | bool | int | float]) -> Any:
+    """Whether the JSON object in ``column`` holds, at its top-level ``key``, one of ``values``: a value of the same
+    JSON type and equal (a string a string, a boolean a boolean, a number an equal number: ``1`` matches ``1.0``;
+    ``"1"`` does not match ``1`` nor ``true``). A missing key, ``null``, a list or an object matches nothing.
+
+    ``key`` is compared literally, whatever its characters (non-ASCII, ``"``, ``\\``, ``.``, ``$``). SQLite: a
+    plain ASCII key is looked up by the path ``$."key"``, as before; another cannot be: SQLAlchemy's JSON serializer
+    stores non-ASCII escaped (``"\\u6807"``), which SQLite 3.40's path lookup compares undecoded, and no path
+    says a key with ``"``; so the object's members are walked (``json_each``, whose ``key`` is the decoded text)
+    and each compared with the bound key (about 1.6 times the path's cost per row). PostgreSQL looks any key up with
+    ``->`` (a bound parameter) and compares the JSON type first, so no cast fails on a value of another type
+    (``CAST('abc' AS INTEGER)`` was a 500). No index covers metadata on either backend: each candidate row's
+    object is read.
+    """
+    texts = [str(v) for v in values if not isinstance(v, bool | int | float)]
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    booleans = sorted({"true" if v else "false" for v in values if isinstance(v, bool)})
+    if dialect == SQLITE:
+        member: Any = None
+        kind: Any
+        value: Any
+        if _PLAIN_JSON_KEY.fullmatch(key):
+            path = f'$."{key}"'
+            kind, value = func.json_type(column, path), func.json_extract(column, path)
+        else:
+            member = func.json_each(column).table_valued("key", "value", "type").alias("member")
+            kind, value = member.c.type, member.c.value
+        wanted = or_(
+            false(),
+            *([(kind == "text") & value.in_(texts)] if texts else []),
+            *([kind.in_(("integer", "real")) & value.in_(numbers)] if numbers else []),
+            *([kind.in_(booleans)] if booleans else []),
+        )
+        if member is None:
+            return wanted
+        return select(literal(1)).select_from(member).where(member.c.key == key, wanted).exists()
+    element = column[key]  # PostgreSQL: json -> key (a bound parameter); ->> for its text
+    kind, as_text = func.json_typeof(element), element.as_string()
+    # the cast only of a number (CASE: no cast fails on text); exact decimals on both sides (0.30000000000000004)
+    number = case((kind == "number", func.cast(as_text, Numeric())), else_=None)
+    decimals = [Decimal(repr(v)) if isinstance(v, float) else Decimal(v) for v in numbers]
+    return or_(
+        false(),
+        *([(kind == "string") & as_text.in_(texts)] if texts else []),
+        *([number.in_([literal(d, Numeric()) for d in decimals])] if numbers else []),
+        *([(kind == "boolean") & as_text.in_(booleans)] if booleans else []),
+    )
 
 
 def upsert(dialect: str, table: Any, keys: Sequence[str], keep: Sequence[str] = ()) -> Any:

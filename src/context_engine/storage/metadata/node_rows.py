@@ -297,7 +297,9 @@ class NodeRows(SqlDatabase):
 
         Time: ``occurred_start <= coalesce(occurred_at, created_at) < occurred_end`` (either bound optional).
         ``metadata_equals`` maps a key to a scalar (equality) or a list of scalars (membership) on the top-level
-        key of the metadata object; every key must match. Order: ``(updated_at, URI)`` descending when
+        key of the metadata object; every key must match. A key is compared literally, whatever its characters, and
+        a value matches one of its own JSON type (``1`` matches ``1.0``, not ``"1"`` nor ``true``):
+        :func:`~context_engine.storage.metadata.dialects.json_key_matches`. Order: ``(updated_at, URI)`` descending when
         ``newest_first`` (newest first, the later message of one batch first), else URI (code points).
         ``limit``/``offset`` page the ordered list.
 
@@ -308,7 +310,7 @@ class NodeRows(SqlDatabase):
         if not keys:
             return [], 0
         conditions = _file_conditions(
-            account_id, keys, None, context_type, occurred_start, occurred_end, metadata_equals
+            self.dialect, account_id, keys, None, context_type, occurred_start, occurred_end, metadata_equals
         )
         with self._use(write=False) as s:
             rows = [r for r in s.scalars(select(NodeRow).where(and_(*conditions))) if r.uri_key.startswith(tuple(keys))]
@@ -339,7 +341,7 @@ class NodeRows(SqlDatabase):
         must fall in (the dates a question names, ``retrieval/dates.py``); none: no such narrowing."""
         keys = _prefix_keys(uri_prefixes)
         conditions = _file_conditions(
-            account_id, keys, parent_uri, context_type, occurred_start, occurred_end, metadata_equals
+            self.dialect, account_id, keys, parent_uri, context_type, occurred_start, occurred_end, metadata_equals
         )
         if occurred_windows:
             when = func.coalesce(NodeRow.occurred_at, NodeRow.created_at)
@@ -494,6 +496,7 @@ def _prefix_keys(uri_prefixes: Sequence[str]) -> list[str]:
 
 
 def _file_conditions(
+    dialect: str,
     account_id: str,
     keys: Sequence[str],
     parent_uri: str | None,
@@ -518,21 +521,10 @@ def _file_conditions(
         conditions.append(when < occurred_end)
     for key, wanted in (metadata_equals or {}).items():
         values = wanted if isinstance(wanted, list) else [wanted]
-        conditions.append(or_(*(_json_equals(NodeRow.meta_json[key], v) for v in values)))
+        conditions.append(dialects.json_key_matches(dialect, NodeRow.meta_json, key, values))
     return conditions
 
 
 def _sequence_key(account_id: str, parent_uri: str) -> str:
     """The ``meta`` key of a directory's child-number counter (hashed: keys are at most 128 characters)."""
     return "seq:" + hashlib.sha1(f"{account_id}\x1f{ContextURI.parse(parent_uri).as_dir()}".encode()).hexdigest()
-
-
-def _json_equals(element: Any, value: Any) -> Any:
-    """A portable comparison of one JSON value (SQLite JSON_EXTRACT, PostgreSQL ->>) with a scalar."""
-    if isinstance(value, bool):
-        return element.as_boolean() == value
-    if isinstance(value, int):
-        return element.as_integer() == value
-    if isinstance(value, float):
-        return element.as_float() == value
-    return element.as_string() == str(value)
