@@ -92,3 +92,17 @@ def test_metadata_at_the_limit_is_stored_and_lists_and_reads_back(engine):
     assert json_depth(engine.get_memory(msg, ALICE).metadata) == METADATA_MAX_DEPTH
     # the answer serializes as JSON (the HTTP and MCP answers): what broke at 256 levels
     assert json.loads(page.model_dump_json())["items"][0]["metadata"]
+
+
+@pytest.mark.parametrize("write", WRITES, ids=list(WRITES))
+@pytest.mark.parametrize(
+    "md", [{"tag": "tea\x00"}, {"tags": ["ok", "b\x00d"]}, {"a": {"b\x00": 1}}], ids=["value", "list", "nested-key"]
+)
+def test_metadata_holding_nul_is_refused_on_every_write_and_nothing_is_written(engine, write, md):
+    """A helper's review (2026-12-07): a string value with NUL was stored, and on PostgreSQL every metadata_filter
+    over that account's memories then failed with a 500 (JSON text with \\u0000 cannot be read as text there)."""
+    with pytest.raises(ContextEngineError) as caught:
+        WRITES[write](engine, md)
+    err = caught.value
+    assert err.code is ErrorCode.REQUEST_INVALID and err.details["field"] == "metadata" and "NUL" in err.message
+    assert engine.list_memories(ALICE).total == 0

@@ -635,6 +635,10 @@ class MemoryWriter:
             raise _error(
                 ErrorCode.REQUEST_INVALID, f"metadata is not JSON: {str(err)[:80]}", index, field="metadata"
             ) from err
+        if _holds_nul(metadata):  # PostgreSQL reads no NUL out of JSON text: every metadata_filter of the account
+            raise _error(  # then failed with a 500 (a helper's review)
+                ErrorCode.REQUEST_INVALID, "metadata strings must not contain NUL (U+0000)", index, field="metadata"
+            )
         return metadata
 
     def _check_metadata_size(self, index: int | None, metadata: dict[str, Any]) -> None:
@@ -675,6 +679,17 @@ def _unchanged(
             seen_hash[digest] = i
             todo.append(i)
     return outcomes, todo
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a JSON value (its depth checked already) holds a string or key with NUL."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 def _follow_repeats(outcomes: list[MemoryOutcome | None]) -> None:
