@@ -379,7 +379,7 @@ class MemoryWriter:
                     )
                 else:
                     node = self._metadata.get_node(account_id, uri_of)
-                    if node is None:  # an earlier item of this batch: keep only the later one's text
+                    if node is None:  # an earlier item of this batch: one memory, the earlier item's (docs)
                         outcomes[i] = MemoryOutcome(
                             uri=str(parsed[i][1]), status="duplicate", duplicate_of=uri_of, similarity=similarity
                         )
