@@ -42,6 +42,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from context_engine.observability.metrics import Metrics
 from context_engine.redaction import Redactor, redact_structure
@@ -65,6 +66,37 @@ _LOG = logging.getLogger("context_engine.knowledge")
 WRITE_QUEUE_ROWS = 1024
 # Rows written in one transaction at most (group commit of the rows queued while the writer writes).
 WRITE_BATCH_ROWS = 64
+
+
+#: A row's input parameters keep texts of at most this many characters (the query's own limit: a request that was
+#: accepted is kept whole) and lists and objects of at most ``AUDIT_PARAM_ITEMS`` entries, ``AUDIT_PARAM_DEPTH`` levels
+#: deep. A request refused for its size (a 1 MB query or session id, answered 400 RET-4001) was stored whole before:
+#: a few refused calls grew the database by megabytes and a listing of three rows answered 6 MB.
+AUDIT_PARAM_CHARS = 4096
+AUDIT_PARAM_ITEMS = 100
+AUDIT_PARAM_DEPTH = 8
+
+
+def bounded_params(value: Any, depth: int = 0) -> Any:
+    """``value`` (a row's ``input_params``, JSON-like) with each text cut to :data:`AUDIT_PARAM_CHARS` characters,
+    each list and object to :data:`AUDIT_PARAM_ITEMS` entries and nothing deeper than :data:`AUDIT_PARAM_DEPTH`
+    levels; what was cut is said in place ("… [1000010 characters]"). A value within the bounds is returned as is."""
+    if isinstance(value, str):
+        return value if len(value) <= AUDIT_PARAM_CHARS else f"{value[:AUDIT_PARAM_CHARS]}… [{len(value)} characters]"
+    if isinstance(value, list | dict) and depth >= AUDIT_PARAM_DEPTH:
+        return f"… [{type(value).__name__} nested deeper than {AUDIT_PARAM_DEPTH} levels]"
+    if isinstance(value, list):
+        items = [bounded_params(v, depth + 1) for v in value[:AUDIT_PARAM_ITEMS]]
+        return items + ([f"… [{len(value)} items]"] if len(value) > AUDIT_PARAM_ITEMS else [])
+    if isinstance(value, dict):
+        out = {
+            bounded_params(k, depth + 1) if isinstance(k, str) else k: bounded_params(v, depth + 1)
+            for k, v in list(value.items())[:AUDIT_PARAM_ITEMS]
+        }
+        if len(value) > AUDIT_PARAM_ITEMS:
+            out["…"] = f"[{len(value)} entries]"
+        return out
+    return value
 
 
 def normalize_whitespace(text: str) -> str:
@@ -104,6 +136,8 @@ class ToolInvocationRecorder:
         """``invocation`` with every text field but the identifiers redacted by the patterns: always when it is
         about to be ``stored``, else (rows read back) as ``retrieval.redaction.enabled`` says."""
         data = invocation.model_dump()
+        if stored:  # a request refused for its size is not stored whole (an attack pass: 1 MB rows, 6 MB listings)
+            data["input_params"] = bounded_params(data["input_params"])
         redact = redact_structure if stored else self._redactor.redact_value
         update = {k: redact(v) for k, v in data.items() if k not in _KEY_FIELDS}
         redacted = ToolInvocation.model_validate({**data, **update})
