@@ -278,6 +278,19 @@ def test_move_keeps_context_type_and_renames_directories(seeded):
     assert seeded.metadata.get_node("default", "ctx://resources/ops/") is None
 
 
+def test_a_file_moved_to_a_new_directory_uri_goes_inside_it(seeded):
+    """Failed at 0178f2f (an attack pass): the trailing slash of a directory that did not exist yet was dropped, and
+    the file became the extensionless ``ctx://resources/cp2``."""
+    report = seeded.move("ctx://resources/ops/disk.md", "ctx://resources/cp2/")
+    assert report.uris == ["ctx://resources/cp2/disk.md"]
+    assert seeded.read("ctx://resources/cp2/disk.md", "L2") == DOC
+    assert seeded.metadata.get_node("default", "ctx://resources/cp2/").is_dir
+    assert (
+        seeded.metadata.get_node("default", "ctx://resources/cp2") is None
+        or seeded.metadata.get_node("default", "ctx://resources/cp2").is_dir
+    )
+
+
 def test_memory_abstract_is_its_lead_not_a_slug(make_engine):
     engine = make_engine()
     r = engine.add_memory("Alice's team runs on GKE in europe-west1. They deploy on Fridays.")

@@ -621,6 +621,10 @@ class WritePipeline:
         target = self._metadata.get_node(account_id, str(dst))
         if target is not None and target.is_dir:
             dst = ContextURI.parse(target.uri).child(src.name, is_dir=src.is_dir)
+        elif dst.is_dir and not src.is_dir:
+            # "mv doc.md ctx://resources/new/": the trailing slash names a directory, made by the move, that
+            # receives the file under its own name (until 2026-12-07 the file became the extensionless "new")
+            dst = dst.child(src.name)
         else:
             dst = dst.as_dir() if src.is_dir else dst.as_file()
         if self._metadata.get_node(account_id, str(dst)) is not None:
@@ -642,7 +646,8 @@ class WritePipeline:
         """Move a node and its subtree as one write; vectors are re-keyed, not re-embedded. The summaries of both
         sides refresh in the same write.
 
-        A destination that is an existing directory receives the node under its own name.
+        A destination that is an existing directory receives the node under its own name, and so does a directory
+        URI (trailing ``/``) that does not exist yet when a file is moved (the move makes it).
 
         Raises:
             ContextEngineError: ``WRT-4042`` no source; ``WRT-4091`` destination exists, lies inside the source, or

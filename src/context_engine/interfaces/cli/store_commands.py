@@ -198,7 +198,8 @@ def rm(
 
 @app.command()
 def mv(src: Annotated[str, typer.Argument()], dst: Annotated[str, typer.Argument()]) -> None:
-    """Move or rename a node and its subtree."""
+    """Move or rename a node and its subtree; a DST ending in / (an existing directory or a new one) receives the node
+    under its own name."""
     with open_engine() as engine:
         report = engine.move(src, dst, state.ctx)
     print_report(report, "moved")
