@@ -151,6 +151,26 @@ def test_symlinks_leaving_the_folder_are_skipped_and_reported(make_engine, linke
     assert all("root:x:0:0" not in t for t in texts)
 
 
+def test_two_files_whose_names_differ_only_in_their_unicode_form_are_not_both_written(make_engine, tmp_path):
+    """Failed at 6adc204 (an attack pass): "café.md" written as NFD and as NFC map to one URI; a folder add listed it
+    twice, counted two nodes and kept the text of whichever came last. The second is now skipped with its reason."""
+    folder = tmp_path / "f4"
+    folder.mkdir()
+    nfd, nfc = "cafe\u0301.md", "caf\u00e9.md"
+    (folder / nfd).write_text("# Café\n\nThe NFD version.", encoding="utf-8")
+    (folder / nfc).write_text("# Café\n\nThe NFC version.", encoding="utf-8")
+    if len(list(folder.iterdir())) != 2:
+        pytest.skip("this file system normalises names: the two files are one")
+    engine = make_engine()
+    report = engine.add_resource(folder, "ctx://resources/f4/", ADMIN)
+    assert report.uris == ["ctx://resources/f4/caf\u00e9.md"] and report.nodes == 1
+    [skipped] = report.skipped_paths
+    first = sorted([nfd, nfc])[0]
+    assert skipped["path"] == sorted([nfd, nfc])[1] and f"also that of {first}" in skipped["reason"]
+    kept = "NFD" if first == nfd else "NFC"
+    assert f"The {kept} version." in engine.read("ctx://resources/f4/caf\u00e9.md", "L2", ADMIN)
+
+
 def test_a_setting_allows_links_to_files_outside(make_engine, linked_folder):
     engine = make_engine(ingest={"follow_symlinks_outside_root": True})
     report = engine.add_resource(linked_folder, "ctx://resources/docs/", ADMIN)

@@ -169,6 +169,7 @@ def collect(
     root = path.resolve()
     files: list[tuple[Path, ContextURI]] = []
     skipped: list[tuple[str, str]] = []
+    taken: dict[str, str] = {}  # URI key -> the file that has it
     for p in sorted(path.rglob("*")):
         rel = p.relative_to(path)
         if any(part.startswith(".") for part in rel.parts):
@@ -183,14 +184,30 @@ def collect(
         if p.suffix.lower() not in settings.extensions:
             skipped.append((str(rel), f"unsupported file type {p.suffix or '(none)'}"))
             continue
-        try:
-            uri = base
-            for part in rel.parts[:-1]:
-                uri = uri.child(part, is_dir=True)
-            files.append((p, uri.child(rel.parts[-1])))
-        except ContextEngineError as err:
-            skipped.append((str(rel), err.message))
+        uri, why = _file_uri(base, rel, taken)
+        if uri is None:
+            skipped.append((str(rel), why))
+            continue
+        files.append((p, uri))
     return Collected(files, skipped)
+
+
+def _file_uri(base: ContextURI, rel: Path, taken: dict[str, str]) -> tuple[ContextURI | None, str]:
+    """The URI of the folder's file ``rel`` below ``base`` and ``""``, or ``None`` and why it is skipped: a name that
+    is no valid URI segment, or a URI another file of the folder has (``taken``: URI key -> that file, updated).
+    Names that differ only in Unicode normalisation ("café.md" as NFC and as NFD) are one URI: the second was written
+    over the first and both were counted (an attack pass, 2026-12-07); the upload route refuses such a pair."""
+    try:
+        uri = base
+        for part in rel.parts[:-1]:
+            uri = uri.child(part, is_dir=True)
+        uri = uri.child(rel.parts[-1])
+    except ContextEngineError as err:
+        return None, err.message
+    first = taken.setdefault(uri.key, str(rel))
+    if first != str(rel):
+        return None, f"its URI {uri} is also that of {first} (the names differ only in their Unicode form)"
+    return uri, ""
 
 
 def _link_problem(link: Path, root: Path, follow: bool) -> str | None:
