@@ -184,11 +184,11 @@ def collect(
         if p.suffix.lower() not in settings.extensions:
             skipped.append((str(rel), f"unsupported file type {p.suffix or '(none)'}"))
             continue
-        uri, why = _file_uri(base, rel, taken)
-        if uri is None:
+        file_uri, why = _file_uri(base, rel, taken)
+        if file_uri is None:
             skipped.append((str(rel), why))
             continue
-        files.append((p, uri))
+        files.append((p, file_uri))
     return Collected(files, skipped)
 
 
