@@ -119,6 +119,21 @@ def test_messages_never_overwrite_a_node_written_in_the_session_by_another_route
     assert [engine.read(u, "L2", ALICE) for u in later.uris] == [m["content"] for m in messages(5, 13)]
 
 
+def test_messages_meeting_stored_nodes_at_every_reserved_number_are_refused(engine):
+    """After ``_RESERVE_TRIES`` (8) reservations in a row that each meet a node written there by another route, the
+    batch is ``WRT-4091`` and nothing of it is written."""
+    engine.add_messages(messages(0, 5), "s1", ALICE)
+    engine.add_memory("A note named zzz", ALICE, uri=f"{SESSIONS}s1/zzz.md")  # the floor: 14 children
+    for n in range(15, 23):
+        engine.add_memory(f"Explicit memory {n}", ALICE, uri=f"{SESSIONS}s1/{n:06d}.md")
+    before = engine.list_memories(ALICE).total
+    with pytest.raises(ContextEngineError) as caught:
+        engine.add_messages(messages(5, 6), "s1", ALICE)
+    assert caught.value.code is ErrorCode.CONFLICT and caught.value.details["uri"] == f"{SESSIONS}s1/"
+    assert engine.list_memories(ALICE).total == before
+    assert engine.add_messages(messages(5, 6), "s1", ALICE).uris == [f"{SESSIONS}s1/000023.md"]
+
+
 def test_a_message_keeps_speaker_role_session_and_time(engine):
     uri = engine.add_messages(messages(0, 2, metadata={"topic": "music"}), "s1", ALICE).uris[1]
     detail = engine.get_memory(uri, ALICE)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -200,6 +202,51 @@ def _write(service: KnowledgeIndexService, metadata: SqlMetadataStore, uri: str,
     service.nodes_written("acme", [n], [c])
 
 
+ADMIN = RequestContext(account_id="acme", role="admin")
+
+
+@dataclass
+class _Restored:
+    """A writer W and a reader P on one SQLite home, both holding gen 2 (KubePodCrashLooping, then KubeJobFailed,
+    ``held``: P's index then), after the home was restored to its backup at gen 1: gen 2 is lost."""
+
+    writer: KnowledgeIndexService
+    writer_store: SqlMetadataStore
+    reader: KnowledgeIndexService
+    audit: SqlAuditStore
+    held: HintSnapshot
+
+    def write(self, title: str) -> None:
+        _write(self.writer, self.writer_store, KUBE + f"{title}.md", title)
+
+
+@contextmanager
+def _restored(tmp_path: Path) -> Iterator[_Restored]:
+    path = tmp_path / "metadata.db"
+    writer_store, reader_store = SqlMetadataStore.sqlite(path), SqlMetadataStore.sqlite(path)
+    try:
+        writer = KnowledgeIndexService(SqlAuditStore(writer_store), writer_store, KnowledgeSettings())
+        audit = SqlAuditStore(reader_store)
+        reader = KnowledgeIndexService(audit, reader_store, KnowledgeSettings())
+        _write(writer, writer_store, KUBE + "KubePodCrashLooping.md", "KubePodCrashLooping")
+        backup = sqlite3.connect(tmp_path / "backup.db")
+        with sqlite3.connect(path) as live:
+            live.backup(backup)  # the home at generation 1
+        _write(writer, writer_store, KUBE + "KubeJobFailed.md", "KubeJobFailed")  # gen 2, lost by the restore
+        assert reader.analyze_query("KubeJobFailed", ADMIN).strong_uris == {KUBE + "KubeJobFailed.md"}
+        assert writer.snapshot("acme").generation == 2  # the writer holds the lost history too
+        held = reader.snapshot("acme")
+        live = sqlite3.connect(path)
+        backup.backup(live)  # restored: generation 1 again
+        live.close()
+        backup.close()
+        assert audit.hint_state("acme").generation == 1
+        yield _Restored(writer, writer_store, reader, audit, held)
+    finally:
+        writer_store.close()
+        reader_store.close()
+
+
 def test_a_rewound_store_is_not_caught_up_on_top_of_changes_it_no_longer_has(tmp_path: Path) -> None:
     """Failed at a772326. The generation alone does not name a state of the account: when the store's history is
     rewound (a backup restored into a live home, a PostgreSQL failover to a replica that had not received the last
@@ -207,37 +254,16 @@ def test_a_rewound_store_is_not_caught_up_on_top_of_changes_it_no_longer_has(tmp
     top of the lost ones, and kept the difference until a rebuild. Each generation's log rows now carry a token, and
     a catch-up (or a writer's own patch) starts only from the state with that token.
 
-    Here: P (a reader) and W (the writer) hold gen 2 (with KubeJobFailed); the store is restored to gen 1 and two
-    writes make a different gen 2 and gen 3; both must reload, not find KubeJobFailed, and find KubeCPUOvercommit."""
-    path = tmp_path / "metadata.db"
-    writer_store, reader_store = SqlMetadataStore.sqlite(path), SqlMetadataStore.sqlite(path)
-    try:
-        writer = KnowledgeIndexService(SqlAuditStore(writer_store), writer_store, KnowledgeSettings())
-        audit = SqlAuditStore(reader_store)
-        reader = KnowledgeIndexService(audit, reader_store, KnowledgeSettings())
-        _write(writer, writer_store, KUBE + "KubePodCrashLooping.md", "KubePodCrashLooping")
-        backup = sqlite3.connect(tmp_path / "backup.db")
-        with sqlite3.connect(path) as live:
-            live.backup(backup)  # the home at generation 1
-        _write(writer, writer_store, KUBE + "KubeJobFailed.md", "KubeJobFailed")  # gen 2, lost by the restore
-        admin = RequestContext(account_id="acme", role="admin")
-        assert reader.analyze_query("KubeJobFailed", admin).strong_uris == {KUBE + "KubeJobFailed.md"}
-        assert writer.snapshot("acme").generation == 2  # the writer holds the lost history too
-        live = sqlite3.connect(path)
-        backup.backup(live)  # restored: generation 1 again
-        live.close()
-        backup.close()
-        assert audit.hint_state("acme")[0] == 1
-        _write(writer, writer_store, KUBE + "KubeCPUOvercommit.md", "KubeCPUOvercommit")  # another gen 2
-        _write(writer, writer_store, KUBE + "KubeMemoryOvercommit.md", "KubeMemoryOvercommit")  # gen 3
-        fresh = _reload(audit, reader, "acme")
-        assert reader.snapshot("acme").docs.keys() == fresh.docs.keys()  # a772326: + KubeJobFailed, - KubeCPUOvercommit
-        assert reader.analyze_query("KubeJobFailed", admin).strong_uris == set()
-        assert writer.snapshot("acme").docs.keys() == fresh.docs.keys()  # its gen-2 cache was not patched to gen 3
-        assert writer.analyze_query("KubeCPUOvercommit", admin).strong_uris == {KUBE + "KubeCPUOvercommit.md"}
-    finally:
-        writer_store.close()
-        reader_store.close()
+    Here (:func:`_restored`): two writes after the restore make a different gen 2 and gen 3; both processes must
+    reload, not find KubeJobFailed, and find KubeCPUOvercommit."""
+    with _restored(tmp_path) as home:
+        home.write("KubeCPUOvercommit")  # another gen 2
+        home.write("KubeMemoryOvercommit")  # gen 3
+        fresh = _reload(home.audit, home.reader, "acme")
+        assert home.reader.snapshot("acme").docs.keys() == fresh.docs.keys()  # a772326: + KubeJobFailed, - CPU...
+        assert home.reader.analyze_query("KubeJobFailed", ADMIN).strong_uris == set()
+        assert home.writer.snapshot("acme").docs.keys() == fresh.docs.keys()  # its gen-2 cache was not patched
+        assert home.writer.analyze_query("KubeCPUOvercommit", ADMIN).strong_uris == {KUBE + "KubeCPUOvercommit.md"}
 
 
 def test_a_store_rewound_to_the_same_generation_is_reloaded(tmp_path: Path) -> None:
@@ -245,34 +271,14 @@ def test_a_store_rewound_to_the_same_generation_is_reloaded(tmp_path: Path) -> N
     to gen 1, then one write: another gen 2) looked current to that process's lookups, which compared the generation
     alone, so it kept answering from the lost history (KubeJobFailed, and not KubeCPUOvercommit) until the next
     write. The lookup's read of the generation now reads its change-log token too, in the same snapshot."""
-    path = tmp_path / "metadata.db"
-    writer_store, reader_store = SqlMetadataStore.sqlite(path), SqlMetadataStore.sqlite(path)
-    try:
-        writer = KnowledgeIndexService(SqlAuditStore(writer_store), writer_store, KnowledgeSettings())
-        audit = SqlAuditStore(reader_store)
-        reader = KnowledgeIndexService(audit, reader_store, KnowledgeSettings())
-        _write(writer, writer_store, KUBE + "KubePodCrashLooping.md", "KubePodCrashLooping")
-        backup = sqlite3.connect(tmp_path / "backup.db")
-        with sqlite3.connect(path) as live:
-            live.backup(backup)  # the home at generation 1
-        _write(writer, writer_store, KUBE + "KubeJobFailed.md", "KubeJobFailed")  # gen 2, lost by the restore
-        admin = RequestContext(account_id="acme", role="admin")
-        assert reader.analyze_query("KubeJobFailed", admin).strong_uris == {KUBE + "KubeJobFailed.md"}
-        held = reader.snapshot("acme")
-        live = sqlite3.connect(path)
-        backup.backup(live)  # restored: generation 1 again
-        live.close()
-        backup.close()
-        _write(writer, writer_store, KUBE + "KubeCPUOvercommit.md", "KubeCPUOvercommit")  # another gen 2
-        state = audit.hint_state("acme")
-        assert state.generation == held.generation == 2 and state.token != held.token
-        assert reader.analyze_query("KubeJobFailed", admin).strong_uris == set()
-        assert reader.analyze_query("KubeCPUOvercommit", admin).strong_uris == {KUBE + "KubeCPUOvercommit.md"}
-        assert reader.snapshot("acme").token == state.token
-        assert writer.analyze_query("KubeJobFailed", admin).strong_uris == set()
-    finally:
-        writer_store.close()
-        reader_store.close()
+    with _restored(tmp_path) as home:
+        home.write("KubeCPUOvercommit")  # another gen 2
+        state = home.audit.hint_state("acme")
+        assert state.generation == home.held.generation == 2 and state.token != home.held.token
+        assert home.reader.analyze_query("KubeJobFailed", ADMIN).strong_uris == set()
+        assert home.reader.analyze_query("KubeCPUOvercommit", ADMIN).strong_uris == {KUBE + "KubeCPUOvercommit.md"}
+        assert home.reader.snapshot("acme").token == state.token
+        assert home.writer.analyze_query("KubeJobFailed", ADMIN).strong_uris == set()
 
 
 def test_a_lookup_that_read_an_older_generation_than_the_caught_up_index_does_not_reload(
