@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from context_engine.ingest.pipeline import WritePipeline
     from context_engine.retrieval.browse import NodeBrowser
     from context_engine.settings import Settings
+    from context_engine.storage.protocols import MetadataStore
 
 __all__ = ["MemoryMethods"]
 
@@ -45,6 +46,7 @@ class MemoryMethods:
 
     if TYPE_CHECKING:
         settings: Settings
+        metadata: MetadataStore
         pipeline: WritePipeline
         memory_writer: MemoryWriter
         memory_events: MemoryEventReader
@@ -83,7 +85,9 @@ class MemoryMethods:
         Without ``uri`` the name is a slug of the text plus a short hash, and the write goes through
         :meth:`add_memories` (same normalised text -> the same node, ``unchanged``; a near-duplicate follows
         ``policy``, default ``memory.dedup_policy``: ``report.duplicates`` is 1 and ``report.uris`` names the existing
-        memory). With ``uri`` the memory is written there as given. The L0 is the whole text up to
+        memory). With ``uri`` the memory is written there as given; over a memory stored there it is that memory's
+        update (:meth:`update_memory`: version + 1, the previous text kept, metadata and ``occurred_at`` kept unless
+        given, a message's own keys kept), outcome ``replaced``. The L0 is the whole text up to
         ``memory.l0_max_chars`` (ingest/memory_abstract.py). The answer has the write's counts and, as
         :meth:`add_memories`, ``items``: the memory's outcome (``added``, ``unchanged``, ``duplicate``, ``replaced``).
 
@@ -113,6 +117,15 @@ class MemoryMethods:
         if target.context_type != "memory":
             raise ContextEngineError(ErrorCode.URI_INVALID, f"{target} is not under .../memories/")
         self._writable(target, ctx)
+        existing = self.metadata.get_node(ctx.account_id, target)
+        if existing is not None and not existing.is_dir and existing.context_type == "memory":
+            # over a stored memory: its update (a new version, the previous text kept, a message's keys kept)
+            updated = self.memory_writer.update_memory(
+                ctx.account_id, existing, text, metadata=metadata, occurred_at=occurred_at
+            )
+            items = [o.model_copy(update={"status": "replaced"}) if o.status == "updated" else o for o in updated.items]
+            counts = updated.model_dump(exclude={"items"})
+            return AddMemoryResult(**counts, uris=[o.uri for o in items], items=items)
         doc = memory_doc(
             target, text, self.settings.ingest, self.settings.memory, metadata=metadata, occurred_at=occurred_at
         )
@@ -168,9 +181,7 @@ class MemoryMethods:
                 without content. Nothing of the batch is written then.
         """
         ctx = self._caller(ctx)
-        conversation_id = renamed_argument(
-            "add_messages", "conversation_id", conversation_id, "session_id", session_id
-        )
+        conversation_id = renamed_argument("add_messages", "conversation_id", conversation_id, "session_id", session_id)
         if conversation_id is None:
             raise ContextEngineError(
                 ErrorCode.REQUEST_INVALID, "add_messages needs a conversation_id", {"field": "conversation_id"}
@@ -251,8 +262,15 @@ class MemoryMethods:
         ctx = self._caller(ctx)
         return self._browser().get_memory(uri, ctx)
 
-    def list_memory_events(self, ctx: RequestContext | None = None, *, user_space: str | None = None,
-                           uri: str | None = None, limit: int = 50, offset: int = 0) -> MemoryEventPage:
+    def list_memory_events(
+        self,
+        ctx: RequestContext | None = None,
+        *,
+        user_space: str | None = None,
+        uri: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> MemoryEventPage:
         """A user's memory events (ADD, UPDATE, DELETE), newest first, paged; ``uri``: one memory's, deleted or not.
         Tenancy as :meth:`list_memories`; abstracts redacted. Rules and codes: ingest/memory_events.py."""
         ctx = self._caller(ctx)

@@ -330,11 +330,70 @@ def test_update_memory_re_embeds_and_keeps_the_previous_version(engine):
 
 def test_update_memory_to_the_same_text_is_unchanged(engine):
     uri = engine.add_memories([{"text": MANGO}], ALICE).uris[0]
-    [outcome] = engine.update_memory(
-        uri, "  alice's FAVOURITE fruit is mango,  she eats one every morning. ", ALICE
-    ).items
+    [outcome] = engine.update_memory(uri, "  " + MANGO.replace(" ", "  ") + " ", ALICE).items
     assert outcome.status == "unchanged" and outcome.version == 1
     assert engine.get_memory(uri, ALICE).history == []
+
+
+def test_an_update_that_changes_only_case_metadata_or_time_is_written(engine):
+    """Failed at 26bb900 (an attack pass): an update whose text was the same memory by the identity of adds (case and
+    sentence punctuation folded) answered ``unchanged`` and dropped a corrected code's case, and one that also gave
+    new metadata or ``occurred_at`` answered ``updated`` with version 2 while nothing was written (the write skipped a
+    document of the same content hash). An update names its memory: every change but spacing is written."""
+    uri = engine.add_memories([{"text": "My locker code is AbX7q.", "metadata": {"status": "draft"}}], ALICE).uris[0]
+    [case] = engine.update_memory(uri, "My locker code is abx7Q.", ALICE).items
+    assert (case.status, case.version) == ("updated", 2)
+    [meta] = engine.update_memory(
+        uri, "My locker code is abx7Q.", ALICE, metadata={"status": "approved"}, occurred_at="2025-03-01"
+    ).items
+    assert (meta.status, meta.version) == ("updated", 3)
+    detail = engine.get_memory(uri, ALICE)
+    assert (detail.version, detail.text, detail.metadata) == (3, "My locker code is abx7Q.", {"status": "approved"})
+    assert detail.occurred_at is not None and detail.occurred_at.isoformat().startswith("2025-03-01")
+    assert [(v.version, v.text) for v in detail.history] == [
+        (1, "My locker code is AbX7q."),
+        (2, "My locker code is abx7Q."),
+    ]
+    found = engine.list_memories(ALICE).items
+    assert [m.version for m in found if m.uri == uri] == [3]
+    [again] = engine.update_memory(uri, "My locker code is abx7Q.", ALICE, metadata={"status": "approved"}).items
+    assert (again.status, again.version) == ("unchanged", 3)
+
+
+def test_add_memory_at_the_uri_of_a_stored_memory_is_its_update(engine):
+    """Failed at 26bb900 (an attack pass): ``add_memory(uri=)`` over a stored memory replaced its text in place: version
+    1 still, no history, the outcome ``added``; over a message it also dropped the message's role, speaker and
+    conversation. It is now that memory's update (docs/memories.md): version + 1, the previous text kept, outcome
+    ``replaced``, a message's own keys kept."""
+    uri = engine.add_memory("My locker code is 4471.", ALICE, category="facts").items[0].uri
+    [outcome] = engine.add_memory("My bike lock code is 9012.", ALICE, uri=uri).items
+    assert (outcome.uri, outcome.status, outcome.version) == (uri, "replaced", 2)
+    detail = engine.get_memory(uri, ALICE)
+    assert detail.text == "My bike lock code is 9012." and [v.text for v in detail.history] == [
+        "My locker code is 4471."
+    ]
+    message = engine.add_messages(messages(0, 2), "s1", ALICE).uris[1]
+    before = engine.get_memory(message, ALICE).metadata
+    engine.add_memory("Actually I bought 9 tickets.", ALICE, uri=message)
+    after = engine.get_memory(message, ALICE)
+    assert after.version == 2 and after.metadata == before and after.conversation_id == "s1"
+    assert level0(engine, message).text.startswith(before["speaker"] + ": Actually I bought 9 tickets.")
+
+
+def test_updating_a_message_with_metadata_keeps_the_engine_keys(engine):
+    """Failed at 26bb900 (an attack pass): ``update_memory(uri, text, metadata=)`` on a message stored the caller's
+    object as given: the message lost its role, speaker and conversation (a role filter no longer found it), or a
+    caller's ``role``/``session_id`` moved it into another conversation. The engine's keys now say what the message
+    says, as ``add_messages`` does; the caller's other keys are stored."""
+    uri = engine.add_messages(messages(0, 2), "s1", ALICE).uris[1]
+    before = engine.get_memory(uri, ALICE).metadata
+    engine.update_memory(
+        uri, "I bought 9 tickets.", ALICE, metadata={"checked": True, "role": "system", "session_id": "x"}
+    )
+    after = engine.get_memory(uri, ALICE)
+    assert after.metadata == {**before, "checked": True} and after.conversation_id == "s1"
+    assert [m.uri for m in engine.list_memories(ALICE, conversation_id="s1").items].count(uri) == 1
+    assert engine.list_memories(ALICE, conversation_id="x").items == []
 
 
 def test_two_updates_keep_both_earlier_versions_oldest_first(engine):

@@ -426,18 +426,21 @@ class MemoryWriter:
             ContextEngineError: ``WRT-4221`` empty text; ``WRT-4002``/``WRT-4131`` bad metadata or timestamp.
         """
         body = self._text(None, text)
+        is_message = (node.metadata or {}).get("session_id") is not None
         md = self._metadata_object(None, metadata) if metadata is not None else node.metadata
+        when = self._timestamp(None, occurred_at) if occurred_at is not None else node.occurred_at
+        if is_message:
+            md = _message_metadata(md, node.metadata or {}, when if occurred_at is not None else None)
         if md is not None:
             self._check_metadata_size(None, md)
-        when = self._timestamp(None, occurred_at) if occurred_at is not None else node.occurred_at
         digest = memory_hash(body)
         current = self._content.read_level(account_id, node.uri, Level.L2) or ""
-        same_meta = metadata is None or md == node.metadata
-        same_time = occurred_at is None or when == node.occurred_at
-        if normalise_memory_text(current) == normalise_memory_text(body) and same_meta and same_time:
+        # an update names its memory: any change of its text but spacing is written (a code's case, a unit's mark),
+        # not only one that makes it another memory by the identity of adds (normalise_memory_text)
+        same_text = collapse_whitespace(current) == collapse_whitespace(body)
+        if same_text and md == node.metadata and when == node.occurred_at:
             outcome = MemoryOutcome(uri=node.uri, status="unchanged", version=node.version)
             return MemoryWriteResult(items=[outcome], unchanged=1)
-        is_message = (node.metadata or {}).get("session_id") is not None
         if is_message:
             speaker = (node.metadata or {}).get("speaker") or node.title
             abstract = message_abstract(speaker, body, self._settings.l0_max_chars)
@@ -679,6 +682,18 @@ def _unchanged(
             seen_hash[digest] = i
             todo.append(i)
     return outcomes, todo
+
+
+def _message_metadata(metadata: dict[str, Any] | None, stored: dict[str, Any], when: datetime | None) -> dict[str, Any]:
+    """A message's metadata after an update: the caller's (or the stored) keys with the engine's keys
+    (:data:`_ENGINE_KEYS`) as the message says them: its role, speaker and conversation stay, and ``timestamp`` is
+    ``when`` (a new time given to the update; ``None``: as stored). A caller's value under one of them is replaced,
+    as ``add_messages`` does (docs/memories.md)."""
+    out = dict(metadata or {})
+    out.update({k: stored[k] for k in _ENGINE_KEYS if k in stored})
+    if when is not None:
+        out["timestamp"] = when.isoformat()
+    return out
 
 
 def _holds_nul(value: Any) -> bool:

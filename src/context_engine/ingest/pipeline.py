@@ -167,7 +167,8 @@ class WritePipeline:
         ``abstracts`` may override the extractive abstract per URI (a skill's abstract is its description).
         ``in_transaction`` runs inside the content + metadata transaction, so its metadata writes (a memory's previous
         version) commit or roll back with the documents.
-        Unchanged documents (same content hash, indexed) are counted as ``unchanged`` and not rewritten.
+        Unchanged documents (same content hash, indexed, and no newer ``version`` than the node's) are counted as
+        ``unchanged`` and not rewritten.
 
         Raises:
             ContextEngineError: ``WRT-4091`` when a URI is already a directory (or a file sits on a path that must be
@@ -212,8 +213,10 @@ class WritePipeline:
         return report
 
     def _changed_documents(self, account_id: str, docs: Sequence[SourceDoc], report: IngestReport) -> list[SourceDoc]:
-        """The ``docs`` to write: those unchanged (same content hash, indexed) are counted in ``report``; a URI that
-        names an existing directory is ``WRT-4091``."""
+        """The ``docs`` to write: those unchanged (same content hash, indexed, no newer version) are counted in
+        ``report``; a URI that names an existing directory is ``WRT-4091``. A document that sets a newer ``version``
+        than the node's (a memory's update) is written whatever its hash: its metadata, time or exact text may be
+        what changed (a memory's hash is of its normalised text, ``ingest/memory_text.py``)."""
         existing = self._metadata.get_nodes(account_id, [str(d.uri) for d in docs])
         # keyed without the trailing slash: a file URI that names an existing directory finds it (and is refused)
         by_key = {ContextURI.parse(u).key: n for u, n in existing.items()}
@@ -226,7 +229,12 @@ class WritePipeline:
                     f"{doc.uri} names the existing directory {old.uri}; choose another file URI",
                     {"uri": str(doc.uri), "existing": old.uri},
                 )
-            if old is not None and old.content_hash == doc.content_hash and old.index_status == "indexed":
+            if (
+                old is not None
+                and old.content_hash == doc.content_hash
+                and old.index_status == "indexed"
+                and doc.version <= old.version
+            ):
                 report.unchanged += 1
                 continue
             todo.append(doc)
@@ -347,10 +355,12 @@ class WritePipeline:
         back to its own cap: the larger of the ingest cap and the text's length before redaction, since a caller may
         allow longer abstracts (a memory's L0 is its whole text up to ``memory.l0_max_chars``). Text without a secret
         is stored unchanged."""
-        abstract = self._capped(summary.abstract, redact_derived(summary.abstract, library=library),
-                                self._settings.l0_max_chars)
-        overview = self._capped(summary.overview, redact_derived(summary.overview, library=False),
-                                self._settings.l1_max_chars)
+        abstract = self._capped(
+            summary.abstract, redact_derived(summary.abstract, library=library), self._settings.l0_max_chars
+        )
+        overview = self._capped(
+            summary.overview, redact_derived(summary.overview, library=False), self._settings.l1_max_chars
+        )
         return Summary(abstract=abstract, overview=overview)
 
     @staticmethod
