@@ -640,3 +640,47 @@ def test_the_own_text_check_reads_the_vector_the_search_scored_against(hash_engi
     embedder = pipeline._embedder
     assert seen[0] == pytest.approx(embedder.embed_query(nameless))
     assert seen[0] != pytest.approx(embedder.embed_query(query))
+
+
+KIM = RequestContext(account_id="default", role="user", user_space="kim")
+KIM_MESSAGES = [
+    {"role": "user", "speaker": "Kim", "content": "I work as a nurse at St Mary's hospital in Leeds."},
+    {"role": "user", "speaker": "Kim", "content": "I have two cats, Miso and Tofu."},
+    {"role": "user", "speaker": "Kim", "content": "My phone number is 07700 900123."},
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "about"),
+    [
+        ("What does Kim do?", True),
+        ("Tell me about Kim", True),
+        ("What do you know about the user?", True),
+        ("What car does Kim drive?", False),
+        ("What is Kim's job?", False),
+    ],
+)
+def test_a_query_about_a_speaker_alone_is_flagged(query, about):
+    """Failed before (an attack pass): nothing but the person asked is ``about_speaker``; a question about
+    something of theirs is not."""
+    hits = [hit("ctx://user/kim/memories/sessions/c/000001.md", 0.1, abstract="Kim: I have two cats.")]
+    features = RATER.features(query, hits)
+    assert features.speaker_named and features.about_speaker is about
+    assert (RATER.label(features) == "weak") if about else (RATER.label(features) == "none")
+
+
+def test_a_question_about_a_speaker_alone_is_weak_not_none(tmp_path, default_embedder):
+    """Failed before (an attack pass, the default model): "What does Kim do?" over Kim's three messages was ``none``
+    ("do not answer from the hits") though the first hit says she is a nurse: put in the first person the question
+    is "What does I do?", whose cosine to anything is near 0. A question that asks only about a speaker is now
+    ``weak``; one about something of theirs the messages never say stays ``none``."""
+    from context_engine.service import ContextEngineService
+    from context_engine.settings import load_settings
+
+    with ContextEngineService(load_settings(tmp_path), embedder=default_embedder) as engine:
+        engine.add_messages(KIM_MESSAGES, "intro", KIM)
+        labels = {q: engine.search_memory(q, KIM, top_k=3) for q in ("What does Kim do?", "Tell me about Kim")}
+        car = engine.search_memory("What car does Kim drive?", KIM, top_k=3)
+    assert {q: r.match_quality for q, r in labels.items()} == {"What does Kim do?": "weak", "Tell me about Kim": "weak"}
+    assert labels["What does Kim do?"].hits[0].abstract.startswith("Kim: I work as a nurse")
+    assert car.match_quality == "none" and car.hits

@@ -114,6 +114,7 @@ from context_engine.schema.hits import NodeHit
 from context_engine.schema.query import MatchQuality
 from context_engine.schema.similarity import IDENTITY, SimilarityScale
 from context_engine.settings import MatchQualitySettings
+from context_engine.storage.keyword.content_words import content_tokens
 
 __all__ = [
     "MatchFeatures",
@@ -327,6 +328,9 @@ class MatchFeatures:
         place_names: the missing names that cost ``missing_name_penalty_with_speaker`` instead of
             ``missing_name_penalty``: the query names a speaker, and the name is a place or a descriptor
             (:func:`descriptor_names`).
+        about_speaker: the query names a speaker of the basis's messages and asks nothing else (no content word
+            once the reference is put in the first person: "What does Kim do?", "Tell me about the user"); the
+            label is then ``weak`` (any of their messages is about it, and the cosines say little of it).
     """
 
     similarity: float
@@ -342,6 +346,7 @@ class MatchFeatures:
     own_text_evidence: float | None = None
     speaker_named: bool = False
     place_names: tuple[str, ...] = ()
+    about_speaker: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The features as JSON-ready values (lists for the name tuples)."""
@@ -407,6 +412,8 @@ class MatchQualityRater:
             # reference in the first person, as the ranking reads it (L0Retriever: the user's turns)
             text = speaker_neutral(query, ("user",)) or query
             neutral = first_person(text) or (text if text != query else None)
+        if neutral is not None and not content_tokens(neutral):
+            return None  # it asks about the person alone (about_speaker): nothing to compare without them
         return neutral
 
     def own_text_hits(self, features: MatchFeatures, hits: Sequence[NodeHit]) -> list[NodeHit]:
@@ -473,6 +480,9 @@ class MatchQualityRater:
         speakers = {s for h in basis if not h.is_dir and (s := message_speaker(h.uri, h.abstract or ""))}
         # the user's role names the user of these messages whatever their label ("the user" over Mateo's turns)
         speaker_named = bool(speakers) and bool(references(query, speakers) or references(query, ("user",)))
+        in_first_person = speaker_neutral(query, speakers) or query
+        in_first_person = speaker_neutral(in_first_person, ("user",)) or in_first_person
+        about_speaker = speaker_named and not content_tokens(in_first_person)
         descriptors = descriptor_names(query) if speaker_named and missing else frozenset()
         places = tuple(n for n in missing if n in descriptors)
         full, reduced = self._settings.missing_name_penalty, self._settings.missing_name_penalty_with_speaker
@@ -502,11 +512,14 @@ class MatchQualityRater:
             own_text_evidence=own_evidence,
             speaker_named=speaker_named,
             place_names=places,
+            about_speaker=about_speaker,
         )
 
     def label(self, features: MatchFeatures) -> MatchQuality:
         """``none`` | ``weak`` | ``strong`` for the features (module docstring)."""
         s = self._settings
+        if features.about_speaker and features.files:
+            return "weak"  # "What does Kim do?" over Kim's messages: some of them answer it, which the cosines miss
         if features.hits == 0 or features.evidence < s.none_below_evidence:
             return "none"
         if features.own_text_evidence is not None and features.own_text_evidence < s.none_below_own_text:
