@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from context_engine.ingest.memory import indexed_context, own_text_removed
+from context_engine.ingest.memory_context import indexed_context, own_text_removed
 
 FILLER = "We talked about the garden and the weather for a long while that afternoon."
 HEAD = "Caroline moved to Berlin on 12 March 2024 to join Siemens as an engineer."
@@ -96,7 +96,7 @@ def test_the_helpers_add_and_remove_exactly_the_own_line():
 def test_a_very_long_text_is_indexed_by_its_first_characters_and_stored_whole(engine):
     # the embedding's time and memory grow with its input: one 1 MB message could exhaust a small server, so the
     # own-text line is bounded (INDEXED_TEXT_MAX_CHARS); the message's content keeps every character
-    from context_engine.ingest.memory import INDEXED_TEXT_MAX_CHARS
+    from context_engine.ingest.memory_context import INDEXED_TEXT_MAX_CHARS
     from tests.retrieval.conftest import ALICE
 
     text = " ".join([HEAD, *[f"{FILLER} ({i})" for i in range(600)], "The last line names Zanzibar."])
@@ -110,7 +110,7 @@ def test_a_very_long_text_is_indexed_by_its_first_characters_and_stored_whole(en
 
 
 def test_the_bound_line_is_removed_on_update_and_so_is_an_uncut_one_stored_before():
-    from context_engine.ingest.memory import INDEXED_TEXT_MAX_CHARS
+    from context_engine.ingest.memory_context import INDEXED_TEXT_MAX_CHARS
 
     text = "word " * INDEXED_TEXT_MAX_CHARS
     ctx = indexed_context("user: what?", "Sam", text, "Sam: word …")

@@ -13,7 +13,7 @@ import pytest
 
 from context_engine.ingest.chunker import ATOMIC_MAX_FACTOR, HEADING_MAX_CHARS
 from context_engine.ingest.document import embedding_input
-from context_engine.ingest.memory import INDEXED_TEXT_MAX_CHARS
+from context_engine.ingest.memory_context import INDEXED_TEXT_MAX_CHARS
 from context_engine.ingest.parse import MarkdownChunker, MarkdownParser, parse_plain
 from context_engine.ingest.text import LONG_RUN_CHARS, estimate_tokens
 from context_engine.schema.context import RequestContext
