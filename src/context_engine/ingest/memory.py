@@ -265,6 +265,14 @@ class MemoryWriter:
             )
         text = self._text(index, msg.content)
         speaker = self._speaker(index, msg.speaker) or msg.role
+        if speaker.casefold() in _ROLES and speaker.casefold() != msg.role:
+            # an assistant's message shown as "user: ..." would pass for the user's words (ranking and labels read it)
+            raise _error(
+                ErrorCode.REQUEST_INVALID,
+                f"speaker {speaker!r} names another role than the message's ({msg.role})",
+                index,
+                field="speaker",
+            )
         occurred_at = self._timestamp(index, msg.timestamp)
         metadata = dict(self._metadata_object(index, msg.metadata) or {})
         # the conversation under its stored key, session_id (existing homes are read as they are)
@@ -594,10 +602,11 @@ class MemoryWriter:
         if speaker is None:
             return ""
         flat = " ".join(speaker.split())
-        if len(flat) > _SPEAKER_MAX_CHARS or any(unicodedata.category(c)[0] == "C" for c in flat):
+        # ": " ends the speaker in a message's L0 ("Bob: I hate broccoli. Eve" would make Bob say what Eve said)
+        if len(flat) > _SPEAKER_MAX_CHARS or ": " in flat or any(unicodedata.category(c)[0] == "C" for c in flat):
             raise _error(
                 ErrorCode.REQUEST_INVALID,
-                f"speaker must be a name of at most {_SPEAKER_MAX_CHARS} printable characters",
+                f"speaker must be a name of at most {_SPEAKER_MAX_CHARS} printable characters, without ': '",
                 index,
                 field="speaker",
             )
