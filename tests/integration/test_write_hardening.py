@@ -79,6 +79,38 @@ def test_a_cancelled_write_stops_between_embedding_batches_and_writes_nothing(ma
     assert engine.metadata.journal_entries() == []  # no intent was even opened
 
 
+def test_a_write_cancelled_while_it_waits_for_its_turn_writes_nothing(make_engine, monkeypatch):
+    """Failed at 26bb900 (an attack pass): the cancellation was checked until the write queued for its turn, never
+    after, so a client that gave up while another writer held the turn (up to ``ingest.write_wait_s``) had its write
+    committed once the turn came. It is checked again when the turn comes: ``WRT-4991``, nothing written."""
+    engine = make_engine()
+    cancel, queued, release = threading.Event(), threading.Event(), threading.Event()
+    real_begin = engine.pipeline.journal.begin
+    monkeypatch.setattr(engine.pipeline.journal, "begin", lambda *a: queued.set() or real_begin(*a))
+
+    def hold_the_turn() -> None:
+        with engine.metadata.write_turn(30):
+            taken.set()
+            release.wait(30)
+
+    taken = threading.Event()
+    holder = threading.Thread(target=hold_the_turn)
+    holder.start()
+    assert taken.wait(30)
+    with ThreadPoolExecutor(1) as pool:
+        write = pool.submit(engine.add_text, _doc(2), "ctx://resources/ops/late.md", ADMIN, cancel=cancel)
+        assert queued.wait(30)  # the write has embedded its text and queues for the turn
+        cancel.set()  # the client goes away while it waits
+        release.set()
+        with pytest.raises(ContextEngineError) as err:
+            write.result(60)
+    holder.join(30)
+    assert err.value.code is ErrorCode.WRITE_CANCELLED
+    assert engine.metadata.get_node("default", "ctx://resources/ops/late.md") is None
+    assert engine.metadata.journal_entries() == []
+    assert engine.add_text(_doc(2), "ctx://resources/ops/late.md", ADMIN).nodes == 1  # the next write lands
+
+
 # ---- a real server: the client disconnects --------------------------------------------------------------------------
 @pytest.mark.slow
 def test_the_server_stops_a_write_whose_client_disconnected(tmp_path):
@@ -175,7 +207,10 @@ def test_server_and_cli_writers_on_one_home_land_or_get_a_retryable_503_never_a_
         while time.monotonic() < deadline:
             p = subprocess.run(
                 [*CLI, "--home", str(home), "--json", "add-memory", text, "--category", "events"],
-                capture_output=True, text=True, env=cli_env, timeout=300,
+                capture_output=True,
+                text=True,
+                env=cli_env,
+                timeout=300,
             )
             out = json.loads(p.stdout) if p.stdout.strip().startswith("{") else {}
             if p.returncode == 0:
@@ -189,7 +224,8 @@ def test_server_and_cli_writers_on_one_home_land_or_get_a_retryable_503_never_a_
     with ServeProcess(home) as srv:
         holder = subprocess.Popen(
             [sys.executable, "-c", _LOCK_HOLDER, str(home / "metadata.db"), str(HOLD_S)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"

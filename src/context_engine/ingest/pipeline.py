@@ -203,7 +203,7 @@ class WritePipeline:
             )
             _check_cancelled(cancel)
             body = self._write_body(account_id, prepared, inputs, embedded, in_transaction, report)
-            report.pending = self._journaled(account_id, "write", body)
+            report.pending = self._journaled(account_id, "write", body, cancel)
         finally:
             if ahead is not None:  # a write that failed before it needed its vectors leaves no embedding running
                 ahead.wait()
@@ -482,17 +482,22 @@ class WritePipeline:
         return out
 
     # ------------------------------------------------------------------------------------------------ the protocol
-    def _journaled(self, account_id: str, op: str, body: Callable[[str], _Written]) -> int:
+    def _journaled(
+        self, account_id: str, op: str, body: Callable[[str], _Written], cancel: threading.Event | None = None
+    ) -> int:
         """Run ``body`` as one journaled write (module docstring); returns how many nodes stay ``pending``.
 
         ``body`` runs inside the metadata transaction, holding the write lock, after crashed writers' leftovers were
-        rolled back; it receives the journal id under which it must record its content changes.
+        rolled back; it receives the journal id under which it must record its content changes. ``cancel`` is checked
+        once the write has its turn: a client that went away while the write queued (up to ``ingest.write_wait_s``)
+        gets nothing written (``WRT-4991``), as one that went away before.
         """
         journal_id = self.journal.begin(account_id, op)
         try:
             # first come, first served with every other writer of this home (threads and processes), bounded
             with self._metadata.write_turn(self._settings.write_wait_s), self._metadata.transaction():
                 self._metadata.lock_writes()
+                _check_cancelled(cancel)
                 self.journal.recover_prepared()
                 written = body(str(journal_id))
                 self._metadata.journal_commit(journal_id, written.uris, sorted(written.sync_ids))
