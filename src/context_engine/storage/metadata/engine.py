@@ -125,13 +125,22 @@ class SqlDatabase:
     # ---- sessions and transactions --------------------------------------------------------------------------------
     def _open_schema(self, upgrade: bool) -> SchemaStatus:
         """Connect (``CFG-4001`` when the database cannot be reached), refuse a newer schema, and with ``upgrade``
-        bring it to the newest revision in one transaction (:mod:`.migrate`)."""
+        bring it to the newest revision in one transaction (:mod:`.migrate`); a current schema is only read (no
+        write lock: a read-only command opens the home while another process writes)."""
         try:
             conn = self._engine.connect()
         except SQLAlchemyError as err:
             raise self._unreachable(err) from err
         try:
             with conn:
+                if upgrade:
+                    # a schema that is current needs no write turn: a reader opening the home while another process
+                    # writes must not wait for (or fail on) the write lock
+                    with conn.begin():
+                        found = migrate.read_status(conn)
+                    found.refuse_newer(self.url)
+                    if found.current:
+                        return found
                 conn = conn.execution_options(**{WRITE_OPTION: upgrade})
                 with conn.begin():
                     if upgrade:
