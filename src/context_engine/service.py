@@ -24,9 +24,10 @@ from context_engine.engine_parts import build_knowledge, build_memory_events, bu
 from context_engine.engine_parts import recover_writes as recover_writes_at_start
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.ingest.journal import RecoveryReport, WriteJournal
+from context_engine.ingest.loader import SourceDoc
 from context_engine.ingest.memory import MemoryWriter
 from context_engine.ingest.pipeline import GarbageReport, Progress, WritePipeline
-from context_engine.ingest.requests import load_resources, skill_doc, text_doc
+from context_engine.ingest.requests import directory_conflicts, load_resources, skill_doc, text_doc
 from context_engine.knowledge.compact import compact_lookup
 from context_engine.knowledge.lookup import lookup_request
 from context_engine.knowledge.search_audit import SearchAudit
@@ -264,9 +265,12 @@ class ContextEngineService(MemoryMethods):
         """Add a file or a directory of ``.md``/``.markdown``/``.txt`` files below ``target_uri`` (DESIGN §4).
 
         A single file that fails validation raises; in a directory, files that fail are counted in ``failed`` (with
-        the reason in ``failures``) and the others are written, unless ``strict`` makes any failure raise first.
-        Entries not read (other types, symbolic links leading outside the folder unless ``follow_symlinks``, default
-        ``ingest.follow_symlinks_outside_root``) are counted in ``skipped`` and listed in ``skipped_paths``.
+        the code and reason in ``failures``: invalid, too large, a URI naming an existing directory ``WRT-4091``, more
+        chunks than ``ingest.max_chunks_per_document`` ``WRT-4132``) and the others are written, unless ``strict``
+        makes any failure raise first. Entries not read (other types, entries that are not regular files, names that
+        are no valid URI segment, symbolic links leading outside the folder unless ``follow_symlinks``, default
+        ``ingest.follow_symlinks_outside_root``) are counted in ``skipped`` and listed in ``skipped_paths``. Paths are
+        relative to the folder, bytes of a name that are not UTF-8 shown as ``\\xNN`` (``loader.shown_path``).
         Nothing is written before every file has been validated, parsed and embedded. ``cancel``, once set (by the
         HTTP route when its client disconnects), stops the write between embedding batches (``WRT-4991``).
 
@@ -283,12 +287,18 @@ class ContextEngineService(MemoryMethods):
         found = load_resources(
             Path(path).expanduser(), target, self.settings.ingest, strict=strict, follow_symlinks=follow_symlinks
         )
-        docs = found.docs
+        # a folder add that is not strict: a file whose URI names a directory or that makes too many chunks is one
+        # more failure (listed), not the failure of the whole add; the write still checks both (it raises)
+        refused: list[tuple[SourceDoc, ContextEngineError]] | None = None if found.all_or_nothing else []
+        if refused is not None and found.docs:
+            existing = self.metadata.get_nodes(ctx.account_id, [str(d.uri) for d in found.docs])
+            found.refuse(directory_conflicts(found.docs, existing))
         report = (
-            self.pipeline.write_documents(ctx.account_id, docs, progress=progress, cancel=cancel)
-            if docs
+            self.pipeline.write_documents(ctx.account_id, found.docs, progress=progress, cancel=cancel, refused=refused)
+            if found.docs
             else IngestReport()
         )
+        found.refuse(refused or [])
         report.skipped = len(found.skipped)
         report.skipped_paths = [{"path": rel, "reason": why} for rel, why in found.skipped[:SKIPPED_FILES_LISTED]]
         report.failed = len(found.failures)
@@ -551,14 +561,18 @@ class ContextEngineService(MemoryMethods):
                 an error: the result is empty with ``evidence_status='search_failed'`` and a ``RET-5001`` warning.
         """
         ctx = self._caller(ctx)
-        request = query if isinstance(query, LookupRequest) else lookup_request(
-            query,
-            session_id=session_id,
-            top_k=top_k,
-            mode=mode,
-            min_similarity=min_similarity,
-            target_uri=target_uri,
-            context_token_budget=context_token_budget,
+        request = (
+            query
+            if isinstance(query, LookupRequest)
+            else lookup_request(
+                query,
+                session_id=session_id,
+                top_k=top_k,
+                mode=mode,
+                min_similarity=min_similarity,
+                target_uri=target_uri,
+                context_token_budget=context_token_budget,
+            )
         )
         require_valid_text(request, ErrorCode.QUERY_INVALID)  # a lone surrogate: RET-4001, not a crash deep inside
         result = self.knowledge.lookup(request, ctx)

@@ -6,6 +6,8 @@ Every check happens here, before the write phase, so bad input leaves the store 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +58,28 @@ def content_hash(text: str, *extra: str) -> str:
     return h.hexdigest()
 
 
+def shown_path(path: Path | str) -> str:
+    """``path`` as text for reports and messages: a file name is bytes, and bytes that are not UTF-8 (which Python
+    keeps as lone surrogates) are shown as ``\\xNN`` escapes (the byte 0xFF of ``n<0xFF>.md``: ``n\\xff.md``), so a
+    report that lists such a file is still valid UTF-8 JSON."""
+    text = str(path)
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no file-system byte gives (U+D800): escaped as \ud800
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _special_kind(mode: int) -> str:
+    """What a file that is neither a regular file nor a directory is (its ``st_mode``)."""
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 def kind_for(path: Path) -> str:
     return "plain" if path.suffix.lower() == ".txt" else "markdown"
 
@@ -99,38 +123,44 @@ def decode_text(data: bytes, where: str, settings: IngestSettings) -> str:
 
 
 def load_file(path: Path, uri: ContextURI, settings: IngestSettings) -> SourceDoc:
-    """Read and validate one file destined for ``uri``.
+    """Read and validate one file destined for ``uri``. Only a regular file is opened (a FIFO would block the read).
 
     Raises:
-        ContextEngineError: ``WRT-4151`` unsupported extension, ``WRT-4131`` too large, ``WRT-4221`` empty,
-            binary or invalid UTF-8, ``WRT-4041`` unreadable.
+        ContextEngineError: ``WRT-4151`` unsupported extension or not a regular file, ``WRT-4131`` too large,
+            ``WRT-4221`` empty, binary or invalid UTF-8, ``WRT-4041`` unreadable.
     """
     if path.suffix.lower() not in settings.extensions:
         raise ContextEngineError(
             ErrorCode.UNSUPPORTED_FORMAT,
-            f"{path.name}: unsupported file type {path.suffix or '(none)'}; "
+            f"{shown_path(path.name)}: unsupported file type {path.suffix or '(none)'}; "
             f"supported: {', '.join(settings.extensions)}",
         )
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # replaced since it was collected: never opened
+            raise ContextEngineError(
+                ErrorCode.UNSUPPORTED_FORMAT,
+                f"{shown_path(path.name)} is not a regular file ({_special_kind(st.st_mode)}); not read",
+            )
+        size = st.st_size
         if size > settings.max_file_bytes:  # check before reading a huge file into memory
             raise ContextEngineError(
                 ErrorCode.PAYLOAD_TOO_LARGE,
-                f"{path.name} is {size} bytes, over the limit of {settings.max_file_bytes} "
+                f"{shown_path(path.name)} is {size} bytes, over the limit of {settings.max_file_bytes} "
                 "(raise CE_INGEST__MAX_FILE_BYTES to allow it)",
                 {"size_bytes": size, "limit_bytes": settings.max_file_bytes},
             )
         data = path.read_bytes()
     except OSError as err:
-        raise ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"cannot read {path}: {err.strerror}") from err
-    text = decode_text(data, path.name, settings)
+        raise ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"cannot read {shown_path(path)}: {err.strerror}") from err
+    text = decode_text(data, shown_path(path.name), settings)
     return SourceDoc(
         uri=uri,
         text=text,
         kind=kind_for(path),
-        source=path.name,
+        source=shown_path(path.name),
         content_hash=content_hash(text, kind_for(path)),
-        title_hint=path.stem,
+        title_hint=shown_path(path.stem),
     )
 
 
@@ -148,22 +178,29 @@ def collect(
     """Map a file or a directory tree onto URIs below ``target``.
 
     A single file goes to ``target`` (or ``target/<name>`` when ``target`` is a directory). A directory's files go
-    below ``target`` by relative path, sorted; hidden entries are ignored and other extensions are skipped. A
-    symbolic link whose target lies outside the directory is skipped with its reason (a link cannot pull in
-    ``/etc/passwd``), unless ``follow_symlinks`` (default ``settings.follow_symlinks_outside_root``) allows links to
-    files; links to directories are never descended into.
+    below ``target`` by relative path, sorted; hidden entries are ignored; other extensions, entries that are not
+    regular files (a FIFO, a socket, a device: never opened) and names that are no valid URI segment (a name that is
+    not UTF-8 included) are skipped with the reason, their paths as :func:`shown_path` writes them. A symbolic link
+    whose target lies outside the directory is skipped with its reason (a link cannot pull in ``/etc/passwd``),
+    unless ``follow_symlinks`` (default ``settings.follow_symlinks_outside_root``) allows links to files; links to
+    directories are never descended into.
 
     Raises:
         ContextEngineError: ``WRT-4041`` when ``path`` does not exist; ``WRT-4001`` for a file name that is not a
-            valid URI segment (single-file mode).
+            valid URI segment (single-file mode); ``WRT-4151`` for a path that is neither a file nor a directory.
     """
     if not path.exists():
-        raise ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"path not found: {path}")
+        raise ContextEngineError(ErrorCode.PATH_NOT_FOUND, f"path not found: {shown_path(path)}")
     if path.is_file():
-        uri = target.child(path.name) if target.is_dir else target
+        try:
+            uri = target.child(path.name) if target.is_dir else target
+        except ContextEngineError as err:
+            raise ContextEngineError(err.code, _bad_name(path.name, "file", err), err.details) from None
         return Collected([(path, uri)], [])
     if not path.is_dir():
-        raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{path} is neither a file nor a directory")
+        raise ContextEngineError(
+            ErrorCode.UNSUPPORTED_FORMAT, f"{shown_path(path)} is neither a file nor a directory (not read)"
+        )
     base = target.as_dir()
     follow = settings.follow_symlinks_outside_root if follow_symlinks is None else follow_symlinks
     root = path.resolve()
@@ -174,40 +211,62 @@ def collect(
         rel = p.relative_to(path)
         if any(part.startswith(".") for part in rel.parts):
             continue
-        if p.is_symlink():
-            why = _link_problem(p, root, follow)
-            if why is not None:
-                skipped.append((str(rel), why))
+        why = _not_read(p, root, follow, settings)
+        if why is None:
+            file_uri, why = _file_uri(base, rel, taken)
+            if file_uri is not None:
+                files.append((p, file_uri))
                 continue
-        if not p.is_file():
-            continue
-        if p.suffix.lower() not in settings.extensions:
-            skipped.append((str(rel), f"unsupported file type {p.suffix or '(none)'}"))
-            continue
-        file_uri, why = _file_uri(base, rel, taken)
-        if file_uri is None:
-            skipped.append((str(rel), why))
-            continue
-        files.append((p, file_uri))
+        if why:  # "" for a directory: walked, not read
+            skipped.append((shown_path(rel), why))
     return Collected(files, skipped)
+
+
+def _not_read(p: Path, root: Path, follow: bool, settings: IngestSettings) -> str | None:
+    """Why the folder entry ``p`` is not read: ``None`` to read it, ``""`` for a directory (walked, not read; a link
+    to one is never descended into), else the reason it is skipped. Only ``stat`` is called: nothing is opened."""
+    if p.is_symlink():
+        why = _link_problem(p, root, follow)
+        if why is not None:
+            return why
+    try:
+        mode = p.stat().st_mode
+    except OSError as err:  # removed since the walk listed it, or not accessible
+        return f"cannot read it: {err.strerror}"
+    if stat.S_ISDIR(mode):
+        return ""
+    if not stat.S_ISREG(mode):
+        return f"not a regular file ({_special_kind(mode)}); not read"
+    if p.suffix.lower() not in settings.extensions:
+        return f"unsupported file type {shown_path(p.suffix) or '(none)'}"
+    return None
 
 
 def _file_uri(base: ContextURI, rel: Path, taken: dict[str, str]) -> tuple[ContextURI | None, str]:
     """The URI of the folder's file ``rel`` below ``base`` and ``""``, or ``None`` and why it is skipped: a name that
-    is no valid URI segment, or a URI another file of the folder has (``taken``: URI key -> that file, updated).
-    Names that differ only in Unicode normalisation ("café.md" as NFC and as NFD) are one URI: the second was written
-    over the first and both were counted (an attack pass, 2026-12-07); the upload route refuses such a pair."""
-    try:
-        uri = base
-        for part in rel.parts[:-1]:
-            uri = uri.child(part, is_dir=True)
-        uri = uri.child(rel.parts[-1])
-    except ContextEngineError as err:
-        return None, err.message
+    is no valid URI segment (the reason names it), or a URI another file of the folder has (``taken``: URI key -> that
+    file, updated). Names that differ only in Unicode normalisation ("café.md" as NFC and as NFD) are one URI: the
+    second was written over the first and both were counted (an attack pass, 2026-12-07); the upload route refuses
+    such a pair."""
+    uri = base
+    for i, part in enumerate(rel.parts):
+        last = i == len(rel.parts) - 1
+        try:
+            uri = uri.child(part, is_dir=not last)
+        except ContextEngineError as err:
+            return None, _bad_name(part, "file" if last else "folder", err)
     first = taken.setdefault(uri.key, str(rel))
     if first != str(rel):
-        return None, f"its URI {uri} is also that of {first} (the names differ only in their Unicode form)"
+        return None, f"its URI {uri} is also that of {shown_path(first)} (the names differ only in their Unicode form)"
     return uri, ""
+
+
+def _bad_name(name: str, what: str, err: ContextEngineError) -> str:
+    """Why the ``what`` (file or folder) ``name`` cannot be part of a URI, naming it (:func:`shown_path`)."""
+    shown = shown_path(name)
+    if shown != name:  # bytes that are not UTF-8
+        return f"the {what} name '{shown}' is not valid UTF-8 (shown with \\x escapes); rename it to add it"
+    return f"the {what} name '{shown}' is not a valid URI segment: {err.details.get('reason', err.message)}"
 
 
 def _link_problem(link: Path, root: Path, follow: bool) -> str | None:

@@ -158,6 +158,7 @@ class WritePipeline:
         abstracts: dict[str, str] | None = None,
         in_transaction: Callable[[], None] | None = None,
         cancel: threading.Event | None = None,
+        refused: list[tuple[SourceDoc, ContextEngineError]] | None = None,
     ) -> IngestReport:
         """Write ``docs`` (already validated) and rebuild their ancestors' summaries bottom-up, as one write.
 
@@ -166,16 +167,15 @@ class WritePipeline:
 
         ``abstracts`` may override the extractive abstract per URI (a skill's abstract is its description).
         ``in_transaction`` runs inside the content + metadata transaction, so its metadata writes (a memory's previous
-        version) commit or roll back with the documents.
-        Unchanged documents (same content hash, indexed, and no newer ``version`` than the node's) are counted as
-        ``unchanged`` and not rewritten.
+        version) commit or roll back with the documents. Unchanged documents (same content hash, indexed, and no newer
+        ``version`` than the node's) are counted as ``unchanged`` and not rewritten.
 
         Raises:
-            ContextEngineError: ``WRT-4091`` when a URI is already a directory (or a file sits on a path that must be
-                a directory); ``WRT-5031`` embedding failed; ``WRT-5001`` storage failed; ``WRT-4132`` a document
-                makes more chunks than ``ingest.max_chunks_per_document`` (checked before any embedding); ``WRT-4991``
-                cancelled; ``WRT-5032`` (retryable) no write turn within ``ingest.write_wait_s``. In each case nothing
-                changed.
+            ContextEngineError: ``WRT-4091`` when a URI is already a directory (or a file sits on a path that must be a
+                directory); ``WRT-5031`` embedding failed; ``WRT-5001`` storage failed; ``WRT-4132`` a document makes
+                more chunks than ``ingest.max_chunks_per_document`` (checked before any embedding; with ``refused``
+                given, the document is left out and put there instead); ``WRT-4991`` cancelled; ``WRT-5032`` (retryable)
+                no write turn within ``ingest.write_wait_s``. In each case nothing changed.
         """
         report = IngestReport()
         todo = self._changed_documents(account_id, docs, report)
@@ -191,7 +191,14 @@ class WritePipeline:
             prepared: list[_PreparedNode] = []
             for doc in todo:  # parsing and chunking a large upload takes seconds too: cancellable between documents
                 _check_cancelled(cancel, documents_prepared=len(prepared), documents=len(todo))
-                prepared.append(self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))))
+                try:
+                    prepared.append(self._prepare(account_id, doc, now, (abstracts or {}).get(str(doc.uri))))
+                except ContextEngineError as err:
+                    if refused is None or err.code is not ErrorCode.TOO_MANY_CHUNKS:
+                        raise
+                    refused.append((doc, err))
+            if not prepared:
+                return report
             inputs = embedding_inputs(prepared)
             if ahead is not None and inputs.texts != early:  # redaction changed an abstract: embed what is stored
                 ahead.wait()

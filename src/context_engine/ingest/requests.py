@@ -5,28 +5,53 @@ the caller's rights first and hands the result to the write pipeline. Split out 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file
+from context_engine.ingest.loader import SourceDoc, collect, content_hash, decode_text, load_file, shown_path
 from context_engine.ingest.memory import memory_abstract_of, memory_hash
+from context_engine.schema.nodes import NodeRecord
 from context_engine.schema.uri import ContextURI
 from context_engine.settings import IngestSettings, MemorySettings
 
-__all__ = ["LoadedResources", "check_memory_file_uri", "load_resources", "memory_doc", "skill_doc", "text_doc"]
+__all__ = [
+    "LoadedResources",
+    "check_memory_file_uri",
+    "directory_conflicts",
+    "load_resources",
+    "memory_doc",
+    "skill_doc",
+    "text_doc",
+]
 
 
 @dataclass
 class LoadedResources:
     """The files of an ``add_resource`` call, loaded: ``docs`` to write, ``failures`` (``{path, code, error}``, the
-    files that failed validation) and ``skipped`` (``(relative path, reason)``, the entries not read)."""
+    files that failed validation), ``skipped`` (``(relative path, reason)``, the entries not read), ``paths`` (each
+    doc's URI -> its relative path, for a failure the write finds) and ``all_or_nothing`` (a single file or
+    ``strict``: any bad file fails the whole add). Paths are as :func:`~context_engine.ingest.loader.shown_path`
+    writes them (valid text)."""
 
     docs: list[SourceDoc]
     failures: list[dict[str, str]]
     skipped: list[tuple[str, str]]
+    paths: dict[str, str] = field(default_factory=dict)
+    all_or_nothing: bool = True
+
+    def refuse(self, refused: Iterable[tuple[SourceDoc, ContextEngineError]]) -> None:
+        """List the ``refused`` documents (each with the error the write would raise for it) under ``failures``, in
+        path order, and drop them from ``docs``: the files a folder add that is not ``all_or_nothing`` leaves out."""
+        gone: set[str] = set()
+        for doc, err in refused:
+            gone.add(str(doc.uri))
+            self.failures.append({"path": self.paths[str(doc.uri)], "code": err.code.value, "error": err.message})
+        self.docs = [d for d in self.docs if str(d.uri) not in gone]
+        self.failures.sort(key=lambda f: f["path"])
 
 
 def load_resources(
@@ -42,17 +67,39 @@ def load_resources(
     single = src.is_file()
     docs: list[SourceDoc] = []
     failures: list[dict[str, str]] = []
+    paths: dict[str, str] = {}
     for fpath, uri in found.files:
+        rel = shown_path(fpath.name if single else fpath.relative_to(src))
         try:
             docs.append(load_file(fpath, uri, settings))
         except ContextEngineError as err:
             if single or strict:
                 raise
-            failures.append({"path": str(fpath.relative_to(src)), "code": err.code.value, "error": err.message})
+            failures.append({"path": rel, "code": err.code.value, "error": err.message})
+            continue
+        paths[str(uri)] = rel
     if strict and found.skipped:
         rel, why = found.skipped[0]
         raise ContextEngineError(ErrorCode.UNSUPPORTED_FORMAT, f"{rel}: {why}")
-    return LoadedResources(docs, failures, found.skipped)
+    return LoadedResources(docs, failures, found.skipped, paths, single or strict)
+
+
+def directory_conflicts(
+    docs: Sequence[SourceDoc], existing: Mapping[str, NodeRecord]
+) -> list[tuple[SourceDoc, ContextEngineError]]:
+    """The ``docs`` whose file URI names an existing directory, each with the ``WRT-4091`` that the write would raise
+    for it (``WritePipeline._changed_documents``); ``existing``: the nodes at the docs' URIs (``get_nodes``, which
+    finds a directory by its URI without the trailing slash)."""
+    by_key = {ContextURI.parse(u).key: n for u, n in existing.items()}
+    out: list[tuple[SourceDoc, ContextEngineError]] = []
+    for doc in docs:
+        old = by_key.get(doc.uri.key)
+        if old is not None and old.is_dir:
+            message = f"{doc.uri} names the existing directory {old.uri}; choose another file URI"
+            out.append(
+                (doc, ContextEngineError(ErrorCode.CONFLICT, message, {"uri": str(doc.uri), "existing": old.uri}))
+            )
+    return out
 
 
 def check_memory_file_uri(target: ContextURI) -> None:
