@@ -112,7 +112,13 @@ def test_messages_list_get_update_delete_equal_the_service(service):
     )
     assert upd.structured_content["items"][0]["status"] == "updated"
     detail = call(service, ALICE, "get_memory", {"uri": uris[0]}).structured_content
-    assert detail["text"] == "We adopted a cat named Pixel." and detail["metadata"] == {"edited": True}
+    assert detail["text"] == "We adopted a cat named Pixel." and detail["metadata"]["edited"] is True
+    # a message keeps the keys the engine set (docs/memories.md): its role, speaker and conversation
+    assert {k: detail["metadata"][k] for k in ("role", "speaker", "session_id")} == {
+        "role": "user",
+        "speaker": "Alice",
+        "session_id": "s1",
+    }
     assert [h["text"] for h in detail["history"]] == ["We adopted a dog named Pixel."]
     assert detail == service.get_memory(uris[0], ALICE).model_dump(mode="json")
 
