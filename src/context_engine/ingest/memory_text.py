@@ -19,13 +19,19 @@ def normalise_memory_text(text: str) -> str:
     commas, quotes, brackets, Unicode category P standing alone). "Bob likes green tea" and "bob likes green tea!"
     are one memory; "-18 degrees" and "18 degrees", "C#" and "C", "50%" and "50", "10³" and "103" are not (until
     2026-12-07 every punctuation mark went and NFKC folded ``³`` to ``3``: the second fact of such a pair was
-    answered ``unchanged`` and never stored, by ``add_memory`` and ``update_memory`` alike)."""
+    answered ``unchanged`` and never stored, by ``add_memory`` and ``update_memory`` alike), nor are "5' wide" and
+    '5" wide': a quote mark right after a number is its unit, feet or inches (:func:`_unit_mark`; until 2026-12-07
+    both were removed), unless it closes a quote around the number ('"5"' is '5')."""
     if not text.isascii():  # ASCII has no compatibility forms
         text = "".join(_compatible(c) for c in unicodedata.normalize("NFC", text))
     folded = text.casefold()
     kept = []
     for i, c in enumerate(folded):
-        if unicodedata.category(c).startswith("P") and (c in _SENTENCE_PUNCTUATION or not _beside_alnum(folded, i)):
+        if (
+            unicodedata.category(c).startswith("P")
+            and (c in _SENTENCE_PUNCTUATION or not _beside_alnum(folded, i))
+            and not _unit_mark(folded, i)
+        ):
             kept.append(" ")
         else:
             kept.append(c)
@@ -42,6 +48,26 @@ _KEEP_FORMS = ("<super>", "<sub>", "<fraction>")
 def _compatible(c: str) -> str:
     """``c`` under NFKC (full-width letters and digits, ligatures), unless its compatibility form changes a value."""
     return c if unicodedata.decomposition(c).startswith(_KEEP_FORMS) else unicodedata.normalize("NFKC", c)
+
+
+#: Marks that, right after a number, are its unit (feet and inches, minutes and seconds: ``5'`` / ``5"``, ``5′`` /
+#: ``5″``, which NFKC writes ``5′′``), each with the marks that would have opened a quote around the number.
+_UNIT_MARKS = {"'": "'‘", "’": "'‘", '"': '"“', "′": "", "″": ""}
+
+
+def _unit_mark(text: str, i: int) -> bool:
+    """Whether ``text[i]`` is a unit mark after a number ("5' wide", "5'' wide", "5′′"), not the end of a quote
+    around it ("'5'", '"5"'): the number's digits are not preceded by a quote mark."""
+    if text[i] not in _UNIT_MARKS:
+        return False
+    j = i - 1
+    while j >= 0 and text[j] in _UNIT_MARKS:  # 5'' and 5′′: inches, seconds
+        j -= 1
+    if j < 0 or not text[j].isdigit():
+        return False
+    while j >= 0 and (text[j].isdigit() or text[j] in ".,"):
+        j -= 1
+    return j < 0 or text[j] not in _UNIT_MARKS[text[i]]
 
 
 def _beside_alnum(text: str, i: int) -> bool:
