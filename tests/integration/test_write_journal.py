@@ -132,7 +132,7 @@ def test_a_version_3_database_is_upgraded_in_place(tmp_path):
     assert [(e.id, e.state, e.uris) for e in store.journal_entries()] == [(journal_id, "prepared", ["ctx://resources/x.md"])]
     store.close()
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (6,)
+        assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (7,)
 
 
 class _ConflictingTable:

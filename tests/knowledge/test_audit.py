@@ -283,7 +283,7 @@ def test_schema_3_audit_tables_are_upgraded_in_place(tmp_path):
     finally:
         metadata.close()
     con = sqlite3.connect(path)
-    assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (6,)
+    assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (7,)
     con.close()
 
 

@@ -62,8 +62,12 @@ def test_a_large_accounts_first_load_is_built_in_a_child_and_answers_as_a_load_h
     assert answers(engine) == expected
     builder = engine.derived_builder
     assert isinstance(builder, ChildProcessBuilder) and (builder.builds, builder.failures) == (2, 0)
+    state = engine.metadata.account_state(CTX.account_id)
     for index in (engine.keyword_index, engine.l0_matrix):
         assert (index.loads, index.built_elsewhere, index.remaps) == (1, 1, 0)
+        # the child's file carries the generation's token, and the account opened from it holds the store's state
+        held = index._accounts[CTX.account_id]
+        assert (held.generation, held.token) == state and state.token is not None
     assert sorted(p.parent.name for p in (home / "derived").rglob("*.safetensors")) == ["bm25", "l0"]
 
 

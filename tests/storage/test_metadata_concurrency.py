@@ -68,10 +68,10 @@ def test_generations_commit_in_order_so_a_follower_misses_no_change(metadata_bac
 
     def follow() -> None:
         follower = stores[-1]
-        generation = 0
+        generation, token = 0, None
         while True:
             finished = done.is_set()  # read before the delta: the last pass sees every commit
-            delta = follower.changes_since(A, generation)
+            delta = follower.changes_since(A, generation, token=token)
             assert not delta.reload
             for row in delta.upserted:
                 seen[row.id] = row.text
@@ -79,7 +79,7 @@ def test_generations_commit_in_order_so_a_follower_misses_no_change(metadata_bac
                 seen.pop(rid, None)
             if delta.generation != generation:
                 generations.append(delta.generation)
-            generation = delta.generation
+            generation, token = delta.generation, delta.token
             if finished:
                 return
 

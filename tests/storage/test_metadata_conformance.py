@@ -17,7 +17,9 @@ from sqlalchemy import create_engine, text
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import NodeRecord, Relation, VectorRecord
 from context_engine.schema.uri import ContextURI
+from context_engine.storage.changes import AccountState
 from context_engine.storage.factory import open_audit
+from context_engine.storage.metadata import vector_rows
 from context_engine.storage.metadata.audit import HintDoc, HintTerm
 from context_engine.storage.metadata.sqlalchemy_store import SCHEMA_VERSION
 from context_engine.storage.protocols import MetadataStore
@@ -450,13 +452,14 @@ def test_account_generation_increases_with_vector_writes_of_that_account(metadat
 
 def test_changes_since_gives_the_changed_rows_and_the_deleted_ids(metadata_store: MetadataStore) -> None:
     metadata_store.put_vectors([vrec("a", "ctx://resources/a.md"), vrec("b", "ctx://resources/b.md", i=2)])
-    g1 = metadata_store.account_generation(A)
-    assert metadata_store.changes_since(A, g1).empty
+    g1, t1 = metadata_store.account_state(A)
+    assert metadata_store.changes_since(A, g1, token=t1).empty
     with metadata_store.transaction():
         metadata_store.delete_vectors(["a"])
         metadata_store.put_vectors([vrec("c", "ctx://resources/c.md", i=3), vrec("b", "ctx://resources/b.md", i=4)])
-    delta = metadata_store.changes_since(A, g1)
+    delta = metadata_store.changes_since(A, g1, token=t1)
     assert delta.generation == metadata_store.account_generation(A) > g1 and not delta.reload
+    assert delta.token == metadata_store.account_state(A).token != t1
     assert [r.id for r in delta.upserted] == ["b", "c"] and delta.removed == ["a"]
     assert delta.upserted[0].vector.tolist() == vrec("b", "ctx://resources/b.md", i=4).vector.tolist()
     everything = metadata_store.changes_since(A, 0)
@@ -478,6 +481,114 @@ def test_load_vector_matrix_is_at_the_account_generation(metadata_store: Metadat
     assert metadata_store.get_vector_rows("acc-b", ["z"]) == {}
     assert metadata_store.get_vector_texts(A, ["z", "a", "missing"]) == {"z": ("", "", ""), "a": ("", "", "")}
     assert metadata_store.get_vector_texts("acc-b", ["z"]) == {}
+
+
+# ---- generation tokens: a state of an account is its generation and that generation's token ---------------------
+def _rewind(url: str, to: AccountState, lost_ids: list[str]) -> None:
+    """What a failover to a replica that missed the last commits (or a restored backup) leaves: account ``A`` back
+    at ``to``, the rows and log entries written after it gone."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("DELETE FROM index_changes WHERE account_id = :a AND generation > :g"),
+                {"a": A, "g": to.generation},
+            )
+            conn.execute(
+                text("UPDATE index_generations SET generation = :g, token = :t WHERE account_id = :a"),
+                {"a": A, "g": to.generation, "t": to.token},
+            )
+            for rid in lost_ids:
+                conn.execute(text("DELETE FROM vectors WHERE id = :id"), {"id": rid})
+    finally:
+        engine.dispose()
+
+
+def test_account_state_names_every_generation_with_a_new_token(metadata_store: MetadataStore) -> None:
+    assert metadata_store.account_state(A) == AccountState(0, None)
+    metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
+    s1 = metadata_store.account_state(A)
+    assert s1.generation == metadata_store.account_generation(A) > 0
+    assert isinstance(s1.token, str) and len(s1.token) == 32
+    with pytest.raises(RuntimeError, match="boom"), metadata_store.transaction():
+        metadata_store.put_vectors([vrec("b", "ctx://resources/b.md")])
+        raise RuntimeError("boom")
+    assert metadata_store.account_state(A) == s1  # a rolled-back write leaves no trace
+    metadata_store.delete_vectors(["a"])
+    s2 = metadata_store.account_state(A)
+    assert s2.generation > s1.generation and s2.token not in (None, s1.token)
+    empty = metadata_store.load_vector_matrix(A)
+    assert (empty.ids, empty.generation, empty.token) == ([], *s2)
+    metadata_store.put_vectors([vrec("c", "ctx://resources/c.md"), vrec("d", "ctx://resources/d.md", level=2)])
+    m = metadata_store.load_vector_matrix(A, levels=[0], with_vectors=False)
+    assert (m.ids, (m.generation, m.token)) == (["c"], metadata_store.account_state(A))
+    assert metadata_store.account_state(B) == AccountState(0, None)  # another account's writes
+
+
+def test_changes_since_starts_only_from_a_state_the_history_holds(metadata_backend: MetadataBackend) -> None:
+    """A database rewound (a failover, a restored backup) that writes carry back to a reader's generation, or past
+    it, holds another state under that number: the reader reloads instead of catching up on top of rows the
+    database no longer has."""
+    store = metadata_backend.open()
+    store.put_vectors([vrec("a", "ctx://resources/a.md")])
+    kept = store.account_state(A)
+    store.put_vectors([vrec("lost", "ctx://resources/lost.md")])
+    lost = store.account_state(A)  # what a reader holds when the database is rewound
+    _rewind(metadata_backend.url, kept, ["lost"])
+    assert store.account_state(A) == kept
+    assert store.changes_since(A, lost.generation, token=lost.token).reload  # ahead of the database
+    store.put_vectors([vrec("new", "ctx://resources/new.md")])
+    again = store.account_state(A)
+    assert again.generation == lost.generation and again.token != lost.token
+    assert store.changes_since(A, lost.generation, token=lost.token).reload  # the same number, another state
+    delta = store.changes_since(A, kept.generation, token=kept.token)  # before the rewind: in both histories
+    assert not delta.reload and [r.id for r in delta.upserted] == ["new"] and (delta.generation, delta.token) == again
+    store.put_vectors([vrec("newer", "ctx://resources/newer.md")])
+    assert store.changes_since(A, lost.generation, token=lost.token).reload  # past it: the log names another token
+    assert store.changes_since(A, lost.generation).reload  # a state without a token is not this history's either
+    assert [r.id for r in store.changes_since(A, again.generation, token=again.token).upserted] == ["newer"]
+
+
+def test_states_written_before_tokens_still_catch_up(metadata_backend: MetadataBackend) -> None:
+    """Rows of a database upgraded to revision 0005 keep NULL tokens, and derived state written before it holds
+    none: ``None`` matches NULL, so an upgrade reloads nothing."""
+    store = metadata_backend.open()
+    store.put_vectors([vrec("a", "ctx://resources/a.md")])
+    store.put_vectors([vrec("b", "ctx://resources/b.md")])
+    g = store.account_generation(A)
+    engine = create_engine(metadata_backend.url)
+    try:
+        with engine.begin() as conn:  # what the migration leaves of rows written before it
+            conn.execute(text("UPDATE index_generations SET token = NULL, log_floor_token = NULL"))
+            conn.execute(text("UPDATE index_changes SET token = NULL"))
+    finally:
+        engine.dispose()
+    assert store.account_state(A) == AccountState(g, None) and store.load_vector_matrix(A).token is None
+    assert store.changes_since(A, g).empty
+    assert [r.id for r in store.changes_since(A, g - 1).upserted] == ["b"]
+    store.put_vectors([vrec("c", "ctx://resources/c.md")])
+    delta = store.changes_since(A, g)
+    assert not delta.reload and [r.id for r in delta.upserted] == ["c"]
+    assert (delta.generation, delta.token) == store.account_state(A) and delta.token is not None
+    assert store.changes_since(A, g, token="0" * 32).reload
+
+
+def test_the_log_floor_keeps_its_token_when_the_log_is_pruned(
+    metadata_store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_rows, "LOG_RETAIN", 3)
+    monkeypatch.setattr(vector_rows, "_PRUNE_EVERY", 2)
+    states = []
+    for i in range(8):
+        metadata_store.put_vectors([vrec(f"v{i}", f"ctx://resources/v{i}.md")])
+        states.append(metadata_store.account_state(A))
+    assert [s.generation for s in states] == list(range(1, 9))  # pruned at 4, 6 and 8: the floor is 8 - 3 = 5
+    floor = states[4]
+    delta = metadata_store.changes_since(A, floor.generation, token=floor.token)
+    assert not delta.reload and [r.id for r in delta.upserted] == ["v5", "v6", "v7"]
+    assert metadata_store.changes_since(A, floor.generation).reload
+    assert metadata_store.changes_since(A, floor.generation, token=states[5].token).reload
+    assert metadata_store.changes_since(A, 4, token=states[3].token).reload  # pruned
 
 
 def test_meta_set_get_replace(metadata_store: MetadataStore) -> None:
@@ -905,15 +1016,18 @@ def test_schema_version_1_database_is_upgraded_in_place(metadata_backend: Metada
 
 def test_a_bulk_write_makes_readers_behind_it_reload(metadata_store: MetadataStore) -> None:
     metadata_store.put_vectors([vrec("a", "ctx://resources/a.md")])
-    g1 = metadata_store.account_generation(A)
+    g1, t1 = metadata_store.account_state(A)
     metadata_store.put_vectors([vrec("b", "ctx://resources/b.md"), vrec("c", "ctx://resources/c.md")], bulk=True)
-    g2 = metadata_store.account_generation(A)
-    assert g2 > g1
-    assert metadata_store.changes_since(A, g1).reload and metadata_store.changes_since(A, 0).reload
-    assert metadata_store.changes_since(A, g2).empty
+    g2, t2 = metadata_store.account_state(A)
+    assert g2 > g1 and t2 is not None
+    assert metadata_store.changes_since(A, g1, token=t1).reload and metadata_store.changes_since(A, 0).reload
+    assert metadata_store.changes_since(A, g2, token=t2).empty
     metadata_store.put_vectors([vrec("d", "ctx://resources/d.md")])
-    delta = metadata_store.changes_since(A, g2)
+    # a reader at the floor (it loaded the bulk write) catches up: the floor keeps its generation's token
+    delta = metadata_store.changes_since(A, g2, token=t2)
     assert not delta.reload and [r.id for r in delta.upserted] == ["d"]
+    assert metadata_store.changes_since(A, g2, token="0" * 32).reload  # another history's state at that number
+    assert metadata_store.changes_since(A, g2).reload
     assert metadata_store.load_vector_matrix(A).ids == ["a", "b", "c", "d"]
 
 

@@ -8,11 +8,12 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from context_engine.errors import ContextEngineError, ErrorCode
-from context_engine.schema.nodes import NodeRecord
+from context_engine.schema.nodes import NodeRecord, VectorRecord
 from context_engine.storage.metadata.migrate import HEAD, REVISIONS, SCHEMA_VERSION, alembic_config, target_metadata
 from context_engine.storage.metadata.sqlalchemy_store import SqlMetadataStore
 
@@ -31,6 +32,19 @@ def _node(uri: str) -> NodeRecord:
         is_dir=False,
         title="t",
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+
+
+def _vector(rid: str) -> VectorRecord:
+    return VectorRecord(
+        id=rid,
+        vector=np.ones(4, dtype=np.float32) / 2,
+        uri=f"ctx://resources/{rid}.md",
+        parent_uri="ctx://resources/",
+        account_id=A,
+        owner_space="shared",
+        context_type="resource",
+        level=0,
     )
 
 
@@ -225,3 +239,40 @@ def test_a_directory_window_reads_its_children_from_the_parent_key_index(tmp_pat
                 assert "ix_nodes_account_parent_key" in plan and "TEMP B-TREE" not in plan, plan
     finally:
         store.close()
+
+
+def test_revision_0005_adds_generation_tokens_and_existing_rows_keep_null(metadata_backend: MetadataBackend) -> None:
+    """Revision 0005 (schema version 7): a nullable ``token`` on ``index_generations`` and ``index_changes`` and a
+    ``log_floor_token``. A database of the release before it (downgraded to 0004 here) keeps its rows, which read as
+    states without a token: a reader without one (a derived file written before) catches up, it does not reload."""
+    from alembic import command
+
+    from context_engine.storage.changes import AccountState
+
+    store = metadata_backend.open()
+    store.put_vectors([_vector("a"), _vector("b")])
+    generation = store.account_generation(A)
+    store.close()
+    engine = create_engine(metadata_backend.url)
+    try:
+        with engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0004")
+        with engine.connect() as conn:
+            assert "token" not in {c["name"] for c in inspect(conn).get_columns("index_generations")}
+            assert "token" not in {c["name"] for c in inspect(conn).get_columns("index_changes")}
+        assert _sql(metadata_backend.url, "SELECT version FROM schema_version") == [6]
+        again = metadata_backend.open()  # upgraded to 0005 on open
+        assert again.schema_status().current and SCHEMA_VERSION == 7
+        with engine.connect() as conn:
+            columns = {c["name"]: c for c in inspect(conn).get_columns("index_generations")}
+            assert columns["token"]["nullable"] and columns["log_floor_token"]["nullable"]
+            assert conn.execute(text("SELECT COUNT(*) FROM index_changes WHERE token IS NOT NULL")).scalar() == 0
+    finally:
+        engine.dispose()
+    assert again.account_state(A) == AccountState(generation, None)
+    assert again.changes_since(A, generation).empty
+    again.put_vectors([_vector("c")])
+    delta = again.changes_since(A, generation)
+    assert not delta.reload and [r.id for r in delta.upserted] == ["c"] and delta.token is not None

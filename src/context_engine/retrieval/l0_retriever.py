@@ -43,6 +43,7 @@ from context_engine.schema.nodes import VectorFilter
 from context_engine.schema.query import TypedQuery
 from context_engine.schema.similarity import DEFAULT_DENSE_WEIGHT, IDENTITY, SimilarityScale
 from context_engine.settings import KeywordSettings, SeedSettings
+from context_engine.storage.changes import AccountState
 from context_engine.storage.keyword.bm25_index import KeywordScore
 from context_engine.storage.protocols import Embedder, MetadataStore
 from context_engine.storage.vector.l0_source import L0Source
@@ -55,7 +56,7 @@ class KeywordSearch(Protocol):
     """BM25 over level-0 abstracts (``storage.keyword.BM25Index``)."""
 
     def scores_many(
-        self, query: str, top_k: int, flts: Sequence[VectorFilter], *, generation: int | None = None
+        self, query: str, top_k: int, flts: Sequence[VectorFilter], *, generation: AccountState | int | None = None
     ) -> list[list[KeywordScore]]: ...
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from context_engine.observability.trace import TraceRecorder
 from context_engine.schema.hits import SeedHit
 from context_engine.schema.nodes import NodeHead
+from context_engine.storage.changes import AccountState
 from context_engine.storage.protocols import MetadataStore
 from context_engine.storage.vector.scoring import L0Scorer
 
@@ -92,8 +93,9 @@ class SearchRun:
         scorer: similarities of the request's query vector to the account's level-0 records.
         nodes: the request's metadata cache.
         trace: the request's trace recorder.
-        generation: the account generation the request read before gathering seeds (docs/derived_indexes.md), for
-            BM25.
+        generation: the account state (generation and token) the request read before gathering seeds
+            (docs/derived_indexes.md), for BM25 and a second scorer; an ``int`` is a generation alone (the structures
+            then read the token themselves).
         query_vector: the vector ``scorer`` scores against (``(dim,)`` float32, unit norm: the query's, or in a
             search again without the speakers' names the name-less text's), ``None`` when not known.
     """
@@ -101,7 +103,7 @@ class SearchRun:
     scorer: L0Scorer
     nodes: RequestNodes
     trace: TraceRecorder = field(default_factory=TraceRecorder)
-    generation: int | None = None
+    generation: AccountState | int | None = None
     query_vector: np.ndarray | None = None
     dated: frozenset[str] | None = None
 

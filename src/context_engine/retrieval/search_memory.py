@@ -205,18 +205,20 @@ class SearchMemoryPipeline:
                 vector = self._transformer.vector(vectors, typed[0].text, trace)
             # One generation for every derived index a request reads (docs/derived_indexes.md): when a write
             # commits while the seeds are gathered, gather them again once, from the new generation.
+            # The state is the generation and its token (a restored database may reach the same number by another
+            # history): one primary-key read, passed to every structure so that none reads it again.
             for attempt in (1, 2):
-                generation = self._metadata.account_generation(ctx.account_id)
-                scorer = self.source.scorer(ctx.account_id, vector, generation)
+                state = self._metadata.account_state(ctx.account_id)
+                scorer = self.source.scorer(ctx.account_id, vector, state)
                 nodes = RequestNodes(self._metadata, ctx.account_id)
-                run = SearchRun(scorer, nodes, trace, generation=generation, query_vector=vector, dated=dated)
+                run = SearchRun(scorer, nodes, trace, generation=state, query_vector=vector, dated=dated)
                 seeds = self.retriever.search_all(
                     typed, ctx, run=run, scopes=scopes, allowed=allowed, map_fn=self._mapper(run)
                 )
                 run, seeds = self._without_speaker_names(typed, scopes, ctx, trace, allowed, run, seeds, vectors, query)
-                if attempt == 2 or self._metadata.account_generation(ctx.account_id) == generation:
+                if attempt == 2 or self._metadata.account_state(ctx.account_id) == state:
                     break
-                trace.event("seed", "generation_moved", generation=generation)
+                trace.event("seed", "generation_moved", generation=state.generation)
         except ContextEngineError as err:
             if err.code not in _DEGRADED_SEARCH:
                 raise

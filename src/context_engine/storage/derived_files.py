@@ -11,8 +11,9 @@ One file per (structure, account): ``<root>/<kind>/<sha256(account)[:32]>.safete
 (an 8-byte little-endian header length, a JSON header naming each array's dtype, shape and byte range, then the
 arrays), written by the ``safetensors`` library and read here zero-copy through a private (copy-on-write) memory
 map: arrays are paged in when used, and writes to them (a tombstone) never reach the file. The engine's own header
-(``__metadata__["context-engine"]``, JSON) holds the format version, the kind, the account, its generation, the
-database's identity and the structure's parameters.
+(``__metadata__["context-engine"]``, JSON) holds the format version, the kind, the account, its generation and that
+generation's token (absent in files written before tokens: read as ``None``), the database's identity and the
+structure's parameters.
 
 Writes are atomic: the bytes go to a temporary file in the same folder, which is fsync'd and renamed over the
 target, and the folder is fsync'd; a process killed at any point leaves the previous file (or none) and maybe a
@@ -95,6 +96,8 @@ class Snapshot:
 
     Attributes:
         generation: the account generation the state is exactly at.
+        token: the token of ``generation`` (``AccountState``) written with it; ``None`` for a file written without
+            one (before tokens, or of an account at generation 0).
         meta: the structure's own JSON-able description (row counts, vocabularies, ...).
         arrays: name -> array, zero-copy views of a private memory map (writable; writes stay in memory).
         path: the file.
@@ -109,6 +112,7 @@ class Snapshot:
     path: Path
     identity: tuple[int, int] | None = None
     offsets: Mapping[str, int] | None = None
+    token: str | None = None
     _opened: dict[str, _OpenFile | None] = field(default_factory=dict, repr=False, compare=False)
 
     def file_rows(self, name: str) -> FileRows | None:
@@ -329,10 +333,13 @@ class DerivedFiles:
         params: Mapping[str, Any],
         meta: Mapping[str, Any],
         arrays: Mapping[str, np.ndarray],
+        *,
+        token: str | None = None,
     ) -> Path | None:
         """Write one snapshot atomically (temporary file, fsync, rename, fsync of the folder); returns its path, or
         ``None`` when writing failed (logged and counted in :attr:`save_failures`: a cache that cannot be written is
-        not an error of the search that triggered it). Nothing is written for a read-only home (``read_only``)."""
+        not an error of the search that triggered it). Nothing is written for a read-only home (``read_only``).
+        ``token``: the token of ``generation``, stamped beside it (:attr:`Snapshot.token`)."""
         import safetensors.numpy
 
         if self.read_only:
@@ -346,6 +353,7 @@ class DerivedFiles:
                 "kind": kind,
                 "account_id": account_id,
                 "generation": int(generation),
+                "token": token,
                 "store_id": self.store_id(create=True),
                 "params": dict(params),
                 "meta": dict(meta),
@@ -454,7 +462,10 @@ class DerivedFiles:
                 if bad is not None:
                     return reject(path, bad)
             offsets = {name: base + int(spec["data_offsets"][0]) for name, spec in header.items() if name in found}
-            return Snapshot(int(own["generation"]), own.get("meta", {}), found, path, identity, offsets)
+            token = own.get("token")  # absent in a file written before tokens: None, as the store's rows of then
+            if token is not None and not isinstance(token, str):
+                raise TypeError("the generation's token is not a string")
+            return Snapshot(int(own["generation"]), own.get("meta", {}), found, path, identity, offsets, token)
         except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError, OSError) as err:
             return reject(path, f"does not parse ({type(err).__name__}: {err})"[:200])
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from context_engine.schema.nodes import Level, NodeHead, NodeRecord, Relation, VectorFilter, VectorHit, VectorRecord
 from context_engine.schema.uri import ContextURI
-from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.changes import AccountState, IndexDelta, VectorMatrix
 from context_engine.storage.journal import JournalEntry
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ class NodeLedger(Protocol):
 @runtime_checkable
 class VectorRowStore(Protocol):
     """The vector rows kept for exact search and rebuilds, and the change feed of the derived indexes
-    (docs/derived_indexes.md): account generations, ``changes_since`` and wholesale loads."""
+    (docs/derived_indexes.md): account generations (with their tokens), ``changes_since`` and wholesale loads."""
 
     # vectors (exact search, reindex)
     def put_vectors(self, records: Sequence[VectorRecord], *, bulk: bool = False) -> None:
@@ -247,20 +247,33 @@ class VectorRowStore(Protocol):
     def count_vectors(self, account_id: str | None = None) -> int: ...
 
     # the derived-index feed (storage/changes.py, docs/derived_indexes.md)
+    def account_state(self, account_id: str) -> AccountState:
+        """The committed account generation and its random token, read together (one primary-key read): every
+        vector write or delete of the account bumps the generation and draws a new token in its transaction."""
+        ...
+
     def account_generation(self, account_id: str) -> int:
-        """The committed account generation, bumped in the transaction of every vector write or delete of it."""
+        """The committed account generation alone (:meth:`account_state`'s number)."""
         ...
 
     def changes_since(
-        self, account_id: str, generation: int, *, levels: Sequence[int] | None = None, max_changes: int = 50_000
+        self,
+        account_id: str,
+        generation: int,
+        *,
+        token: str | None = None,
+        levels: Sequence[int] | None = None,
+        max_changes: int = 50_000,
     ) -> IndexDelta:
-        """The rows changed after ``generation`` and the generation they bring to, in one snapshot."""
+        """The rows changed after the state ``(generation, token)`` and the state they bring to, in one snapshot;
+        ``reload`` when the store's history no longer holds that state (pruned, ahead, or another token)."""
         ...
 
     def load_vector_matrix(
         self, account_id: str, *, levels: Sequence[int] | None = None, with_vectors: bool = True
     ) -> VectorMatrix:
-        """Every committed row of the account (at ``levels``) as columns, with their generation, in one snapshot."""
+        """Every committed row of the account (at ``levels``) as columns, with their generation and its token, in
+        one snapshot."""
         ...
 
     def get_vector_texts(self, account_id: str, ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:

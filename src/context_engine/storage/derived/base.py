@@ -6,11 +6,13 @@ does the same way lives here, written once:
 * the **account registry**: the accounts held, least recently used first, dropped past ``max_accounts``; the
   accounts found over the index's limit (and at which generation); one load lock per account, so that two threads
   asking for an account not held load it once;
-* the **generation check** (rule 2): a held account at the committed generation is returned with no lock;
+* the **generation check** (rule 2): a held account at the committed generation *and* its token
+  (:class:`~context_engine.storage.changes.AccountState`) is returned with no lock;
 * **restore from file**: an account not held is opened from its derived file
   (:class:`~context_engine.storage.derived_files.DerivedFiles`) when there is a usable one;
-* **catch up from the change log or reload** (rules 3 and 4): ``changes_since`` from the generation held, applied
-  in O(changes), or a wholesale load when the log does not reach back, the database is behind, or too much changed;
+* **catch up from the change log or reload** (rules 3 and 4): ``changes_since`` from the generation and token held,
+  applied in O(changes), or a wholesale load when the log does not reach back, the database is behind, its history
+  no longer holds the state held (another token: a restored database), or too much changed;
 * **background saves**: a wholesale load, or ``max(1024, rows / 10)`` rows applied since the file, writes the file
   again on the index's saver thread (:class:`~context_engine.storage.derived_files.BackgroundSaves`);
 * **wholesale loads elsewhere**: with a :class:`FileBuilder` (a child process, :mod:`.child`), the wholesale load of
@@ -32,7 +34,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from context_engine.storage.changes import IndexDelta
+from context_engine.storage.changes import AccountState, IndexDelta
 from context_engine.storage.derived_files import BackgroundSaves, DerivedFiles, Snapshot
 
 __all__ = ["DerivedAccount", "DerivedIndex", "FileBuilder"]
@@ -68,14 +70,18 @@ class DerivedAccount:
         account_id: the account.
         generation: the account generation the structure is exactly at (``None``: not loaded from a store, e.g. an
             index fed directly).
+        token: the token of ``generation`` (:class:`~context_engine.storage.changes.AccountState`): the structure is
+            the store's state only when both match; ``None`` for generation 0, a state written before tokens, or an
+            index fed directly.
         unsaved: rows applied from the change log since the state its derived file holds.
         lock: serialises the writers of the account (catch-up, loads into it, direct writes); readers of a current
             account never take it.
     """
 
-    def __init__(self, account_id: str, generation: int | None) -> None:
+    def __init__(self, account_id: str, generation: int | None, token: str | None = None) -> None:
         self.account_id = account_id
         self.generation = generation
+        self.token = token
         self.unsaved = 0
         self.lock = threading.Lock()
 
@@ -83,6 +89,11 @@ class DerivedAccount:
     def rows(self) -> int:
         """Live rows held (a subclass counts them)."""
         raise NotImplementedError
+
+    def at(self, state: AccountState) -> bool:
+        """Whether the structure is exactly the store's ``state`` (generation and token; read with no lock: a
+        catch-up sets each after the rows, and no half-set pair equals a state the store named)."""
+        return self.generation == state.generation and self.token == state.token
 
 
 A = TypeVar("A", bound=DerivedAccount)
@@ -116,8 +127,8 @@ class DerivedIndex(Generic[A]):
     """Accounts held in memory and kept current from the metadata store (module docstring).
 
     Args:
-        metadata: the metadata store (``account_generation``, ``changes_since``); ``None``: the index is fed
-            directly and never catches up.
+        metadata: the metadata store (``account_state``, ``changes_since``, ``load_vector_matrix``); ``None``: the
+            index is fed directly and never catches up.
         files: where accounts are kept as files (``None``: no files).
         kind: the derived file kind (``l0``, ``bm25``, ...).
         saver: the background saver's thread name prefix and what its files hold (for a failed save's log line).
@@ -158,7 +169,7 @@ class DerivedIndex(Generic[A]):
         self._max_accounts = max_accounts
         self._change_levels = None if levels is None else list(levels)
         self._accounts: OrderedDict[str, A] = OrderedDict()
-        self._too_large: dict[str, int] = {}  # account -> generation at which it was found over the limit
+        self._too_large: dict[str, AccountState] = {}  # account -> the state at which it was found over the limit
         self._lock = threading.Lock()  # guards the registry and the counters
         self._load_locks: dict[str, threading.Lock] = {}
         self._builder = builder if self._files is not None else None
@@ -174,7 +185,8 @@ class DerivedIndex(Generic[A]):
         raise NotImplementedError
 
     def _restored(self, account_id: str, snap: Snapshot) -> A:
-        """The account read back from its file (its generation is the file's).
+        """The account read back from its file (its generation is the file's; :meth:`_restore` sets its token to the
+        file's).
 
         Raises:
             KeyError, ValueError, TypeError, IndexError: the file does not hold this structure.
@@ -182,18 +194,19 @@ class DerivedIndex(Generic[A]):
         raise NotImplementedError
 
     def _loaded(self, account_id: str) -> A | None:
-        """The account read wholesale from the metadata store (``load_vector_matrix``) with ``unsaved`` set to the
-        rows read, or ``None`` when it is over the index's limit (then recorded with :meth:`_mark_too_large`)."""
+        """The account read wholesale from the metadata store (``load_vector_matrix``) at the matrix's generation and
+        token, with ``unsaved`` set to the rows read, or ``None`` when it is over the index's limit (then recorded
+        with :meth:`_mark_too_large`)."""
         raise NotImplementedError
 
     def _apply(self, account: A, delta: IndexDelta) -> None:
         """Apply a change-log delta to a held account (its :attr:`DerivedAccount.lock` held) and bring it to
-        ``delta.generation``; then :meth:`_applied`."""
+        ``delta.generation`` and ``delta.token`` (set after the rows); then :meth:`_applied`."""
         raise NotImplementedError
 
-    def _snapshot(self, account: A) -> tuple[int, int, dict[str, Any], dict[str, np.ndarray]] | None:
-        """``(generation, unsaved, meta, arrays)`` of a held account for its file (the subclass takes the account's
-        lock while it captures), or ``None`` when there is nothing to save."""
+    def _snapshot(self, account: A) -> tuple[AccountState, int, dict[str, Any], dict[str, np.ndarray]] | None:
+        """``(state, unsaved, meta, arrays)`` of a held account for its file (``state``: its generation and token;
+        the subclass takes the account's lock while it captures), or ``None`` when there is nothing to save."""
         raise NotImplementedError
 
     def _over_limit(self, account: A) -> bool:
@@ -226,9 +239,9 @@ class DerivedIndex(Generic[A]):
             while self._max_accounts is not None and len(self._accounts) > self._max_accounts:
                 self._accounts.popitem(last=False)
 
-    def _mark_too_large(self, account_id: str, generation: int) -> None:
+    def _mark_too_large(self, account_id: str, state: AccountState) -> None:
         with self._lock:
-            self._too_large[account_id] = generation
+            self._too_large[account_id] = state
             self._accounts.pop(account_id, None)
 
     def warm(self, account_id: str) -> bool:
@@ -245,13 +258,15 @@ class DerivedIndex(Generic[A]):
         return self._current(account_id) is not None
 
     # ---- the rule ---------------------------------------------------------------------------------------------------
-    def _current(self, account_id: str, generation: int | None = None) -> A | None:
-        """The account at (at least) its committed generation, opened, caught up or reloaded first when needed;
-        ``None`` when it is over the index's limit. Without a metadata store: the account as fed, or ``None``.
+    def _current(self, account_id: str, state: AccountState | int | None = None) -> A | None:
+        """The account at (at least) its committed state, opened, caught up or reloaded first when needed; ``None``
+        when it is over the index's limit. Without a metadata store: the account as fed, or ``None``.
 
         Args:
             account_id: the account.
-            generation: the committed generation when the caller just read it (saves the read).
+            state: the committed :class:`AccountState` when the caller just read it (saves the read). A bare
+                generation number (what callers read before tokens) saves nothing: the number alone cannot tell
+                the held state from another history's state of that number, so the state is read here.
 
         Raises:
             ContextEngineError: what the metadata store raises (``WRT-5001``, ...).
@@ -259,15 +274,15 @@ class DerivedIndex(Generic[A]):
         if self._metadata is None:
             with self._lock:
                 return self._accounts.get(account_id)
-        if generation is None:
-            generation = self._metadata.account_generation(account_id)
+        if not isinstance(state, AccountState):
+            state = AccountState(*self._metadata.account_state(account_id))
         with self._lock:
             account = self._accounts.get(account_id)
             if account is not None:
                 self._accounts.move_to_end(account_id)
-                if account.generation == generation:
+                if account.at(state):
                     return account  # rule 2: current, no lock
-            elif self._too_large.get(account_id) == generation:
+            elif self._too_large.get(account_id) == state:
                 return None
             lock = self._load_locks.setdefault(account_id, threading.Lock())
         if account is None or account.generation is None:
@@ -275,40 +290,47 @@ class DerivedIndex(Generic[A]):
                 with self._lock:
                     account = self._accounts.get(account_id)
                 if account is None or account.generation is None:
-                    return self._open(account_id, generation)
+                    return self._open(account_id, state)
         with account.lock:
-            if account.generation == generation:
+            if account.at(state):
                 return account  # caught up by another thread meanwhile
             return self._catch_up(account)
 
     def _catch_up(self, account: A) -> A | None:
-        """Rules 3 and 4: apply the change log since the generation held (account lock held), or reload the
-        account when the log does not reach back, the database is behind it, or more changed than is worth
-        applying one by one."""
-        assert account.generation is not None
-        delta = self._metadata.changes_since(
-            account.account_id,
-            account.generation,
-            levels=self._change_levels,
-            max_changes=max(MAX_CHANGES, account.rows // 2),
-        )
+        """Rules 3 and 4: apply the change log since the generation and token held (account lock held), or reload
+        the account when the log does not reach back, the database is behind it, its history does not hold the
+        state held (a restored database), or more changed than is worth applying one by one."""
+        delta = self._changes(account)
         if delta.reload:
             return self._load(account.account_id)
         self._apply(account, delta)
         return account
 
-    def _open(self, account_id: str, generation: int) -> A | None:
+    def _changes(self, account: A) -> IndexDelta:
+        """``changes_since`` the state the account holds."""
+        assert account.generation is not None
+        return self._metadata.changes_since(
+            account.account_id,
+            account.generation,
+            token=account.token,
+            levels=self._change_levels,
+            max_changes=max(MAX_CHANGES, account.rows // 2),
+        )
+
+    def _open(self, account_id: str, state: AccountState) -> A | None:
         """First use of an account: from its derived file caught up from the change log, else a wholesale load."""
         account = self._restore(account_id)
         if account is None:
             return self._load(account_id)
         if self._over_limit(account):
-            self._mark_too_large(account_id, generation)
+            self._mark_too_large(account_id, state)
             return None
-        if account.generation != generation:
+        if not account.at(state):
+            # reloaded when the file is behind a pruned log, ahead of the database, or of a history the database
+            # lost (restored, then written back to the file's generation or past it)
             caught = self._catch_up(account)
             if caught is not account:
-                return caught  # reloaded: the file was behind a pruned log or ahead of the database
+                return caught
         with self._lock:
             self.file_loads += 1
         self._install(account)
@@ -353,14 +375,8 @@ class DerivedIndex(Generic[A]):
         account = self._restore(account_id)
         if account is None or self._over_limit(account):
             return None  # the load here decides (and records an account over the limit)
-        if account.generation != self._metadata.account_generation(account_id):  # written meanwhile
-            assert account.generation is not None
-            delta = self._metadata.changes_since(
-                account_id,
-                account.generation,
-                levels=self._change_levels,
-                max_changes=max(MAX_CHANGES, account.rows // 2),
-            )
+        if not account.at(self._metadata.account_state(account_id)):  # written meanwhile
+            delta = self._changes(account)
             if delta.reload:
                 return None
             with account.lock:
@@ -411,10 +427,12 @@ class DerivedIndex(Generic[A]):
         if snap is None:
             return None
         try:
-            return self._restored(account_id, snap)
+            account = self._restored(account_id, snap)
         except (KeyError, ValueError, TypeError, IndexError) as err:
             self._files.reject(snap.path, f"does not hold {self._holds} ({type(err).__name__}: {err})"[:200])
             return None
+        account.token = snap.token  # the state the file holds is its generation with this token
+        return account
 
     def _remap(self, account: A) -> bool:
         """After a wholesale load's file is written (on the saver thread): hold the account as read back from that
@@ -436,6 +454,7 @@ class DerivedIndex(Generic[A]):
                 self._accounts.get(account.account_id) is not account
                 or account.unsaved
                 or restored.generation != account.generation
+                or restored.token != account.token
             ):
                 return False
             self._accounts[account.account_id] = restored  # keeps its place in the least-recently-used order
@@ -485,8 +504,11 @@ class DerivedIndex(Generic[A]):
         captured = self._snapshot(account)
         if captured is None:
             return False
-        generation, unsaved, meta, arrays = captured
-        if self._files.save(self._kind, account.account_id, generation, self._params(), meta, arrays) is None:
+        state, unsaved, meta, arrays = captured
+        saved = self._files.save(
+            self._kind, account.account_id, state.generation, self._params(), meta, arrays, token=state.token
+        )
+        if saved is None:
             return False
         with account.lock:
             account.unsaved -= unsaved

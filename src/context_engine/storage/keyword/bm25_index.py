@@ -3,10 +3,11 @@ query time, per account and level.
 
 A derived index like the vector index: the metadata store is the source of truth. With a ``source`` (the metadata
 store) the index follows the one invalidation rule of the derived indexes (:mod:`context_engine.storage.changes`,
-docs/derived_indexes.md): before each search of an account it reads the committed account generation (one
-primary-key read); when it moved, the changed rows are read from the change log (``changes_since``) and applied, which
-costs O(changed records), or the account is reloaded wholesale (``load_vector_matrix``) on its first search or when
-the log does not reach back. Writes of any process are therefore seen by the next search, with no listener
+docs/derived_indexes.md): before each search of an account it reads the committed account generation and its token
+(one primary-key read); when they moved, the changed rows are read from the change log (``changes_since``) and
+applied, which costs O(changed records), or the account is reloaded wholesale (``load_vector_matrix``) on its first
+search, when the log does not reach back or when the store's history no longer holds the state held (a restored
+database). Writes of any process are therefore seen by the next search, with no listener
 (:meth:`BM25Index.nodes_written` / :meth:`BM25Index.nodes_deleted` do nothing then). Without a source the index is fed
 directly (:meth:`BM25Index.upsert`, :meth:`BM25Index.delete`, or as a
 :class:`~context_engine.ingest.pipeline.WriteListener`) and keeps the texts it was given; with one, no record text is
@@ -79,7 +80,7 @@ from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.conversation import message_speaker
 from context_engine.schema.nodes import NodeRecord, VectorFilter, VectorRecord
 from context_engine.settings import KeywordSettings
-from context_engine.storage.changes import IndexDelta, VectorMatrix
+from context_engine.storage.changes import AccountState, IndexDelta, VectorMatrix
 from context_engine.storage.derived.base import DerivedIndex, FileBuilder
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.filters import RowFields
@@ -354,16 +355,16 @@ class BM25Index(DerivedIndex[BM25Account]):
         rows: Sequence[Any],
         tokens: Sequence[list[str]],
         texts: Sequence[tuple[str, str]] | None,
-        generation: int | None = None,
+        state: AccountState | None = None,
     ) -> None:
-        """Apply removals and upserts (account lock held), then merge what passed its threshold; ``generation``: the
-        one they bring the account to (a change-log delta), set in the same view change."""
+        """Apply removals and upserts (account lock held), then merge what passed its threshold; ``state``: the
+        generation and token they bring the account to (a change-log delta), set in the same view change."""
         with account.view_lock:
             for rid in removed:
                 account.remove(rid)
             account.add(rows, tokens, texts)
-            if generation is not None:
-                account.generation = generation
+            if state is not None:
+                account.generation, account.token = state
         self._count(indexed=len(rows), merges=account.maintain())
 
     # ---- WriteListener --------------------------------------------------------------------------------------------
@@ -420,7 +421,7 @@ class BM25Index(DerivedIndex[BM25Account]):
         with account.view_lock:
             account.parts = parts
             account.by_uri = by_uri
-            account.generation = m.generation
+            account.generation, account.token = m.generation, m.token
         account.unsaved = m.n
         self._count(indexed=m.n)
         return m.n
@@ -440,7 +441,7 @@ class BM25Index(DerivedIndex[BM25Account]):
             int(m["level"]): Partition.restored(account_id, m, snap.arrays, f"p{i}.")
             for i, m in enumerate(snap.meta["partitions"])
         }
-        account.generation = snap.generation
+        account.generation = snap.generation  # and the file's token (set by DerivedIndex._restore)
         return account
 
     def _loaded(self, account_id: str) -> BM25Account:
@@ -450,12 +451,12 @@ class BM25Index(DerivedIndex[BM25Account]):
 
     def _apply(self, account: BM25Account, delta: IndexDelta) -> None:
         tokens = [self.tokenizer(keyword_text(r)) for r in delta.upserted]
-        self._change(account, delta.removed, delta.upserted, tokens, None, delta.generation)
+        self._change(account, delta.removed, delta.upserted, tokens, None, AccountState(delta.generation, delta.token))
         self._applied(account, len(delta.removed) + len(delta.upserted))
 
-    def _snapshot(self, account: BM25Account) -> tuple[int, int, dict[str, Any], dict[str, np.ndarray]] | None:
+    def _snapshot(self, account: BM25Account) -> tuple[AccountState, int, dict[str, Any], dict[str, np.ndarray]] | None:
         with account.lock:
-            generation, unsaved = account.generation, account.unsaved
+            generation, token, unsaved = account.generation, account.token, account.unsaved
             if generation is None:
                 return None
             captured = [(part, part.capture_state()) for _, part in sorted(account.parts.items())]
@@ -465,7 +466,7 @@ class BM25Index(DerivedIndex[BM25Account]):
             meta, part_arrays = part.snapshot(f"p{i}.", cap)
             metas.append(meta)
             arrays.update(part_arrays)
-        return generation, unsaved, {"partitions": metas}, arrays
+        return AccountState(generation, token), unsaved, {"partitions": metas}, arrays
 
     def save_files(self, account_id: str | None = None) -> int:
         """Write the derived files of the held accounts (or of one) now; returns the files written (none without
@@ -476,7 +477,13 @@ class BM25Index(DerivedIndex[BM25Account]):
 
     # ---- reads ----------------------------------------------------------------------------------------------------
     def search(
-        self, query: str, top_k: int, flt: VectorFilter, *, generation: int | None = None, with_text: bool = True
+        self,
+        query: str,
+        top_k: int,
+        flt: VectorFilter,
+        *,
+        generation: AccountState | int | None = None,
+        with_text: bool = True,
     ) -> list[KeywordHit]:
         """The ``top_k`` records passing ``flt`` with the highest BM25 score for ``query``.
 
@@ -487,7 +494,8 @@ class BM25Index(DerivedIndex[BM25Account]):
             query: free text, tokenised like the documents.
             top_k: hits wanted; ``<= 0`` returns none.
             flt: the pre-filter (the account is mandatory; ``None`` fields do not restrict).
-            generation: the account's committed generation when the caller just read it (one read saved).
+            generation: the account's committed :class:`AccountState` when the caller just read it (one read
+                saved; a bare generation number saves nothing: :meth:`DerivedIndex._current`).
             with_text: ``False`` returns hits with empty ``text`` and ``breadcrumb`` and reads nothing from the
                 store (a caller that has the texts elsewhere, e.g. the level-0 matrix of search_memory; hits are
                 then at the captured generation, including a record deleted since).
@@ -507,7 +515,7 @@ class BM25Index(DerivedIndex[BM25Account]):
         top_k: int,
         flts: Sequence[VectorFilter],
         *,
-        generation: int | None = None,
+        generation: AccountState | int | None = None,
         with_text: bool = True,
     ) -> list[list[KeywordHit]]:
         """:meth:`search` of one query under several filters of one account (search_memory's typed queries): the
@@ -533,7 +541,7 @@ class BM25Index(DerivedIndex[BM25Account]):
         return out
 
     def scores_many(
-        self, query: str, top_k: int, flts: Sequence[VectorFilter], *, generation: int | None = None
+        self, query: str, top_k: int, flts: Sequence[VectorFilter], *, generation: AccountState | int | None = None
     ) -> list[list[KeywordScore]]:
         """:meth:`search_many` without texts (``with_text=False``), each hit reduced to a :class:`KeywordScore`:
         the same records, order and scores, at the captured generation (a record deleted since included).
@@ -560,7 +568,7 @@ class BM25Index(DerivedIndex[BM25Account]):
         return out
 
     def _found(
-        self, query: str, top_k: int, flts: Sequence[VectorFilter], generation: int | None
+        self, query: str, top_k: int, flts: Sequence[VectorFilter], generation: AccountState | int | None
     ) -> list[list[tuple[float, str, PartitionView, int, float]]]:
         """Each filter's best ``top_k`` as ``(score, id, view, row, matched)``, best first (ties by id)."""
         if not flts:

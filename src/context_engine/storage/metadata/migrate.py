@@ -32,14 +32,14 @@ if TYPE_CHECKING:
 
 __all__ = ["HEAD", "REVISIONS", "SCHEMA_VERSION", "SchemaStatus", "alembic_config", "ensure_current", "read_status"]
 
-HEAD = "0004"
+HEAD = "0005"
 """The newest revision this release knows: what a database is upgraded to."""
 
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 """Every revision of this release, oldest first (a test checks it against ``migrations/versions``). A database at a
 revision not listed here was migrated by a newer release and is refused."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The ``schema_version`` row written at :data:`HEAD`, read by releases before Alembic (see the module docstring).
 
 Version 2 (issue 11) added ``nodes.occurred_at``, ``nodes.metadata_json``, ``nodes.version``, ``vectors.context``
@@ -47,7 +47,9 @@ and the ``node_versions`` table; version 3 (issue 12) the ``index_generations`` 
 version 4 (issue 14) the ``principal`` of ``tool_invocations`` and ``retrieved_docs`` and the ``write_journal``
 table (revision ``0001``); version 5 (issue 29) the ``memory_events`` table (revision ``0002``). Revision
 ``0003`` (issue 26) changes an index only and leaves the row at 5; version 6 (issue 26) the
-``knowledge_hint_changes`` table (revision ``0004``)."""
+``knowledge_hint_changes`` table (revision ``0004``); version 7 the ``token`` of ``index_generations`` and
+``index_changes`` and the ``log_floor_token`` of ``index_generations`` (revision ``0005``: a random token per account
+generation, docs/derived_indexes.md)."""
 
 _LEGACY_MAX = 4  # the last schema version written before Alembic: a lower row means a pre-Alembic release wrote it
 _VERSION_TABLE = "alembic_version"

@@ -200,7 +200,10 @@ class IndexGenerationRow(Base):
 
     ``generation`` is bumped in the transaction of every vector write or delete of the account (a row lock on
     PostgreSQL, the write lock on SQLite: writers of one account commit in generation order). Changes at generations
-    ``<= log_floor`` were pruned from ``index_changes``.
+    ``<= log_floor`` were pruned from ``index_changes``. ``token``: random, set by every bump (the one its change-log
+    rows carry): a generation number names a state of the account only with its token, since a restored or
+    failed-over database may reach the same number by another history (revision ``0005``; NULL for generations
+    written before it). ``log_floor_token``: the token of the generation ``log_floor`` (whose log rows are gone).
     """
 
     __tablename__ = "index_generations"
@@ -208,10 +211,13 @@ class IndexGenerationRow(Base):
     account_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger, default=0)
     log_floor: Mapped[int] = mapped_column(BigInteger, default=0)
+    token: Mapped[str | None] = mapped_column(String(32))
+    log_floor_token: Mapped[str | None] = mapped_column(String(32))
 
 
 class IndexChangeRow(Base):
-    """``index_changes``: the vector ids each account generation touched (written or deleted)."""
+    """``index_changes``: the vector ids each account generation touched (written or deleted), each with the
+    generation's ``token`` (``index_generations.token``; NULL for rows written before revision ``0005``)."""
 
     __tablename__ = "index_changes"
     __table_args__ = (Index("ix_index_changes_account_generation", "account_id", "generation"),)
@@ -220,6 +226,7 @@ class IndexChangeRow(Base):
     account_id: Mapped[str] = mapped_column(String(64))
     generation: Mapped[int] = mapped_column(BigInteger)
     vector_id: Mapped[str] = mapped_column(String(1536))
+    token: Mapped[str | None] = mapped_column(String(32))
 
 
 class WriteJournalRow(Base):

@@ -13,6 +13,7 @@ import numpy as np
 
 from context_engine.errors import ContextEngineError
 from context_engine.settings import RetrievalSettings
+from context_engine.storage.changes import AccountState
 from context_engine.storage.protocols import MetadataStore, VectorIndex
 from context_engine.storage.vector.matrix import MatrixVectorIndex
 from context_engine.storage.vector.matrix_scoring import MemoryL0Scorer
@@ -33,8 +34,9 @@ class L0Source:
       most ``memory_load_now_rows`` vector rows); otherwise the index scorer, and after ``memory_warm_after_searches``
       searches of the account the matrix is loaded on a background thread.
 
-    A held account is brought to the committed account generation before each request (one primary-key read, then
-    O(changes) from the change log when it moved: docs/derived_indexes.md), so every process sees every write.
+    A held account is brought to the committed account generation and token before each request (one primary-key
+    read, then O(changes) from the change log when they moved: docs/derived_indexes.md), so every process sees every
+    write, also after the metadata database was restored.
 
     Args:
         index: the vector index.
@@ -59,9 +61,12 @@ class L0Source:
         self._loading: set[str] = set()
         self._executor: ThreadPoolExecutor | None = None
 
-    def scorer(self, account_id: str, query_vector: np.ndarray, generation: int | None = None) -> L0Scorer:
-        """A scorer for one request of ``account_id`` (``generation``: the committed account generation when the
-        caller just read it).
+    def scorer(
+        self, account_id: str, query_vector: np.ndarray, generation: AccountState | int | None = None
+    ) -> L0Scorer:
+        """A scorer for one request of ``account_id`` (``generation``: the committed :class:`AccountState` when the
+        caller just read it, which saves a read; a bare generation number saves nothing: the matrix reads the state
+        again, since the number alone cannot tell a restored database's history from the one it holds).
 
         Raises:
             ContextEngineError: ``RET-5001`` (retryable) when mode ``memory`` cannot load the matrix.
@@ -71,8 +76,8 @@ class L0Source:
         if mode == "index" or matrix is None:
             return IndexL0Scorer(self.index, query_vector)
         try:
-            if generation is None:
-                generation = self._metadata.account_generation(account_id)
+            if not isinstance(generation, AccountState):
+                generation = self._metadata.account_state(account_id)
             if mode == "memory" or matrix.held(account_id) or self._small(account_id):
                 view = matrix.view(account_id, generation)
                 if view is not None:

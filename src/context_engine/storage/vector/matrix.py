@@ -5,9 +5,10 @@ and the ``auto`` fallback) and the **level-0 matrix** of search_memory (``levels
 :class:`~context_engine.storage.vector.matrix_scoring.MemoryL0Scorer`). It is a derived index
 (:class:`~context_engine.storage.derived.base.DerivedIndex`): the metadata store is the source of truth, and each
 account's rows are kept current by the one invalidation rule (docs/derived_indexes.md): before a read, the committed
-account generation is compared with the one held (one primary-key read); when it moved, the changed rows are read
-from the change log and applied (O(changes): append + tombstone), or the account is reloaded when the log does not
-reach back. Writes of any process are therefore seen by the next search, with no listener.
+account generation and its token are compared with the ones held (one primary-key read); when they moved, the
+changed rows are read from the change log and applied (O(changes): append + tombstone), or the account is reloaded
+when the log does not reach back (or no longer holds the state held: a restored database). Writes of any process
+are therefore seen by the next search, with no listener.
 
 Rows are kept per account in one segment per owner space (a user's memory query scores that user's segment and the
 shared resources, not every user's): :mod:`context_engine.storage.vector.matrix_segment`. A segment whose
@@ -27,7 +28,7 @@ import numpy as np
 
 from context_engine.errors import ContextEngineError, ErrorCode
 from context_engine.schema.nodes import VectorFilter, VectorHit, VectorRecord
-from context_engine.storage.changes import IndexDelta
+from context_engine.storage.changes import AccountState, IndexDelta
 from context_engine.storage.derived.base import DerivedIndex, FileBuilder
 from context_engine.storage.derived_files import DerivedFiles, Snapshot
 from context_engine.storage.protocols import MetadataStore
@@ -213,13 +214,15 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
                 seg.uris.prepare_lookups()
         return held
 
-    def view(self, account_id: str, generation: int | None = None) -> MatrixView | None:
-        """A read view of the account at (at least) its committed generation, catching up first when needed
+    def view(self, account_id: str, generation: AccountState | int | None = None) -> MatrixView | None:
+        """A read view of the account at (at least) its committed state, catching up first when needed
         (:meth:`DerivedIndex._current`); ``None`` when the account has more than ``max_rows`` rows.
 
         Args:
             account_id: the account.
-            generation: the committed generation if the caller just read it (saves the read).
+            generation: the committed :class:`AccountState` if the caller just read it (saves the read); a bare
+                generation number saves nothing (the state is read again: the number alone cannot tell a restored
+                database's history from the one held).
 
         Raises:
             ContextEngineError: what the metadata store raises (``WRT-5001``, ``IDX-4091``).
@@ -241,6 +244,7 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
         return {"levels": levels, "compress_rows": self._compress_rows, "compress_dims": self._compress_dims}
 
     def _restored(self, account_id: str, snap: Snapshot) -> MatrixAccount:
+        # at the file's generation; DerivedIndex._restore sets the file's token
         return MatrixAccount.restored(account_id, snap, self._compress_rows, self._compress_dims, self._project_rows)
 
     def _over_limit(self, account: MatrixAccount) -> bool:
@@ -252,13 +256,14 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
 
     def _loaded(self, account_id: str) -> MatrixAccount | None:
         if self._max_rows is not None and self._metadata.count_vectors(account_id) > 4 * max(self._max_rows, 1):
-            self._mark_too_large(account_id, self._metadata.account_generation(account_id))
+            self._mark_too_large(account_id, self._metadata.account_state(account_id))
             return None
         m = self._metadata.load_vector_matrix(account_id, levels=self.levels)
         if self._max_rows is not None and m.n > self._max_rows:
-            self._mark_too_large(account_id, m.generation)
+            self._mark_too_large(account_id, AccountState(m.generation, m.token))
             return None
         account = MatrixAccount(account_id, m.generation, self._compress_rows, self._compress_dims, self._project_rows)
+        account.token = m.token
         if m.n:
             account.add(rows_of_matrix(m, range(m.n)), m.vectors)
         account.unsaved = m.n
@@ -274,14 +279,16 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
             account.add([row_of_record(r) for r in delta.upserted], vectors)
         account.compact()
         account.generation = delta.generation
+        account.token = delta.token
         applied = len(delta.removed) + len(delta.upserted)
         with self._lock:
             self.rows_applied += applied
         self._applied(account, applied)
 
-    def _snapshot(self, account: MatrixAccount) -> tuple[int, int, dict[str, Any], dict[str, np.ndarray]]:
+    def _snapshot(self, account: MatrixAccount) -> tuple[AccountState, int, dict[str, Any], dict[str, np.ndarray]]:
         with account.lock:
             generation, segs, unsaved = account.capture()
+            state = AccountState(generation, account.token)
             dim, projection = account.dim, account.projection
         metas: list[dict[str, Any]] = []
         arrays: dict[str, np.ndarray] = {}
@@ -291,7 +298,7 @@ class MatrixVectorIndex(DerivedIndex[MatrixAccount]):
             arrays.update(seg_arrays)
         if projection is not None:
             arrays["projection"] = projection
-        return generation, unsaved, {"dim": dim, "spaces": [space for space, *_ in segs], "segments": metas}, arrays
+        return state, unsaved, {"dim": dim, "spaces": [space for space, *_ in segs], "segments": metas}, arrays
 
 
 def _search_failed(err: Exception) -> ContextEngineError:
