@@ -278,3 +278,16 @@ def test_feet_and_inches_are_two_memories_under_skip(engine) -> None:
     assert {m.abstract for m in engine.list_memories(ALICE).items} == {stored, new}
     again = engine.add_memory("the shelf is 5' wide", ALICE).items[0]
     assert again.status == "unchanged" and again.uri == first.uri
+
+
+def test_a_code_that_differs_only_in_case_is_two_memories(engine) -> None:
+    """Failed at be53c3a (an attack pass): the text identity and the specifics case-folded every word, so "code
+    abx7Q" after "code AbX7q" was answered ``unchanged`` and never stored. A code (digits with letters in both cases)
+    keeps its case; an identifier in one case ("XJ-4477" / "xj-4477") and an ordinary word still fold."""
+    first = engine.add_memory("My locker code is AbX7q.", ALICE).items[0]
+    [outcome] = engine.add_memory("My locker code is abx7Q.", ALICE).items
+    assert outcome.status == "added" and outcome.uri != first.uri
+    assert engine.add_memory("my LOCKER code is AbX7q", ALICE).items[0].uri == first.uri  # the same memory
+    parts = engine.add_memory("The parts went under XJ-4477.", ALICE).items[0]
+    [again] = engine.add_memory("The parts went under xj-4477", ALICE).items
+    assert again.status == "unchanged" and again.uri == parts.uri

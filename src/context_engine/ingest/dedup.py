@@ -60,7 +60,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["Specifics", "distinguishing_tokens", "same_specifics", "specifics"]
+__all__ = ["Specifics", "distinguishing_tokens", "is_code", "same_specifics", "specifics"]
 
 # Han, kana, Hangul, CJK symbols: no case and no spaces, so never part of a Latin token.
 _CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff"
@@ -312,12 +312,19 @@ def same_specifics(a: str, b: str) -> bool:
     return specifics(a).same_as(specifics(b))
 
 
+def is_code(word: str) -> bool:
+    """Whether ``word`` is a case-sensitive code: digits with letters in both cases ("AbX7q", a locker code, a
+    password hint). Its case is part of it; an identifier in one case ("XJ-4477", "ca1234") is the same in another."""
+    return any(c.isdigit() for c in word) and any(c.isupper() for c in word) and any(c.islower() for c in word)
+
+
 def _numeric(text: str, m: re.Match[str]) -> tuple[_Item, int]:
-    """A token with a digit: a number with its unit (``5 mg``, ``$1200``, ``7 pm``), else an identifier as written."""
+    """A token with a digit: a number with its unit (``5 mg``, ``$1200``, ``7 pm``), else an identifier as written,
+    case-folded unless it is a code (:func:`is_code`: ``AbX7q`` is not ``abx7Q``, ``XJ-4477`` is ``xj-4477``)."""
     word, currency, sign = m.group("word"), m.group("cur") or "", m.group("sign") or ""
     parsed = _parse_number(word)
     if parsed is None:
-        return ("ident", f"{currency}{sign}{word}".casefold(), False), m.end()
+        return ("ident", f"{currency.casefold()}{sign}{word if is_code(word) else word.casefold()}", False), m.end()
     number, unit = parsed
     return _quantity(text, m.start(), m.end(), number, sign, unit, currency)
 

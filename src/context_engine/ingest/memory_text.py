@@ -7,6 +7,7 @@ import hashlib
 import re
 import unicodedata
 
+from context_engine.ingest.dedup import is_code
 from context_engine.ingest.loader import content_hash
 from context_engine.redaction import slug_text
 
@@ -15,8 +16,9 @@ __all__ = ["memory_hash", "memory_slug", "normalise_memory_text"]
 
 def normalise_memory_text(text: str) -> str:
     """The text two memories must share to be the same memory: NFKC (except superscripts, subscripts and
-    fractions), case-folded, whitespace-collapsed, with the punctuation that only shapes a sentence removed (stops,
-    commas, quotes, brackets, Unicode category P standing alone). "Bob likes green tea" and "bob likes green tea!"
+    fractions), case-folded but for codes (``dedup.is_code``: "AbX7q" / "abx7Q" are two, until 2026-12-07 one),
+    whitespace-collapsed, with the punctuation that only shapes a sentence removed (stops, commas, quotes,
+    brackets, Unicode category P standing alone). "Bob likes green tea" and "bob likes green tea!"
     are one memory; "-18 degrees" and "18 degrees", "C#" and "C", "50%" and "50", "10³" and "103" are not (until
     2026-12-07 every punctuation mark went and NFKC folded ``³`` to ``3``: the second fact of such a pair was
     answered ``unchanged`` and never stored, by ``add_memory`` and ``update_memory`` alike), nor are "5' wide" and
@@ -24,7 +26,7 @@ def normalise_memory_text(text: str) -> str:
     both were removed), unless it closes a quote around the number ('"5"' is '5')."""
     if not text.isascii():  # ASCII has no compatibility forms
         text = "".join(_compatible(c) for c in unicodedata.normalize("NFC", text))
-    folded = text.casefold()
+    folded = _WORD.sub(_fold_word, text)
     kept = []
     for i, c in enumerate(folded):
         if (
@@ -36,6 +38,15 @@ def normalise_memory_text(text: str) -> str:
         else:
             kept.append(c)
     return " ".join("".join(kept).split())
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _fold_word(m: re.Match[str]) -> str:
+    """A word case-folded, unless it is a code (``dedup.is_code``)."""
+    word = m.group(0)
+    return word if is_code(word) else word.casefold()
 
 
 #: Punctuation that shapes a sentence and never a value: removed wherever it stands (other marks, such as ``-``,
