@@ -419,6 +419,45 @@ def test_a_question_about_the_present_puts_the_later_statement_on_the_same_topic
         assert ranked["superseded"] == 0
 
 
+@pytest.mark.parametrize("margin", [0.05, 0.0])
+def test_statements_holding_what_the_question_asks_about_are_one_topic(make, margin):
+    # D2:7 "I've still got £2,300 on a credit card at 22.9% APR." (February); D3:3 "Paid the credit card off
+    # completely last Friday!" (May): cosine 0.45, below current_state_same_topic, but both hold the question's
+    # "credit card": the later one is the answer. current_state_boost 0: the rule alone orders them (with the boost
+    # the later one comes first in this store either way)
+    engine = make(retrieval={"scoring": {"current_state_margin": margin, "current_state_boost": 0.0}})
+    ids = _agent_conversation(engine, "agent-08")
+    response = engine.search_memory(
+        "Does the user still have credit card debt?", ANN, top_k=10, include_debug=True, trace_level="detailed"
+    )
+    first = [ids[u] for u in _uris(response)]
+    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    if margin:
+        assert first[:2] == ["D3:3", "D2:7"]
+        assert ranked["superseded"] >= 1
+    else:
+        assert first[:2] == ["D2:7", "D3:3"]
+
+
+@pytest.mark.parametrize("boost", [0.08, 0.0])
+def test_a_which_day_question_prefers_the_memory_that_names_a_day(make, boost):
+    # "On which day ..." opens with the preposition its answer takes; a day is a weekday or a date, not any
+    # number or time word (the assistant's "book club evening")
+    engine = make(retrieval={"scoring": {"answer_type_boost": boost}})
+    ids = _agent_conversation(engine, "agent-04")
+    response = engine.search_memory(
+        "On which day does the book club meet now?", ANN, top_k=10, include_debug=True, trace_level="detailed"
+    )
+    first = [ids[u] for u in _uris(response)]
+    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    # D4:5 "And we meet on the last Tuesday of the month now instead."
+    if boost:
+        assert first[0] == "D4:5"
+        assert ranked["answer_type"] == "day"
+    else:
+        assert first[0] != "D4:5"
+
+
 def test_a_question_that_repeats_the_fact_ranks_below_the_statement(make):
     # "How lucky! Did you get a photo of the bittern at Minsmere?" repeats the fact's words but states only a
     # reaction: a question asks, the answer is in the statement it asks about (issue 25, states_content).

@@ -15,7 +15,8 @@ from context_engine.schema.hits import NodeHit
         ("How many people are in the book club?", "number"),
         ("how often does she swim?", "number"),
         ("What time is the standup?", "number"),
-        ("Which weekday does the user have off?", "number"),
+        ("Which weekday does the user have off?", "day"),
+        ("What date is Zoe's birthday party?", "day"),
         ("Who is Kofi's vet?", "name"),
         ("What is the name of Sam's cat?", "name"),
         ("What is Sam's partner's name?", "name"),
@@ -35,6 +36,19 @@ from context_engine.schema.hits import NodeHit
         ("What does Melanie do to destress?", None),
         ("What career path has Caroline decided to pursue?", None),
         ("萨姆什么时候搬家的？", None),
+        # the preposition the answer takes may open the question
+        ("On which day does the book club meet now?", "day"),
+        ("On which days does Becky walk Kofi?", "day"),
+        ("For how long has Nate had his turtles?", "number"),
+        ("In which month's game did John score a career high?", "number"),
+        ("At which airport is Priya's spouse employed?", "name"),
+        ("With whom did Sam go to Lisbon?", "name"),
+        ("From which company did Hannah resign?", "name"),
+        ("In what ways is Caroline taking part?", None),
+        # "What does X do?" alone asks for a job; with anything after "do" it asks for an activity
+        ("What does Kim do?", "occupation"),
+        ("What does the user do these days?", "occupation"),
+        ("What does Jon tell Gina he won't do?", None),
     ],
 )
 def test_the_expected_answer_type_comes_from_the_opening_words(question, expected):
@@ -48,6 +62,20 @@ def test_a_number_is_a_digit_a_number_word_or_a_time_word():
     assert has_answer_type("number", "I do school pickup on Tuesdays.", "When?")
     assert not has_answer_type("number", "Our old cat Nala is not impressed with him.", "When?")
     assert not has_answer_type("number", "That is the one I liked.", "When?")  # "one" is mostly a pronoun
+
+
+def test_a_day_is_a_weekday_the_weekend_a_relative_day_or_a_date():
+    q = "On which day does the book club meet now?"
+    assert has_answer_type("day", "Lena: And we meet on the last Tuesday of the month now instead.", q)
+    assert has_answer_type("day", "I work from home except Tuesdays and Thursdays.", q)
+    assert has_answer_type("day", "Kofi's booked in to be neutered on 15 January.", q)
+    assert has_answer_type("day", "Oops, I mean the 3rd of May.", q)
+    assert has_answer_type("day", "The party is on May 3rd, or was it 04/05/2024?", q)
+    assert has_answer_type("day", "We usually go at the weekend.", q)
+    # a number or a time of day is no day: a "which day" question is not answered by them
+    assert not has_answer_type("day", "assistant: A pub can make for a livelier book club evening.", q)
+    assert not has_answer_type("day", "Switched Kofi to two meals a day, the vet said it's time.", q)
+    assert not has_answer_type("day", "I have 3 cats.", q)
 
 
 def test_a_name_is_a_capitalised_word_inside_a_sentence_the_question_does_not_name():

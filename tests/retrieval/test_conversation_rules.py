@@ -339,6 +339,33 @@ def test_supersede_leaves_other_topics_wide_gaps_and_failures_alone():
     assert near.score == 0.48
 
 
+def _embed_apart(texts: list[str]) -> np.ndarray:
+    """Every text on a topic of its own (orthogonal vectors): only the question's words can join two of them."""
+    return np.eye(len(texts), dtype=np.float32)
+
+
+def test_two_statements_holding_a_word_the_question_asks_about_are_on_one_topic():
+    query = "Does the user still have credit card debt?"
+    debt = _statement("000007.md", 0.274, datetime(2024, 2, 1), "user: I've still got £2,300 on a credit card.")
+    paid = _statement("000013.md", 0.254, datetime(2024, 5, 2), "user: Paid the credit card off completely!")
+    budget = _statement("000021.md", 0.27, datetime(2024, 8, 1), "user: I've raised my monthly budget to £2,000.")
+    assert supersede([debt, paid, budget], _embed_apart, same_topic=0.5, margin=0.05) == 0  # cosines alone: apart
+    assert supersede([debt, paid, budget], _embed_apart, same_topic=0.5, margin=0.05, query=query) == 1
+    assert paid.score == pytest.approx(0.2741) and debt.score == 0.274 and budget.score == 0.27
+
+
+def test_the_current_state_marker_speakers_and_words_outside_the_question_join_no_topic():
+    query = "What does Sam drink these days?"  # "these days": the marker, not the topic
+    monday = _statement("000003.md", 0.30, datetime(2024, 1, 1), "Sam: Busy days at work lately.")
+    later = _statement("000009.md", 0.28, datetime(2024, 6, 1), "Sam: These days are long, the days fly.")
+    assert supersede([monday, later], _embed_apart, same_topic=0.5, margin=0.05, query=query) == 0
+    # "Sam" is the speaker, not the topic; "rooibos" is in both texts but not in the question
+    tea = _statement("000004.md", 0.30, datetime(2024, 1, 1), "Sam: Sam here, rooibos is lovely.")
+    walk = _statement("000010.md", 0.28, datetime(2024, 6, 1), "Sam: Sam again, rooibos garden walk.")
+    assert supersede([tea, walk], _embed_apart, same_topic=0.5, margin=0.05, query="Where does Sam go now?") == 0
+    assert walk.score == 0.28
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [

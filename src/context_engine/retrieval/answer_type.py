@@ -7,20 +7,26 @@ NOT impressed with him"; "Who is Kofi's vet?" by "His vet is Dr Okafor at Rivers
 two meals a day, the vet said it's time". :func:`expected_answer_type` reads the type from the question's opening
 words (English):
 
-* ``number``: "when", "how many / much / old / long / often / far / heavy / tall", "what time / year / day / date /
-  month", "which year / day / weekday / month" -- answered by a digit, a number word, a weekday, a month or a time
-  word (:data:`NUMBER_WORDS`: "twice", "yesterday", "last week" by its "week");
+* ``day``: "what / which day / date / weekday" (or their plurals) -- answered by a weekday ("Tuesdays"), the
+  weekend, a day named relative to today ("tomorrow") or a date ("15 January", "May 3rd", "the 3rd", "04/05/2024");
+  not by any number or time word ("a livelier book club evening" answers no "On which day ...");
+* ``number``: "when", "how many / much / old / long / often / far / heavy / tall", "what / which time / year /
+  month" (or their plurals) -- answered by a digit, a number word, a weekday, a month or a time word
+  (:data:`NUMBER_WORDS`: "twice", "yesterday", "last week" by its "week");
 * ``name``: "who / whom / whose", "what is the name ...", "what is X's name", "what / which brand, company, city,
-  neighbourhood, book, ..." -- answered by a capitalised word inside a sentence (a proper noun) that the question
-  does not already name ("I" and a sentence's first word are not names);
+  neighbourhood, book, airport, hotel, ..." -- answered by a capitalised word inside a sentence (a proper noun)
+  that the question does not already name ("I" and a sentence's first word are not names);
 * ``occupation``: "what does X do for a living / for work / professionally", "what is X's job / profession /
-  occupation / line of work / trade", "what (part-time / new ...) job ...", "what does X work as" -- answered by
+  occupation / line of work / trade", "what (part-time / new ...) job ...", "what does X work as", "what does X
+  do?" with nothing after "do" but "now" or "these days" -- answered by
   an occupation noun (:data:`OCCUPATIONS`: "I'm an architect", "Being a paramedic doesn't help"). A person's
   occupation is a class of its own in question classification (Li & Roth, *Learning Question Classifiers*, COLING
   2002: HUM:title); the question rarely shares a word with the memory that answers it ("What is the user's
   profession?" against "I'm going back to work part-time in April, as a pharmacist at Boots").
 
-Other questions ("what", "where", "why", "how", Chinese) have no expected type and are unchanged.
+The opening words may follow the preposition the answer takes: "On which day ...", "For how long ...", "With
+whom ...", "At which airport ...". Other questions ("what", "where", "why", "how", Chinese) have no expected type and
+are unchanged.
 :func:`prefer_answer_type` adds ``retrieval.scoring.answer_type_boost`` (0.08) to the final score of each memory
 hit whose abstract (the speaker prefix ``"Sam: "`` left out) holds the expected type: it orders near-ties, and is
 too small to lift a memory that matches the question clearly worse. Measured in eval/README.md (locomo_dev and
@@ -37,17 +43,22 @@ from context_engine.schema.hits import NodeHit
 
 __all__ = ["NUMBER_WORDS", "OCCUPATIONS", "AnswerType", "expected_answer_type", "has_answer_type", "prefer_answer_type"]
 
-AnswerType = Literal["number", "name", "occupation"]
+AnswerType = Literal["day", "number", "name", "occupation"]
 
+# A question may open with the preposition its answer takes ("On which day ...", "For how long ...", "In what
+# year ...", "At which airport ..."): the interrogative follows it.
+_PREPOSITION = r"(?:(?:on|in|at|for|by|from|to|since|until|till|after|before|during|within|around|with) )?"
+_DAY_QUESTION = re.compile(r"^\W*" + _PREPOSITION + r"(?:what|which) (?:day|date|weekday)s?\b", re.IGNORECASE)
 _NUMBER_QUESTION = re.compile(
-    r"^\W*(?:when|how (?:many|much|old|long|often|far|heavy|tall|frequently)|what (?:time|year|day|date|month|weekday)"
-    r"|which (?:year|day|weekday|month))\b",
+    r"^\W*" + _PREPOSITION + r"(?:when|how (?:many|much|old|long|often|far|heavy|tall|frequently)"
+    r"|(?:what|which) (?:time|year|month)s?)\b",
     re.IGNORECASE,
 )
 _NAME_QUESTION = re.compile(
-    r"^\W*(?:who|whom|whose|what(?:'s| is| was) the name|what (?:is|was) [\w'’ ]+ name\b"
+    r"^\W*" + _PREPOSITION + r"(?:who|whom|whose|what(?:'s| is| was) the name|what (?:is|was) [\w'’ ]+ name\b"
     r"|(?:what|which) (?:brand|company|make|model|city|town|country|neighbourhood|neighborhood|restaurant|shop"
-    r"|bank|airline|school|team|band|book|film|movie|show|app|game))\b",
+    r"|bank|airline|school|team|band|book|film|movie|show|app|game|airport|hotel|hospital|university|college"
+    r"|museum|station|church|street))\b",
     re.IGNORECASE,
 )
 
@@ -55,7 +66,8 @@ _OCCUPATION_QUESTION = re.compile(
     r"^\W*(?:what (?:does|did|do) [\w'’ ]+ do (?:for (?:a )?(?:living|work|job)|professionally)"
     r"|what (?:is|was|are|were) [\w'’ ]*(?:job|profession|occupation|line of work|trade)\b"
     r"|what (?:[\w-]+ )?(?:job|profession|occupation|line of work|trade)\b"
-    r"|what (?:does|did|do) [\w'’ ]+ work as\b)",
+    r"|what (?:does|did|do) [\w'’ ]+ work as\b"
+    r"|what (?:does|do) [\w'’]+(?: [\w'’]+)? do(?: now| these days| nowadays)?\W*$)",
     re.IGNORECASE,
 )
 
@@ -98,6 +110,16 @@ _NUMBER = re.compile(
     r"\d|\b(?:" + "|".join(NUMBER_WORDS) + "|" + "|".join(w + "s?" for w in _COUNTED) + r")\b",
     re.IGNORECASE,
 )
+_MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
+# A day: a weekday (or its plural), the weekend, a day named relative to today, or a date (a day of the month beside
+# a month's name, an ordinal, a numeric date).
+_DAY = re.compile(
+    r"\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|today|tomorrow|yesterday|tonight"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:" + _MONTHS + r")[a-z]*"
+    r"|(?:" + _MONTHS + r")[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?\b"
+    r"|\d{1,2}(?:st|nd|rd|th)\b|\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4})",
+    re.IGNORECASE,
+)
 _SPEAKER_PREFIX = re.compile(r"^[^:\n]{1,40}:\s")
 # A capitalised word that is not the first of its sentence.
 _INNER_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+)")
@@ -106,6 +128,8 @@ _FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve",
 
 def expected_answer_type(query: str) -> AnswerType | None:
     """The answer type a question's opening words ask for (module docstring), or ``None``."""
+    if _DAY_QUESTION.search(query):
+        return "day"
     if _NUMBER_QUESTION.search(query):
         return "number"
     if _NAME_QUESTION.search(query):
@@ -127,6 +151,8 @@ def has_answer_type(kind: AnswerType, text: str, query: str) -> bool:
     """Whether ``text`` (a memory's abstract; a leading ``"Speaker: "`` is skipped) holds an answer of type ``kind``
     for ``query``: a number, date or time word (``number``), or a proper noun the query does not name (``name``)."""
     text = _SPEAKER_PREFIX.sub("", text, count=1)
+    if kind == "day":
+        return _DAY.search(text) is not None
     if kind == "number":
         return _NUMBER.search(text) is not None
     if kind == "occupation":

@@ -30,7 +30,7 @@ from context_engine.retrieval.answer_type import expected_answer_type, has_answe
 from context_engine.retrieval.speakers import is_role, speaker_of_reference
 from context_engine.schema.conversation import CORRECTION_WINDOW, corrects_earlier, message_position, message_speaker
 from context_engine.schema.hits import NodeHit
-from context_engine.storage.keyword.content_words import shares_content
+from context_engine.storage.keyword.content_words import content_tokens, shares_content
 
 __all__ = [
     "CORRECTION_CANDIDATES",
@@ -132,11 +132,16 @@ def supersede(
     *,
     same_topic: float,
     margin: float,
+    query: str | None = None,
 ) -> int:
     """Order the later of two statements on the same topic first (module docstring): for the
     :data:`SUPERSEDE_CANDIDATES` best memory hits of ``hits`` with a time, whenever a newer hit ``b`` scores at most
-    ``margin`` below an older hit ``a`` whose abstract's cosine similarity with ``b``'s is at least ``same_topic``,
-    ``b.score`` becomes ``a.score + 0.0001`` (capped at 1); repeated until nothing moves. Scores change in place.
+    ``margin`` below an older hit ``a`` on the same topic, ``b.score`` becomes ``a.score + 0.0001`` (capped at 1);
+    repeated until nothing moves. Scores change in place. Two statements are on the same topic when their abstracts'
+    cosine similarity is at least ``same_topic``, or when both hold a content word of ``query`` (its current-state
+    markers and the speakers' names left out): "Does the user still have credit card debt?" over "I've still got
+    £2,300 on a credit card at 22.9% APR." and, three months later, "Paid the credit card off completely last
+    Friday!" (cosine 0.45 with the default model: the rest of each says different things about the thing asked).
     A statement supersedes only its own speaker's (``schema.conversation.message_speaker``, :func:`_may_supersede`):
     an assistant's echo never supersedes the user's statement it repeats.
 
@@ -145,6 +150,7 @@ def supersede(
         embed: texts -> ``(n, dim)`` vectors (the embedding model's ``embed_documents``).
         same_topic: raw cosine similarity from which two abstracts are on the same topic.
         margin: the largest score gap (final score, 0..1) the later statement may make up.
+        query: the question; ``None``: the cosine alone tells the topic.
 
     Returns:
         How many scores changed (0 when ``embed`` failed: the rule is skipped, never the search).
@@ -165,6 +171,8 @@ def supersede(
     # a fact is superseded by its owner's later statement, not by another speaker's echo of it ("Switching from
     # coffee to matcha is a nice change" after "I switched from coffee to matcha")
     speakers = [message_speaker(h.uri, h.abstract) for h in ranked]
+    asked = _asked_words(query, speakers) if query else set()
+    held = [asked & content_tokens(h.abstract) for h in ranked] if asked else [set() for _ in ranked]
     moved: set[int] = set()
     for _ in range(len(ranked)):
         changed = False
@@ -173,7 +181,7 @@ def supersede(
                 if (
                     times[j] > times[i]
                     and _may_supersede(speakers[j], speakers[i])
-                    and similar[i, j] >= same_topic
+                    and (similar[i, j] >= same_topic or not held[i].isdisjoint(held[j]))
                     and older.score - margin <= newer.score <= older.score
                 ):
                     newer.score = round(min(1.0, older.score + 1e-4), 6)
@@ -182,6 +190,12 @@ def supersede(
         if not changed:
             break
     return len(moved)
+
+
+def _asked_words(query: str, speakers: Sequence[str | None]) -> set[str]:
+    """The content words of ``query`` (``storage.keyword.content_words``) less its current-state markers and the
+    names of ``speakers`` and the user's role: what the question asks about."""
+    return content_tokens(_PATTERN.sub(" ", query), [*(s for s in speakers if s), "user"])
 
 
 def _when(hit: NodeHit) -> tuple[float, int]:

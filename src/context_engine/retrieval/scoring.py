@@ -353,7 +353,7 @@ class Scorer:
             prefer_latest(query, merged, s.current_state_boost)
             if embed is not None and s.current_state_margin > 0 and s.current_state_same_topic < 1:
                 superseded = supersede(
-                    merged, embed, same_topic=s.current_state_same_topic, margin=s.current_state_margin
+                    merged, embed, same_topic=s.current_state_same_topic, margin=s.current_state_margin, query=query
                 )
             merged.sort(key=rank_key)
         corrected = prefer_corrections(
