@@ -65,10 +65,10 @@ def _uris(response):
     return [h.uri for h in response.hits]
 
 
-def _ranked(engine, query):
-    """The URIs search_memory returns for ``query`` (top 3) and its trace's ``ranked`` event (what the ordering rules
-    moved)."""
-    response = engine.search_memory(query, ANN, top_k=3, include_debug=True, trace_level="detailed")
+def _ranked(engine, query, top_k=3):
+    """The URIs search_memory returns for ``query`` (``top_k``) and its trace's ``ranked`` event (what the ordering
+    rules moved)."""
+    response = engine.search_memory(query, ANN, top_k=top_k, include_debug=True, trace_level="detailed")
     return _uris(response), [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
 
 
@@ -427,11 +427,8 @@ def test_statements_holding_what_the_question_asks_about_are_one_topic(make, mar
     # the later one comes first in this store either way)
     engine = make(retrieval={"scoring": {"current_state_margin": margin, "current_state_boost": 0.0}})
     ids = _agent_conversation(engine, "agent-08")
-    response = engine.search_memory(
-        "Does the user still have credit card debt?", ANN, top_k=10, include_debug=True, trace_level="detailed"
-    )
-    first = [ids[u] for u in _uris(response)]
-    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    uris, ranked = _ranked(engine, "Does the user still have credit card debt?", top_k=10)
+    first = [ids[u] for u in uris]
     if margin:
         assert first[:2] == ["D3:3", "D2:7"]
         assert ranked["superseded"] >= 1
@@ -445,11 +442,8 @@ def test_a_which_day_question_prefers_the_memory_that_names_a_day(make, boost):
     # number or time word (the assistant's "book club evening")
     engine = make(retrieval={"scoring": {"answer_type_boost": boost}})
     ids = _agent_conversation(engine, "agent-04")
-    response = engine.search_memory(
-        "On which day does the book club meet now?", ANN, top_k=10, include_debug=True, trace_level="detailed"
-    )
-    first = [ids[u] for u in _uris(response)]
-    ranked = [e for e in response.thinking_trace["events"] if e["event"] == "ranked"][0]
+    uris, ranked = _ranked(engine, "On which day does the book club meet now?", top_k=10)
+    first = [ids[u] for u in uris]
     # D4:5 "And we meet on the last Tuesday of the month now instead."
     if boost:
         assert first[0] == "D4:5"
